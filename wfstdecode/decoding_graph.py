@@ -1,0 +1,212 @@
+"""`DecodingGraph`: a TLG (or any decoding WFST) as CSR arrays — the one boundary between
+OpenFst-side graph building and the decoders.
+
+Layout (shared by every backend, mirrored on the GPU):
+
+* arcs are stored emitting first (ilabel != 0, grouped by source state, ilabels ascending within
+  a state), then non-emitting (ilabel == 0, grouped by source state);
+* state ``s`` owns emitting arcs ``e_offsets[s] : e_offsets[s + 1]`` and non-emitting arcs
+  ``ne_offsets[s] : ne_offsets[s + 1]`` (``ne_offsets[0] == number of emitting arcs``);
+* per arc: ``next_state`` int32, ``weight`` float32 cost, ``ilabel`` int32, ``olabel`` int32;
+* ``final_cost[s]`` (+inf for non-final states), ``start``.
+
+Input label ``k >= 1`` reads column ``k - 1`` of the log-probs (so blank, token id 0, is ilabel 1);
+output labels are word ids of ``words`` (0 = epsilon). Costs follow OpenFst: lower is better.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from .errors import GraphError
+from .fstio import FstArrays, read_openfst, write_openfst
+from .symbols import SymbolTable
+
+GRAPH_FILE = "TLG.npz"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True, eq=False)
+class DecodingGraph:
+    start: int
+    final_cost: np.ndarray
+    e_offsets: np.ndarray
+    ne_offsets: np.ndarray
+    next_state: np.ndarray
+    weight: np.ndarray
+    ilabel: np.ndarray
+    olabel: np.ndarray
+    tokens: SymbolTable | None = None
+    words: SymbolTable | None = None
+    metadata: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        self._validate()
+
+    # ----- construction -------------------------------------------------------------------
+    @classmethod
+    def from_arrays(
+        cls, fst: FstArrays, tokens: SymbolTable | None = None,
+        words: SymbolTable | None = None, metadata: dict | None = None,
+    ) -> DecodingGraph:  # fmt: skip
+        """Lay out an arc list in CSR order (emitting arcs first, then epsilon-input arcs)."""
+        n = fst.num_states
+        emitting = fst.ilabel != 0
+        # Sort key: emitting block first, then by source state, then by ilabel (stable).
+        order = np.lexsort((fst.ilabel, fst.src, ~emitting))
+        n_emit = int(emitting.sum())
+        e_counts = np.bincount(fst.src[emitting], minlength=n)
+        ne_counts = np.bincount(fst.src[~emitting], minlength=n)
+        e_offsets = np.concatenate(([0], np.cumsum(e_counts))).astype(np.int64)
+        ne_offsets = (n_emit + np.concatenate(([0], np.cumsum(ne_counts)))).astype(np.int64)
+        return cls(
+            start=int(fst.start), final_cost=fst.final.copy(), e_offsets=e_offsets,
+            ne_offsets=ne_offsets, next_state=fst.dst[order], weight=fst.weight[order],
+            ilabel=fst.ilabel[order], olabel=fst.olabel[order], tokens=tokens, words=words,
+            metadata=dict(metadata or {}),
+        )  # fmt: skip
+
+    def to_arrays(self) -> FstArrays:
+        """The graph as an arc list (arcs grouped by state, emitting before epsilon arcs)."""
+        n = self.num_states
+        src_e = np.repeat(np.arange(n, dtype=np.int32), np.diff(self.e_offsets))
+        src_ne = np.repeat(np.arange(n, dtype=np.int32), np.diff(self.ne_offsets))
+        return FstArrays(
+            self.start, self.final_cost, np.concatenate((src_e, src_ne)), self.next_state,
+            self.ilabel, self.olabel, self.weight,
+        )  # fmt: skip
+
+    @classmethod
+    def from_openfst(
+        cls, path: str | os.PathLike, tokens: SymbolTable | str | os.PathLike | None = None,
+        words: SymbolTable | str | os.PathLike | None = None,
+    ) -> DecodingGraph:  # fmt: skip
+        """Load an OpenFst binary graph (e.g. a TLG.fst / HLG.fst from Kaldi, icefall or riva
+        scripts) whose input labels are token id + 1 and output labels are word ids."""
+        tokens = SymbolTable.read(tokens) if isinstance(tokens, (str, os.PathLike)) else tokens
+        words = SymbolTable.read(words) if isinstance(words, (str, os.PathLike)) else words
+        return cls.from_arrays(read_openfst(path), tokens, words, {"source": str(path)})
+
+    def to_openfst(self, path: str | os.PathLike) -> None:
+        write_openfst(self.to_arrays(), path)
+
+    # ----- persistence --------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> None:
+        """Write one self-contained ``.npz`` (symbol tables included)."""
+        arrays = {name: getattr(self, name) for name in _ARRAY_FIELDS}
+        for name in ("tokens", "words"):
+            table = getattr(self, name)
+            if table is not None:
+                arrays[f"{name}_symbols"] = np.array([s for s, _ in table], dtype=np.str_)
+                arrays[f"{name}_ids"] = np.array([i for _, i in table], dtype=np.int64)
+        meta = {"format_version": FORMAT_VERSION, "start": self.start, **self.metadata}
+        arrays["metadata_json"] = np.array(json.dumps(meta))
+        with open(path, "wb") as f:
+            np.savez(f, **arrays)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> DecodingGraph:
+        """Load a ``.npz`` written by `save`, or the directory written by ``wfstdecode build-tlg``."""
+        path = Path(path)
+        if path.is_dir():
+            path = path / GRAPH_FILE
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                data = {k: z[k] for k in z.files}
+        except (OSError, ValueError) as exc:
+            raise GraphError(f"cannot load decoding graph {path}: {exc}") from exc
+        missing = [k for k in (*_ARRAY_FIELDS, "metadata_json") if k not in data]
+        if missing:
+            raise GraphError(f"{path}: not a wfstdecode graph (missing {', '.join(missing)})")
+        meta = json.loads(str(data["metadata_json"]))
+        if meta.get("format_version") != FORMAT_VERSION:
+            raise GraphError(f"{path}: graph format {meta.get('format_version')} is not supported")
+        tables = {}
+        for name in ("tokens", "words"):
+            if f"{name}_symbols" in data:
+                syms, ids = data[f"{name}_symbols"], data[f"{name}_ids"]
+                tables[name] = SymbolTable(zip(syms.tolist(), ids.tolist(), strict=True))
+        start = meta.pop("start")
+        meta.pop("format_version")
+        try:
+            return cls(start=start, **{k: data[k] for k in _ARRAY_FIELDS}, metadata=meta, **tables)
+        except GraphError as exc:
+            raise GraphError(f"{path}: {exc}") from None
+
+    # ----- properties ---------------------------------------------------------------------
+    @property
+    def num_states(self) -> int:
+        return len(self.final_cost)
+
+    @property
+    def num_arcs(self) -> int:
+        return len(self.next_state)
+
+    @property
+    def num_emitting_arcs(self) -> int:
+        return int(self.ne_offsets[0])
+
+    @property
+    def num_tokens(self) -> int:
+        """Number of log-prob columns the graph expects (V): the token table's size if known."""
+        if self.tokens is not None:
+            return self.tokens.next_id
+        return int(self.ilabel.max(initial=0))
+
+    def summary(self) -> dict:
+        return {
+            "states": self.num_states,
+            "arcs": self.num_arcs,
+            "emitting_arcs": self.num_emitting_arcs,
+            "epsilon_arcs": self.num_arcs - self.num_emitting_arcs,
+            "final_states": int(np.isfinite(self.final_cost).sum()),
+            "tokens": self.num_tokens,
+            "words": len(self.words) if self.words is not None else None,
+            "megabytes": round(sum(getattr(self, f).nbytes for f in _ARRAY_FIELDS) / 2**20, 2),
+        }
+
+    def _validate(self) -> None:
+        for name, dtype in _ARRAY_FIELDS.items():
+            value = np.ascontiguousarray(getattr(self, name), dtype=dtype)
+            object.__setattr__(self, name, value)
+        n, a = self.num_states, self.num_arcs
+        if len(self.e_offsets) != n + 1 or len(self.ne_offsets) != n + 1:
+            raise GraphError(f"offsets must have {n + 1} entries for {n} states")
+        if any(len(getattr(self, f)) != a for f in ("weight", "ilabel", "olabel")):
+            raise GraphError("per-arc arrays differ in length")
+        if n == 0:
+            raise GraphError("graph has no states")
+        if not 0 <= self.start < n:
+            raise GraphError(f"start state {self.start} outside 0..{n - 1}")
+        e, ne = self.e_offsets, self.ne_offsets
+        if e[0] != 0 or e[-1] != ne[0] or ne[-1] != a or (np.diff(e) < 0).any() or (np.diff(ne) < 0).any():
+            raise GraphError("arc offsets are not a valid CSR layout")
+        if a and (self.next_state.min() < 0 or self.next_state.max() >= n):
+            raise GraphError(f"an arc leads to a state outside 0..{n - 1}")
+        if (self.ilabel[: ne[0]] <= 0).any() or (self.ilabel[ne[0] :] != 0).any():
+            raise GraphError("emitting arcs must have ilabel > 0 and the others ilabel 0")
+        if self.tokens is not None and self.ilabel.max(initial=0) > self.tokens.next_id:
+            raise GraphError(
+                f"ilabel {int(self.ilabel.max())} needs log-prob column "
+                f"{int(self.ilabel.max()) - 1}, but the token table has {self.tokens.next_id} ids"
+            )
+        if self.words is not None and self.olabel.max(initial=0) >= self.words.next_id:
+            raise GraphError(f"olabel {int(self.olabel.max())} is not in the word table")
+        if np.isnan(self.weight).any() or np.isnan(self.final_cost).any():
+            raise GraphError("graph weights contain NaN")
+
+
+_ARRAY_FIELDS = {
+    "final_cost": np.float32,
+    "e_offsets": np.int64,
+    "ne_offsets": np.int64,
+    "next_state": np.int32,
+    "weight": np.float32,
+    "ilabel": np.int32,
+    "olabel": np.int32,
+}

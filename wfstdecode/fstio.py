@@ -1,0 +1,226 @@
+"""OpenFst binary files <-> NumPy arc arrays, without OpenFst.
+
+Reads ``vector`` and ``const`` FSTs with ``standard`` (tropical, float32) arcs, as written by
+OpenFst, Kaldi, k2/icefall and riva scripts; writes ``vector`` FSTs that OpenFst, pynini and
+kaldifst read. The layouts are OpenFst's (fst/vector-fst.h, fst/const-fst.h, fst/fst.h header).
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import GraphError
+
+FST_MAGIC = 2125659606
+SYMBOL_TABLE_MAGIC = 2125658996
+_HAS_ISYMBOLS, _HAS_OSYMBOLS, _IS_ALIGNED = 1, 2, 4
+_FILE_ALIGN = 16
+_PROPS_EXPANDED_MUTABLE = 0x3  # claims nothing else, so OpenFst recomputes what it needs
+
+ARC_DTYPE = np.dtype([("ilabel", "<i4"), ("olabel", "<i4"), ("weight", "<f4"), ("nextstate", "<i4")])
+_CONST_STATE_DTYPE = np.dtype(
+    [("final", "<f4"), ("pos", "<u4"), ("narcs", "<u4"), ("niepsilons", "<u4"), ("noepsilons", "<u4")]
+)
+_VECTOR_STATE_HEADER = np.dtype([("final", "<f4"), ("narcs", "<i8")])
+
+
+@dataclass
+class FstArrays:
+    """A weighted FST as flat arrays; costs are OpenFst tropical costs (lower is better).
+
+    ``final[s]`` is +inf for non-final states. Arcs need not be sorted.
+    """
+
+    start: int
+    final: np.ndarray  # float32 [S]
+    src: np.ndarray  # int32 [A]
+    dst: np.ndarray  # int32 [A]
+    ilabel: np.ndarray  # int32 [A]
+    olabel: np.ndarray  # int32 [A]
+    weight: np.ndarray  # float32 [A]
+
+    def __post_init__(self):
+        self.final = np.ascontiguousarray(self.final, dtype=np.float32)
+        for name in ("src", "dst", "ilabel", "olabel"):
+            setattr(self, name, np.ascontiguousarray(getattr(self, name), dtype=np.int32))
+        self.weight = np.ascontiguousarray(self.weight, dtype=np.float32)
+        n = len(self.src)
+        if any(len(a) != n for a in (self.dst, self.ilabel, self.olabel, self.weight)):
+            raise GraphError("arc arrays differ in length")
+        s = len(self.final)
+        if n and (self.src.min() < 0 or self.src.max() >= s or self.dst.min() < 0 or self.dst.max() >= s):
+            raise GraphError(f"an arc refers to a state outside 0..{s - 1}")
+        if s and not 0 <= self.start < s:
+            raise GraphError(f"start state {self.start} outside 0..{s - 1}")
+
+    @property
+    def num_states(self) -> int:
+        return len(self.final)
+
+    @property
+    def num_arcs(self) -> int:
+        return len(self.src)
+
+    def sorted_by_state(self) -> FstArrays:
+        """A copy with arcs grouped by source state (stable: the order within a state is kept)."""
+        order = np.argsort(self.src, kind="stable")
+        return FstArrays(
+            self.start, self.final, self.src[order], self.dst[order],
+            self.ilabel[order], self.olabel[order], self.weight[order],
+        )  # fmt: skip
+
+
+def _pack_string(s: str) -> bytes:
+    b = s.encode()
+    return struct.pack("<i", len(b)) + b
+
+
+class _Reader:
+    def __init__(self, data: bytes | memoryview, path: str):
+        self.data, self.pos, self.path = memoryview(data), 0, path
+
+    def unpack(self, fmt: str):
+        try:
+            values = struct.unpack_from(fmt, self.data, self.pos)
+        except struct.error:
+            raise GraphError(f"{self.path}: truncated OpenFst file at byte {self.pos}") from None
+        self.pos += struct.calcsize(fmt)
+        return values if len(values) > 1 else values[0]
+
+    def string(self) -> str:
+        n = self.unpack("<i")
+        if n < 0 or self.pos + n > len(self.data):
+            raise GraphError(f"{self.path}: bad string length {n} at byte {self.pos}")
+        s = bytes(self.data[self.pos : self.pos + n]).decode(errors="replace")
+        self.pos += n
+        return s
+
+    def array(self, dtype: np.dtype, count: int) -> np.ndarray:
+        end = self.pos + dtype.itemsize * count
+        if count < 0 or end > len(self.data):
+            raise GraphError(f"{self.path}: truncated OpenFst file ({count} records at byte {self.pos})")
+        out = np.frombuffer(self.data, dtype=dtype, count=count, offset=self.pos)
+        self.pos = end
+        return out
+
+    def align(self) -> None:
+        self.pos = -(-self.pos // _FILE_ALIGN) * _FILE_ALIGN
+
+    def skip_symbol_table(self) -> None:
+        if self.unpack("<i") != SYMBOL_TABLE_MAGIC:
+            raise GraphError(f"{self.path}: bad symbol table magic at byte {self.pos - 4}")
+        self.string()  # name
+        self.unpack("<q")  # available key
+        for _ in range(self.unpack("<q")):
+            self.string()
+            self.unpack("<q")
+
+
+def read_openfst_bytes(data: bytes, path: str = "<bytes>") -> FstArrays:
+    """Parse an OpenFst binary FST (``vector`` or ``const``, ``standard`` arcs)."""
+    r = _Reader(data, path)
+    if r.unpack("<i") != FST_MAGIC:
+        raise GraphError(f"{path}: not an OpenFst binary file (bad magic number)")
+    fst_type, arc_type = r.string(), r.string()
+    _version, flags, _props, start, num_states, num_arcs = r.unpack("<iiQqqq")
+    if arc_type != "standard":
+        raise GraphError(f"{path}: arc type {arc_type!r} is not supported (need 'standard')")
+    if flags & _HAS_ISYMBOLS:
+        r.skip_symbol_table()
+    if flags & _HAS_OSYMBOLS:
+        r.skip_symbol_table()
+    if fst_type == "vector":
+        final, arc_counts, arcs = _read_vector_body(r, num_states)
+    elif fst_type == "const":
+        if flags & _IS_ALIGNED:
+            r.align()
+        states = r.array(_CONST_STATE_DTYPE, num_states)
+        if flags & _IS_ALIGNED:
+            r.align()
+        arcs = r.array(ARC_DTYPE, num_arcs)
+        final, arc_counts = states["final"], states["narcs"].astype(np.int64)
+    else:
+        raise GraphError(f"{path}: FST type {fst_type!r} is not supported (need 'vector' or 'const')")
+    if fst_type == "const" and len(arcs) != num_arcs:
+        raise GraphError(f"{path}: header says {num_arcs} arcs, file holds {len(arcs)}")
+    src = np.repeat(np.arange(num_states, dtype=np.int32), arc_counts)
+    return FstArrays(
+        start=int(start) if num_states else 0, final=final, src=src, dst=arcs["nextstate"],
+        ilabel=arcs["ilabel"], olabel=arcs["olabel"], weight=arcs["weight"],
+    )  # fmt: skip
+
+
+def _read_vector_body(r: _Reader, num_states: int):
+    """VectorFst stores per state (final, narcs) then its arcs: walk the headers, then gather."""
+    final = np.empty(num_states, np.float32)
+    counts = np.empty(num_states, np.int64)
+    starts = np.empty(num_states, np.int64)
+    data, pos, size = r.data, r.pos, len(r.data)
+    unpack = struct.Struct("<fq").unpack_from
+    for s in range(num_states):
+        if pos + 12 > size:
+            raise GraphError(f"{r.path}: truncated OpenFst file in state {s}")
+        final[s], counts[s] = unpack(data, pos)
+        starts[s] = pos + 12
+        pos += 12 + 16 * counts[s]
+    if pos > size:
+        raise GraphError(f"{r.path}: truncated OpenFst file (arcs of the last states missing)")
+    r.pos = pos
+    raw = np.frombuffer(data, np.uint8)
+    total = int(counts.sum())
+    arcs = np.empty(total, ARC_DTYPE)
+    if total:
+        first_arc = np.cumsum(counts) - counts
+        arc_pos = np.repeat(starts - 16 * first_arc, counts) + 16 * np.arange(total, dtype=np.int64)
+        out = arcs.view(np.uint8).reshape(total, 16)
+        for k in range(16):
+            out[:, k] = raw[arc_pos + k]
+    return final, counts, arcs
+
+
+def write_openfst_bytes(fst: FstArrays) -> bytes:
+    """Serialise as an OpenFst ``vector`` FST with ``standard`` arcs."""
+    fst = fst.sorted_by_state()
+    n_states, n_arcs = fst.num_states, fst.num_arcs
+    header = (
+        struct.pack("<i", FST_MAGIC) + _pack_string("vector") + _pack_string("standard")
+        + struct.pack("<iiQqqq", 2, 0, _PROPS_EXPANDED_MUTABLE,
+                      fst.start if n_states else -1, n_states, n_arcs)
+    )  # fmt: skip
+    counts = np.bincount(fst.src, minlength=n_states).astype(np.int64)
+    arcs = np.empty(n_arcs, ARC_DTYPE)
+    arcs["ilabel"], arcs["olabel"] = fst.ilabel, fst.olabel
+    arcs["weight"], arcs["nextstate"] = fst.weight, fst.dst
+    state_headers = np.empty(n_states, _VECTOR_STATE_HEADER)
+    state_headers["final"], state_headers["narcs"] = fst.final, counts
+    # Interleave: state s's 12-byte header sits at 12*s + 16*(arcs before s).
+    body = np.empty(12 * n_states + 16 * n_arcs, np.uint8)
+    arcs_before = np.concatenate(([0], np.cumsum(counts)[:-1])) if n_states else counts
+    header_pos = 12 * np.arange(n_states, dtype=np.int64) + 16 * arcs_before
+    hb = state_headers.view(np.uint8).reshape(n_states, 12)
+    for k in range(12):
+        body[header_pos + k] = hb[:, k]
+    if n_arcs:
+        arc_pos = 12 * (fst.src.astype(np.int64) + 1) + 16 * np.arange(n_arcs, dtype=np.int64)
+        ab = arcs.view(np.uint8).reshape(n_arcs, 16)
+        for k in range(16):
+            body[arc_pos + k] = ab[:, k]
+    return header + body.tobytes()
+
+
+def read_openfst(path: str | os.PathLike) -> FstArrays:
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise GraphError(f"cannot read OpenFst file {path}: {exc}") from exc
+    return read_openfst_bytes(data, str(path))
+
+
+def write_openfst(fst: FstArrays, path: str | os.PathLike) -> None:
+    with open(path, "wb") as f:
+        f.write(write_openfst_bytes(fst))

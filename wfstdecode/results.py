@@ -1,0 +1,39 @@
+"""`Hypothesis`: the one result type that every decoder and backend returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """One decoded hypothesis of one utterance.
+
+    Scores are log scores: higher is better (the negated OpenFst cost).
+
+    tokens:          emitted token ids (CTC: one per emitted non-blank token, repeats merged as
+                     the topology merges them; transducers: one per emitted label).
+    timestamps:      frame index of each token, aligned with ``tokens``.
+    score:           total log score, ``acoustic_score + graph_score`` where both are known.
+    words, word_ids: the output words of a word-level graph (empty for token-level decoders).
+    word_timestamps: ``(start_frame, end_frame)`` of each word, inclusive, aligned with ``words``.
+    durations:       TDT durations of each token (empty for RNN-T and CTC).
+    acoustic_score:  log score from the model (acoustic scale applied), or None.
+    graph_score:     log score from the graph, word boosts and penalties, or None.
+    """
+
+    tokens: tuple[int, ...]
+    timestamps: tuple[int, ...]
+    score: float
+    words: tuple[str, ...] = ()
+    word_ids: tuple[int, ...] = ()
+    word_timestamps: tuple[tuple[int, int], ...] = ()
+    durations: tuple[int, ...] = ()
+    acoustic_score: float | None = None
+    graph_score: float | None = None
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def text(self) -> str:
+        """The words joined by single spaces."""
+        return " ".join(self.words)

@@ -1,0 +1,115 @@
+"""Symbol tables in the k2 / icefall text format (``symbol id`` per line) and disambiguation symbols.
+
+Pure Python: usable without pynini, so decoders can map ids to words.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from .errors import InputFileError, SymbolError
+
+EPSILON = "<eps>"
+BLANK = "<blk>"
+BACKOFF_DISAMBIG = "#0"
+
+
+def is_disambig(symbol: str) -> bool:
+    """True for ``#0``, ``#1``, … — the auxiliary symbols that make L∘G determinizable."""
+    return len(symbol) > 1 and symbol[0] == "#" and symbol[1:].isdigit()
+
+
+class SymbolTable:
+    """A bijection between symbols and non-negative integer ids."""
+
+    def __init__(self, symbols: Iterable[tuple[str, int]] = ()):
+        self._id_of: dict[str, int] = {}
+        self._symbol_of: dict[int, str] = {}
+        for symbol, idx in symbols:
+            self.add(symbol, idx)
+
+    @classmethod
+    def from_list(cls, symbols: Iterable[str], start: int = 0) -> SymbolTable:
+        return cls((s, i) for i, s in enumerate(symbols, start))
+
+    @classmethod
+    def read(cls, path: str | os.PathLike) -> SymbolTable:
+        """Read a ``symbol id`` file; duplicate symbols or ids raise, naming the line."""
+        table = cls()
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InputFileError(path, None, f"cannot read symbol table: {exc}") from exc
+        for line_no, line in enumerate(text.splitlines(), 1):
+            fields = line.split()
+            if not fields:
+                continue
+            if len(fields) != 2 or not fields[1].lstrip("-").isdigit():
+                raise InputFileError(path, line_no, f"expected 'symbol id', got {line!r}")
+            try:
+                table.add(fields[0], int(fields[1]))
+            except SymbolError as exc:
+                raise InputFileError(path, line_no, str(exc)) from None
+        if not len(table):
+            raise InputFileError(path, None, "symbol table is empty")
+        return table
+
+    def write(self, path: str | os.PathLike) -> None:
+        with open(path, "w", encoding="utf-8") as f:
+            for idx in sorted(self._symbol_of):
+                f.write(f"{self._symbol_of[idx]} {idx}\n")
+
+    def add(self, symbol: str, idx: int | None = None) -> int:
+        """Add ``symbol`` (at ``idx``, or after the largest id) and return its id."""
+        if idx is None:
+            idx = self.next_id
+        if idx < 0:
+            raise SymbolError(f"symbol {symbol!r} has negative id {idx}")
+        if not symbol or any(c.isspace() for c in symbol):
+            raise SymbolError(f"symbol {symbol!r} is empty or contains whitespace")
+        if symbol in self._id_of:
+            raise SymbolError(f"duplicate symbol {symbol!r} (ids {self._id_of[symbol]} and {idx})")
+        if idx in self._symbol_of:
+            raise SymbolError(f"duplicate id {idx} ({self._symbol_of[idx]!r} and {symbol!r})")
+        self._id_of[symbol] = idx
+        self._symbol_of[idx] = symbol
+        return idx
+
+    @property
+    def next_id(self) -> int:
+        return max(self._symbol_of, default=-1) + 1
+
+    def id(self, symbol: str) -> int:
+        try:
+            return self._id_of[symbol]
+        except KeyError:
+            raise SymbolError(f"symbol {symbol!r} is not in the table") from None
+
+    def symbol(self, idx: int) -> str:
+        try:
+            return self._symbol_of[idx]
+        except KeyError:
+            raise SymbolError(f"id {idx} is not in the table") from None
+
+    def get(self, symbol: str, default: int | None = None) -> int | None:
+        return self._id_of.get(symbol, default)
+
+    def __contains__(self, symbol: object) -> bool:
+        return symbol in self._id_of
+
+    def __len__(self) -> int:
+        return len(self._id_of)
+
+    def __iter__(self) -> Iterator[tuple[str, int]]:
+        return ((self._symbol_of[i], i) for i in sorted(self._symbol_of))
+
+    def symbols(self) -> list[str]:
+        return [s for s, _ in self]
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SymbolTable) and self._id_of == other._id_of
+
+    def __repr__(self) -> str:
+        return f"SymbolTable({len(self)} symbols)"
