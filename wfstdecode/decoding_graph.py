@@ -111,7 +111,7 @@ class DecodingGraph:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> DecodingGraph:
-        """Load a ``.npz`` written by `save`, or the directory written by ``wfstdecode build-tlg``."""
+        """Load a ``.npz`` written by `save`, or a directory from ``wfstdecode build-tlg``."""
         path = Path(path)
         if path.is_dir():
             path = path / GRAPH_FILE
@@ -184,7 +184,13 @@ class DecodingGraph:
         if not 0 <= self.start < n:
             raise GraphError(f"start state {self.start} outside 0..{n - 1}")
         e, ne = self.e_offsets, self.ne_offsets
-        if e[0] != 0 or e[-1] != ne[0] or ne[-1] != a or (np.diff(e) < 0).any() or (np.diff(ne) < 0).any():
+        if (
+            e[0] != 0
+            or e[-1] != ne[0]
+            or ne[-1] != a
+            or (np.diff(e) < 0).any()
+            or (np.diff(ne) < 0).any()
+        ):
             raise GraphError("arc offsets are not a valid CSR layout")
         if a and (self.next_state.min() < 0 or self.next_state.max() >= n):
             raise GraphError(f"an arc leads to a state outside 0..{n - 1}")

@@ -21,9 +21,17 @@ _HAS_ISYMBOLS, _HAS_OSYMBOLS, _IS_ALIGNED = 1, 2, 4
 _FILE_ALIGN = 16
 _PROPS_EXPANDED_MUTABLE = 0x3  # claims nothing else, so OpenFst recomputes what it needs
 
-ARC_DTYPE = np.dtype([("ilabel", "<i4"), ("olabel", "<i4"), ("weight", "<f4"), ("nextstate", "<i4")])
+ARC_DTYPE = np.dtype(
+    [("ilabel", "<i4"), ("olabel", "<i4"), ("weight", "<f4"), ("nextstate", "<i4")]
+)
 _CONST_STATE_DTYPE = np.dtype(
-    [("final", "<f4"), ("pos", "<u4"), ("narcs", "<u4"), ("niepsilons", "<u4"), ("noepsilons", "<u4")]
+    [
+        ("final", "<f4"),
+        ("pos", "<u4"),
+        ("narcs", "<u4"),
+        ("niepsilons", "<u4"),
+        ("noepsilons", "<u4"),
+    ]
 )
 _VECTOR_STATE_HEADER = np.dtype([("final", "<f4"), ("narcs", "<i8")])
 
@@ -52,7 +60,9 @@ class FstArrays:
         if any(len(a) != n for a in (self.dst, self.ilabel, self.olabel, self.weight)):
             raise GraphError("arc arrays differ in length")
         s = len(self.final)
-        if n and (self.src.min() < 0 or self.src.max() >= s or self.dst.min() < 0 or self.dst.max() >= s):
+        if n and (
+            self.src.min() < 0 or self.src.max() >= s or self.dst.min() < 0 or self.dst.max() >= s
+        ):
             raise GraphError(f"an arc refers to a state outside 0..{s - 1}")
         if s and not 0 <= self.start < s:
             raise GraphError(f"start state {self.start} outside 0..{s - 1}")
@@ -102,7 +112,9 @@ class _Reader:
     def array(self, dtype: np.dtype, count: int) -> np.ndarray:
         end = self.pos + dtype.itemsize * count
         if count < 0 or end > len(self.data):
-            raise GraphError(f"{self.path}: truncated OpenFst file ({count} records at byte {self.pos})")
+            raise GraphError(
+                f"{self.path}: truncated OpenFst file ({count} records at byte {self.pos})"
+            )
         out = np.frombuffer(self.data, dtype=dtype, count=count, offset=self.pos)
         self.pos = end
         return out
@@ -144,7 +156,9 @@ def read_openfst_bytes(data: bytes, path: str = "<bytes>") -> FstArrays:
         arcs = r.array(ARC_DTYPE, num_arcs)
         final, arc_counts = states["final"], states["narcs"].astype(np.int64)
     else:
-        raise GraphError(f"{path}: FST type {fst_type!r} is not supported (need 'vector' or 'const')")
+        raise GraphError(
+            f"{path}: FST type {fst_type!r} is not supported (need 'vector' or 'const')"
+        )
     if fst_type == "const" and len(arcs) != num_arcs:
         raise GraphError(f"{path}: header says {num_arcs} arcs, file holds {len(arcs)}")
     src = np.repeat(np.arange(num_states, dtype=np.int32), arc_counts)

@@ -1,4 +1,4 @@
-"""Symbol tables in the k2 / icefall text format (``symbol id`` per line) and disambiguation symbols.
+"""Symbol tables in the k2 / icefall text format (``symbol id`` per line), disambig symbols.
 
 Pure Python: usable without pynini, so decoders can map ids to words.
 """

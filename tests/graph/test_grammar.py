@@ -1,0 +1,181 @@
+"""G from ARPA: costs equal ARPA log-probabilities (checked against KenLM); errors name lines."""
+
+import gzip
+import math
+
+import numpy as np
+import pynini
+import pytest
+from conftest import PACKAGE_DATA, shared_file
+
+from wfstdecode.errors import InputFileError
+from wfstdecode.graph import build_grammar, read_arpa
+from wfstdecode.graph.grammar import LN10, read_arpa_vocabulary
+from wfstdecode.graph.ops import to_pynini
+from wfstdecode.symbols import SymbolTable
+from wfstdecode.testing.lm import BackoffScorer, random_arpa, random_words
+
+kenlm = pytest.importorskip(
+    "kenlm", reason="kenlm-ex (pip install kenlm-ex) is the independent scorer"
+)
+
+
+def word_table(model):
+    words = sorted(w for w in model.vocabulary if w not in ("<s>", "</s>"))
+    return SymbolTable.from_list(["<eps>", *words, "#0", "<s>", "</s>"])
+
+
+def sample_sentences(model, rng, count):
+    """Half uniform over the vocabulary, half following the model's own n-grams (so explicit
+    higher-order n-grams and backoffs are both exercised)."""
+    vocab = [w for w in model.vocabulary if w not in ("<s>", "</s>")]
+    by_history = {}
+    for level in model.ngrams[1:]:
+        for k in level:
+            by_history.setdefault(k[:-1], []).append(k[-1])
+    out = []
+    for i in range(count):
+        length = int(rng.integers(1, 12))
+        if i % 2 == 0:
+            out.append([vocab[j] for j in rng.integers(0, len(vocab), length)])
+            continue
+        sent, hist = [], ("<s>",)
+        while len(sent) < length:
+            nxt = [w for w in by_history.get(hist, []) if w != "</s>"] or vocab
+            w = nxt[int(rng.integers(0, len(nxt)))]
+            sent.append(w)
+            hist = (*hist, w)[-(model.order - 1) :]
+            while hist and hist not in by_history:
+                hist = hist[1:]
+        out.append(sent)
+    return out
+
+
+def check_against_kenlm(arpa_path, num_sentences, seed=0):
+    model = read_arpa(arpa_path)
+    words = word_table(model)
+    g = build_grammar(model, words)
+    lm = kenlm.Model(str(arpa_path))
+    rng = np.random.default_rng(seed)
+    scorer = BackoffScorer(g, words.id("#0"))
+    worst = 0.0
+    for sent in sample_sentences(model, rng, num_sentences):
+        expected = -lm.score(" ".join(sent), bos=True, eos=True) * LN10
+        got = scorer.cost([words.id(w) for w in sent])
+        worst = max(worst, abs(got - expected))
+        assert math.isclose(got, expected, abs_tol=1e-4, rel_tol=1e-5), (sent, got, expected)
+    return g, words, worst
+
+
+def test_random_arpa_costs_equal_kenlm(tmp_path):
+    for seed in range(4):
+        path = tmp_path / f"lm{seed}.arpa"
+        path.write_text(random_arpa(random_words(12, seed=seed), order=3, seed=seed))
+        check_against_kenlm(path, 200, seed)
+
+
+def test_shipped_lm_costs_equal_kenlm():
+    arpa = next(iter(sorted(PACKAGE_DATA.glob("lm.arpa*"))), None)
+    if arpa is None:
+        pytest.skip("the shipped demo LM is not present yet")
+    check_against_kenlm(arpa, 300)
+
+
+def test_turtle_costs_equal_kenlm():
+    check_against_kenlm(shared_file("turtle.arpa"), 300)
+
+
+@pytest.mark.slow
+def test_real_lm_costs_equal_kenlm():
+    """en-us.arpa.gz: 72k words, 3.7M n-grams; 500 random sentences."""
+    check_against_kenlm(shared_file("en-us.arpa.gz"), 500)
+
+
+def test_shortest_path_never_beats_the_arpa_score(tmp_path):
+    """Through plain epsilon semantics a backoff path may only cost more or the same."""
+    path = tmp_path / "lm.arpa"
+    path.write_text(random_arpa(random_words(8, seed=3), order=3, seed=3))
+    model = read_arpa(path)
+    words = word_table(model)
+    g_arrays = build_grammar(model, words)
+    g = to_pynini(g_arrays).arcsort("ilabel")
+    scorer = BackoffScorer(g_arrays, words.id("#0"))
+    rng = np.random.default_rng(0)
+    equal = 0
+    for sent in sample_sentences(model, rng, 100):
+        ids = [words.id(w) for w in sent]
+        phi = scorer.cost(ids)
+        linear = _linear_with_backoffs(ids, words.id("#0"))
+        best = float(pynini.shortestdistance(pynini.compose(linear, g), reverse=True)[0])
+        assert best <= phi + 1e-4
+        equal += math.isclose(best, phi, abs_tol=1e-4)
+    assert equal > 0
+
+
+def _linear_with_backoffs(ids, backoff_label):
+    """Acceptor of the word sequence with any number of backoff symbols between words."""
+    f = pynini.Fst()
+    states = [f.add_state() for _ in range(len(ids) + 1)]
+    f.set_start(states[0])
+    f.set_final(states[-1])
+    one = pynini.Weight.one("tropical")
+    for i, s in enumerate(states):
+        f.add_arc(s, pynini.Arc(backoff_label, backoff_label, one, s))
+        if i < len(ids):
+            f.add_arc(s, pynini.Arc(ids[i], ids[i], one, states[i + 1]))
+    return f
+
+
+def test_oov_words_are_dropped_and_counted(tmp_path):
+    path = tmp_path / "lm.arpa"
+    path.write_text(random_arpa(["aa", "bb", "cc"], order=2, seed=1, density=1.0))
+    model = read_arpa(path, vocabulary={"aa", "bb"})
+    assert set(model.dropped) == {"cc"}
+    assert all("cc" not in k for level in model.ngrams for k in level)
+    assert model.dropped["cc"] == sum(
+        k.count("cc") > 0 for level in read_arpa(path).ngrams for k in level
+    )
+
+
+def test_gzip_and_vocabulary_pass(tmp_path):
+    text = random_arpa(["x", "y"], order=2, seed=2)
+    (tmp_path / "lm.arpa.gz").write_bytes(gzip.compress(text.encode()))
+    assert read_arpa(tmp_path / "lm.arpa.gz").counts()[0] == 4
+    assert read_arpa_vocabulary(tmp_path / "lm.arpa.gz") == ["<s>", "</s>", "x", "y"]
+
+
+BAD_ARPA = [
+    ("\\data\\\nngram 1=2\n\n\\1-grams:\n-1.0\t<s>\n-0.5\t</s>\tx\ty\n\\end\\\n", 6, "fields"),
+    ("\\data\\\nngram 1=2\n\n\\1-grams:\n-1.0\t<s>\nabc\t</s>\n\\end\\\n", 6, "bad number"),
+    (
+        "\\data\\\nngram 1=3\n\n\\1-grams:\n-1.0\t<s>\n-1.0\t</s>\n\\end\\\n",
+        None,
+        "declares ngram 1=3",
+    ),
+    ("\\data\\\nngram 1=2\n\n\\1-grams:\n-1.0\t<s>\n-1.0\t</s>\n", 6, "missing \\\\end"),
+    ("hello\nworld\n", None, "no \\\\data"),
+    ("\\data\\\nngram 1=1\n\n\\1-grams:\n-1.0\ta\n\\end\\\n", None, "no <s>"),
+    ("\\data\\\nngram one=2\n", 2, "ngram N=count"),
+    ("\\data\\\nngram 1=1\n\n\\2-grams:\n-1 a b\n\\end\\\n", 4, "unexpected section"),
+    ("\\data\\\nngram 1=2\n\n\\1-grams:\n-1.0\t<s>\n1.5\t</s>\n\\end\\\n", 6, "<= 0"),
+]
+
+
+@pytest.mark.parametrize("text,line,message", BAD_ARPA)
+def test_malformed_arpa_names_file_and_line(tmp_path, text, line, message):
+    path = tmp_path / "bad.arpa"
+    path.write_text(text)
+    with pytest.raises(InputFileError, match=message) as info:
+        read_arpa(path)
+    assert info.value.path == str(path)
+    assert info.value.line_no == line
+    assert str(path) in str(info.value)
+
+
+def test_unreadable_and_binary_arpa(tmp_path):
+    with pytest.raises(InputFileError, match="cannot read"):
+        read_arpa(tmp_path / "missing.arpa")
+    path = tmp_path / "binary.arpa"
+    path.write_bytes(b"\\data\\\n\xff\xfe\x00bad")
+    with pytest.raises(InputFileError, match="UTF-8"):
+        read_arpa(path)

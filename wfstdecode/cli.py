@@ -1,0 +1,136 @@
+"""The ``wfstdecode`` command: thin argument parsing over library functions."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+import time
+from pathlib import Path
+
+from .errors import WfstDecodeError
+
+log = logging.getLogger("wfstdecode")
+
+
+def _print_stage(info: dict) -> None:
+    extra = {
+        k: v
+        for k, v in info.items()
+        if k not in ("stage", "states", "arcs", "seconds", "peak_rss_mb")
+    }
+    print(f"  {info['stage']:<14} {info['states']:>10,} states {info['arcs']:>11,} arcs "
+          f"{info['seconds']:8.2f} s  peak {info['peak_rss_mb']:8.1f} MB  {extra or ''}",
+          flush=True)  # fmt: skip
+
+
+def build_tlg_command(args: argparse.Namespace) -> Path:
+    from .graph import build_tlg, read_lexicon
+    from .graph.grammar import read_arpa_vocabulary
+    from .graph.lexicon import sentencepiece_lexicon, spell_lexicon
+    from .graph.output import write_graph_dir
+    from .symbols import SymbolTable
+
+    start = time.perf_counter()
+    tokens = SymbolTable.read(args.tokens)
+    if args.lexicon:
+        lexicon = read_lexicon(args.lexicon, tokens, with_probs=args.lexicon_probs)
+        source = {"lexicon": str(args.lexicon)}
+    else:
+        vocabulary = [
+            w for w in read_arpa_vocabulary(args.arpa) if w not in ("<s>", "</s>", "<unk>")
+        ]
+        if args.spm:
+            lexicon, skipped = sentencepiece_lexicon(vocabulary, args.spm, tokens)
+            source = {"spm": str(args.spm)}
+        else:
+            lexicon, skipped = spell_lexicon(vocabulary, tokens)
+            source = {"chars": True}
+        if skipped:
+            shown = ", ".join(skipped[:10]) + (" …" if len(skipped) > 10 else "")
+            log.warning("%d ARPA words cannot be written with the tokens; left out: %s",
+                        len(skipped), shown)  # fmt: skip
+        if not lexicon:
+            raise WfstDecodeError(f"no word of {args.arpa} can be written with {args.tokens}")
+    print(f"building TLG ({args.topology}) from {args.arpa}: {len(lexicon):,} lexicon entries")
+    build = build_tlg(tokens, lexicon, args.arpa, args.topology, separator=args.separator,
+                      keep_unk=args.keep_unk, push_labels=not args.no_push_labels,
+                      progress=_print_stage)  # fmt: skip
+    info = {"command": " ".join(sys.argv), "tokens": str(args.tokens), "arpa": str(args.arpa),
+            **source, "topology": args.topology, "separator": args.separator,
+            "total_seconds": round(time.perf_counter() - start, 2)}  # fmt: skip
+    out = write_graph_dir(build, args.out, info, force=args.force)
+    print(f"wrote {out}: {build.graph.summary()}")
+    return out
+
+
+def info_command(args: argparse.Namespace) -> None:
+    from .decoding_graph import DecodingGraph
+
+    graph = DecodingGraph.load(args.dir)
+    print(json.dumps({"graph": graph.summary(), "metadata": graph.metadata}, indent=2))
+    report = Path(args.dir) / "build.json"
+    if report.is_file():
+        for stage in json.loads(report.read_text()).get("stages", []):
+            _print_stage(stage)
+
+
+def demo_command(args: argparse.Namespace) -> None:
+    from .demo import run_demo
+
+    run_demo(args.out)
+
+
+def make_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="wfstdecode", description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log every stage")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser(
+        "build-tlg", help="build a CTC decoding graph TLG from tokens, lexicon, ARPA"
+    )
+    p.add_argument("--tokens", required=True, type=Path, help="tokens.txt (k2 format, <blk> 0)")
+    lex = p.add_mutually_exclusive_group(required=True)
+    lex.add_argument("--lexicon", type=Path, help="lexicon: 'word tok1 tok2 …' per line")
+    lex.add_argument("--spm", type=Path, help="sentencepiece model: split ARPA words into pieces")
+    lex.add_argument("--chars", action="store_true", help="spell ARPA words as characters")
+    p.add_argument(
+        "--lexicon-probs", action="store_true", help="lexicon lines are 'word prob tok…'"
+    )
+    p.add_argument("--separator", help="word-separator token (e.g. '|'), required between words")
+    p.add_argument("--arpa", required=True, type=Path, help="n-gram LM in ARPA format (.gz ok)")
+    p.add_argument("--topology", choices=("normal", "compact", "minimal"), default="normal")
+    p.add_argument("--keep-unk", action="store_true", help="keep <unk> n-grams (needs it in L)")
+    p.add_argument("--no-push-labels", action="store_true", help="skip output-label pushing")
+    p.add_argument("--out", required=True, type=Path, help="output directory")
+    p.add_argument("--force", action="store_true", help="replace an existing output directory")
+    p.set_defaults(func=build_tlg_command)
+
+    p = sub.add_parser("info", help="describe a graph directory")
+    p.add_argument("dir", type=Path)
+    p.set_defaults(func=info_command)
+
+    p = sub.add_parser("demo", help="build and decode the shipped example data")
+    p.add_argument("--out", type=Path, default=None, help="keep the built graph here")
+    p.set_defaults(func=demo_command)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = make_parser().parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
+                        format="%(levelname)s %(name)s: %(message)s")  # fmt: skip
+    try:
+        args.func(args)
+    except (WfstDecodeError, OSError) as exc:
+        print(f"wfstdecode: error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("wfstdecode: interrupted; nothing was written", file=sys.stderr)
+        return 130
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

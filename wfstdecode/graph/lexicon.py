@@ -1,0 +1,190 @@
+"""Lexicon L: word -> token sequence, with disambiguation symbols so that L∘G determinizes.
+
+L reads token labels and writes word ids; the word label sits on the first arc of each
+pronunciation, so output labels are as far left as the lexicon allows.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import GraphError, InputFileError
+from ..fstio import FstArrays
+from ..symbols import BACKOFF_DISAMBIG, SymbolTable, is_disambig
+
+
+@dataclass(frozen=True)
+class LexiconEntry:
+    word: str
+    tokens: tuple[str, ...]
+    prob: float = 1.0
+
+
+def read_lexicon(
+    path: str | os.PathLike, tokens: SymbolTable, with_probs: bool = False
+) -> list[LexiconEntry]:
+    """Read ``word tok1 tok2 …`` lines (``word prob tok1 …`` with ``with_probs``).
+
+    Every token must be in ``tokens``; errors name the file, line and offending value.
+    """
+    try:
+        with open(path, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InputFileError(path, None, f"cannot read lexicon: {exc}") from exc
+    entries = []
+    for line_no, line in enumerate(lines, 1):
+        fields = line.split()
+        if not fields:
+            continue
+        word, rest = fields[0], fields[1:]
+        prob = 1.0
+        if with_probs:
+            try:
+                prob = float(rest[0]) if rest else math.nan
+            except ValueError:
+                prob = math.nan
+            if not 0.0 < prob <= 1.0:
+                raise InputFileError(
+                    path, line_no, f"pronunciation probability must be in (0, 1]; got {line!r}"
+                )
+            rest = rest[1:]
+        if not rest:
+            raise InputFileError(path, line_no, f"word {word!r} has no tokens")
+        if is_disambig(word) or word in ("<eps>", "<s>", "</s>"):
+            raise InputFileError(
+                path, line_no, f"{word!r} is reserved and cannot be a lexicon word"
+            )
+        missing = [t for t in rest if t not in tokens]
+        if missing:
+            raise InputFileError(
+                path, line_no, f"tokens {missing} of word {word!r} are not in the token table"
+            )
+        entries.append(LexiconEntry(word, tuple(rest), prob))
+    if not entries:
+        raise InputFileError(path, None, "lexicon is empty")
+    return entries
+
+
+def add_disambig_symbols(prons: Iterable[tuple[str, ...]]) -> tuple[list[tuple[str, ...]], int]:
+    """Append ``#1``, ``#2``, … to pronunciations that are homophones or prefixes of others.
+
+    Returns the disambiguated pronunciations (same order) and the number of token-level
+    disambiguation symbols needed including ``#0`` (the backoff symbol), as Kaldi does.
+    """
+    prons = [tuple(p) for p in prons]
+    counts = Counter(prons)
+    prefixes = {p[:i] for p in counts for i in range(1, len(p))}
+    next_index: dict[tuple[str, ...], int] = {}
+    max_index = 0
+    out = []
+    for p in prons:
+        if counts[p] > 1 or p in prefixes:
+            index = next_index.get(p, 0) + 1
+            next_index[p] = index
+            max_index = max(max_index, index)
+            p = (*p, f"#{index}")
+        out.append(p)
+    return out, max_index + 1
+
+
+def build_lexicon_fst(
+    entries: list[LexiconEntry], tokens: SymbolTable, words: SymbolTable,
+    separator: str | None = None,
+) -> tuple[FstArrays, int]:  # fmt: skip
+    """Build L with disambiguation symbols; returns (L, number of token disambiguation symbols).
+
+    State 0 is the word-start state. With a ``separator`` token (e.g. ``|`` for a character model),
+    words end in state 1 and must be separated by one or more separators; separators are also
+    allowed before the first and after the last word. Without one, words follow each other
+    directly. The backoff symbol ``#0`` loops (token ``#0`` in, word ``#0`` out) on the states
+    between words, where G may back off.
+    """
+    if not entries:
+        raise GraphError("lexicon is empty")
+    num_tokens = tokens.next_id
+    prons, num_disambig = add_disambig_symbols(e.tokens for e in entries)
+
+    def label(symbol: str) -> int:
+        if is_disambig(symbol):
+            return num_tokens + 1 + int(symbol[1:])
+        return tokens.id(symbol) + 1
+
+    word_end = 0 if separator is None else 1
+    src, dst, ilabel, olabel, weight = [], [], [], [], []
+    next_state = word_end + 1
+    for entry, pron in zip(entries, prons, strict=True):
+        state = 0
+        for i, symbol in enumerate(pron):
+            last = i == len(pron) - 1
+            target = word_end if last else next_state
+            if not last:
+                next_state += 1
+            src.append(state)
+            dst.append(target)
+            ilabel.append(label(symbol))
+            olabel.append(words.id(entry.word) if i == 0 else 0)
+            weight.append(-math.log(entry.prob) if i == 0 else 0.0)
+            state = target
+    backoff_in, backoff_out = num_tokens + 1, words.id(BACKOFF_DISAMBIG)
+    between_words = [0] if separator is None else [0, 1]
+    for s in between_words:
+        src.append(s), dst.append(s), ilabel.append(backoff_in), olabel.append(backoff_out)
+        weight.append(0.0)
+    if separator is not None:
+        sep = tokens.id(separator) + 1
+        for s in (0, 1):  # leading / repeated separators, and the one that ends a word
+            src.append(s), dst.append(0), ilabel.append(sep), olabel.append(0), weight.append(0.0)
+    final = np.full(next_state, np.inf, np.float32)
+    final[between_words] = 0.0
+    return FstArrays(0, final, src, dst, ilabel, olabel, weight), num_disambig
+
+
+def spell_lexicon(
+    words: Iterable[str], tokens: SymbolTable
+) -> tuple[list[LexiconEntry], list[str]]:
+    """Lexicon of a character model: each word spelled as its characters.
+
+    Returns (entries, words skipped because a character is not a token).
+    """
+    entries, skipped = [], []
+    for word in words:
+        if all(c in tokens for c in word):
+            entries.append(LexiconEntry(word, tuple(word)))
+        else:
+            skipped.append(word)
+    return entries, skipped
+
+
+def sentencepiece_lexicon(
+    words: Iterable[str], model_path: str | os.PathLike, tokens: SymbolTable
+) -> tuple[list[LexiconEntry], list[str]]:
+    """Lexicon of a BPE / unigram-piece model: each word split by the sentencepiece model.
+
+    Returns (entries, words skipped because a piece is ``<unk>`` or not in ``tokens``).
+    """
+    try:
+        import sentencepiece
+    except ImportError as exc:  # pragma: no cover - a dependency
+        raise ImportError("--spm needs sentencepiece: pip install sentencepiece") from exc
+    sp = sentencepiece.SentencePieceProcessor()
+    try:
+        sp.load(str(model_path))
+    except (OSError, RuntimeError) as exc:
+        raise InputFileError(model_path, None, f"cannot load sentencepiece model: {exc}") from None
+    unk = sp.unk_id()
+    entries, skipped = [], []
+    for word in words:
+        ids = sp.encode(word)
+        pieces = [sp.id_to_piece(i) for i in ids]
+        if ids and unk not in ids and all(p in tokens for p in pieces):
+            entries.append(LexiconEntry(word, tuple(pieces)))
+        else:
+            skipped.append(word)
+    return entries, skipped

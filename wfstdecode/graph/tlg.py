@@ -1,0 +1,114 @@
+"""TLG = T ∘ min(det(L ∘ G)) with disambiguation symbols removed: the CTC decoding graph."""
+
+from __future__ import annotations
+
+import logging
+import resource
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..decoding_graph import DecodingGraph
+from ..errors import GraphError
+from ..fstio import FstArrays
+from ..symbols import BACKOFF_DISAMBIG, BLANK, EPSILON, SymbolTable
+from . import ops
+from .grammar import BOS, EOS, UNK, ArpaModel, build_grammar, read_arpa
+from .lexicon import LexiconEntry, build_lexicon_fst
+from .topo import ctc_topology
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class TlgBuild:
+    """What `build_tlg` made: the graph, its FST form and per-stage figures."""
+
+    graph: DecodingGraph
+    fst: FstArrays  # TLG, arcs sorted by input label, ready for `write_openfst`
+    words: SymbolTable
+    stages: list[dict] = field(default_factory=list)
+    dropped_words: dict[str, int] = field(default_factory=dict)
+
+
+def make_word_table(entries: list[LexiconEntry]) -> SymbolTable:
+    """``<eps>`` 0, the lexicon's words in sorted order, then ``#0``, ``<s>``, ``</s>``."""
+    words = sorted({e.word for e in entries})
+    return SymbolTable.from_list([EPSILON, *words, BACKOFF_DISAMBIG, BOS, EOS])
+
+
+def build_tlg(
+    tokens: SymbolTable,
+    lexicon: list[LexiconEntry],
+    arpa: str | ArpaModel,
+    topology: str = "normal",
+    separator: str | None = None,
+    keep_unk: bool = False,
+    push_labels: bool = True,
+    progress: Callable[[dict], None] | None = None,
+) -> TlgBuild:
+    """Build TLG for a CTC model.
+
+    tokens:   the model's token table (``<blk>`` is the blank; ids are log-prob columns).
+    lexicon:  pronunciations over ``tokens`` (`read_lexicon` or a recipe).
+    arpa:     path of an ARPA file (plain or .gz), or a parsed `ArpaModel`. N-grams with words
+              absent from the lexicon are dropped; the count is logged and returned.
+    topology: ``normal`` | ``compact`` | ``minimal`` (see `ctc_topology`).
+    separator: word-separator token of a character model, required between words.
+    keep_unk: keep ``<unk>`` n-grams (needs ``<unk>`` in the lexicon); dropped otherwise.
+    push_labels: push output labels toward the start (word boosts then act earlier).
+    progress: called with each stage's figures as it finishes.
+    """
+    if BLANK not in tokens:
+        raise GraphError(f"the token table has no blank symbol {BLANK!r}")
+    if separator is not None and separator not in tokens:
+        raise GraphError(f"separator {separator!r} is not in the token table")
+    stages: list[dict] = []
+    clock = [time.perf_counter()]
+
+    def stage(name: str, fst, **extra) -> None:
+        now = time.perf_counter()
+        info = {"stage": name, **ops.size(fst), "seconds": round(now - clock[0], 3),
+                "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+                **extra}  # fmt: skip
+        clock[0] = now
+        stages.append(info)
+        log.info("%s: %s", name, info)
+        if progress:
+            progress(info)
+
+    words = make_word_table(lexicon)
+    vocabulary = {e.word for e in lexicon} - (set() if keep_unk else {UNK})
+    model = arpa if isinstance(arpa, ArpaModel) else read_arpa(arpa, vocabulary)
+    if model.dropped:
+        log.warning("%d ARPA words are not in the lexicon; n-grams with them were dropped: %s",
+                    len(model.dropped), _examples(model.dropped))  # fmt: skip
+    g = build_grammar(model, words)
+    stage("G", g, ngrams=model.counts(), dropped_words=len(model.dropped))
+
+    l_arrays, num_disambig = build_lexicon_fst(lexicon, tokens, words, separator)
+    stage("L", l_arrays, words=len(lexicon), disambig_symbols=num_disambig)
+
+    lg = ops.compose(ops.to_pynini(l_arrays), ops.to_pynini(g))
+    if lg.num_states() == 0:
+        raise GraphError("L ∘ G is empty: no ARPA word is spelled by the lexicon")
+    stage("LG", lg)
+    lg = ops.determinize_minimize(lg, push_labels)
+    stage("min(det(LG))", lg)
+
+    t = ctc_topology(tokens.next_id, topology, tokens.id(BLANK), num_disambig)
+    stage(f"T ({topology})", t)
+    tlg = ops.from_pynini(ops.compose(ops.to_pynini(t), lg))
+    tlg = ops.sort_arcs(ops.relabel_inputs_above(tlg, tokens.next_id))
+    graph = DecodingGraph.from_arrays(
+        tlg, tokens, words, {"topology": topology, "blank_id": tokens.id(BLANK),
+                             "separator": separator, "lm_order": model.order},
+    )  # fmt: skip
+    stage("TLG", tlg, epsilon_arcs=graph.num_arcs - graph.num_emitting_arcs)
+    return TlgBuild(graph, tlg, words, stages, dict(model.dropped))
+
+
+def _examples(counts: dict[str, int], n: int = 10) -> str:
+    shown = sorted(counts, key=counts.get, reverse=True)[:n]
+    more = f" … and {len(counts) - n} more" if len(counts) > n else ""
+    return ", ".join(shown) + more
