@@ -14,7 +14,7 @@ from .errors import WfstDecodeError
 log = logging.getLogger("wfstdecode")
 
 
-def _print_stage(info: dict) -> None:
+def print_stage(info: dict) -> None:
     extra = {
         k: v
         for k, v in info.items()
@@ -56,7 +56,7 @@ def build_tlg_command(args: argparse.Namespace) -> Path:
     print(f"building TLG ({args.topology}) from {args.arpa}: {len(lexicon):,} lexicon entries")
     build = build_tlg(tokens, lexicon, args.arpa, args.topology, separator=args.separator,
                       keep_unk=args.keep_unk, push_labels=not args.no_push_labels,
-                      progress=_print_stage)  # fmt: skip
+                      progress=print_stage)  # fmt: skip
     info = {"command": " ".join(sys.argv), "tokens": str(args.tokens), "arpa": str(args.arpa),
             **source, "topology": args.topology, "separator": args.separator,
             "total_seconds": round(time.perf_counter() - start, 2)}  # fmt: skip
@@ -73,7 +73,7 @@ def info_command(args: argparse.Namespace) -> None:
     report = Path(args.dir) / "build.json"
     if report.is_file():
         for stage in json.loads(report.read_text()).get("stages", []):
-            _print_stage(stage)
+            print_stage(stage)
 
 
 def demo_command(args: argparse.Namespace) -> None:

@@ -126,8 +126,9 @@ def kaldi_recipe_tlg(tmp_path, lexicon, arpa, words):
     arpa2fst G, a text lexicon FST with Kaldi-style disambiguation, fsttablecompose,
     determinize-star, minimize-encoded, EESEN-style CTC token FST."""
     words.write(tmp_path / "words.txt")
-    g_text = kaldilm.arpa2fst(str(arpa), "", disambig_symbol="#0",
-                              read_symbol_table=str(tmp_path / "words.txt"))  # fmt: skip
+    g_text = kaldilm.arpa2fst(
+        str(arpa), "", disambig_symbol="#0", read_symbol_table=str(tmp_path / "words.txt")
+    )
     g = kaldifst.compile(g_text)
     v = TOKENS.next_id
     prons = [e.tokens for e in lexicon]

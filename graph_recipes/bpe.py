@@ -1,0 +1,40 @@
+"""Recipe: TLG for a BPE / unigram-piece CTC model; the lexicon splits each ARPA word with the
+sentencepiece model. Without --tokens, tokens.txt is the model's pieces with <blk> at id 0
+(the model's own piece 0 if it is <blk>, else every piece shifted up by one)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import arpa_words, build_and_write, parser
+
+from wfstdecode import SymbolTable
+from wfstdecode.graph.lexicon import sentencepiece_lexicon
+
+
+def tokens_from_sentencepiece(model: Path) -> SymbolTable:
+    import sentencepiece
+
+    sp = sentencepiece.SentencePieceProcessor()
+    sp.load(str(model))
+    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+    if pieces[0] != "<blk>":
+        pieces = ["<blk>", *pieces]
+    return SymbolTable.from_list(pieces)
+
+
+def main(argv: list[str] | None = None) -> Path:
+    p = parser(__doc__)
+    p.add_argument("--spm", required=True, type=Path, help="sentencepiece .model file")
+    p.add_argument("--tokens", type=Path, help="tokens.txt of the acoustic model (optional)")
+    args = p.parse_args(argv)
+    tokens = SymbolTable.read(args.tokens) if args.tokens else tokens_from_sentencepiece(args.spm)
+    lexicon, skipped = sentencepiece_lexicon(arpa_words(args.arpa), args.spm, tokens)
+    return build_and_write(args, tokens, lexicon, skipped, recipe="bpe", spm=str(args.spm))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,232 @@
+"""The build-tlg / info commands, and bad input: clear errors naming file and line, and no
+half-written output directory."""
+
+import json
+
+import pytest
+from conftest import PACKAGE_DATA
+
+from wfstdecode import DecodingGraph, InputFileError, SymbolTable
+from wfstdecode.cli import main
+from wfstdecode.graph import read_lexicon
+from wfstdecode.graph.lexicon import add_disambig_symbols
+from wfstdecode.testing.lm import random_arpa
+
+TOKENS = PACKAGE_DATA / "tokens.txt"
+
+
+@pytest.fixture
+def small_inputs(tmp_path):
+    lexicon = tmp_path / "lexicon.txt"
+    lexicon.write_text("cat c a t\ncar c a r\nca c a\nkat c a t\n")
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(random_arpa(["cat", "car", "ca", "kat", "dog"], order=3, seed=5))
+    return lexicon, arpa
+
+
+def test_build_tlg_writes_a_complete_directory(tmp_path, small_inputs, capsys):
+    lexicon, arpa = small_inputs
+    out = tmp_path / "graph"
+    args = [
+        "build-tlg",
+        "--tokens",
+        str(TOKENS),
+        "--lexicon",
+        str(lexicon),
+        "--arpa",
+        str(arpa),
+        "--topology",
+        "compact",
+        "--separator",
+        "|",
+        "--out",
+        str(out),
+    ]
+    assert main(args) == 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        ["TLG.fst", "TLG.npz", "tokens.txt", "words.txt", "build.json"]
+    )
+    report = json.loads((out / "build.json").read_text())
+    assert [s["stage"] for s in report["stages"]] == [
+        "G",
+        "L",
+        "LG",
+        "min(det(LG))",
+        "T (compact)",
+        "TLG",
+    ]
+    assert report["stages"][0]["dropped_words"] == 1  # "dog" is not in the lexicon
+    graph = DecodingGraph.load(out)
+    assert graph.summary() == report["graph"]
+    assert SymbolTable.read(out / "words.txt").symbols() == [
+        "<eps>",
+        "ca",
+        "car",
+        "cat",
+        "kat",
+        "#0",
+        "<s>",
+        "</s>",
+    ]
+    assert DecodingGraph.from_openfst(out / "TLG.fst").num_arcs == graph.num_arcs
+    printed = capsys.readouterr().out
+    assert "min(det(LG))" in printed and "wrote" in printed
+    assert main(args) == 2  # exists: refuses without --force
+    assert "--force" in capsys.readouterr().err
+    assert main([*args, "--force"]) == 0
+    assert main(["info", str(out)]) == 0
+    assert '"topology": "compact"' in capsys.readouterr().out
+
+
+def test_chars_and_spm_lexicons_from_the_arpa(tmp_path, small_inputs):
+    _, arpa = small_inputs
+    assert (
+        main(
+            [
+                "build-tlg",
+                "--tokens",
+                str(TOKENS),
+                "--chars",
+                "--separator",
+                "|",
+                "--arpa",
+                str(arpa),
+                "--out",
+                str(tmp_path / "chars"),
+            ]
+        )
+        == 0
+    )
+    words = SymbolTable.read(tmp_path / "chars" / "words.txt")
+    assert "dog" in words and "kat" in words
+
+
+def test_interrupted_build_leaves_no_output(tmp_path, small_inputs, monkeypatch, capsys):
+    lexicon, arpa = small_inputs
+    out = tmp_path / "graph"
+
+    def interrupt(*_args, **_kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("wfstdecode.graph.output.write_openfst", interrupt)
+    code = main(
+        [
+            "build-tlg",
+            "--tokens",
+            str(TOKENS),
+            "--lexicon",
+            str(lexicon),
+            "--arpa",
+            str(arpa),
+            "--out",
+            str(out),
+        ]
+    )
+    assert code == 130
+    assert "nothing was written" in capsys.readouterr().err
+    assert not out.exists()
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".graph")]
+
+
+def test_failed_replacement_keeps_the_old_directory(tmp_path, small_inputs, monkeypatch):
+    lexicon, arpa = small_inputs
+    out = tmp_path / "graph"
+    args = [
+        "build-tlg",
+        "--tokens",
+        str(TOKENS),
+        "--lexicon",
+        str(lexicon),
+        "--arpa",
+        str(arpa),
+        "--out",
+        str(out),
+        "--force",
+    ]
+    assert main(args) == 0
+    before = (out / "TLG.npz").read_bytes()
+
+    def fail(*_args, **_kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("wfstdecode.graph.output.write_openfst", fail)
+    assert main(args) == 2
+    assert (out / "TLG.npz").read_bytes() == before
+
+
+@pytest.mark.parametrize(
+    "content,line,message",
+    [
+        ("cat c a t\ndog d o g X\n", 2, "tokens \\['X'\\] of word 'dog'"),
+        ("cat c a t\nlonely\n", 2, "has no tokens"),
+        ("cat c a t\n#1 c a\n", 2, "reserved"),
+        ("", None, "lexicon is empty"),
+        ("\n\n", None, "lexicon is empty"),
+    ],
+)
+def test_bad_lexicon(tmp_path, content, line, message):
+    path = tmp_path / "lexicon.txt"
+    path.write_text(content)
+    with pytest.raises(InputFileError, match=message) as info:
+        read_lexicon(path, SymbolTable.read(TOKENS))
+    assert info.value.line_no == line and str(path) in str(info.value)
+
+
+def test_lexicon_probabilities(tmp_path):
+    path = tmp_path / "lexiconp.txt"
+    path.write_text("cat 1.0 c a t\ncat 0.5 k a t\n")
+    entries = read_lexicon(path, SymbolTable.read(TOKENS), with_probs=True)
+    assert [e.prob for e in entries] == [1.0, 0.5]
+    path.write_text("cat 1.0 c a t\ncat 1.5 k a t\n")
+    with pytest.raises(InputFileError, match=r"lexiconp.txt:2: pronunciation probability"):
+        read_lexicon(path, SymbolTable.read(TOKENS), with_probs=True)
+
+
+@pytest.mark.parametrize(
+    "content,line,message",
+    [
+        ("<blk> 0\na 1\na 2\n", 3, "duplicate symbol 'a'"),
+        ("<blk> 0\na 1\nb 1\n", 3, "duplicate id 1"),
+        ("<blk> 0\na\n", 2, "expected 'symbol id'"),
+        ("<blk> 0\na x\n", 2, "expected 'symbol id'"),
+        ("", None, "empty"),
+    ],
+)
+def test_bad_symbol_tables(tmp_path, content, line, message):
+    path = tmp_path / "tokens.txt"
+    path.write_text(content)
+    with pytest.raises(InputFileError, match=message) as info:
+        SymbolTable.read(path)
+    assert info.value.line_no == line
+
+
+def test_cli_reports_unreadable_files(tmp_path, small_inputs, capsys):
+    lexicon, arpa = small_inputs
+    base = [
+        "build-tlg",
+        "--tokens",
+        str(TOKENS),
+        "--lexicon",
+        str(lexicon),
+        "--arpa",
+        str(arpa),
+        "--out",
+        str(tmp_path / "o"),
+    ]
+    for flag, missing in (
+        ("--tokens", "nope.txt"),
+        ("--lexicon", "nolex.txt"),
+        ("--arpa", "no.arpa"),
+    ):
+        args = list(base)
+        args[args.index(flag) + 1] = str(tmp_path / missing)
+        assert main(args) == 2
+        assert missing in capsys.readouterr().err
+    assert not (tmp_path / "o").exists()
+
+
+def test_disambiguation_symbols_follow_kaldi():
+    prons = [("a",), ("a", "b"), ("a", "b"), ("c",), ("a",)]
+    out, count = add_disambig_symbols(prons)
+    assert out == [("a", "#1"), ("a", "b", "#1"), ("a", "b", "#2"), ("c",), ("a", "#2")]
+    assert count == 3

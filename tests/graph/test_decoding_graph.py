@@ -1,0 +1,133 @@
+"""DecodingGraph: CSR layout, .npz save/load, OpenFst binary files in and out."""
+
+import numpy as np
+import pynini
+import pytest
+from conftest import PACKAGE_DATA
+
+from wfstdecode import DecodingGraph, GraphError, SymbolTable
+from wfstdecode.fstio import FstArrays, read_openfst, write_openfst
+from wfstdecode.graph import build_tlg, read_lexicon
+from wfstdecode.graph.ops import from_pynini, to_pynini
+
+
+@pytest.fixture(scope="module")
+def demo_build():
+    tokens = SymbolTable.read(PACKAGE_DATA / "tokens.txt")
+    lexicon = read_lexicon(PACKAGE_DATA / "lexicon.txt", tokens)[:300]
+    return build_tlg(tokens, lexicon, str(PACKAGE_DATA / "lm.arpa.gz"), "compact", separator="|")
+
+
+def test_csr_layout(demo_build):
+    g = demo_build.graph
+    n_emit = g.num_emitting_arcs
+    assert (g.ilabel[:n_emit] > 0).all() and (g.ilabel[n_emit:] == 0).all()
+    for s in range(0, g.num_states, 97):
+        e = g.ilabel[g.e_offsets[s] : g.e_offsets[s + 1]]
+        assert (np.diff(e) >= 0).all()
+    assert g.num_tokens == 29 and g.metadata["topology"] == "compact"
+    # The arc multiset is what the builder produced.
+    a, b = g.to_arrays(), demo_build.fst
+
+    def key(f):
+        return sorted(
+            zip(f.src.tolist(), f.dst.tolist(), f.ilabel.tolist(), f.olabel.tolist(), strict=False)
+        )
+
+    assert key(a) == key(b)
+
+
+def test_npz_round_trip(demo_build, tmp_path):
+    g = demo_build.graph
+    g.save(tmp_path / "g.npz")
+    h = DecodingGraph.load(tmp_path / "g.npz")
+    for name in (
+        "final_cost",
+        "e_offsets",
+        "ne_offsets",
+        "next_state",
+        "weight",
+        "ilabel",
+        "olabel",
+    ):
+        np.testing.assert_array_equal(getattr(g, name), getattr(h, name))
+    assert h.start == g.start and h.tokens == g.tokens and h.words == g.words
+    assert h.metadata == g.metadata
+
+
+def test_openfst_round_trip_through_pynini_and_kaldifst(demo_build, tmp_path):
+    g = demo_build.graph
+    g.to_openfst(tmp_path / "TLG.fst")
+    as_pynini = pynini.Fst.read(str(tmp_path / "TLG.fst"))
+    assert as_pynini.num_states() == g.num_states
+    assert pynini.equal(as_pynini, to_pynini(g.to_arrays()))
+    back = DecodingGraph.from_openfst(tmp_path / "TLG.fst", g.tokens, g.words)
+    np.testing.assert_array_equal(back.next_state, g.next_state)
+    np.testing.assert_array_equal(back.weight, g.weight)
+    kaldifst = pytest.importorskip("kaldifst")
+    const = kaldifst.StdConstFst(kaldifst.StdVectorFst.read(str(tmp_path / "TLG.fst")))
+    const.write(str(tmp_path / "const.fst"))
+    from_const = DecodingGraph.from_openfst(tmp_path / "const.fst")
+    np.testing.assert_array_equal(from_const.olabel, g.olabel)
+    np.testing.assert_array_equal(from_const.final_cost, g.final_cost)
+
+
+def test_pynini_written_files_with_symbol_tables_load(tmp_path):
+    f = pynini.cross("ab", "x") | pynini.accep("abd", weight=2.5)
+    syms = pynini.SymbolTable()
+    for i in range(0, 130):
+        syms.add_symbol(f"s{i}", i)
+    f.set_input_symbols(syms)
+    f.set_output_symbols(syms)
+    f.write(str(tmp_path / "f.fst"))
+    arrays = read_openfst(tmp_path / "f.fst")
+    assert pynini.equal(to_pynini(arrays), from_pynini_plain(f))
+
+
+def from_pynini_plain(f):
+    g = f.copy()
+    g.set_input_symbols(None)
+    g.set_output_symbols(None)
+    return to_pynini(from_pynini(g))
+
+
+def test_openfst_reader_rejects_bad_files(tmp_path):
+    (tmp_path / "junk.fst").write_bytes(b"not an fst at all")
+    with pytest.raises(GraphError, match="junk.fst: not an OpenFst binary"):
+        read_openfst(tmp_path / "junk.fst")
+    good = FstArrays(0, [0.0, 0.0], [0], [1], [1], [1], [0.5])
+    write_openfst(good, tmp_path / "ok.fst")
+    data = (tmp_path / "ok.fst").read_bytes()
+    (tmp_path / "cut.fst").write_bytes(data[:-5])
+    with pytest.raises(GraphError, match="cut.fst: truncated"):
+        read_openfst(tmp_path / "cut.fst")
+    log_arc = pynini.Fst(arc_type="log")
+    log_arc.add_state()
+    log_arc.set_start(0)
+    log_arc.write(str(tmp_path / "log.fst"))
+    with pytest.raises(GraphError, match="arc type 'log'"):
+        read_openfst(tmp_path / "log.fst")
+    with pytest.raises(GraphError, match="cannot read"):
+        read_openfst(tmp_path / "missing.fst")
+
+
+def test_graph_validation_errors(tmp_path):
+    fst = FstArrays(0, [np.inf, 0.0], [0, 0], [1, 1], [1, 0], [0, 0], [0.0, 0.0])
+    g = DecodingGraph.from_arrays(fst)
+    assert g.num_emitting_arcs == 1
+    with pytest.raises(GraphError, match="token table has 1 ids"):
+        DecodingGraph.from_arrays(
+            FstArrays(0, [0.0], [0], [0], [3], [0], [0.0]), tokens=SymbolTable.from_list(["<blk>"])
+        )
+    with pytest.raises(GraphError, match="outside"):
+        FstArrays(0, [0.0], [0], [5], [1], [0], [0.0])
+    with pytest.raises(GraphError, match="no states"):
+        DecodingGraph.from_arrays(FstArrays(0, [], [], [], [], [], []))
+    with pytest.raises(GraphError, match="NaN"):
+        DecodingGraph.from_arrays(FstArrays(0, [0.0], [0], [0], [1], [0], [np.nan]))
+    (tmp_path / "x.npz").write_bytes(b"garbage")
+    with pytest.raises(GraphError, match="x.npz"):
+        DecodingGraph.load(tmp_path / "x.npz")
+    np.savez(tmp_path / "y.npz", a=np.zeros(2))
+    with pytest.raises(GraphError, match="not a wfstdecode graph"):
+        DecodingGraph.load(tmp_path / "y.npz")

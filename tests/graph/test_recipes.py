@@ -1,0 +1,99 @@
+"""Smoke tests of graph_recipes/ on tiny data: each builds a loadable TLG whose words are right."""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import PACKAGE_DATA
+
+from wfstdecode import DecodingGraph, SymbolTable
+from wfstdecode.testing.lm import random_arpa
+
+RECIPES = Path(__file__).resolve().parents[2] / "graph_recipes"
+
+
+def recipe(name):
+    sys.path.insert(0, str(RECIPES))
+    spec = importlib.util.spec_from_file_location(f"recipe_{name}", RECIPES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_characters_recipe_on_the_shipped_data(tmp_path):
+    out = recipe("characters").main(
+        [
+            "--tokens",
+            str(PACKAGE_DATA / "tokens.txt"),
+            "--separator",
+            "|",
+            "--arpa",
+            str(PACKAGE_DATA / "lm.arpa.gz"),
+            "--out",
+            str(tmp_path / "g"),
+        ]
+    )
+    graph = DecodingGraph.load(out)
+    assert graph.metadata["separator"] == "|" and graph.num_tokens == 29
+    assert len(graph.words) == 5000 + 4  # every LM word is spelled; <eps> #0 <s> </s>
+
+
+def test_bpe_recipe_with_a_tiny_sentencepiece_model(tmp_path):
+    spm = pytest.importorskip("sentencepiece")
+    text = (PACKAGE_DATA / "test_sentences.txt").read_text()
+    (tmp_path / "text.txt").write_text(text * 3)
+    spm.SentencePieceTrainer.train(
+        input=str(tmp_path / "text.txt"),
+        model_prefix=str(tmp_path / "bpe"),
+        vocab_size=120,
+        model_type="bpe",
+        minloglevel=2,
+    )
+    words = sorted(set(text.split()))[:40]
+    (tmp_path / "lm.arpa").write_text(random_arpa(words, order=2, seed=3))
+    out = recipe("bpe").main(
+        [
+            "--spm",
+            str(tmp_path / "bpe.model"),
+            "--arpa",
+            str(tmp_path / "lm.arpa"),
+            "--out",
+            str(tmp_path / "g"),
+        ]
+    )
+    graph = DecodingGraph.load(out)
+    tokens = SymbolTable.read(out / "tokens.txt")
+    assert tokens.symbol(0) == "<blk>" and graph.num_tokens == 121
+    assert set(words) <= set(graph.words.symbols())
+
+
+def test_phones_recipe_with_a_cmudict_style_file(tmp_path):
+    (tmp_path / "dict").write_text(
+        ";;; comment\nREAD  R IY1 D\nREAD(2)  R EH1 D\nRED  R EH1 D\nBOOK  B UH1 K\n"
+    )
+    (tmp_path / "lm.arpa").write_text(
+        random_arpa(["read", "red", "book", "unknownword"], order=3, seed=1)
+    )
+    mod = recipe("phones_cmudict")
+    out = mod.main(
+        [
+            "--dict",
+            str(tmp_path / "dict"),
+            "--arpa",
+            str(tmp_path / "lm.arpa"),
+            "--topology",
+            "normal",
+            "--out",
+            str(tmp_path / "g"),
+        ]
+    )
+    tokens = SymbolTable.read(out / "tokens.txt")
+    assert tokens.symbols() == ["<blk>", "B", "D", "EH", "IY", "K", "R", "UH"]
+    graph = DecodingGraph.load(out)
+    assert {"read", "red", "book"} <= set(graph.words.symbols())
+    assert "unknownword" not in graph.words
+    _, entries, skipped = mod.cmudict_lexicon(["read", "zzz"], mod.read_cmudict(tmp_path / "dict"))
+    assert [e.tokens for e in entries] == [("R", "IY", "D"), ("R", "EH", "D")] and skipped == [
+        "zzz"
+    ]
