@@ -1,0 +1,54 @@
+import numpy as np
+import pytest
+
+from wfstdecode import DecodeInputError
+from wfstdecode.ctc.boost import boost_lookup, build_boost_tables, resolve_boosts
+from wfstdecode.symbols import SymbolTable
+
+WORDS = SymbolTable.from_list(["<eps>", "cat", "cap", "dog", "kubernetes"])
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_hash_table_matches_dict(seed):
+    rng = np.random.default_rng(seed)
+    tables = []
+    for _ in range(4):
+        n = int(rng.integers(0, 40))
+        ids = rng.choice(np.arange(1, 1000), size=n, replace=False)
+        tables.append({int(w): np.float32(rng.normal()) for w in ids} or None)
+    bt = build_boost_tables(tables)
+    for b, table in enumerate(tables):
+        for w in range(0, 1000):
+            got = boost_lookup(bt.keys, bt.values, bt.offset[b], bt.mask[b], w)
+            want = table.get(w, np.float32(0.0)) if table else np.float32(0.0)
+            assert got == want, (b, w)
+        if table:
+            assert bt.mask[b] + 1 >= 2 * len(table)
+
+
+def test_resolve_words_and_ids_and_broadcast():
+    per = resolve_boosts({"cat": 2, 3: 1.5}, 2, WORDS)
+    assert per == [{1: np.float32(2.0), 3: np.float32(1.5)}] * 2
+    assert resolve_boosts([None, {}], 2, WORDS) == [None, None]
+
+
+def test_unknown_words_warn_listing_them():
+    with pytest.warns(UserWarning, match=r"zebra, zzz") as rec:
+        per = resolve_boosts([{"cat": 1.0, "zzz": 2.0}, {"zebra": 1.0, 99: 1.0}], 2, WORDS)
+    assert "99" in str(rec[0].message)
+    assert per == [{1: np.float32(1.0)}, None]
+
+
+@pytest.mark.parametrize(
+    ("boosts", "match"),
+    [
+        ([{"cat": 1.0}], "one entry per utterance"),
+        ({"cat": float("nan")}, "finite"),
+        ({"cat": "high"}, "number"),
+        ("cat", "mapping"),
+        ({1.5: 1.0}, "word id"),
+    ],
+)
+def test_bad_boosts_raise(boosts, match):
+    with pytest.raises(DecodeInputError, match=match):
+        resolve_boosts(boosts, 2, WORDS)

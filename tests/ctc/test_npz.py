@@ -1,0 +1,45 @@
+import numpy as np
+import pytest
+
+from wfstdecode import DecodeInputError, InputFileError
+from wfstdecode.ctc import CtcBeamOptions, decode_npz, greedy_ctc_texts
+from wfstdecode.testing import lexicon_graph, simulate_ctc
+
+
+@pytest.fixture
+def graph():
+    return lexicon_graph(["ab", "ba", "abba"], tokens=["<blk>", "a", "b"])
+
+
+def test_decode_npz_roundtrip(tmp_path, graph):
+    seqs = [[1, 2], [1, 2, 2, 1]]
+    lp, lengths = simulate_ctc(seqs, 3, seed=0)
+    path = tmp_path / "e.npz"
+    np.savez(path, log_probs=lp, lengths=lengths, texts=np.array(["ab", "ab ba"]),
+             tokens=np.array(["<blk>", "a", "b"]), ids=np.array(["x", "y"]))  # fmt: skip
+    res = decode_npz(path, graph, CtcBeamOptions(beam=10.0), boosts={"abba": 5.0}, backend="cpu")
+    assert res.ids == ["x", "y"]
+    assert res.texts == ["ab", "abba"]  # the boost picks "abba" over "ab ba"
+    assert res.greedy_texts == ["ab", "abba"]
+    assert res.wer == pytest.approx(2 / 3)
+
+
+def test_decode_npz_bad_files(tmp_path, graph):
+    bad = tmp_path / "bad.npz"
+    np.savez(bad, logits=np.zeros((1, 2, 3)))
+    with pytest.raises(InputFileError, match="no 'log_probs'"):
+        decode_npz(bad, graph)
+    wrong = tmp_path / "wrong.npz"
+    np.savez(wrong, log_probs=np.zeros((1, 2, 3), np.float32) - 1.0,
+             tokens=np.array(["<blk>", "b", "a"]))  # fmt: skip
+    with pytest.raises(DecodeInputError, match="column 1"):
+        decode_npz(wrong, graph)
+    with pytest.raises(InputFileError, match="cannot read"):
+        decode_npz(tmp_path / "missing.npz", graph)
+
+
+def test_greedy_ctc_texts(graph):
+    lp = np.full((1, 5, 3), -9.0, np.float32)
+    for t, k in enumerate([1, 1, 0, 1, 2]):
+        lp[0, t, k] = 0.0
+    assert greedy_ctc_texts(lp, [5], graph.tokens) == ["aab"]

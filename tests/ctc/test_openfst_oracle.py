@@ -1,0 +1,83 @@
+"""With an unbounded beam the best path is OpenFst's shortest path of E ∘ G, where E is the
+emission acceptor (one state per frame, an arc per token with cost -acoustic_scale * log_prob)."""
+
+import math
+
+import numpy as np
+import pytest
+
+from wfstdecode.ctc import CtcBeamOptions, decode_ctc
+from wfstdecode.fstio import FstArrays, write_openfst_bytes
+from wfstdecode.testing import lexicon_graph, random_graph, random_log_probs, simulate_ctc
+
+pynini = pytest.importorskip("pynini")
+
+
+def _fst(arrays: FstArrays):
+    return pynini.Fst.read_from_string(write_openfst_bytes(arrays))
+
+
+def _emission_acceptor(lp: np.ndarray, scale: float):
+    T, V = lp.shape
+    src = np.repeat(np.arange(T), V)
+    lab = np.tile(np.arange(1, V + 1), T)
+    cost = (-scale * lp.astype(np.float64)).reshape(-1)
+    final = np.full(T + 1, np.inf, np.float32)
+    final[T] = 0.0
+    keep = np.isfinite(cost)
+    return _fst(FstArrays(0, final, src[keep], src[keep] + 1, lab[keep], lab[keep], cost[keep]))
+
+
+def _shortest(lp, graph, scale):
+    g = _fst(graph.to_arrays()).arcsort("ilabel")
+    composed = pynini.compose(_emission_acceptor(lp, scale), g)
+    path = pynini.shortestpath(composed).topsort().rmepsilon()
+    if path.start() == -1:
+        return None, None
+    words, state, cost = [], path.start(), 0.0
+    while True:
+        arcs = list(path.arcs(state))
+        if not arcs:
+            cost += float(path.final(state))
+            break
+        (arc,) = arcs
+        cost += float(arc.weight)
+        if arc.olabel:
+            words.append(arc.olabel)
+        state = arc.nextstate
+    return tuple(words), cost
+
+
+WIDE = CtcBeamOptions(beam=math.inf, max_active=1_000_000)
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+@pytest.mark.parametrize("seed", range(10))
+def test_unbounded_beam_equals_openfst_shortest_path_random(seed, backend):
+    g = random_graph(seed, num_states=10 + seed, num_tokens=5, arcs_per_state=3)
+    lp = random_log_probs(seed, 2, 9 + seed % 4, g.num_tokens, peaky=2.0)
+    hyps = decode_ctc(lp, None, g, WIDE, backend=backend)
+    for b in range(len(lp)):
+        words, cost = _shortest(lp[b], g, 1.0)
+        h = hyps[b][0]
+        if words is None:
+            assert h.notes, "OpenFst finds no path; the decoder must say it fell back"
+            continue
+        assert h.word_ids == words
+        assert -h.score == pytest.approx(cost, rel=1e-5, abs=1e-4)
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_unbounded_beam_equals_openfst_lexicon_graph(backend):
+    words = ["cat", "cap", "act", "tact", "pat", "tapa"]
+    g = lexicon_graph(words, word_cost=[1.0, 1.2, 2.0, 2.5, 1.1, 2.4])
+    tok = g.tokens
+    seqs = [[tok.id(c) for c in "".join(ws)] for ws in (["cat", "pat"], ["tapa", "act"])]
+    lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=1, confusion_prob=0.4, noise=2.0)
+    scale = 0.8
+    hyps = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=math.inf, acoustic_scale=scale),
+                      backend=backend)  # fmt: skip
+    for b in range(len(lp)):
+        words_fst, cost = _shortest(lp[b, : lengths[b]], g, scale)
+        assert hyps[b][0].word_ids == words_fst
+        assert -hyps[b][0].score == pytest.approx(cost, rel=1e-5, abs=1e-4)

@@ -1,0 +1,40 @@
+import math
+
+import pytest
+
+from wfstdecode import OptionsError
+from wfstdecode.ctc import CtcBeamOptions
+
+
+def test_defaults_are_valid_and_frozen():
+    opts = CtcBeamOptions()
+    assert opts.beam == 16.0 and opts.nbest == 1
+    with pytest.raises(AttributeError):
+        opts.beam = 3.0  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"beam": 0.0}, "beam"),
+        ({"beam": math.nan}, "beam"),
+        ({"max_active": 0}, "max_active"),
+        ({"max_active": 2.5}, "max_active"),
+        ({"min_active": 0}, "min_active"),
+        ({"min_active": 10, "max_active": 5}, "min_active.*max_active"),
+        ({"acoustic_scale": 0.0}, "acoustic_scale"),
+        ({"acoustic_scale": math.inf}, "acoustic_scale"),
+        ({"blank_penalty": math.nan}, "blank_penalty"),
+        ({"word_insertion_penalty": math.inf}, "word_insertion_penalty"),
+        ({"nbest": 0}, "nbest"),
+        ({"beam": "16"}, "beam"),
+        ({"nbest": True}, "nbest"),
+    ],
+)
+def test_impossible_options_raise_naming_the_option(kwargs, match):
+    with pytest.raises(OptionsError, match=match):
+        CtcBeamOptions(**kwargs)
+
+
+def test_unbounded_beam_is_allowed():
+    assert CtcBeamOptions(beam=math.inf).beam == math.inf

@@ -1,0 +1,163 @@
+"""cpu == reference; batch == items alone; re-scoring a path reproduces its score."""
+
+import math
+
+import numpy as np
+import pytest
+
+from wfstdecode.ctc import CtcBeamOptions, decode_ctc
+from wfstdecode.ctc._cpu import decode_cpu
+from wfstdecode.ctc.reference import decode_reference
+from wfstdecode.testing import (
+    assert_hypotheses_equal,
+    lexicon_graph,
+    random_graph,
+    random_log_probs,
+    simulate_ctc,
+)
+
+OPTIONS = {
+    "wide": CtcBeamOptions(beam=math.inf, max_active=100_000),
+    "beam": CtcBeamOptions(beam=4.0),
+    "max_active": CtcBeamOptions(beam=10.0, max_active=3),
+    "min_active": CtcBeamOptions(beam=0.5, max_active=8, min_active=4),
+    "penalties": CtcBeamOptions(
+        beam=6.0, acoustic_scale=0.7, blank_penalty=0.8, word_insertion_penalty=-0.5
+    ),
+    "nbest": CtcBeamOptions(beam=8.0, nbest=4),
+}
+
+
+def _case(seed, B=4, T=12):
+    g = random_graph(
+        seed, num_states=8 + seed % 10, num_tokens=4 + seed % 5, arcs_per_state=2 + seed % 4,
+        eps_arcs_per_state=0.3 + 0.3 * (seed % 3), eps_cycles=seed % 4 == 3,
+    )  # fmt: skip
+    lp = random_log_probs(seed + 100, B, T, g.num_tokens, peaky=1.0 + seed % 3)
+    lengths = np.random.default_rng(seed).integers(0, T + 1, size=B)
+    lengths[0] = T
+    return g, lp, lengths
+
+
+@pytest.mark.parametrize("opt", list(OPTIONS))
+@pytest.mark.parametrize("seed", range(8))
+def test_cpu_equals_reference_random_graphs(seed, opt):
+    g, lp, lengths = _case(seed)
+    boosts = [{"w1": 1.5, "w2": -0.5}, None, {"w3": 3.0}, None] if seed % 2 else None
+    ref = decode_ctc(lp, lengths, g, OPTIONS[opt], boosts, backend="reference")
+    cpu = decode_ctc(lp, lengths, g, OPTIONS[opt], boosts, backend="cpu")
+    assert_hypotheses_equal(ref, cpu, 1e-5, f"seed {seed} {opt}")
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_cpu_equals_reference_raw_costs_bitwise(seed, problem_of):
+    g, lp, lengths = _case(seed, B=3, T=15)
+    p = problem_of(lp, g, CtcBeamOptions(beam=5.0, nbest=3), lengths)
+    for r, c in zip(decode_reference(p), decode_cpu(p), strict=True):
+        assert (r.status, r.died_frame, len(r.paths)) == (c.status, c.died_frame, len(c.paths))
+        for (ra, rf, rc), (ca, cf, cc) in zip(r.paths, c.paths, strict=True):
+            assert np.array_equal(ra, ca) and np.array_equal(rf, cf)
+            assert np.float32(rc) == np.float32(cc)
+
+
+def test_cpu_equals_reference_lexicon_graph():
+    words = ["cat", "cap", "act", "tact", "pat", "apt", "tapa"]
+    g = lexicon_graph(words, word_cost=[1.0, 1.2, 2.0, 2.5, 1.1, 2.2, 2.4])
+    tok = g.tokens
+    seqs = [[tok.id(c) for c in "".join(ws)] for ws in (["cat", "pat"], ["tapa"], ["apt", "act"])]
+    lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=3, confusion_prob=0.3, noise=1.5)
+    for opts in (CtcBeamOptions(beam=10.0), CtcBeamOptions(beam=3.0, max_active=4, nbest=3)):
+        ref = decode_ctc(lp, lengths, g, opts, backend="reference")
+        cpu = decode_ctc(lp, lengths, g, opts, backend="cpu")
+        assert_hypotheses_equal(ref, cpu, 1e-5)
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_batch_equals_items_alone(backend):
+    g, lp, lengths = _case(5, B=5, T=14)
+    boosts = [{"w1": 2.0}, None, {"w2": 1.0, "w4": 0.5}, None, {"w1": -1.0}]
+    opts = CtcBeamOptions(beam=5.0, nbest=2)
+    batch = decode_ctc(lp, lengths, g, opts, boosts, backend=backend)
+    for b in range(len(lengths)):
+        item = lp[b : b + 1, : lengths[b]]
+        alone = decode_ctc(item, lengths[b : b + 1], g, opts, boosts[b : b + 1], backend=backend)
+        assert_hypotheses_equal([batch[b]], alone, 1e-6, f"utterance {b}")
+
+
+def lp_of(p, b):
+    return p.ac[b].astype(np.float64) / -p.options.acoustic_scale
+
+
+def _rescore(p, b, arcs, frames, final):
+    """Independent float64 re-scoring of an arc path, checking that it is a path."""
+    g = p.graph
+    state, cost, t = g.start, 0.0, 0
+    bonus = p.boosts.dicts[b] or {}
+    for a, f in zip(arcs.tolist(), frames.tolist(), strict=True):
+        emitting = a < g.num_emitting_arcs
+        lo, hi = (g.e_offsets if emitting else g.ne_offsets)[state : state + 2]
+        assert lo <= a < hi, f"arc {a} does not leave state {state}"
+        if emitting:
+            assert f == t, f"emitting arc at frame {f}, expected {t}"
+            cost += -p.options.acoustic_scale * float(lp_of(p, b)[t, g.ilabel[a] - 1])
+            t += 1
+        else:
+            assert f == t - 1
+        cost += float(g.weight[a])
+        if g.ilabel[a] == p.blank_ilabel:
+            cost += p.options.blank_penalty
+        if g.olabel[a]:
+            cost += p.options.word_insertion_penalty - float(bonus.get(int(g.olabel[a]), 0.0))
+        state = int(g.next_state[a])
+    assert t == p.lengths[b], "path does not consume every frame"
+    if final:
+        cost += float(g.final_cost[state])
+    return cost
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_rescoring_reproduces_scores(seed, problem_of):
+    g, lp, lengths = _case(seed, B=4, T=16)
+    opts = CtcBeamOptions(beam=6.0, blank_penalty=0.3, word_insertion_penalty=0.4, nbest=2)
+    boosts = [{"w1": 1.0}, None, {"w2": 2.0}, None]
+    p = problem_of(lp, g, opts, lengths, boosts)
+    hyps = decode_ctc(lp, lengths, g, opts, boosts, backend="cpu")
+    for b, r in enumerate(decode_cpu(p)):
+        for (arcs, frames, cost), h in zip(r.paths, hyps[b], strict=True):
+            final = not r.status & 1
+            rescored = _rescore(p, b, arcs, frames, final)
+            assert rescored == pytest.approx(cost, rel=1e-5, abs=1e-4)
+            assert -rescored == pytest.approx(h.score, rel=1e-6, abs=1e-6)
+            assert h.score == pytest.approx(h.acoustic_score + h.graph_score, abs=1e-12)
+
+
+def test_negative_epsilon_cycle_raises():
+    from wfstdecode import GraphError
+    from wfstdecode.decoding_graph import DecodingGraph
+    from wfstdecode.fstio import FstArrays
+
+    final = np.array([0.0, 0.0], np.float32)
+    src, dst, ilabel = np.array([0, 0, 1]), np.array([0, 1, 0]), np.array([1, 0, 0])
+    fst = FstArrays(0, final, src, dst, ilabel, np.zeros(3), np.array([0.0, -1.0, 0.5]))
+    g = DecodingGraph.from_arrays(fst)
+    lp = np.zeros((1, 2, 1), np.float32)
+    for backend in ("reference", "cpu"):
+        with pytest.raises(GraphError, match="negative-cost epsilon cycle"):
+            decode_ctc(lp, None, g, CtcBeamOptions(beam=5.0), backend=backend)
+
+
+def test_equivalence_cases_exercise_pruning_and_fallbacks(problem_of):
+    """Guard against a vacuous equivalence test: some cases must prune, end without a final
+    state, and take epsilon arcs."""
+    pruned = no_final = eps = 0
+    for seed in range(8):
+        g, lp, lengths = _case(seed)
+        wide = decode_ctc(lp, lengths, g, OPTIONS["wide"], backend="cpu")
+        narrow = decode_ctc(lp, lengths, g, OPTIONS["max_active"], backend="cpu")
+        pruned += sum(w[0].score != n[0].score for w, n in zip(wide, narrow, strict=True))
+        no_final += sum(bool(h[0].notes) for h in narrow)
+        p = problem_of(lp, g, OPTIONS["beam"], lengths)
+        eps += sum(
+            int((a >= g.num_emitting_arcs).sum()) for r in decode_cpu(p) for a, _, _ in r.paths
+        )
+    assert pruned >= 3 and no_final >= 1 and eps >= 5, (pruned, no_final, eps)

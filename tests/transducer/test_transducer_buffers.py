@@ -1,0 +1,63 @@
+import pytest
+import torch
+
+from wfstdecode.buffers import BatchedSequences, PinnedDoubleBuffer
+
+FIELDS = {"labels": torch.long, "timestamps": torch.long}
+
+
+def test_masked_append_and_lists():
+    buf = BatchedSequences(3, 2, FIELDS)
+    buf.append_(torch.tensor([True, False, True]), labels=torch.tensor([1, 2, 3]), timestamps=0)
+    buf.append_(torch.tensor([False, True, True]), labels=torch.tensor([4, 5, 6]), timestamps=1)
+    buf.add_scores_(torch.tensor([True, False, True]), torch.tensor([0.5, 9.0, -1.0]))
+    lengths, scores, data = buf.to_lists()
+    assert lengths == [1, 1, 2]
+    assert scores == [0.5, 0.0, -1.0]
+    assert data["labels"] == [[1], [5], [3, 6]]
+    assert data["timestamps"] == [[0], [1], [0, 1]]
+
+
+def test_growth_by_doubling_keeps_contents():
+    buf = BatchedSequences(2, 1, FIELDS)
+    for i in range(9):
+        buf.append_(
+            torch.tensor([True, i % 2 == 0]), labels=torch.tensor([i, 10 + i]), timestamps=i
+        )
+    assert buf.capacity == 16
+    _, _, data = buf.to_lists()
+    assert data["labels"] == [list(range(9)), [10, 12, 14, 16, 18]]
+
+
+def test_fixed_capacity_never_moves_and_full_rows_stay_put():
+    buf = BatchedSequences(2, 2, FIELDS, growable=False)
+    storage = buf["labels"].data_ptr()
+    for i in range(5):  # row 0 fills up; row 1 never appends: its writes land past its length
+        mask = torch.tensor([i < 2, False])
+        buf.append_(mask, labels=torch.tensor([i, i]), timestamps=i)
+    assert buf["labels"].data_ptr() == storage
+    assert buf.to_lists()[2]["labels"] == [[0, 1], []]
+
+
+def test_reset_keeps_storage():
+    buf = BatchedSequences(1, 4, FIELDS)
+    buf.append_(torch.tensor([True]), labels=torch.tensor([7]), timestamps=0)
+    ptr = buf["labels"].data_ptr()
+    buf.reset_()
+    assert buf.to_lists()[0] == [0] and buf["labels"].data_ptr() == ptr
+
+
+def test_append_needs_every_field():
+    buf = BatchedSequences(1, 4, FIELDS)
+    with pytest.raises(KeyError, match="timestamps"):
+        buf.append_(torch.tensor([True]), labels=torch.tensor([1]))
+
+
+def test_pinned_double_buffer_cpu():
+    copier = PinnedDoubleBuffer((3,), torch.long, "cpu")
+    a = copier.put(torch.tensor([1, 2, 3]))
+    b = copier.put(torch.tensor([4, 5, 6]))
+    assert a != b
+    assert copier.get(a).tolist() == [1, 2, 3] and copier.get(b).tolist() == [4, 5, 6]
+    with pytest.raises(ValueError, match=r"\(3,\)"):
+        copier.put(torch.zeros(4, dtype=torch.long))

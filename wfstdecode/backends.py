@@ -1,0 +1,87 @@
+"""Backend names and resolution: ``"auto" | "reference" | "cpu" | "cuda"``.
+
+Heavy or optional modules are imported only when a backend is used. An explicit ``"cuda"`` on a
+machine that cannot run it raises `BackendUnavailableError`; it never falls back silently.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import Callable
+
+from .errors import BackendUnavailableError
+
+CTC_BACKENDS = ("reference", "cpu", "cuda")
+_CTC_MODULES = {
+    "reference": ("wfstdecode.ctc.reference", "decode_reference"),
+    "cpu": ("wfstdecode.ctc._cpu", "decode_cpu"),
+    "cuda": ("wfstdecode.ctc._cuda", "decode_cuda"),
+}
+
+
+def cuda_available() -> bool:
+    """True when Numba sees a usable CUDA GPU (or runs its CUDA simulator)."""
+    try:
+        from numba import cuda
+    except Exception:  # pragma: no cover - numba without its cuda package
+        return False
+    try:
+        return bool(cuda.is_available())
+    except Exception:
+        return False
+
+
+def _cuda_backend_present() -> bool:
+    return importlib.util.find_spec("wfstdecode.ctc._cuda") is not None
+
+
+def is_device_array(x) -> bool:
+    """True for a torch CUDA tensor or any object exposing ``__cuda_array_interface__``."""
+    if hasattr(x, "__cuda_array_interface__"):
+        return True
+    return type(x).__module__.startswith("torch") and getattr(x, "is_cuda", False)
+
+
+def available_ctc_backends() -> list[str]:
+    """The CTC backends this machine can run."""
+    names = ["reference", "cpu"]
+    if _cuda_backend_present() and cuda_available():
+        names.append("cuda")
+    return names
+
+
+def resolve_ctc_backend(name: str, log_probs=None) -> str:
+    """The concrete backend for ``name``. ``"auto"`` is ``"cuda"`` when the log-probs live on a
+    GPU and the cuda backend can run, else ``"cpu"``."""
+    if name == "auto":
+        if (
+            log_probs is not None
+            and is_device_array(log_probs)
+            and "cuda" in available_ctc_backends()
+        ):
+            return "cuda"
+        return "cpu"
+    if name not in CTC_BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; expected auto, {', '.join(CTC_BACKENDS)}")
+    if name == "cuda":
+        if not cuda_available():
+            raise BackendUnavailableError(
+                "backend='cuda' needs a CUDA GPU visible to Numba (numba.cuda.is_available() is "
+                "False here); use backend='cpu' or 'auto'"
+            )
+        if not _cuda_backend_present():
+            raise BackendUnavailableError(
+                "backend='cuda' is not built into this version of wfstdecode (wfstdecode.ctc._cuda "
+                "is missing); use backend='cpu'"
+            )
+    return name
+
+
+def ctc_backend(name: str) -> Callable:
+    """The decode function of a resolved CTC backend name."""
+    module, func = _CTC_MODULES[name]
+    try:
+        return getattr(importlib.import_module(module), func)
+    except ImportError as exc:
+        raise BackendUnavailableError(f"backend {name!r} cannot be imported: {exc}") from exc

@@ -1,0 +1,162 @@
+"""Batched sequence buffers: the shared primitive of the batched decoders.
+
+`BatchedSequences` holds, for B sequences at once, preallocated ``(B, L)`` tensors of named
+per-item fields (a transducer's labels / timestamps / durations, a CTC decoder's tokens), one
+``lengths`` vector and one ``scores`` vector. Appending is masked and never reads a device value
+on the host: the host counts the appends it has issued, and since every append adds at most one
+item per row, that count bounds ``lengths.max()``; the buffers double before the bound could
+exceed the capacity. CUDA-graph callers allocate the proven upper bound up front and pass
+``growable=False``, because a captured graph must keep its tensors' addresses.
+
+`PinnedDoubleBuffer` copies device tensors to pinned host memory on a side stream, alternating
+between two host buffers so the copy of step *n* overlaps the compute of step *n + 1*.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import torch
+
+__all__ = ["BatchedSequences", "PinnedDoubleBuffer"]
+
+
+class BatchedSequences:
+    """B variable-length sequences of named fields, stored as ``(B, capacity)`` tensors.
+
+    fields:   name -> dtype of each per-item field, e.g. ``{"labels": torch.long}``.
+    capacity: initial number of items per row (at least 1).
+    growable: if False, the caller guarantees that no row outgrows ``capacity`` (CUDA graphs
+              replay appends the host cannot count); the storage then never moves.
+    """
+
+    def __init__(
+        self,
+        batch_size: int,
+        capacity: int,
+        fields: Mapping[str, torch.dtype],
+        device: torch.device | str = "cpu",
+        score_dtype: torch.dtype = torch.float32,
+        growable: bool = True,
+    ):
+        if batch_size < 0 or capacity < 1:
+            raise ValueError(
+                f"batch_size must be >= 0 and capacity >= 1; got {batch_size}, {capacity}"
+            )
+        self.batch_size = batch_size
+        self.device = torch.device(device)
+        self.growable = growable
+        # A fixed buffer keeps one scratch column: full rows outside the mask write there.
+        columns = capacity if growable else capacity + 1
+        self.data = {
+            name: torch.zeros((batch_size, columns), dtype=dt, device=self.device)
+            for name, dt in fields.items()
+        }
+        self.lengths = torch.zeros(batch_size, dtype=torch.long, device=self.device)
+        self.scores = torch.zeros(batch_size, dtype=score_dtype, device=self.device)
+        self._rows = torch.arange(batch_size, device=self.device)
+        # Host-side upper bound of lengths.max(): the number of appends issued since the reset.
+        self._bound = 0
+
+    @property
+    def capacity(self) -> int:
+        columns = next(iter(self.data.values())).shape[1]
+        return columns if self.growable else columns - 1
+
+    def __getitem__(self, name: str) -> torch.Tensor:
+        return self.data[name]
+
+    def reset_(self) -> None:
+        """Empty every row, keeping the storage (and its addresses, for CUDA graphs)."""
+        self.lengths.zero_()
+        self.scores.zero_()
+        self._bound = 0
+
+    def reserve_(self, capacity: int) -> None:
+        """Make room for ``capacity`` items per row (doubling), keeping the contents."""
+        new = self.capacity
+        while new < capacity:
+            new *= 2
+        if new == self.capacity:
+            return
+        for name, old in self.data.items():
+            grown = torch.zeros((self.batch_size, new), dtype=old.dtype, device=self.device)
+            grown[:, : old.shape[1]].copy_(old)
+            self.data[name] = grown
+
+    def append_(self, mask: torch.Tensor, **values: torch.Tensor | int) -> None:
+        """Append ``values[name][b]`` to row b where ``mask[b]``; no host synchronisation.
+
+        Every row writes at its own ``lengths[b]`` (a scatter, not a boolean gather, which would
+        need the mask's count on the host); rows outside the mask write past their length, where
+        the next append overwrites, and do not advance. Every field must be given.
+        """
+        if values.keys() != self.data.keys():
+            raise KeyError(f"append_ needs fields {sorted(self.data)}; got {sorted(values)}")
+        if self.growable and self._bound >= self.capacity:
+            self.reserve_(self.capacity * 2)
+        self._bound += 1
+        index = self.lengths.unsqueeze(1)
+        if not self.growable:
+            index = index.clamp(max=self.capacity)  # the scratch column
+        for name, buf in self.data.items():
+            src = torch.as_tensor(values[name], device=self.device)
+            if src.dim() == 0:
+                src = src.expand(self.batch_size)
+            buf.scatter_(1, index, src.to(buf.dtype).unsqueeze(1))
+        self.lengths += mask
+
+    def add_scores_(self, mask: torch.Tensor, delta: torch.Tensor) -> None:
+        """``scores[b] += delta[b]`` where ``mask[b]``, without a host synchronisation."""
+        self.scores += torch.where(mask, delta.to(self.scores.dtype), 0.0)
+
+    def to_lists(self) -> tuple[list[int], list[float], dict[str, list[list]]]:
+        """Copy everything to the host in one go: (lengths, scores, {field: rows cut to length})."""
+        lengths = self.lengths.tolist()
+        scores = self.scores.tolist()
+        width = max(lengths, default=0)
+        out = {}
+        for name, buf in self.data.items():
+            rows = buf[:, :width].tolist()
+            out[name] = [row[:n] for row, n in zip(rows, lengths, strict=True)]
+        return lengths, scores, out
+
+
+class PinnedDoubleBuffer:
+    """Device → host copies into two alternating pinned buffers, overlapped with compute.
+
+    ``put(x)`` enqueues an asynchronous copy of ``x`` on a side stream (after the work that
+    produced ``x``) and returns a slot id; ``get(slot)`` waits for that copy only. On CPU tensors
+    it degrades to a plain copy. The caller must ``get`` a slot before it is reused by the
+    ``put`` after next (the usual double-buffering contract).
+    """
+
+    def __init__(self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device | str):
+        self.device = torch.device(device)
+        cuda = self.device.type == "cuda"
+        self._host = [torch.empty(shape, dtype=dtype, pin_memory=cuda) for _ in range(2)]
+        self._stream = torch.cuda.Stream(self.device) if cuda else None
+        self._events = [torch.cuda.Event() if cuda else None for _ in range(2)]
+        self._next = 0
+
+    def put(self, x: torch.Tensor) -> int:
+        slot = self._next
+        self._next ^= 1
+        host = self._host[slot]
+        if x.shape != host.shape:
+            raise ValueError(f"PinnedDoubleBuffer holds {tuple(host.shape)}; got {tuple(x.shape)}")
+        if self._stream is None:
+            host.copy_(x)
+            return slot
+        self._stream.wait_stream(torch.cuda.current_stream(self.device))
+        with torch.cuda.stream(self._stream):
+            host.copy_(x, non_blocking=True)
+            x.record_stream(self._stream)
+            self._events[slot].record(self._stream)
+        return slot
+
+    def get(self, slot: int) -> torch.Tensor:
+        """The host tensor of ``slot``, once its copy has finished."""
+        if self._events[slot] is not None:
+            self._events[slot].synchronize()
+        return self._host[slot]

@@ -1,0 +1,15 @@
+"""CTC WFST beam search: `decode_ctc` with `CtcBeamOptions`, per-utterance word boosting, and
+`decode_npz` for emissions stored in ``.npz`` files (the ``wfstdecode decode`` command)."""
+
+from .npz import NpzDecodeResult, decode_npz, greedy_ctc_texts, load_log_probs_npz
+from .options import CtcBeamOptions
+from .search import decode_ctc
+
+__all__ = [
+    "CtcBeamOptions",
+    "NpzDecodeResult",
+    "decode_ctc",
+    "decode_npz",
+    "greedy_ctc_texts",
+    "load_log_probs_npz",
+]

@@ -1,0 +1,72 @@
+"""`CtcBeamOptions`: the one frozen options object of the CTC WFST beam search (every backend)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from ..errors import OptionsError
+
+
+@dataclass(frozen=True)
+class CtcBeamOptions:
+    """Options of `decode_ctc`; shared by every backend.
+
+    beam:                   pruning beam in cost units (a log-score margin) relative to the best
+                            token of the frame; ``math.inf`` disables beam pruning.
+    max_active:             at most this many tokens survive a frame (the cutoff becomes the cost of
+                            the ``max_active``-th best token; exact ties at the cutoff survive too).
+    min_active:             at least this many tokens survive a frame when that many exist (the
+                            cutoff widens to the ``min_active``-th best cost). 1 = no effect.
+    acoustic_scale:         log-probs are multiplied by this before they enter the search.
+    blank_penalty:          cost added on every frame that takes a blank arc (positive = fewer
+                            blanks, i.e. more tokens). Counted in ``graph_score``.
+    word_insertion_penalty: cost added for every output word (positive = fewer words). Counted in
+                            ``graph_score``.
+    nbest:                  hypotheses returned per utterance (distinct word sequences, taken from
+                            the end tokens best first; may be fewer).
+    """
+
+    beam: float = 16.0
+    max_active: int = 10_000
+    min_active: int = 1
+    acoustic_scale: float = 1.0
+    blank_penalty: float = 0.0
+    word_insertion_penalty: float = 0.0
+    nbest: int = 1
+
+    def __post_init__(self):
+        def number(name):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise OptionsError(f"CtcBeamOptions.{name} must be a number; got {value!r}")
+            return float(value)
+
+        def integer(name):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int):
+                raise OptionsError(f"CtcBeamOptions.{name} must be an int; got {value!r}")
+            return value
+
+        beam = number("beam")
+        if math.isnan(beam) or beam <= 0:
+            raise OptionsError(f"CtcBeamOptions.beam must be > 0 (inf for no beam); got {beam}")
+        if integer("max_active") < 1:
+            raise OptionsError(f"CtcBeamOptions.max_active must be >= 1; got {self.max_active}")
+        if integer("min_active") < 1:
+            raise OptionsError(f"CtcBeamOptions.min_active must be >= 1; got {self.min_active}")
+        if self.min_active > self.max_active:
+            raise OptionsError(
+                f"CtcBeamOptions.min_active ({self.min_active}) exceeds max_active "
+                f"({self.max_active})"
+            )
+        scale = number("acoustic_scale")
+        if not (math.isfinite(scale) and scale > 0):
+            raise OptionsError(f"CtcBeamOptions.acoustic_scale must be finite and > 0; got {scale}")
+        for name in ("blank_penalty", "word_insertion_penalty"):
+            if not math.isfinite(number(name)):
+                raise OptionsError(
+                    f"CtcBeamOptions.{name} must be finite; got {getattr(self, name)}"
+                )
+        if integer("nbest") < 1:
+            raise OptionsError(f"CtcBeamOptions.nbest must be >= 1; got {self.nbest}")

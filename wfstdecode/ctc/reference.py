@@ -1,0 +1,184 @@
+"""The reference CTC WFST beam search: plain Python token passing. Slow and obviously right; it
+defines the semantics every other backend reproduces exactly.
+
+Costs are OpenFst costs (lower is better), accumulated in float32 (``np.float32`` scalars) in the
+order written below, so that the Numba CPU and CUDA backends, which use the same order, get
+bit-identical costs.
+
+Per utterance, with token frames ``f = 0 .. T`` (frame ``f`` holds the tokens after consuming
+log-prob frames ``0 .. f-1``):
+
+1. **Start**: token frame 0 is seeded with the start state at cost 0 (no arc), then step 3–5.
+2. **Emitting arcs** (log-prob frame ``t``, building token frame ``t+1``): every surviving token
+   ``u`` of frame ``t`` and every emitting arc ``a`` leaving its state gives the candidate
+   ``c = cost(u) + (ac[t, ilabel(a) - 1] + arc_cost'(a))`` where ``arc_cost'(a) = arc_cost(a) -
+   bonus(olabel(a))`` when the utterance boosts that word. Infinite candidates are dropped.
+   **Recombination** (Viterbi) per destination state keeps the candidate with the smallest key
+   ``(cost, arc index)`` — the tie-break is independent of token order (arc indices identify the
+   source state, since every state has one token), and is what a GPU 64-bit ``atomicMin`` on
+   ``(order-preserving cost bits << 32) | arc`` computes. Emitting arcs have lower indices than
+   epsilon arcs, so at equal cost an emitting arc wins.
+3. **Closure cutoff** ``C = best emitting cost + beam``, lowered to the ``max_active``-th
+   smallest emitting cost if there are more than ``max_active`` emitting tokens, then raised to
+   the ``min_active``-th smallest emitting cost if that is larger. Tokens above ``C`` cannot
+   survive step 5 (the closure only lowers the best cost and the k-th smallest cost) except
+   through negative-cost epsilon arcs, so ``C`` saves work and changes results only there.
+4. **Epsilon closure**: tokens with ``cost <= C`` relax their epsilon arcs,
+   ``c = cost(u) + arc_cost'(a)``, keeping targets with ``c <= C``, with the same key rule,
+   repeated until no token improves (the fixed point does not depend on the order). A token whose
+   key improves is updated in place, so tokens reached through it trace back through its final
+   path. Negative-cost epsilon cycles raise `GraphError`.
+5. **Pruning**: ``cutoff = best + beam``; if more than ``max_active`` tokens are within it, the
+   cutoff becomes the cost of the ``max_active``-th best token; if fewer than ``min_active``, the
+   cost of the ``min_active``-th best (or the worst) token. Tokens with ``cost <= cutoff``
+   survive (exact ties at the cutoff all survive).
+6. **End**: every surviving token of frame ``T`` gets ``cost + final_cost(state)`` (float32);
+   hypotheses are taken best first by ``(total, state)``, traced back, and kept when their word
+   sequence differs from every kept one, up to ``nbest``. If no survivor is final, the same is
+   done on ``cost`` alone and the result says so (``NO_FINAL``). If every token dies at some
+   frame, the utterance has no path (``DIED``).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+import numpy as np
+
+from ..errors import GraphError
+from ._problem import DIED, NO_FINAL, RawResult, SearchProblem
+
+_F32_INF = np.float32(np.inf)
+
+
+def decode_reference(problem: SearchProblem) -> list[RawResult]:
+    return [_decode_one(problem, b) for b in range(problem.batch_size)]
+
+
+class _Tok:
+    """A token: cost, the arc that reached it (-1 for the start), the token it came from."""
+
+    __slots__ = ("arc", "cost", "prev")
+
+    def __init__(self, cost, arc, prev):
+        self.cost, self.arc, self.prev = cost, arc, prev
+
+
+def _decode_one(p: SearchProblem, b: int) -> RawResult:
+    g = p.graph
+    n_emit = g.num_emitting_arcs
+    boost = p.boosts.dicts[b] or {}
+
+    def cost_of(a):
+        c = p.arc_cost[a]
+        w = int(g.olabel[a])
+        if w and w in boost:
+            c = np.float32(c - boost[w])
+        return c
+
+    toks = {g.start: _Tok(np.float32(0.0), -1, None)}
+    alive = _closure_and_prune(p, toks, np.float32(0.0), cost_of, n_emit)
+    ac = p.ac[b]
+    for t in range(int(p.lengths[b])):
+        new: dict[int, _Tok] = {}
+        for s, u in alive.items():
+            for a in range(g.e_offsets[s], g.e_offsets[s + 1]):
+                c = np.float32(u.cost + np.float32(ac[t, g.ilabel[a] - 1] + cost_of(a)))
+                if not c < _F32_INF:
+                    continue
+                d = int(g.next_state[a])
+                old = new.get(d)
+                if old is None or (c, a) < (old.cost, old.arc):
+                    new[d] = _Tok(c, a, u)
+        if not new:
+            return RawResult([], DIED, t)
+        best_emit = min(tok.cost for tok in new.values())
+        alive = _closure_and_prune(p, new, best_emit, cost_of, n_emit)
+    return _finish(p, alive, int(p.lengths[b]), n_emit)
+
+
+def _closure_and_prune(p, toks, best_emit, cost_of, n_emit):
+    g, opts = p.graph, p.options
+    limit = np.float32(best_emit + p.beam)
+    costs = sorted(tok.cost for tok in toks.values())
+    if len(costs) > opts.max_active:
+        limit = min(limit, costs[opts.max_active - 1])
+    if opts.min_active > 1:
+        limit = max(limit, costs[min(opts.min_active, len(costs)) - 1])
+    queue = deque(s for s, tok in toks.items() if tok.cost <= limit)
+    queued = set(queue)
+    pops, max_pops = 0, _max_relaxations(len(toks), g)
+    while queue:
+        s = queue.popleft()
+        queued.discard(s)
+        pops += 1
+        if pops > max_pops:
+            raise GraphError(f"negative-cost epsilon cycle through state {s}")
+        u = toks[s]
+        for a in range(g.ne_offsets[s], g.ne_offsets[s + 1]):
+            c = np.float32(u.cost + cost_of(a))
+            if not (c <= limit and c < _F32_INF):
+                continue
+            d = int(g.next_state[a])
+            old = toks.get(d)
+            if old is None:
+                toks[d] = _Tok(c, a, u)
+            elif (c, a) < (old.cost, old.arc):
+                old.cost, old.arc, old.prev = c, a, u
+            else:
+                continue
+            if d not in queued:
+                queue.append(d)
+                queued.add(d)
+    costs = sorted(tok.cost for tok in toks.values())
+    cutoff = np.float32(costs[0] + p.beam)
+    n_in = sum(1 for c in costs if c <= cutoff)
+    if n_in > opts.max_active:
+        cutoff = costs[opts.max_active - 1]
+    elif n_in < opts.min_active:
+        cutoff = costs[min(opts.min_active, len(costs)) - 1]
+    return {s: tok for s, tok in toks.items() if tok.cost <= cutoff}
+
+
+def _max_relaxations(n_tokens, graph):
+    # Bellman-Ford bound with a FIFO queue: each state is queued at most once per pass.
+    n = n_tokens + graph.num_arcs - graph.num_emitting_arcs + 1
+    return n * n + 1000
+
+
+def _finish(p: SearchProblem, alive, T: int, n_emit: int) -> RawResult:
+    g = p.graph
+    ranked = sorted((np.float32(tok.cost + g.final_cost[s]), s, tok) for s, tok in alive.items())
+    status = 0
+    if not ranked or not ranked[0][0] < _F32_INF:
+        status = NO_FINAL
+        ranked = sorted((tok.cost, s, tok) for s, tok in alive.items())
+    paths, seen = [], set()
+    for total, _s, tok in ranked:
+        if len(paths) == p.options.nbest:
+            break
+        if not total < _F32_INF:
+            break
+        arcs, frames = _trace(tok, T, n_emit)
+        words = tuple(int(w) for w in g.olabel[arcs] if w)
+        if words in seen:
+            continue
+        seen.add(words)
+        paths.append((arcs, frames, float(total)))
+    return RawResult(paths, status)
+
+
+def _trace(tok, T, n_emit):
+    arcs, frames = [], []
+    f, seen = T, set()
+    while tok.arc != -1:
+        if id(tok) in seen:
+            raise GraphError("zero-cost epsilon cycle: the traceback loops")
+        seen.add(id(tok))
+        arcs.append(tok.arc)
+        frames.append(f - 1)
+        if tok.arc < n_emit:
+            f -= 1
+            seen = set()
+        tok = tok.prev
+    return np.array(arcs[::-1], np.int32), np.array(frames[::-1], np.int32)

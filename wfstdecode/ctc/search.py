@@ -1,0 +1,204 @@
+"""`decode_ctc`: the public CTC WFST beam search and the only place that picks a backend.
+
+The semantics (token passing, recombination, tie-breaks, pruning, end of utterance) are written out
+in `wfstdecode.ctc.reference`; every backend reproduces them exactly.
+"""
+
+from __future__ import annotations
+
+import weakref
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from ..backends import ctc_backend, resolve_ctc_backend
+from ..decoding_graph import DecodingGraph
+from ..errors import DecodeInputError, OptionsError
+from ..results import Hypothesis
+from ..symbols import BLANK
+from ._paths import to_hypotheses
+from ._problem import SearchProblem
+from .boost import build_boost_tables, resolve_boosts
+from .options import CtcBeamOptions
+
+Boosts = Mapping | Sequence[Mapping | None] | None
+
+
+def decode_ctc(
+    log_probs,
+    lengths,
+    graph: DecodingGraph,
+    options: CtcBeamOptions | None = None,
+    boosts: Boosts = None,
+    backend: str = "auto",
+    *,
+    num_threads: int | None = None,
+) -> list[list[Hypothesis]]:
+    """Decode a batch of CTC log-probabilities against a decoding graph (TLG).
+
+    log_probs:   (B, T, V) log-probabilities (float16/32/64), a NumPy array or a torch tensor
+                 (any device; copied to the host for the CPU backends). V is the graph's token
+                 count; column ``k`` is token id ``k`` (blank is an ordinary column).
+    lengths:     (B,) valid frames per utterance, 0 <= length <= T (integers); None = all T.
+    graph:       a `DecodingGraph`.
+    options:     `CtcBeamOptions` (default ``CtcBeamOptions()``).
+    boosts:      None, one mapping ``word -> bonus`` for every utterance, or a list of B mappings
+                 (or None). Keys are words or word ids; a positive bonus makes a word more likely
+                 (its arcs cost ``bonus`` less). Words not in the graph warn and are ignored.
+    backend:     ``"auto"`` (cuda for GPU-resident inputs when available, else cpu),
+                 ``"reference"`` (pure Python, slow), ``"cpu"`` (Numba) or ``"cuda"``.
+    num_threads: CPU backend threads (utterances decode in parallel); None = Numba's default.
+
+    Returns one list per utterance of up to ``options.nbest`` `Hypothesis`, best first.
+    Documented results: an empty batch gives ``[]``; a zero-length utterance gives the best path
+    through the epsilon arcs of the start state (usually no words); if no surviving token is final
+    at the end, the best partial path is returned with a note; if every token dies (e.g. the graph
+    cannot follow the log-probs), one empty hypothesis with score ``-inf`` and a note.
+    Raises `DecodeInputError` for malformed inputs, naming the offending shape or value.
+    """
+    options = CtcBeamOptions() if options is None else options
+    if not isinstance(options, CtcBeamOptions):
+        raise OptionsError(f"options must be a CtcBeamOptions; got {type(options).__name__}")
+    if not isinstance(graph, DecodingGraph):
+        raise DecodeInputError(f"graph must be a DecodingGraph; got {type(graph).__name__}")
+    name = resolve_ctc_backend(backend, log_probs)
+    problem = prepare_problem(log_probs, lengths, graph, options, boosts)
+    if problem.batch_size == 0:
+        return []
+    decode = ctc_backend(name)
+    raw = decode(problem, num_threads=num_threads) if name == "cpu" else decode(problem)
+    return to_hypotheses(problem, raw)
+
+
+def prepare_problem(log_probs, lengths, graph, options, boosts) -> SearchProblem:
+    """Validate and convert the inputs of `decode_ctc` (shared by every backend)."""
+    lp = _as_float_array(log_probs)
+    if lp.ndim != 3:
+        raise DecodeInputError(f"log_probs must be (B, T, V); got shape {tuple(lp.shape)}")
+    B, T, V = lp.shape
+    max_ilabel = int(graph.ilabel.max(initial=0))
+    if graph.tokens is not None and graph.num_tokens != V:
+        raise DecodeInputError(
+            f"log_probs has V={V} columns but the graph's token table has {graph.num_tokens} "
+            f"tokens (log_probs shape {tuple(lp.shape)})"
+        )
+    if max_ilabel > V:
+        raise DecodeInputError(
+            f"log_probs has V={V} columns but the graph reads column {max_ilabel - 1}"
+        )
+    lens = _lengths(lengths, B, T)
+    _check_values(lp, lens)
+    ac = lp * np.float32(-options.acoustic_scale)
+    per_utt = resolve_boosts(boosts, B, graph.words)
+    blank = blank_id(graph)
+    return SearchProblem(
+        ac=np.ascontiguousarray(ac, np.float32),
+        lengths=lens,
+        graph=graph,
+        arc_cost=arc_costs(graph, options, blank),
+        boosts=build_boost_tables(per_utt),
+        options=options,
+        blank_ilabel=blank + 1,
+    )
+
+
+def blank_id(graph: DecodingGraph) -> int:
+    """The blank's token id: ``<blk>`` (or ``<blank>``) in the graph's token table, else 0."""
+    if graph.tokens is not None:
+        for sym in (BLANK, "<blank>"):
+            idx = graph.tokens.get(sym)
+            if idx is not None:
+                return idx
+    return int(graph.metadata.get("blank_id", 0))
+
+
+_ARC_COST_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def arc_costs(graph: DecodingGraph, options: CtcBeamOptions, blank: int) -> np.ndarray:
+    """float32 per-arc static cost: weight (+ blank penalty on blank arcs) (+ word insertion
+    penalty on arcs with an output word), added in that order in float32. Cached per graph."""
+    key = (float(options.blank_penalty), float(options.word_insertion_penalty), blank)
+    per_graph = _ARC_COST_CACHE.setdefault(graph, {})
+    if key not in per_graph:
+        cost = graph.weight.astype(np.float32, copy=True)
+        if options.blank_penalty:
+            is_blank = graph.ilabel == blank + 1
+            cost[is_blank] = cost[is_blank] + np.float32(options.blank_penalty)
+        if options.word_insertion_penalty:
+            has_word = graph.olabel != 0
+            cost[has_word] = cost[has_word] + np.float32(options.word_insertion_penalty)
+        cost.flags.writeable = False
+        if len(per_graph) > 8:
+            per_graph.clear()
+        per_graph[key] = cost
+    return per_graph[key]
+
+
+def _as_float_array(x) -> np.ndarray:
+    if type(x).__module__.startswith("torch"):
+        import torch
+
+        if not isinstance(x, torch.Tensor):
+            raise DecodeInputError(f"log_probs must be an array or tensor; got {type(x).__name__}")
+        if not (x.is_floating_point()):
+            raise DecodeInputError(
+                f"log_probs must be floating point; got dtype {x.dtype} (shape {tuple(x.shape)})"
+            )
+        x = x.detach().to(device="cpu", dtype=torch.float32).numpy()
+        return x
+    if hasattr(x, "__cuda_array_interface__") and hasattr(x, "get"):
+        x = x.get()  # CuPy
+    try:
+        arr = np.asarray(x)
+    except Exception as exc:
+        raise DecodeInputError(f"log_probs cannot be read as an array: {exc}") from exc
+    if arr.dtype.kind != "f":
+        raise DecodeInputError(
+            f"log_probs must be floating point (float16/32/64); got dtype {arr.dtype} "
+            f"(shape {arr.shape})"
+        )
+    return arr.astype(np.float32, copy=False)
+
+
+def _lengths(lengths, B: int, T: int) -> np.ndarray:
+    if lengths is None:
+        return np.full(B, T, np.int64)
+    if type(lengths).__module__.startswith("torch"):
+        lengths = lengths.detach().cpu().numpy()
+    arr = np.asarray(lengths)
+    if arr.shape != (B,):
+        raise DecodeInputError(f"lengths must have shape ({B},); got {arr.shape}")
+    if arr.dtype.kind not in "iu":
+        if (
+            arr.dtype.kind == "f"
+            and B
+            and np.all(np.isfinite(arr))
+            and np.all(arr == np.round(arr))
+        ):
+            arr = arr.astype(np.int64)
+        elif B:
+            raise DecodeInputError(f"lengths must be integers; got dtype {arr.dtype}")
+    arr = arr.astype(np.int64)
+    bad = np.flatnonzero((arr < 0) | (arr > T))
+    if len(bad):
+        b = int(bad[0])
+        raise DecodeInputError(f"lengths[{b}] = {int(arr[b])} is outside 0..T={T}")
+    return arr
+
+
+def _check_values(lp: np.ndarray, lens: np.ndarray) -> None:
+    B, T, _ = lp.shape
+    if B == 0 or T == 0:
+        return
+    valid = np.arange(T)[None, :] < lens[:, None]
+    nan_or_pos = np.isnan(lp) | (lp == np.inf)
+    bad = nan_or_pos.any(axis=2) & valid
+    if bad.any():
+        b, t = (int(v) for v in np.argwhere(bad)[0])
+        what = "NaN" if np.isnan(lp[b, t]).any() else "+inf"
+        raise DecodeInputError(f"log_probs[{b}, {t}] contains {what} (frame within lengths[{b}])")
+    dead = (lp == -np.inf).all(axis=2) & valid
+    if dead.any():
+        b, t = (int(v) for v in np.argwhere(dead)[0])
+        raise DecodeInputError(f"log_probs[{b}, {t}] is -inf in every column")

@@ -1,0 +1,24 @@
+"""Helpers for tests and benchmarks: random and tiny decoding graphs, a CTC emission simulator,
+assert helpers. Importing this package needs neither torch nor pynini."""
+
+from .ctc import (
+    assert_hypotheses_equal,
+    edit_distance,
+    lexicon_graph,
+    random_graph,
+    random_log_probs,
+    simulate_ctc,
+    spell,
+    word_error_rate,
+)
+
+__all__ = [
+    "assert_hypotheses_equal",
+    "edit_distance",
+    "lexicon_graph",
+    "random_graph",
+    "random_log_probs",
+    "simulate_ctc",
+    "spell",
+    "word_error_rate",
+]

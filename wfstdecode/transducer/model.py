@@ -1,0 +1,99 @@
+"""The `TransducerModel` protocol, and the thin adapter the greedy loops call it through.
+
+A model supplies the prediction network and the joint; the encoder output is given. The first
+``predict`` call of every utterance receives ``blank_id`` as the start-of-sequence label (the
+NeMo / ESPnet / icefall convention).
+
+Optional, for speed (label-looping paper §3.4): ``project_encoder(enc[B, T, D]) -> [B, T, J]``,
+``project_prediction(pred[B, H]) -> [B, J]`` and ``joint_after_projection(enc_p[N, J],
+pred_p[N, J]) -> [N, V (+ len(durations))]``; with all three, the encoder projection runs once
+per batch and the predictor projection once per predictor call, not once per joint call.
+
+State: whatever ``init_state`` returns — a tensor or a (nested) tuple / list of tensors whose
+batch dimension is ``model.state_batch_dim`` (default 0; ``nn.LSTM`` states use 1). A model with
+another layout provides ``select_state(mask, new, old)``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+import torch
+
+__all__ = ["TransducerModel", "copy_state_", "select_state"]
+
+
+@runtime_checkable
+class TransducerModel(Protocol):
+    """What `greedy_decode` needs from a user's RNN-T / TDT model (encoder output given)."""
+
+    blank_id: int
+
+    def init_state(self, batch_size: int, device: torch.device) -> Any: ...
+
+    def predict(self, labels: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]: ...
+
+    def joint(self, enc: torch.Tensor, pred: torch.Tensor) -> torch.Tensor: ...
+
+
+def select_state(model, mask: torch.Tensor, new: Any, old: Any) -> Any:
+    """Per-utterance choice ``new[b] if mask[b] else old[b]``, by `torch.where` (no host sync)."""
+    custom = getattr(model, "select_state", None)
+    if custom is not None:
+        return custom(mask, new, old)
+    dim = getattr(model, "state_batch_dim", 0)
+    return _map2(new, old, lambda n, o: torch.where(_bcast(mask, n, dim), n, o))
+
+
+def copy_state_(dst: Any, src: Any) -> None:
+    """Copy ``src`` into the tensors of ``dst`` in place (CUDA graphs need fixed addresses)."""
+    _map2(dst, src, lambda d, s: d.copy_(s))
+
+
+def clone_state(state: Any) -> Any:
+    return _map2(state, state, lambda a, _: a.clone())
+
+
+def _bcast(mask: torch.Tensor, like: torch.Tensor, dim: int) -> torch.Tensor:
+    shape = [1] * like.dim()
+    shape[dim] = mask.shape[0]
+    return mask.view(shape)
+
+
+def _map2(a: Any, b: Any, fn) -> Any:
+    if isinstance(a, torch.Tensor):
+        return fn(a, b)
+    if isinstance(a, tuple | list):
+        return type(a)(_map2(x, y, fn) for x, y in zip(a, b, strict=True))
+    if isinstance(a, dict):
+        return {k: _map2(a[k], b[k], fn) for k in a}
+    if a is None:
+        return None
+    raise TypeError(f"transducer state must be tensors in tuples/lists/dicts; got {type(a)}")
+
+
+class ModelAdapter:
+    """Calls the model the same way from every loop: 2-D rows in, 2-D logits out."""
+
+    def __init__(self, model):
+        self.model = model
+        self.blank_id = int(model.blank_id)
+        self.projected = all(
+            callable(getattr(model, name, None))
+            for name in ("project_encoder", "project_prediction", "joint_after_projection")
+        )
+
+    def encoder(self, enc: torch.Tensor) -> torch.Tensor:
+        return self.model.project_encoder(enc) if self.projected else enc
+
+    def prediction(self, pred: torch.Tensor) -> torch.Tensor:
+        return self.model.project_prediction(pred) if self.projected else pred
+
+    def joint(self, enc_rows: torch.Tensor, pred_rows: torch.Tensor) -> torch.Tensor:
+        if self.projected:
+            return self.model.joint_after_projection(enc_rows, pred_rows)
+        return self.model.joint(enc_rows, pred_rows)
+
+    def predict(self, labels: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
+        pred, state = self.model.predict(labels, state)
+        return self.prediction(pred), state

@@ -1,0 +1,92 @@
+"""`GreedyOptions`: every knob of transducer greedy decoding, validated once."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from ..errors import OptionsError
+
+__all__ = ["ALGORITHMS", "CUDA_GRAPH_MODES", "DEFAULT_WINDOW", "GreedyOptions"]
+
+ALGORITHMS = ("frame_looping", "label_looping", "wind")
+CUDA_GRAPH_MODES = ("off", "loop_bodies", "full", "auto")
+DEFAULT_WINDOW = 8
+
+
+@dataclass(frozen=True)
+class GreedyOptions:
+    """Options of `greedy_decode`.
+
+    algorithm:  "frame_looping" — the batched baseline (label-looping paper, Algorithm 2): every
+                utterance waits at frame t until the whole batch has emitted blank there;
+                "label_looping" — Algorithm 3: each utterance advances its own frame index, the
+                predictor runs once per emitted label for the whole batch;
+                "wind" — label-looping whose blank search scores a window of frames at once
+                (WIND), for any batch size. All three give the same tokens and timestamps.
+    window:     frames per WIND search step; only for "wind" (None there means 8).
+    durations:  TDT duration values (e.g. (0, 1, 2, 3, 4)); None for RNN-T. The joint then
+                returns ``vocab + len(durations)`` logits: tokens first, durations last.
+                Supported by "label_looping" only (batched frame-looping TDT is not exact; WIND
+                assumes blanks advance one frame).
+    max_symbols_per_frame: labels emitted at one frame before the frame is left regardless.
+    cuda_graphs: "off"; "loop_bodies" — each loop body is a captured CUDA graph, the loops run
+                in Python; "full" — the whole decode is one CUDA graph with conditional while
+                nodes (needs cuda-python / cuda-bindings and a driver for CUDA >= 12.4);
+                "auto" — the best of these the input's device supports (reported in
+                ``Hypothesis.notes``). An explicit mode the machine cannot run raises
+                `BackendUnavailableError`.
+    """
+
+    algorithm: Literal["frame_looping", "label_looping", "wind"] = "label_looping"
+    window: int | None = None
+    durations: tuple[int, ...] | None = None
+    max_symbols_per_frame: int = 10
+    cuda_graphs: Literal["off", "loop_bodies", "full", "auto"] = "off"
+
+    def __post_init__(self):
+        if self.algorithm not in ALGORITHMS:
+            raise OptionsError(f"algorithm must be one of {ALGORITHMS}; got {self.algorithm!r}")
+        if self.cuda_graphs not in CUDA_GRAPH_MODES:
+            raise OptionsError(
+                f"cuda_graphs must be one of {CUDA_GRAPH_MODES}; got {self.cuda_graphs!r}"
+            )
+        m = self.max_symbols_per_frame
+        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
+            raise OptionsError(f"max_symbols_per_frame must be an int >= 1; got {m!r}")
+        if self.window is not None:
+            if self.algorithm != "wind":
+                raise OptionsError(
+                    f"window={self.window!r} is only used by algorithm='wind'; "
+                    f"got algorithm={self.algorithm!r}"
+                )
+            if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1:
+                raise OptionsError(f"window must be an int >= 1; got {self.window!r}")
+        if self.durations is not None:
+            self._check_durations()
+
+    def _check_durations(self):
+        durs = self.durations
+        try:
+            durs = tuple(durs)
+        except TypeError:
+            raise OptionsError(f"durations must be a sequence of ints; got {durs!r}") from None
+        object.__setattr__(self, "durations", durs)
+        if self.algorithm != "label_looping":
+            raise OptionsError(
+                f"durations (TDT) need algorithm='label_looping'; got algorithm={self.algorithm!r}"
+            )
+        bad = [d for d in durs if isinstance(d, bool) or not isinstance(d, int) or d < 0]
+        if not durs or bad:
+            raise OptionsError(f"durations must be non-negative ints; got {durs!r}")
+        if len(set(durs)) != len(durs):
+            raise OptionsError(f"durations must be distinct; got {durs!r}")
+        if max(durs) == 0:
+            raise OptionsError(f"durations need a positive value to advance in time; got {durs!r}")
+
+    @property
+    def effective_window(self) -> int:
+        """Frames per blank-search step: 1 except for WIND."""
+        if self.algorithm != "wind":
+            return 1
+        return DEFAULT_WINDOW if self.window is None else self.window
