@@ -4,12 +4,12 @@ half-written output directory."""
 import json
 
 import pytest
-from conftest import PACKAGE_DATA
 
 from wfstdecode import DecodingGraph, InputFileError, SymbolTable
 from wfstdecode.cli import main
 from wfstdecode.graph import read_lexicon
 from wfstdecode.graph.lexicon import add_disambig_symbols
+from wfstdecode.testing.data import PACKAGE_DATA
 from wfstdecode.testing.lm import random_arpa
 
 TOKENS = PACKAGE_DATA / "tokens.txt"

@@ -3,12 +3,12 @@
 import numpy as np
 import pynini
 import pytest
-from conftest import PACKAGE_DATA
 
 from wfstdecode import DecodingGraph, GraphError, SymbolTable
 from wfstdecode.fstio import FstArrays, read_openfst, write_openfst
 from wfstdecode.graph import build_tlg, read_lexicon
 from wfstdecode.graph.ops import from_pynini, to_pynini
+from wfstdecode.testing.data import PACKAGE_DATA
 
 
 @pytest.fixture(scope="module")

@@ -6,13 +6,13 @@ import math
 import numpy as np
 import pynini
 import pytest
-from conftest import PACKAGE_DATA, shared_file
 
 from wfstdecode.errors import InputFileError
 from wfstdecode.graph import build_grammar, read_arpa
 from wfstdecode.graph.grammar import LN10, read_arpa_vocabulary
 from wfstdecode.graph.ops import to_pynini
 from wfstdecode.symbols import SymbolTable
+from wfstdecode.testing.data import PACKAGE_DATA, shared_file
 from wfstdecode.testing.lm import BackoffScorer, random_arpa, random_words
 
 kenlm = pytest.importorskip(
@@ -179,3 +179,19 @@ def test_unreadable_and_binary_arpa(tmp_path):
     path.write_bytes(b"\\data\\\n\xff\xfe\x00bad")
     with pytest.raises(InputFileError, match="UTF-8"):
         read_arpa(path)
+
+
+def test_unk_is_kept_only_when_asked(tmp_path):
+    from wfstdecode.graph import build_tlg
+    from wfstdecode.graph.lexicon import LexiconEntry
+
+    path = tmp_path / "lm.arpa"
+    path.write_text(random_arpa(["ab", "ba"], order=2, seed=4, unk=True))
+    tokens = SymbolTable.from_list(["<blk>", "a", "b"])
+    lexicon = [LexiconEntry("ab", ("a", "b")), LexiconEntry("ba", ("b", "a")),
+               LexiconEntry("<unk>", ("a", "a"))]  # fmt: skip
+    dropped = build_tlg(tokens, lexicon, str(path), "compact")
+    kept = build_tlg(tokens, lexicon, str(path), "compact", keep_unk=True)
+    unk = kept.words.id("<unk>")
+    assert "<unk>" in dropped.dropped_words and unk not in dropped.graph.olabel
+    assert "<unk>" not in kept.dropped_words and unk in kept.graph.olabel

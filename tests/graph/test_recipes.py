@@ -5,9 +5,9 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import PACKAGE_DATA
 
 from wfstdecode import DecodingGraph, SymbolTable
+from wfstdecode.testing.data import PACKAGE_DATA
 from wfstdecode.testing.lm import random_arpa
 
 RECIPES = Path(__file__).resolve().parents[2] / "graph_recipes"

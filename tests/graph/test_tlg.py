@@ -13,6 +13,7 @@ from wfstdecode.graph.lexicon import LexiconEntry
 from wfstdecode.graph.ops import compose, from_pynini, relabel_inputs_above, to_pynini
 from wfstdecode.graph.tlg import make_word_table
 from wfstdecode.symbols import SymbolTable
+from wfstdecode.testing.data import shared_file
 from wfstdecode.testing.lm import random_arpa, random_words
 
 LETTERS = "abc"
@@ -63,7 +64,7 @@ def output_costs(fst, frames):
     return result
 
 
-def sampled_inputs(fst, rng, count):
+def sampled_inputs(fst, rng, count, num_tokens=TOKENS.next_id):
     """Input sequences of random successful paths (so most have outputs), plus random noise."""
     out = []
     paths = pynini.randgen(fst, npath=count, seed=int(rng.integers(1 << 30)), max_length=12)
@@ -73,9 +74,7 @@ def sampled_inputs(fst, rng, count):
         if frames:
             out.append(frames)
         it.next()
-    out += [
-        list(rng.integers(1, TOKENS.next_id + 1, int(rng.integers(1, 7)))) for _ in range(count)
-    ]
+    out += [list(rng.integers(1, num_tokens + 1, int(rng.integers(1, 7)))) for _ in range(count)]
     return out
 
 
@@ -121,7 +120,7 @@ kaldi_decoder = pytest.importorskip("kaldi_decoder", reason="kaldi-decoder is th
 kaldilm = pytest.importorskip("kaldilm", reason="kaldilm runs Kaldi's arpa2fst")
 
 
-def kaldi_recipe_tlg(tmp_path, lexicon, arpa, words):
+def kaldi_recipe_tlg(tmp_path, lexicon, arpa, words, tokens=TOKENS):
     """TLG the way Kaldi / icefall scripts make it, independent of wfstdecode.graph:
     arpa2fst G, a text lexicon FST with Kaldi-style disambiguation, fsttablecompose,
     determinize-star, minimize-encoded, EESEN-style CTC token FST."""
@@ -130,12 +129,12 @@ def kaldi_recipe_tlg(tmp_path, lexicon, arpa, words):
         str(arpa), "", disambig_symbol="#0", read_symbol_table=str(tmp_path / "words.txt")
     )
     g = kaldifst.compile(g_text)
-    v = TOKENS.next_id
+    v = tokens.next_id
     prons = [e.tokens for e in lexicon]
     seen, lines, disambig_max, next_state = {}, [], 0, 1
     prefixes = {p[:i] for p in prons for i in range(1, len(p))}
     for e in lexicon:
-        labels = [TOKENS.id(t) + 1 for t in e.tokens]
+        labels = [tokens.id(t) + 1 for t in e.tokens]
         if prons.count(e.tokens) > 1 or e.tokens in prefixes:
             seen[e.tokens] = seen.get(e.tokens, 0) + 1
             disambig_max = max(disambig_max, seen[e.tokens])
@@ -189,31 +188,46 @@ def faster_decode(fst, log_probs, beam=1e9):
     return tuple(olabels), weight.value1 + weight.value2
 
 
-def peaky_emissions(rng, frames, num_frames):
+def peaky_emissions(rng, frames, num_frames, v=TOKENS.next_id):
     """Log-probs peaked on ``frames`` (a token-label path), with random competitors."""
-    v = TOKENS.next_id
     logits = rng.normal(0.0, 1.5, (num_frames, v)).astype(np.float32)
     for t, lab in enumerate(frames[:num_frames]):
         logits[t, lab - 1] += float(rng.uniform(0.5, 4.0))
     return (logits - np.logaddexp.reduce(logits, axis=1, keepdims=True)).astype(np.float32)
 
 
-@pytest.mark.parametrize("seed", range(3))
-def test_same_best_path_as_the_kaldi_recipe_under_faster_decoder(tmp_path, seed):
-    rng = np.random.default_rng(100 + seed)
-    lexicon, arpa = random_setup(tmp_path, seed)
-    built = build_tlg(TOKENS, lexicon, str(arpa), "normal")
+def compare_with_kaldi_recipe(tmp_path, tokens, lexicon, arpa, rng, utterances, topology="normal"):
+    built = build_tlg(tokens, lexicon, str(arpa), topology)
     built.graph.to_openfst(tmp_path / "ours.fst")
     ours = kaldifst.StdVectorFst.read(str(tmp_path / "ours.fst"))
-    kaldi = kaldi_recipe_tlg(tmp_path, lexicon, arpa, built.words)
-    sampled = sampled_inputs(to_pynini(built.graph.to_arrays()), rng, 20)
+    kaldi = kaldi_recipe_tlg(tmp_path, lexicon, arpa, built.words, tokens)
+    sampled = sampled_inputs(to_pynini(built.graph.to_arrays()), rng, 20, tokens.next_id)
     agree = 0
-    for i in range(40):
+    for i in range(utterances):
         frames = sampled[i % len(sampled)]
-        lp = peaky_emissions(rng, frames, max(len(frames), int(rng.integers(3, 14))))
+        num_frames = max(len(frames), int(rng.integers(3, 14)))
+        lp = peaky_emissions(rng, frames, num_frames, tokens.next_id)
         (w1, c1), (w2, c2) = faster_decode(ours, lp), faster_decode(kaldi, lp)
         # Kaldi quantises weights to 1/1024 per arc in minimize_encoded.
         assert math.isclose(c1, c2, abs_tol=1e-2), (i, c1, c2)
         agree += w1 == w2
+    return agree
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_same_best_path_as_the_kaldi_recipe_under_faster_decoder(tmp_path, seed):
+    rng = np.random.default_rng(100 + seed)
+    lexicon, arpa = random_setup(tmp_path, seed)
+    agree = compare_with_kaldi_recipe(tmp_path, TOKENS, lexicon, arpa, rng, 40)
     # Equal costs; word sequences may differ only on exact ties (homophones / equal paths).
     assert agree >= 38
+
+
+def test_same_best_path_as_the_kaldi_recipe_on_a_real_lm(tmp_path):
+    """turtle.arpa (a real trigram of ../shared/data), spelled with characters."""
+    arpa = shared_file("turtle.arpa")
+    tokens = SymbolTable.from_list(["<blk>", "'", *"abcdefghijklmnopqrstuvwxyz"])
+    words = [w for w in read_arpa(arpa).vocabulary if w not in ("<s>", "</s>")]
+    lexicon = [LexiconEntry(w, tuple(w)) for w in words]
+    agree = compare_with_kaldi_recipe(tmp_path, tokens, lexicon, arpa, np.random.default_rng(5), 60)
+    assert agree >= 59
