@@ -76,6 +76,37 @@ def info_command(args: argparse.Namespace) -> None:
             print_stage(stage)
 
 
+def _parse_boost(text: str) -> tuple[str, float]:
+    word, sep, value = text.rpartition("=")
+    try:
+        if not sep or not word:
+            raise ValueError
+        return word, float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--boost expects WORD=BONUS; got {text!r}") from None
+
+
+def decode_command(args: argparse.Namespace) -> None:
+    from .ctc import CtcBeamOptions, decode_npz
+    from .decoding_graph import DecodingGraph
+
+    graph = DecodingGraph.load(args.graph)
+    options = CtcBeamOptions(
+        beam=args.beam, max_active=args.max_active, min_active=args.min_active,
+        acoustic_scale=args.acoustic_scale, blank_penalty=args.blank_penalty,
+        word_insertion_penalty=args.word_insertion_penalty, nbest=args.nbest,
+    )  # fmt: skip
+    boosts = dict(args.boost) if args.boost else None
+    result = decode_npz(args.log_probs, graph, options, boosts, backend=args.backend)
+    for utt, hyps in zip(result.ids, result.hypotheses, strict=True):
+        for rank, hyp in enumerate(hyps):
+            tag = utt if args.nbest == 1 else f"{utt}-{rank + 1}"
+            print(f"{tag}\t{hyp.score:.3f}\t{hyp.text}")
+    if result.wer is not None:
+        print(f"WER {100 * result.wer:.2f}% (greedy CTC {100 * result.greedy_wer:.2f}%)",
+              file=sys.stderr)  # fmt: skip
+
+
 def demo_command(args: argparse.Namespace) -> None:
     from .demo import run_demo
 
@@ -110,6 +141,21 @@ def make_parser() -> argparse.ArgumentParser:
     p = sub.add_parser("info", help="describe a graph directory")
     p.add_argument("dir", type=Path)
     p.set_defaults(func=info_command)
+
+    p = sub.add_parser("decode", help="decode CTC log-probs (.npz) against a graph directory")
+    p.add_argument("graph", type=Path, help="directory from build-tlg (or a TLG.npz)")
+    p.add_argument("log_probs", type=Path, help=".npz with log_probs (B, T, V), lengths, texts")
+    p.add_argument("--beam", type=float, default=16.0)
+    p.add_argument("--max-active", type=int, default=10_000)
+    p.add_argument("--min-active", type=int, default=1)
+    p.add_argument("--acoustic-scale", type=float, default=1.0)
+    p.add_argument("--blank-penalty", type=float, default=0.0)
+    p.add_argument("--word-insertion-penalty", type=float, default=0.0)
+    p.add_argument("--nbest", type=int, default=1)
+    p.add_argument("--boost", type=_parse_boost, action="append", metavar="WORD=BONUS",
+                   help="boost a word (positive = more likely); repeatable")  # fmt: skip
+    p.add_argument("--backend", default="auto", choices=("auto", "reference", "cpu", "cuda"))
+    p.set_defaults(func=decode_command)
 
     p = sub.add_parser("demo", help="build and decode the shipped example data")
     p.add_argument("--out", type=Path, default=None, help="keep the built graph here")

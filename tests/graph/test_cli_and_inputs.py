@@ -230,3 +230,32 @@ def test_disambiguation_symbols_follow_kaldi():
     out, count = add_disambig_symbols(prons)
     assert out == [("a", "#1"), ("a", "b", "#1"), ("a", "b", "#2"), ("c",), ("a", "#2")]
     assert count == 3
+
+
+def test_decode_command_prints_transcripts_and_wer(tmp_path, capsys):
+    out = tmp_path / "g"
+    build = [
+        "build-tlg",
+        "--tokens",
+        str(TOKENS),
+        "--lexicon",
+        str(PACKAGE_DATA / "lexicon.txt"),
+        "--separator",
+        "|",
+        "--arpa",
+        str(PACKAGE_DATA / "lm.arpa.gz"),
+        "--out",
+        str(out),
+    ]
+    assert main(build) == 0
+    capsys.readouterr()
+    emissions = str(PACKAGE_DATA / "ocr_emissions.npz")
+    assert main(["decode", str(out), emissions, "--acoustic-scale", "2", "--backend", "cpu"]) == 0
+    captured = capsys.readouterr()
+    lines = captured.out.strip().splitlines()
+    assert len(lines) == 60 and lines[0].startswith("utt0000\t")
+    wer = float(captured.err.split("WER ")[1].split("%")[0])
+    greedy = float(captured.err.split("greedy CTC ")[1].split("%")[0])
+    assert wer < greedy  # the lexicon and LM fix OCR errors
+    with pytest.warns(UserWarning, match="notaword"):
+        main(["decode", str(out), emissions, "--boost", "notaword=2.0", "--backend", "cpu"])
