@@ -1,9 +1,10 @@
 """wfstdecode: WFST decoding for speech recognition.
 
-Importing this package needs neither a GPU nor pynini; graph building (``wfstdecode.graph``)
-imports pynini when used.
+Importing this package needs neither a GPU, CuPy, torch nor pynini; graph building
+(``wfstdecode.graph``) imports pynini, transducer decoding (``wfstdecode.transducer``) torch.
 """
 
+from .ctc import CtcBeamOptions, decode_ctc, decode_npz
 from .decoding_graph import DecodingGraph
 from .errors import (
     BackendUnavailableError,
@@ -19,6 +20,7 @@ from .symbols import SymbolTable
 
 __all__ = [
     "BackendUnavailableError",
+    "CtcBeamOptions",
     "DecodeInputError",
     "DecodingGraph",
     "GraphError",
@@ -28,5 +30,7 @@ __all__ = [
     "SymbolError",
     "SymbolTable",
     "WfstDecodeError",
+    "decode_ctc",
+    "decode_npz",
 ]
 __version__ = "0.1.0"

@@ -39,5 +39,6 @@ def run_demo(out: Path | None = None, backend: str = "cpu") -> dict:
     for ref, greedy, text in list(zip(result.references, result.greedy_texts, result.texts,
                                       strict=True))[:SHOWN]:  # fmt: skip
         print(f"  reference: {ref}\n  greedy:    {greedy}\n  TLG:       {text}\n")
-    print(f"WER greedy CTC {100 * result.greedy_wer:.1f}%  ->  TLG beam search {100 * result.wer:.1f}%")
+    greedy, graph_wer = 100 * result.greedy_wer, 100 * result.wer
+    print(f"WER greedy CTC {greedy:.1f}%  ->  TLG beam search {graph_wer:.1f}%")
     return {"greedy_wer": result.greedy_wer, "wer": result.wer}

@@ -81,3 +81,39 @@ def test_unbounded_beam_equals_openfst_lexicon_graph(backend):
         words_fst, cost = _shortest(lp[b, : lengths[b]], g, scale)
         assert hyps[b][0].word_ids == words_fst
         assert -hyps[b][0].score == pytest.approx(cost, rel=1e-5, abs=1e-4)
+
+
+@pytest.fixture(scope="module")
+def turtle_tlg():
+    """TLG of turtle.arpa (a real trigram in ../shared/data), words spelled with characters."""
+    from wfstdecode.graph import LexiconEntry, build_tlg, read_arpa
+    from wfstdecode.symbols import SymbolTable
+    from wfstdecode.testing.data import shared_file
+
+    arpa = shared_file("turtle.arpa")
+    tokens = SymbolTable.from_list(["<blk>", "'", *"abcdefghijklmnopqrstuvwxyz"])
+    words = [w for w in read_arpa(arpa).vocabulary if w not in ("<s>", "</s>")]
+    lexicon = [LexiconEntry(w, tuple(w)) for w in words]
+    return {
+        topo: build_tlg(tokens, lexicon, str(arpa), topology=topo).graph
+        for topo in ("normal", "compact")
+    }, words
+
+
+@pytest.mark.parametrize("topology", ["normal", "compact"])
+def test_unbounded_beam_equals_openfst_on_a_real_lm_tlg(turtle_tlg, topology):
+    graphs, words = turtle_tlg
+    g = graphs[topology]
+    rng = np.random.default_rng(7)
+    refs = [list(rng.choice(words, size=3)) for _ in range(4)]
+    seqs = [[g.tokens.id(c) for c in "".join(r)] for r in refs]
+    lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=3, confusion_prob=0.2, noise=1.5)
+    hyps = decode_ctc(lp, lengths, g, WIDE, backend="cpu")
+    for b in range(len(lp)):
+        words_fst, cost = _shortest(lp[b, : lengths[b]], g, 1.0)
+        assert hyps[b][0].word_ids == words_fst
+        assert -hyps[b][0].score == pytest.approx(cost, rel=1e-5, abs=1e-4)
+    # and the reference backend agrees with the CPU backend on this TLG at a normal beam
+    opts = CtcBeamOptions(beam=10.0, max_active=300)
+    ref = decode_ctc(lp[:2], lengths[:2], g, opts, backend="reference")
+    assert ref == decode_ctc(lp[:2], lengths[:2], g, opts, backend="cpu")

@@ -4,7 +4,13 @@ import numpy as np
 import pytest
 
 from wfstdecode.ctc import CtcBeamOptions, decode_ctc
-from wfstdecode.testing import lexicon_graph, simulate_ctc, word_error_rate
+from wfstdecode.testing import (
+    lexicon_graph,
+    random_graph,
+    random_log_probs,
+    simulate_ctc,
+    word_error_rate,
+)
 
 BACKENDS = ["reference", "cpu"]
 
@@ -64,3 +70,50 @@ def test_clean_simulation_decodes_to_the_reference():
     # word boundaries are ambiguous for spellings alone ("at"+"pa" vs "a"...), tokens are not
     assert [list(h[0].tokens) for h in hyps] == seqs
     assert word_error_rate(refs, [list(h[0].words) for h in hyps]) < 0.5
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_nbest_distinct_word_sequences_best_first(backend):
+    # n-best comes from the surviving end tokens (one per state), so it needs several final
+    # states: a lexicon loop with a single final root state yields one hypothesis.
+    g = random_graph(11, num_states=20, final_prob=0.6)
+    lp = random_log_probs(3, 2, 12, g.num_tokens)
+    hyps = decode_ctc(lp, None, g, CtcBeamOptions(beam=12.0, nbest=5), backend=backend)
+    best = decode_ctc(lp, None, g, CtcBeamOptions(beam=12.0), backend=backend)
+    for h, b in zip(hyps, best, strict=True):
+        assert 2 <= len(h) <= 5
+        assert len({x.words for x in h}) == len(h)
+        scores = [x.score for x in h]
+        assert scores == sorted(scores, reverse=True)
+        assert h[0] == b[0]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_batched_hypothesis_building_equals_the_one_path_version(seed):
+    from wfstdecode.ctc._cpu import decode_cpu
+    from wfstdecode.ctc._paths import NOTE_NO_FINAL, path_hypothesis, to_hypotheses
+    from wfstdecode.ctc.search import prepare_problem
+
+    if seed % 2:
+        g = random_graph(seed, num_states=15, eps_arcs_per_state=1.0, final_prob=0.2)
+        lp = random_log_probs(seed, 4, 10, g.num_tokens)
+        lengths = np.array([10, 0, 3, 7])
+        boosts = [{"w1": 1.0}, None, {"w2": 2.0, "w3": -1.0}, None]
+    else:
+        g = lexicon_graph(["see", "sea", "a", "sas"], word_cost=[1.0, 1.5, 0.5, 2.0])
+        seqs = [[g.tokens.id(c) for c in w] for w in ("seea", "sas", "aseasee", "")]
+        lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=seed, confusion_prob=0.3)
+        boosts = [None, {"sas": 1.0}, None, {"a": 3.0}]
+    p = prepare_problem(lp, lengths, g, CtcBeamOptions(beam=8.0, nbest=3), boosts)
+    raw = decode_cpu(p)
+    fast = to_hypotheses(p, raw)
+    for b, r in enumerate(raw):
+        final = not r.status & 1
+        notes = () if final else (NOTE_NO_FINAL,)
+        slow = [path_hypothesis(p, b, a, f, final, notes) for a, f, _ in r.paths]
+        assert len(slow) == len(fast[b])
+        for x, y in zip(slow, fast[b], strict=True):
+            for field in ("tokens", "timestamps", "words", "word_ids", "word_timestamps", "notes"):
+                assert getattr(x, field) == getattr(y, field), field
+            for field in ("score", "acoustic_score", "graph_score"):
+                assert getattr(x, field) == pytest.approx(getattr(y, field), abs=1e-9)

@@ -161,3 +161,38 @@ def test_equivalence_cases_exercise_pruning_and_fallbacks(problem_of):
             int((a >= g.num_emitting_arcs).sum()) for r in decode_cpu(p) for a, _, _ in r.paths
         )
     assert pruned >= 3 and no_final >= 1 and eps >= 5, (pruned, no_final, eps)
+
+
+def test_long_epsilon_chains_overflow_the_first_buffer_and_retry():
+    from wfstdecode.decoding_graph import DecodingGraph
+    from wfstdecode.fstio import FstArrays
+
+    # state 0 --token 1--> 1 --eps--> 2 --eps--> ... --eps--> 0 (30 epsilon arcs per frame)
+    n = 31
+    src = [0, *range(1, n)]
+    dst = [1, *range(2, n), 0]
+    ilabel = [2] + [0] * (n - 1)
+    olabel = [0] * n
+    olabel[5] = 1
+    final = np.full(n, np.inf, np.float32)
+    final[0] = 0.0
+    fst = FstArrays(0, final, np.array(src), np.array(dst), np.array(ilabel), np.array(olabel),
+                    np.full(n, 0.1))  # fmt: skip
+    g = DecodingGraph.from_arrays(fst)
+    lp = np.log(np.full((2, 4, 2), 0.5, np.float32))
+    ref = decode_ctc(lp, [4, 2], g, CtcBeamOptions(beam=5.0), backend="reference")
+    cpu = decode_ctc(lp, [4, 2], g, CtcBeamOptions(beam=5.0), backend="cpu")
+    assert_hypotheses_equal(ref, cpu, 1e-6)
+    assert cpu[0][0].word_ids == (1,) * 4 and cpu[0][0].tokens == (1,) * 4  # no self-loop
+
+
+def test_concurrent_calls_from_python_threads():
+    """The CPU backend releases the GIL; concurrent calls must not disturb each other."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cases = [_case(seed, B=3, T=12) for seed in range(4)]
+    opts = CtcBeamOptions(beam=6.0)
+    want = [decode_ctc(lp, lengths, g, opts, backend="cpu") for g, lp, lengths in cases]
+    with ThreadPoolExecutor(4) as pool:
+        got = list(pool.map(lambda c: decode_ctc(c[1], c[2], c[0], opts, backend="cpu"), cases))
+    assert got == want

@@ -67,9 +67,9 @@ def _decode_utt(
     st_prev = np.empty(st_cap, np.int32)
     st_arc = np.empty(st_cap, np.int32)
     n_st = 0
-    a_state = np.empty(1, np.int32)
-    a_cost = np.empty(1, np.float32)
-    a_store = np.empty(1, np.int32)
+    a_state = np.empty(64, np.int32)
+    a_cost = np.empty(64, np.float32)
+    a_store = np.empty(64, np.int32)
     a_n = 0
     queue = np.empty(256, np.int32)
     nxt = np.empty(256, np.int32)
@@ -98,6 +98,19 @@ def _decode_utt(
             for i in range(1, a_n):
                 if a_cost[i] < a_cost[i_best]:
                     i_best = i
+            if early and a_n > 8:
+                # pre-pass: the exact best emitting cost, so that no candidate beyond
+                # best + beam is ever created (results do not change; see reference.py)
+                for i in range(a_n):
+                    s = a_state[i]
+                    cu = a_cost[i]
+                    for a in range(e_off[s], e_off[s + 1]):
+                        ca = arc_cost[a]
+                        if olabel[a] != 0:
+                            ca = ca - boost_lookup(bkeys, bvals, boff, bmask, olabel[a])
+                        c = cu + (ac[t, ilabel[a] - 1] + ca)
+                        if c < running:
+                            running = c
             for ii in range(a_n):
                 # the best token first: its arcs give a tight early cutoff (results do not change)
                 i = i_best if ii == 0 else (ii - 1 if ii <= i_best else ii)
@@ -252,9 +265,11 @@ def _decode_utt(
             st_cap = max(2 * st_cap, n_st + m)
             st_prev = _grow_i32(st_prev, st_cap)
             st_arc = _grow_i32(st_arc, st_cap)
-        a_state = np.empty(a_n, np.int32)
-        a_cost = np.empty(a_n, np.float32)
-        a_store = np.empty(a_n, np.int32)
+        if a_state.shape[0] < a_n:  # the previous frame's tokens are no longer needed
+            a_cap = max(a_n, 2 * a_state.shape[0])
+            a_state = np.empty(a_cap, np.int32)
+            a_cost = np.empty(a_cap, np.float32)
+            a_store = np.empty(a_cap, np.int32)
         i = 0
         for j in range(n):
             if keep[j]:
@@ -349,23 +364,40 @@ def _decode_utt(
     return n_paths, status, -1
 
 
+@njit(nogil=True, cache=True)
+def _decode_into(
+    b, ac, lengths, start, final_cost, e_off, ne_off, next_state, ilabel, olabel, arc_cost, n_emit,
+    bkeys, bvals, boff, bmask, beam, max_active, min_active, nbest, state_map,
+    out_arcs, out_frames, out_len, out_cost, out_n, out_status, out_died,
+):  # fmt: skip
+    n, st, died = _decode_utt(
+        ac[b], lengths[b], start, final_cost, e_off, ne_off, next_state, ilabel, olabel,
+        arc_cost, n_emit, bkeys, bvals, boff[b], bmask[b], beam, max_active, min_active,
+        nbest, state_map, out_arcs[b], out_frames[b], out_len[b], out_cost[b],
+    )  # fmt: skip
+    out_n[b] = n
+    out_status[b] = st
+    out_died[b] = died
+
+
 @njit(parallel=True, nogil=True, cache=True)
 def _decode_batch(
     ac, lengths, start, final_cost, e_off, ne_off, next_state, ilabel, olabel, arc_cost, n_emit,
     bkeys, bvals, boff, bmask, beam, max_active, min_active, nbest,
-    out_arcs, out_frames, out_len, out_cost, out_n, out_status, out_died,
+    out_arcs, out_frames, out_len, out_cost, out_n, out_status, out_died, n_chunks,
 ):  # fmt: skip
     num_states = final_cost.shape[0]
-    for b in prange(lengths.shape[0]):
+    B = lengths.shape[0]
+    # one state map per chunk of utterances (each decode leaves it all -1 again); utterances are
+    # dealt to chunks round-robin
+    for c in prange(n_chunks):
         state_map = np.full(num_states, -1, np.int32)
-        n, st, died = _decode_utt(
-            ac[b], lengths[b], start, final_cost, e_off, ne_off, next_state, ilabel, olabel,
-            arc_cost, n_emit, bkeys, bvals, boff[b], bmask[b], beam, max_active, min_active,
-            nbest, state_map, out_arcs[b], out_frames[b], out_len[b], out_cost[b],
-        )  # fmt: skip
-        out_n[b] = n
-        out_status[b] = st
-        out_died[b] = died
+        for b in range(c, B, n_chunks):
+            _decode_into(
+                b, ac, lengths, start, final_cost, e_off, ne_off, next_state, ilabel, olabel,
+                arc_cost, n_emit, bkeys, bvals, boff, bmask, beam, max_active, min_active, nbest,
+                state_map, out_arcs, out_frames, out_len, out_cost, out_n, out_status, out_died,
+            )  # fmt: skip
 
 
 def decode_cpu(problem, num_threads: int | None = None):
@@ -432,7 +464,7 @@ def _run(problem, rows, cap, num_threads):
             bt.keys, bt.values, bt.offset[rows], bt.mask[rows], problem.beam,
             np.int64(problem.options.max_active), np.int64(problem.options.min_active),
             np.int64(nb), out["arcs"], out["frames"], out["len"], out["cost"], out["n"],
-            out["status"], out["died"],
+            out["status"], out["died"], np.int64(min(R, 4 * numba.get_num_threads())),
         )  # fmt: skip
     finally:
         if num_threads is not None:

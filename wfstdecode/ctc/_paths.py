@@ -30,19 +30,108 @@ NOTE_NO_FINAL = (
 
 
 def to_hypotheses(problem: SearchProblem, raw: list[RawResult]) -> list[list[Hypothesis]]:
-    out = []
+    """All utterances' hypotheses, built with a few array operations over the whole batch
+    (`path_hypothesis` is the one-path version these are tested against)."""
+    out: list[list | None] = []
+    paths = []  # (utterance, arcs, frames, final)
     for b, r in enumerate(raw):
         if r.status & DIED or not r.paths:
             where = f"frame {r.died_frame}" if r.status & DIED else "the end"
             note = f"search died at {where}: every token was pruned or had infinite cost; no path"
             out.append([Hypothesis((), (), float("-inf"), notes=(note,))])
             continue
-        notes = (NOTE_NO_FINAL,) if r.status & NO_FINAL else ()
-        out.append([
-            path_hypothesis(problem, b, arcs, frames, final=not (r.status & NO_FINAL), notes=notes)
-            for arcs, frames, _cost in r.paths
-        ])  # fmt: skip
+        out.append([])
+        for arcs, frames, _cost in r.paths:
+            paths.append((b, arcs, frames, not (r.status & NO_FINAL)))
+    if paths:
+        for (b, _, _, final), hyp in zip(paths, _batch_hypotheses(problem, paths), strict=True):
+            out[b].append(hyp if final else _with_notes(hyp, (NOTE_NO_FINAL,)))
     return out
+
+
+def _with_notes(h: Hypothesis, notes) -> Hypothesis:
+    return Hypothesis(
+        h.tokens, h.timestamps, h.score, h.words, h.word_ids, h.word_timestamps, h.durations,
+        h.acoustic_score, h.graph_score, tuple(notes),
+    )  # fmt: skip
+
+
+def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
+    g = problem.graph
+    P = len(paths)
+    lens = np.array([len(p[1]) for p in paths], np.int64)
+    offsets = np.concatenate(([0], np.cumsum(lens)))
+    path_b = np.array([p[0] for p in paths], np.int64)
+    final = np.array([p[3] for p in paths], bool)
+    arc = np.concatenate([np.asarray(p[1], np.int64) for p in paths])
+    frame = np.concatenate([np.asarray(p[2], np.int64) for p in paths])
+    pid = np.repeat(np.arange(P), lens)
+    blank = problem.blank_ilabel
+
+    # tokens: one emitting arc per frame; a new token unless blank or a self-loop repeat
+    e_pos = np.flatnonzero(arc < g.num_emitting_arcs)
+    ea, ef, ep = arc[e_pos], frame[e_pos], pid[e_pos]
+    il = g.ilabel[ea].astype(np.int64)
+    src = np.searchsorted(g.e_offsets, ea, side="right") - 1
+    same_as_prev = np.zeros(len(ea), bool)
+    same_as_prev[1:] = (il[1:] == il[:-1]) & (ep[1:] == ep[:-1])
+    new_token = (il != blank) & ~((src == g.next_state[ea]) & same_as_prev)
+    nonblank = il != blank
+    newtok_pos, newtok_frames = e_pos[new_token], ef[new_token]
+    nonblank_pos, nonblank_frames = e_pos[nonblank], ef[nonblank]
+    tok_ids = (il[new_token] - 1).tolist()
+    tok_frames = newtok_frames.tolist()
+    tok_off = np.concatenate(([0], np.cumsum(np.bincount(ep[new_token], minlength=P)))).tolist()
+
+    # words and their spans (see the module docstring)
+    olab = g.olabel[arc]
+    w_pos = np.flatnonzero(olab != 0)
+    wp = pid[w_pos]
+    nxt = offsets[wp + 1]
+    same_path_next = np.zeros(len(w_pos), bool)
+    same_path_next[:-1] = wp[1:] == wp[:-1]
+    nxt[:-1] = np.where(same_path_next[:-1], w_pos[1:], nxt[:-1])
+    first = np.searchsorted(newtok_pos, w_pos)
+    has_token = first < len(newtok_pos)
+    has_token[has_token] = newtok_pos[first[has_token]] < nxt[has_token]
+    last = np.searchsorted(nonblank_pos, nxt) - 1
+    fallback = np.maximum(frame[w_pos], 0)
+    starts = np.where(has_token, newtok_frames[np.minimum(first, len(newtok_pos) - 1)]
+                      if len(newtok_pos) else 0, fallback)  # fmt: skip
+    ends = np.where(has_token, nonblank_frames[np.maximum(last, 0)] if len(nonblank_pos) else 0,
+                    starts)  # fmt: skip
+    word_ids = olab[w_pos].tolist()
+    spans = list(zip(starts.tolist(), ends.tolist(), strict=True))
+    w_off = np.concatenate(([0], np.cumsum(np.bincount(wp, minlength=P)))).tolist()
+    symbol = g.words.symbol if g.words is not None else str
+
+    # scores in float64
+    ac = problem.ac[path_b[ep], ef, il - 1].astype(np.float64)
+    acoustic = -np.bincount(ep, weights=ac, minlength=P).astype(np.float64)
+    arc_total = np.bincount(
+        pid, weights=problem.arc_cost[arc].astype(np.float64), minlength=P
+    ).astype(np.float64)
+    for k, (b, *_rest) in enumerate(paths):
+        bonus = problem.boosts.dicts[b]
+        if bonus:
+            arc_total[k] -= sum(float(bonus.get(w, 0.0)) for w in word_ids[w_off[k] : w_off[k + 1]])
+    last_state = np.full(P, g.start, np.int64)
+    nonempty = lens > 0
+    last_state[nonempty] = g.next_state[arc[offsets[1:][nonempty] - 1]]
+    arc_total[final] += g.final_cost[last_state[final]].astype(np.float64)
+    graph_score = -arc_total
+
+    hyps = []
+    for k in range(P):
+        t0, t1, w0, w1 = tok_off[k], tok_off[k + 1], w_off[k], w_off[k + 1]
+        ids = tuple(word_ids[w0:w1])
+        hyps.append(Hypothesis(
+            tokens=tuple(tok_ids[t0:t1]), timestamps=tuple(tok_frames[t0:t1]),
+            score=float(acoustic[k] + graph_score[k]), words=tuple(symbol(w) for w in ids),
+            word_ids=ids, word_timestamps=tuple(spans[w0:w1]),
+            acoustic_score=float(acoustic[k]), graph_score=float(graph_score[k]),
+        ))  # fmt: skip
+    return hyps
 
 
 def path_hypothesis(problem, b, arcs, frames, final=True, notes=()) -> Hypothesis:

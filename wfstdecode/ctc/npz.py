@@ -15,9 +15,9 @@ import numpy as np
 
 from ..decoding_graph import DecodingGraph
 from ..errors import DecodeInputError, InputFileError
+from ..metrics import word_error_rate
 from ..results import Hypothesis
 from ..symbols import SymbolTable
-from ..testing.ctc import word_error_rate
 from .options import CtcBeamOptions
 from .search import blank_id, decode_ctc
 

@@ -23,8 +23,11 @@ class CtcBeamOptions:
                             blanks, i.e. more tokens). Counted in ``graph_score``.
     word_insertion_penalty: cost added for every output word (positive = fewer words). Counted in
                             ``graph_score``.
-    nbest:                  hypotheses returned per utterance (distinct word sequences, taken from
-                            the end tokens best first; may be fewer).
+    nbest:                  hypotheses returned per utterance: the surviving end tokens (one per
+                            graph state) best first, traced back, duplicates of a better word
+                            sequence dropped. Not a lattice n-best: paths that recombined into
+                            the same state are gone, so fewer than ``nbest`` may come back (one
+                            when the graph has a single final state).
     """
 
     beam: float = 16.0

@@ -200,20 +200,3 @@ def assert_hypotheses_equal(a, b, score_tol: float = 1e-4, what: str = "") -> No
             else:
                 tol = score_tol * max(1.0, abs(x.score))
                 assert abs(x.score - y.score) <= tol, f"{where}: score {x.score} vs {y.score}"
-
-
-def edit_distance(ref: Sequence, hyp: Sequence) -> int:
-    """Levenshtein distance between two sequences (substitutions, insertions, deletions)."""
-    prev = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        cur = [i]
-        for j, h in enumerate(hyp, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (r != h)))
-        prev = cur
-    return prev[-1]
-
-
-def word_error_rate(refs: Sequence[Sequence[str]], hyps: Sequence[Sequence[str]]) -> float:
-    """Corpus WER: total edit distance over total reference words."""
-    errors = sum(edit_distance(r, h) for r, h in zip(refs, hyps, strict=True))
-    return errors / max(1, sum(len(r) for r in refs))
