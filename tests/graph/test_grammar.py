@@ -14,6 +14,7 @@ from wfstdecode.graph.ops import to_pynini
 from wfstdecode.symbols import SymbolTable
 from wfstdecode.testing.data import PACKAGE_DATA, shared_file
 from wfstdecode.testing.lm import BackoffScorer, random_arpa, random_words
+from wfstdecode.testing.oracles import linear_acceptor
 
 kenlm = pytest.importorskip(
     "kenlm", reason="kenlm-ex (pip install kenlm-ex) is the independent scorer"
@@ -105,25 +106,11 @@ def test_shortest_path_never_beats_the_arpa_score(tmp_path):
     for sent in sample_sentences(model, rng, 100):
         ids = [words.id(w) for w in sent]
         phi = scorer.cost(ids)
-        linear = _linear_with_backoffs(ids, words.id("#0"))
+        linear = linear_acceptor(ids, loop_label=words.id("#0"))
         best = float(pynini.shortestdistance(pynini.compose(linear, g), reverse=True)[0])
         assert best <= phi + 1e-4
         equal += math.isclose(best, phi, abs_tol=1e-4)
     assert equal > 0
-
-
-def _linear_with_backoffs(ids, backoff_label):
-    """Acceptor of the word sequence with any number of backoff symbols between words."""
-    f = pynini.Fst()
-    states = [f.add_state() for _ in range(len(ids) + 1)]
-    f.set_start(states[0])
-    f.set_final(states[-1])
-    one = pynini.Weight.one("tropical")
-    for i, s in enumerate(states):
-        f.add_arc(s, pynini.Arc(backoff_label, backoff_label, one, s))
-        if i < len(ids):
-            f.add_arc(s, pynini.Arc(ids[i], ids[i], one, states[i + 1]))
-    return f
 
 
 def test_oov_words_are_dropped_and_counted(tmp_path):

@@ -7,7 +7,8 @@ import numpy as np
 import pynini
 import pytest
 
-from wfstdecode.fstio import read_openfst, write_openfst
+from wfstdecode import DecodingGraph
+from wfstdecode.fstio import read_openfst
 from wfstdecode.graph import build_grammar, build_lexicon_fst, build_tlg, ctc_topology, read_arpa
 from wfstdecode.graph.lexicon import LexiconEntry
 from wfstdecode.graph.ops import compose, from_pynini, relabel_inputs_above, to_pynini
@@ -15,6 +16,7 @@ from wfstdecode.graph.tlg import make_word_table
 from wfstdecode.symbols import SymbolTable
 from wfstdecode.testing.data import shared_file
 from wfstdecode.testing.lm import random_arpa, random_words
+from wfstdecode.testing.oracles import KaldiFasterDecoder, linear_acceptor, paths
 
 LETTERS = "abc"
 TOKENS = SymbolTable.from_list(["<blk>", "|", *LETTERS])
@@ -44,36 +46,20 @@ def naive_tlg(lexicon, arpa, topology, separator=None):
 
 def output_costs(fst, frames):
     """{word-id sequence: best cost} over all paths reading ``frames``."""
-    linear = pynini.Fst()
-    states = [linear.add_state() for _ in range(len(frames) + 1)]
-    linear.set_start(states[0])
-    linear.set_final(states[-1])
-    one = pynini.Weight.one("tropical")
-    for i, f in enumerate(frames):
-        linear.add_arc(states[i], pynini.Arc(f, f, one, states[i + 1]))
-    out = pynini.compose(linear, fst).project("output").rmepsilon()
+    out = pynini.compose(linear_acceptor(frames), fst).project("output").rmepsilon()
     if out.start() == pynini.NO_STATE_ID:
         return {}
-    out = pynini.determinize(out)
     result = {}
-    it = out.paths()
-    while not it.done():
-        key = tuple(x for x in it.olabels() if x)
-        result[key] = min(result.get(key, math.inf), float(it.weight()))
-        it.next()
+    for _, olabels, weight in paths(pynini.determinize(out)):
+        result[tuple(olabels)] = min(result.get(tuple(olabels), math.inf), weight)
     return result
 
 
 def sampled_inputs(fst, rng, count, num_tokens=TOKENS.next_id):
     """Input sequences of random successful paths (so most have outputs), plus random noise."""
-    out = []
-    paths = pynini.randgen(fst, npath=count, seed=int(rng.integers(1 << 30)), max_length=12)
-    it = paths.paths()
-    while not it.done():
-        frames = [x for x in it.ilabels() if x]
-        if frames:
-            out.append(frames)
-        it.next()
+    seed = int(rng.integers(1 << 30))
+    sampled = pynini.randgen(fst, npath=count, seed=seed, max_length=12)
+    out = [ilabels for ilabels, _, _ in paths(sampled) if ilabels]
     out += [list(rng.integers(1, num_tokens + 1, int(rng.integers(1, 7)))) for _ in range(count)]
     return out
 
@@ -170,22 +156,10 @@ def kaldi_recipe_tlg(tmp_path, lexicon, arpa, words, tokens=TOKENS):
     kaldifst.arcsort(lg, sort_type="ilabel")
     tlg = kaldifst.compose(t, lg)
     tlg.write(str(tmp_path / "kaldi_tlg.fst"))
-    arrays = relabel_inputs_above(read_openfst(tmp_path / "kaldi_tlg.fst"), v)
-    write_openfst(arrays, tmp_path / "kaldi_tlg.fst")
-    out = kaldifst.StdVectorFst.read(str(tmp_path / "kaldi_tlg.fst"))
-    kaldifst.arcsort(out, sort_type="ilabel")
-    return out
-
-
-def faster_decode(fst, log_probs, beam=1e9):
-    opts = kaldi_decoder.FasterDecoderOptions(beam=beam, max_active=10**9, min_active=0)
-    decoder = kaldi_decoder.FasterDecoder(fst, opts)
-    decoder.decode(kaldi_decoder.DecodableCtc(log_probs))
-    ok, best = decoder.get_best_path()
-    assert ok
-    ok, _, olabels, weight = kaldifst.get_linear_symbol_sequence(best)
-    assert ok
-    return tuple(olabels), weight.value1 + weight.value2
+    # Disambiguation symbols become epsilon, as in Kaldi's fstrmsymbols.
+    return DecodingGraph.from_arrays(
+        relabel_inputs_above(read_openfst(tmp_path / "kaldi_tlg.fst"), v)
+    )
 
 
 def peaky_emissions(rng, frames, num_frames, v=TOKENS.next_id):
@@ -198,16 +172,15 @@ def peaky_emissions(rng, frames, num_frames, v=TOKENS.next_id):
 
 def compare_with_kaldi_recipe(tmp_path, tokens, lexicon, arpa, rng, utterances, topology="normal"):
     built = build_tlg(tokens, lexicon, str(arpa), topology)
-    built.graph.to_openfst(tmp_path / "ours.fst")
-    ours = kaldifst.StdVectorFst.read(str(tmp_path / "ours.fst"))
-    kaldi = kaldi_recipe_tlg(tmp_path, lexicon, arpa, built.words, tokens)
+    ours = KaldiFasterDecoder(built.graph, beam=1e9)
+    kaldi = KaldiFasterDecoder(kaldi_recipe_tlg(tmp_path, lexicon, arpa, built.words, tokens), 1e9)
     sampled = sampled_inputs(to_pynini(built.graph.to_arrays()), rng, 20, tokens.next_id)
     agree = 0
     for i in range(utterances):
         frames = sampled[i % len(sampled)]
         num_frames = max(len(frames), int(rng.integers(3, 14)))
         lp = peaky_emissions(rng, frames, num_frames, tokens.next_id)
-        (w1, c1), (w2, c2) = faster_decode(ours, lp), faster_decode(kaldi, lp)
+        (w1, c1), (w2, c2) = ours.best_path(lp), kaldi.best_path(lp)
         # Kaldi quantises weights to 1/1024 per arc in minimize_encoded.
         assert math.isclose(c1, c2, abs_tol=1e-2), (i, c1, c2)
         agree += w1 == w2

@@ -9,6 +9,7 @@ import pytest
 from wfstdecode.errors import GraphError
 from wfstdecode.graph import ctc_topology
 from wfstdecode.graph.ops import to_pynini
+from wfstdecode.testing.oracles import linear_acceptor, paths
 
 
 def ctc_collapse(frames, blank):
@@ -33,24 +34,10 @@ def compact_outputs(frames, blank):
 
 def outputs_of(t, frames):
     """All output label sequences T gives for this input sequence."""
-    linear = pynini.Fst()
-    states = [linear.add_state() for _ in range(len(frames) + 1)]
-    linear.set_start(states[0])
-    linear.set_final(states[-1])
-    one = pynini.Weight.one("tropical")
-    for i, f in enumerate(frames):
-        linear.add_arc(states[i], pynini.Arc(f, f, one, states[i + 1]))
-    result = pynini.compose(linear, t).project("output").rmepsilon()
+    result = pynini.compose(linear_acceptor(frames), t).project("output").rmepsilon()
     if result.start() == pynini.NO_STATE_ID:
         return set()
-    return {tuple(labels) for labels in _olabel_paths(result)}
-
-
-def _olabel_paths(fst):
-    it = fst.paths()
-    while not it.done():
-        yield [x for x in it.olabels() if x]
-        it.next()
+    return {tuple(olabels) for _, olabels, _ in paths(result)}
 
 
 @pytest.mark.parametrize("num_tokens,blank_id", [(3, 0), (4, 0), (3, 2)])

@@ -1,0 +1,67 @@
+"""Independent implementations the tests and benchmarks compare against: OpenFst (pynini) on
+linear inputs, and kaldi-decoder's FasterDecoder. Imports pynini / kaldi lazily."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+
+
+def linear_acceptor(labels: Sequence[int], loop_label: int | None = None):
+    """pynini acceptor of exactly ``labels`` (with a ``loop_label`` self-loop on every state)."""
+    import pynini
+
+    fst = pynini.Fst()
+    states = [fst.add_state() for _ in range(len(labels) + 1)]
+    fst.set_start(states[0])
+    fst.set_final(states[-1])
+    one = pynini.Weight.one("tropical")
+    for i, state in enumerate(states):
+        if loop_label is not None:
+            fst.add_arc(state, pynini.Arc(loop_label, loop_label, one, state))
+        if i < len(labels):
+            fst.add_arc(state, pynini.Arc(labels[i], labels[i], one, states[i + 1]))
+    return fst
+
+
+def paths(fst) -> Iterator[tuple[list[int], list[int], float]]:
+    """(input labels, output labels, weight) of every path of an acyclic pynini FST, epsilons
+    dropped."""
+    it = fst.paths()
+    while not it.done():
+        yield ([x for x in it.ilabels() if x], [x for x in it.olabels() if x], float(it.weight()))
+        it.next()
+
+
+class KaldiFasterDecoder:
+    """kaldi-decoder's FasterDecoder on a `DecodingGraph` (written to OpenFst and read back)."""
+
+    def __init__(self, graph, beam: float, max_active: int = 2**31 - 1, min_active: int = 0):
+        import kaldi_decoder
+        import kaldifst
+
+        self._kaldi, self._kaldifst = kaldi_decoder, kaldifst
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "graph.fst")
+            graph.to_openfst(path)
+            fst = kaldifst.StdVectorFst.read(path)
+        opts = kaldi_decoder.FasterDecoderOptions(
+            beam=beam, max_active=max_active, min_active=min_active
+        )
+        self._decoder = kaldi_decoder.FasterDecoder(fst, opts)
+        self.fst = fst
+
+    def best_path(
+        self, log_probs: np.ndarray, acoustic_scale: float = 1.0
+    ) -> tuple[tuple[int, ...], float] | None:
+        """(word ids, cost) of the best path for one utterance's (T, V) log-probs, or None."""
+        feats = np.ascontiguousarray(log_probs * np.float32(acoustic_scale), dtype=np.float32)
+        self._decoder.decode(self._kaldi.DecodableCtc(feats))
+        ok, lattice = self._decoder.get_best_path()
+        if not ok:
+            return None
+        ok, _, olabels, weight = self._kaldifst.get_linear_symbol_sequence(lattice)
+        return (tuple(olabels), weight.value1 + weight.value2) if ok else None
