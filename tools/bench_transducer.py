@@ -12,10 +12,12 @@ table with speed-ups over frame-looping, and writes it as markdown with the devi
 from __future__ import annotations
 
 import argparse
+import os
 import platform
 import shlex
 import sys
 import time
+from functools import partial
 
 import torch
 
@@ -27,6 +29,7 @@ from wfstdecode.testing.transducer_models import (
 from wfstdecode.transducer import GreedyOptions, greedy_decode
 
 TDT = (0, 1, 2, 3, 4)
+CLOCKS = {"wall": time.perf_counter, "process": time.process_time}
 
 
 def variants(device: str, window: int):
@@ -82,18 +85,14 @@ def decode_all(model, enc, lengths, order, batch_size, opts):
     return hyps
 
 
-def timed(fn, device, repeats):
-    fn()  # warm-up (and CUDA-graph capture)
-    best = float("inf")
-    for _ in range(repeats):
-        if device == "cuda":
-            torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        result = fn()
-        if device == "cuda":
-            torch.cuda.synchronize()
-        best = min(best, time.perf_counter() - t0)
-    return best, result
+def timed(fn, device, clock) -> float:
+    if device == "cuda":
+        torch.cuda.synchronize()
+    t0 = clock()
+    fn()
+    if device == "cuda":
+        torch.cuda.synchronize()
+    return clock() - t0
 
 
 def device_name(device: str) -> str:
@@ -107,7 +106,7 @@ def device_name(device: str) -> str:
     return f"{model} ({torch.get_num_threads()} torch threads)"
 
 
-def report(args, dev, command, frames, table, stats) -> str:
+def report(args, dev, command, frames, table, stats, load) -> str:
     return (
         "# Transducer greedy decoding, decoder only\n\n"
         f"- device: {dev}, {device_name(dev)}; torch {torch.__version__}; {args.dtype}\n"
@@ -116,15 +115,31 @@ def report(args, dev, command, frames, table, stats) -> str:
         f"{args.frames}); planted-alignment models from "
         "`wfstdecode.testing.transducer_models`: LSTM predictor 640, joint 640, vocabulary "
         "1025 (blank included), TDT durations 0-4; batches formed longest first; the encoder "
-        f"output is given, only decoding is timed; best of {args.repeats} runs after a warm-up.\n"
-        "- cells: total milliseconds for all utterances and, in brackets, the speed-up over "
+        f"output is given, only decoding is timed; best of {args.repeats} runs after a warm-up, "
+        "the runs taken round-robin over all cells.\n"
+        f"- clock: {args.clock} time ("
+        + (
+            "CPU time of this process, less sensitive to other processes' load than elapsed time"
+            if args.clock == "process"
+            else "elapsed"
+        )
+        + f"); machine load (1-min load average when timing began): {load:.2f}.\n"
+        "- cells: total milliseconds (of that clock) for all utterances and, in brackets, the speed-up over "
         "frame-looping (RNN-T, no CUDA graphs) at the same batch size. The TDT rows decode a TDT "
         "model on its own encoder outputs, so their ratio compares workloads, not only "
         'algorithms. "NOT EXACT" would mark tokens or timestamps that differ from frame-looping '
         "(TDT rows: from TDT label-looping without graphs).\n\n"
         f"{table}\n\n"
         "Label statistics of the workload (as decoded):\n\n"
-        f"- RNN-T: {stats.get('rnnt')}\n- TDT: {stats.get('tdt')}\n"
+        f"- RNN-T: {_rounded(stats.get('rnnt'))}\n- TDT: {_rounded(stats.get('tdt'))}\n"
+    )
+
+
+def _rounded(stats):
+    return (
+        None
+        if stats is None
+        else {k: round(v, 3) if isinstance(v, float) else v for k, v in stats.items()}
     )
 
 
@@ -138,11 +153,19 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per cell (best is kept)")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: leave)")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    ap.add_argument(
+        "--clock",
+        choices=sorted(CLOCKS),
+        help="wall: elapsed time; process: this process's CPU time, steadier on a shared CPU "
+        "(default: process on CPU, wall on CUDA)",
+    )
     ap.add_argument("--out", help="markdown file to write")
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
     dev, dtype = args.device, getattr(torch, args.dtype)
+    if args.clock is None:
+        args.clock = "wall" if dev == "cuda" else "process"
     sizes = [int(b) for b in args.batch_sizes.split(",")]
 
     models, data = {}, {}
@@ -154,31 +177,35 @@ def main(argv=None):
         data[kind] = (pb.enc, pb.lengths, torch.argsort(pb.lengths.cpu(), descending=True).to(dev))
     frames = int(data["rnnt"][1].sum())
 
-    rows, stats, base_hyps = [], {}, {}
-    base_time = {}
+    # Warm-up (and CUDA-graph capture) of every cell, then the timed runs round-robin over the
+    # cells, so that load from elsewhere on the machine hits every algorithm alike.
+    cells, stats, base_hyps = [], {}, {}
     for name, kind, opts in variants(dev, args.window):
         enc, lengths, order = data[kind]
-        cells = []
         for bs in sizes:
-            model = models[kind]
-            secs, hyps = timed(
-                lambda m=model, e=enc, n=lengths, o=order, b=bs, p=opts: decode_all(
-                    m, e, n, o, b, p
-                ),
-                dev,
-                args.repeats,
-            )
+            run = partial(decode_all, models[kind], enc, lengths, order, bs, opts)
+            hyps = run()
             ref = base_hyps.setdefault((kind, bs), hyps)
             exact = all(
                 a.tokens == b.tokens and a.timestamps == b.timestamps
                 for a, b in zip(hyps, ref, strict=True)
             )
-            if name.startswith("frame_looping") and "graphs" not in name:
-                base_time[bs] = secs
             stats.setdefault(kind, label_statistics(hyps, lengths.tolist()))
-            cells.append((secs, exact))
-            print(f"{name:40s} B={bs:<3d} {secs * 1e3:9.1f} ms  exact={exact}", flush=True)
-        rows.append((name, cells))
+            cells.append({"name": name, "bs": bs, "run": run, "exact": exact, "best": float("inf")})
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    for _ in range(args.repeats):
+        for cell in cells:
+            cell["best"] = min(cell["best"], timed(cell["run"], dev, CLOCKS[args.clock]))
+    for cell in cells:
+        print(
+            f"{cell['name']:40s} B={cell['bs']:<3d} {cell['best'] * 1e3:9.1f} ms  "
+            f"exact={cell['exact']}"
+        )
+    base_time = {c["bs"]: c["best"] for c in cells if c["name"] == "frame_looping"}
+    rows = {}
+    for c in cells:
+        rows.setdefault(c["name"], []).append((c["best"], c["exact"]))
+    rows = list(rows.items())
 
     header = "| algorithm | " + " | ".join(f"B={b}: ms (× frame-looping)" for b in sizes) + " |"
     lines = [header, "|" + "---|" * (len(sizes) + 1)]
@@ -195,7 +222,7 @@ def main(argv=None):
     command = "python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv or sys.argv[1:])])
     if args.out:
         with open(args.out, "w") as f:
-            f.write(report(args, dev, command, frames, table, stats))
+            f.write(report(args, dev, command, frames, table, stats, load))
         print(f"wrote {args.out}")
 
 

@@ -5,12 +5,13 @@ once as a `torch.cuda.CUDAGraph`; Python runs the loops and reads the two flags 
 per iteration, like eager mode, but a few graph launches instead of hundreds of kernel launches).
 
 "full": the whole decode is one graph; both loops are CUDA conditional *while* nodes (CUDA
->= 12.4 driver, cuda-python / cuda-bindings), as in "Speed of light exact greedy decoding for
+>= 12.6 driver, cuda-python / cuda-bindings), as in "Speed of light exact greedy decoding for
 RNN-T" §3.2: a one-thread kernel copies the loop's device flag into the node's condition before
 the node and again at the end of its body, so the GPU runs the loops without the host.
 
 The captured programs are cached per (model, batch size, frames rounded up to a multiple of 64,
-dtype, device, options): a new shape captures anew. Everything here is imported lazily and only runs on CUDA tensors.
+dtype, device, options): a new shape captures anew. cuda-python is imported lazily; everything
+here runs on CUDA tensors only.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from ..errors import BackendUnavailableError
 
 __all__ = ["conditional_nodes_unavailable_reason", "resolve_mode", "run"]
 
-MIN_DRIVER = (12, 4)
+MIN_DRIVER = (12, 6)  # as NeMo requires for conditional nodes
 _CACHE: OrderedDict = OrderedDict()
 _CACHE_SIZE = 8
 TIME_BUCKET = 64
@@ -181,10 +182,10 @@ class _FullGraph:
         import numpy as np
 
         d = self._driver
-        handle_arr = np.array([int(handle)], dtype=np.uint64)
+        # kernelParams: the address of each argument's value (as NeMo passes them).
         flag_ptr = np.array([flag.data_ptr()], dtype=np.uint64)
-        args = np.array([handle_arr.ctypes.data, flag_ptr.ctypes.data], dtype=np.uint64)
-        self._keep += [handle_arr, flag_ptr, args]
+        args = np.array([handle.getPtr(), flag_ptr.ctypes.data], dtype=np.uint64)
+        self._keep += [handle, flag_ptr, args]
         _check(d.cuLaunchKernel(self._kernel, 1, 1, 1, 1, 1, 1, 0, stream, args.ctypes.data, 0))
 
     @contextlib.contextmanager

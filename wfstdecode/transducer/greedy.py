@@ -271,27 +271,46 @@ class LabelLooping(_Program):
         self.inner_step_()
 
     def inner_step_(self) -> None:
+        if self.window == 1:
+            self._one_frame_step_()
+        else:
+            self._window_step_()
+
+    def _one_frame_step_(self) -> None:
+        """Label-looping proper (RNN-T and TDT): one joint call per searching utterance."""
+        enc_rows = self.enc[self.rows, self.t.clamp(max=self.T - 1)]
+        label, lp, dur = self._choose(self.adapter.joint(enc_rows, self.pred))
+        searching = self.searching
+        found = searching & (label != self.blank)
+        if self.durations is None:
+            steps = (~found).long()  # a blank moves one frame on
+        else:
+            steps = torch.where(found, 0, dur.clamp(min=1))  # a blank moves its duration, >= 1
+            self.next_dur.copy_(torch.where(found, dur, self.next_dur))
+        self.hyps.add_scores_(searching, lp)
+        self.t += torch.where(searching, steps, 0)
+        self.sym_count.masked_fill_(searching & (steps > 0), 0)
+        self.next_label.copy_(torch.where(found, label, self.next_label))
+        searching &= ~found & (self.t < self.lengths)
+        self.inner_flag.copy_(searching.any())
+
+    def _window_step_(self) -> None:
+        """WIND (RNN-T): score ``window`` frames at once; the first non-blank one wins."""
         B, W = self.B, self.window
         frames = self.t.unsqueeze(1) + self.offsets  # (B, W)
         valid = frames < self.lengths.unsqueeze(1)
         enc_rows = self.enc[self.rows.unsqueeze(1), frames.clamp(max=self.T - 1)]
         pred_rows = self.pred.unsqueeze(1).expand(B, W, self.pred.shape[-1])
         logits = self.adapter.joint(enc_rows.reshape(B * W, -1), pred_rows.reshape(B * W, -1))
-        label, lp, dur = self._choose(logits.view(B, W, -1))
+        label, lp, _ = self._choose(logits.view(B, W, -1))
         nonblank = (label != self.blank) & valid
         found = nonblank.any(1) & self.searching
         first = nonblank.int().argmax(1, keepdim=True)  # first non-blank frame (0 if none)
         label_lp = torch.where(found, lp.gather(1, first).squeeze(1), 0.0)
-        if self.durations is None:
-            # Blank frames consumed: those before the first non-blank, else every valid one.
-            steps = torch.where(found, first.squeeze(1), valid.sum(1))
-            blanks = self.offsets < steps.unsqueeze(1)
-            delta = torch.where(blanks, lp, 0.0).sum(1) + label_lp
-        else:
-            # TDT (window 1): a blank moves on by its duration, at least one frame.
-            steps = torch.where(found, 0, dur[:, 0].clamp(min=1))
-            delta = lp[:, 0]
-            self.next_dur.copy_(torch.where(found, dur[:, 0], self.next_dur))
+        # Blank frames consumed: those before the first non-blank, else every valid one.
+        steps = torch.where(found, first.squeeze(1), valid.sum(1))
+        blanks = self.offsets < steps.unsqueeze(1)
+        delta = torch.where(blanks, lp, 0.0).sum(1) + label_lp
         searching = self.searching
         self.hyps.add_scores_(searching, delta)
         self.t += torch.where(searching, steps, 0)

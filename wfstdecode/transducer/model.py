@@ -9,9 +9,15 @@ Optional, for speed (label-looping paper §3.4): ``project_encoder(enc[B, T, D])
 pred_p[N, J]) -> [N, V (+ len(durations))]``; with all three, the encoder projection runs once
 per batch and the predictor projection once per predictor call, not once per joint call.
 
+Optional ``vocab_size``: the number of token logits, blank included; with it the joint width is
+checked against ``vocab_size + len(durations)``, without it the width minus the durations is
+taken as the vocabulary.
+
 State: whatever ``init_state`` returns — a tensor or a (nested) tuple / list of tensors whose
 batch dimension is ``model.state_batch_dim`` (default 0; ``nn.LSTM`` states use 1). A model with
-another layout provides ``select_state(mask, new, old)``.
+another layout provides ``select_state(mask, new, old)``. ``predict`` must return a state of the
+same structure and shapes (the loops copy it into fixed tensors). For the CUDA-graph modes,
+``predict`` and ``joint`` must not synchronise with the host (no ``.item()``, no boolean masks).
 """
 
 from __future__ import annotations

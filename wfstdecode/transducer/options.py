@@ -32,7 +32,7 @@ class GreedyOptions:
     max_symbols_per_frame: labels emitted at one frame before the frame is left regardless.
     cuda_graphs: "off"; "loop_bodies" — each loop body is a captured CUDA graph, the loops run
                 in Python; "full" — the whole decode is one CUDA graph with conditional while
-                nodes (needs cuda-python / cuda-bindings and a driver for CUDA >= 12.4);
+                nodes (needs cuda-python / cuda-bindings and a driver for CUDA >= 12.6);
                 "auto" — the best of these the input's device supports (reported in
                 ``Hypothesis.notes``). An explicit mode the machine cannot run raises
                 `BackendUnavailableError`.
