@@ -1,14 +1,16 @@
 """Against an independent implementation: kaldi-decoder's FasterDecoder on the same graph and
 emissions (same beam, max_active, min_active, acoustic scale) gives the same best word sequence
-for >= 99% of utterances. Also `decode_npz` on the shipped data."""
+for >= 99% of utterances: on a lexicon graph, on the shipped TLG, and (slow, needs ../shared/data)
+on a TLG of the real en-us LM cut to 10k words. Also `decode_npz` on the shipped data."""
 
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from wfstdecode.ctc import CtcBeamOptions, decode_ctc, decode_npz
-from wfstdecode.testing import lexicon_graph, simulate_ctc
+from wfstdecode.ctc import CtcBeamOptions, decode_ctc, decode_npz, greedy_ctc_texts
+from wfstdecode.testing import lexicon_graph, simulate_ctc, word_error_rate
+from wfstdecode.testing.data import shared_file
 
 kaldi_decoder = pytest.importorskip("kaldi_decoder")
 kaldifst = pytest.importorskip("kaldifst")
@@ -26,10 +28,12 @@ def kaldi_best_words(graph, log_probs, lengths, opts):
     return out
 
 
-def _agreement(graph, lp, lengths, opts):
-    ours = [h[0].word_ids for h in decode_ctc(lp, lengths, graph, opts, backend="cpu")]
+def _agreement(graph, lp, lengths, opts, return_hyps=False):
+    hyps = decode_ctc(lp, lengths, graph, opts, backend="cpu")
+    ours = [h[0].word_ids for h in hyps]
     theirs = kaldi_best_words(graph, lp, lengths, opts)
-    return sum(a == b for a, b in zip(ours, theirs, strict=True)) / len(lp)
+    share = sum(a == b for a, b in zip(ours, theirs, strict=True)) / len(lp)
+    return (share, hyps) if return_hyps else share
 
 
 def test_same_words_as_kaldi_faster_decoder_lexicon_graph():
@@ -76,3 +80,53 @@ def test_decode_npz_on_shipped_data(shipped_tlg):
     assert len(res.texts) == len(res.ids) == len(res.references) == 60
     assert res.wer is not None and res.greedy_wer is not None
     assert res.wer < res.greedy_wer  # the LM helps on these degraded lines
+
+
+# en-us.arpa.gz (72k words, 3.7M n-grams) cut by `restrict_arpa`: its 10,000 most probable words
+# spelled by the shipped character tokens, the 200,000 bigrams and 100,000 trigrams of highest
+# chain probability. TLG (compact, `|` separator): ~650k states, 1.8M arcs, ~10 s to build.
+REAL_LM_CUT = {"num_words": 10_000, "max_ngrams": (200_000, 100_000)}
+
+
+@pytest.fixture(scope="module")
+def en_us_cut():
+    """(restricted en-us model, its TLG, 150 sentences sampled from it, simulated emissions)."""
+    arpa = shared_file("en-us.arpa.gz")
+    graph_mod = pytest.importorskip("wfstdecode.graph")
+    from wfstdecode.graph.lexicon import spell_lexicon
+    from wfstdecode.symbols import BLANK, SymbolTable
+    from wfstdecode.testing.lm import restrict_arpa, sample_sentences
+
+    tokens = SymbolTable.read(DATA / "tokens.txt")
+    alphabet = {s for s, _ in tokens} - {BLANK, "|"}
+    model = restrict_arpa(arpa, alphabet=alphabet, **REAL_LM_CUT)
+    words = [k[0] for k in model.ngrams[0] if k[0] not in ("<s>", "</s>")]
+    lexicon, skipped = spell_lexicon(words, tokens)
+    assert not skipped and len(lexicon) == REAL_LM_CUT["num_words"]
+    graph = graph_mod.build_tlg(tokens, lexicon, model, topology="compact", separator="|").graph
+    refs = sample_sentences(model, 150, seed=1, min_words=3, max_words=12)
+    seqs = [[tokens.id(c) for c in "|".join(r)] for r in refs]
+    # Confusions put a wrong character on top with the true one a close second: greedy CTC gets
+    # most words wrong and the LM has to pick the right ones.
+    lp, lengths = simulate_ctc(seqs, graph.num_tokens, seed=2, confusion_prob=0.3,
+                               deletion_prob=0.03, noise=2.0, peak=7.0)  # fmt: skip
+    return graph, refs, lp, lengths
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "opts",
+    [
+        CtcBeamOptions(beam=12.0, max_active=2000, min_active=1),
+        CtcBeamOptions(beam=10.0, max_active=1000, acoustic_scale=1.5),
+    ],
+)
+def test_same_words_as_kaldi_faster_decoder_real_lm(en_us_cut, opts):
+    """TLG of the real en-us LM cut to 10k words; 150 sentences sampled from that LM."""
+    graph, refs, lp, lengths = en_us_cut
+    share, hyps = _agreement(graph, lp, lengths, opts, return_hyps=True)
+    assert share >= 0.99
+    hyp_words = [list(h[0].words) for h in hyps]
+    greedy = [t.split() for t in greedy_ctc_texts(lp, lengths, graph.tokens)]
+    wer, greedy_wer = word_error_rate(refs, hyp_words), word_error_rate(refs, greedy)
+    assert greedy_wer > 0.5 and wer < greedy_wer / 5, (wer, greedy_wer)  # the LM matters

@@ -13,7 +13,14 @@ from wfstdecode.graph.grammar import LN10, read_arpa_vocabulary
 from wfstdecode.graph.ops import to_pynini
 from wfstdecode.symbols import SymbolTable
 from wfstdecode.testing.data import PACKAGE_DATA, shared_file
-from wfstdecode.testing.lm import BackoffScorer, random_arpa, random_words
+from wfstdecode.testing.lm import (
+    BackoffScorer,
+    arpa_text,
+    random_arpa,
+    random_words,
+    restrict_arpa,
+)
+from wfstdecode.testing.lm import sample_sentences as sample_from_ngrams
 from wfstdecode.testing.oracles import linear_acceptor
 
 kenlm = pytest.importorskip(
@@ -90,6 +97,39 @@ def test_turtle_costs_equal_kenlm():
 def test_real_lm_costs_equal_kenlm():
     """en-us.arpa.gz: 72k words, 3.7M n-grams; 500 random sentences."""
     check_against_kenlm(shared_file("en-us.arpa.gz"), 500)
+
+
+def test_restricted_arpa_is_a_well_formed_cut(tmp_path):
+    """restrict_arpa: the most probable words, the n-grams of highest chain probability, closed
+    under prefix and suffix, numbers unchanged; its ARPA text reads back exactly and KenLM scores
+    it as G does; its sampled sentences stay in its vocabulary."""
+    src = tmp_path / "lm.arpa"
+    src.write_text(random_arpa(random_words(16, seed=5), order=3, seed=5, density=0.7))
+    full = read_arpa(src)
+    cut = restrict_arpa(src, num_words=9, max_ngrams=(25, 12))
+    unigram = {k[0]: lp for k, (lp, _) in full.ngrams[0].items()}
+    ranked = sorted((w for w in unigram if w not in ("<s>", "</s>")), key=lambda w: -unigram[w])
+    assert set(cut.vocabulary) == {"<s>", "</s>", *ranked[:9]}
+    chain = {("<s>",): unigram["</s>"]} | {(w,): lp for w, lp in unigram.items() if w != "<s>"}
+    for n in (2, 3):
+        lower, level = cut.ngrams[n - 2], cut.ngrams[n - 1]
+        eligible = {k: chain[k[:-1]] + v[0] for k, v in full.ngrams[n - 1].items()
+                    if k[:-1] in lower and k[1:] in lower}  # fmt: skip
+        assert set(level) <= set(eligible) and len(level) == min(len(eligible), (25, 12)[n - 2])
+        assert all(level[k] == full.ngrams[n - 1][k] for k in level)
+        dropped = [eligible[k] for k in eligible if k not in level]
+        assert not dropped or min(eligible[k] for k in level) >= max(dropped)
+        chain |= {k: eligible[k] for k in level}
+    path = tmp_path / "cut.arpa"
+    path.write_text(arpa_text(cut))
+    assert read_arpa(path).ngrams == cut.ngrams
+    check_against_kenlm(path, 200)
+    assert set(restrict_arpa(full, 50, alphabet="ab").vocabulary) == {
+        "<s>", "</s>", *(w for w in unigram if w not in ("<s>", "</s>") and set(w) <= {"a", "b"})
+    }  # fmt: skip
+    sents = sample_from_ngrams(cut, 30, seed=0, min_words=2, max_words=6)
+    assert all(2 <= len(s) <= 6 and set(s) <= set(cut.vocabulary) - {"<s>", "</s>"} for s in sents)
+    assert sents == sample_from_ngrams(cut, 30, seed=0, min_words=2, max_words=6)
 
 
 def test_shortest_path_never_beats_the_arpa_score(tmp_path):

@@ -125,21 +125,32 @@ def read_arpa(path: str | os.PathLike, vocabulary: set[str] | None = None) -> Ar
 
 def read_arpa_vocabulary(path: str | os.PathLike) -> list[str]:
     """The words of an ARPA file's unigram section, in file order (reads no further)."""
-    words, in_unigrams = [], False
+    return [word for word, _ in read_arpa_unigrams(path)]
+
+
+def read_arpa_unigrams(path: str | os.PathLike) -> list[tuple[str, float]]:
+    """``(word, log10 probability)`` of an ARPA file's unigram section, in file order (reads no
+    further)."""
+    unigrams, in_unigrams = [], False
     with _open_text(path) as f:
         for line_no, raw in enumerate(f, 1):
             line = raw.strip()
             if line == "\\1-grams:":
                 in_unigrams = True
             elif in_unigrams and line.startswith("\\"):
-                return words
+                return unigrams
             elif in_unigrams and line:
                 fields = line.split()
                 if len(fields) not in (2, 3):
                     raise InputFileError(
                         path, line_no, f"a 1-gram line needs 2 or 3 fields; got {line!r}"
                     )
-                words.append(fields[1])
+                try:
+                    unigrams.append((fields[1], float(fields[0])))
+                except ValueError:
+                    raise InputFileError(
+                        path, line_no, f"not a log10 probability: {fields[0]!r}"
+                    ) from None
     raise InputFileError(path, None, "no complete \\1-grams: section: not an ARPA file")
 
 
