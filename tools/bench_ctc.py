@@ -10,6 +10,17 @@ Prints decoder-only frames per second, the ratios, and how often the best word s
     python tools/bench_ctc.py --emissions wfstdecode/data/ocr_emissions.npz \\
         --tokens wfstdecode/data/tokens.txt --lexicon wfstdecode/data/lexicon.txt \\
         --arpa wfstdecode/data/lm.arpa.gz --beam 12      # shipped TLG + OCR lines, + flashlight
+    python tools/restrict_arpa.py --arpa ../shared/data/en-us.arpa.gz --words 20000 \\
+        --max-ngrams 600000 400000 --tokens wfstdecode/data/tokens.txt \\
+        --out /tmp/en20k.arpa.gz --lexicon /tmp/en20k.lex
+    python tools/bench_ctc.py --tokens wfstdecode/data/tokens.txt --lexicon /tmp/en20k.lex \\
+        --arpa /tmp/en20k.arpa.gz --sentences lm --utts 200   # real LM cut, sampled sentences
+    python tools/bench_ctc.py ... --utts 512 --backend cuda --batch-sizes 1,8,64,256,512 \\
+        --fl-processes 16                     # GPU: cuda backend vs flashlight on 1 and 16 cores
+
+Simulated emissions spell each sentence with the graph's word separator (``|``) between words
+when the graph has one; ``--sentences lm`` samples them from the ARPA model's own n-grams
+(`wfstdecode.testing.lm.sample_sentences`) instead of drawing words uniformly.
 
 Times are the best of --repeats runs; CPU time (process time) is reported beside wall time
 because it compares single-threaded decoders fairly on a shared, loaded machine.
@@ -27,7 +38,7 @@ import time
 import numpy as np
 
 from wfstdecode import DecodingGraph
-from wfstdecode.ctc import CtcBeamOptions, decode_ctc
+from wfstdecode.ctc import CtcBeamOptions, decode_ctc, greedy_ctc_texts
 from wfstdecode.testing import lexicon_graph, simulate_ctc, word_error_rate
 
 
@@ -42,13 +53,23 @@ def synthetic(num_words: int, seed: int):
     return lexicon_graph(words, word_cost=list(costs)), words
 
 
-def emissions(graph, vocab_words, utts, words_per_utt, seed):
+def emissions(graph, vocab_words, args, seed, model=None):
+    """Simulated emissions of ``args.utts`` sentences: ``args.words_per_utt`` uniform words, or
+    sampled from ``model``'s n-grams (3 to ``args.words_per_utt`` words) when given."""
     rng = np.random.default_rng(seed)
-    refs = [list(rng.choice(vocab_words, size=words_per_utt)) for _ in range(utts)]
+    if model is not None:
+        from wfstdecode.testing.lm import sample_sentences
+
+        refs = sample_sentences(model, args.utts, rng, min_words=3, max_words=args.words_per_utt)
+    else:
+        refs = [list(rng.choice(vocab_words, size=args.words_per_utt)) for _ in range(args.utts)]
     tok = graph.tokens
-    seqs = [[tok.id(c) for c in "".join(r)] for r in refs]
-    lp, lengths = simulate_ctc(seqs, graph.num_tokens, seed=seed, confusion_prob=0.15,
-                               deletion_prob=0.02, noise=1.5, peak=7.0)  # fmt: skip
+    sep = graph.metadata.get("separator") or ""
+    seqs = [[tok.id(c) for c in sep.join(r)] for r in refs]
+    lp, lengths = simulate_ctc(seqs, graph.num_tokens, seed=seed,
+                               confusion_prob=args.confusion_prob,
+                               deletion_prob=args.deletion_prob, noise=args.noise,
+                               peak=args.peak)  # fmt: skip
     return refs, lp, lengths
 
 
@@ -76,9 +97,10 @@ def run_kaldi(graph, lp, lengths, opts, repeats=3):
     return out, best
 
 
-def run_flashlight(tokens, lexicon_path, arpa_path, lp, lengths, args):
-    """flashlight-text LexiconDecoder + KenLM on the same ARPA. KenLM scores are log10, so
-    ``lm_weight = ln 10`` puts them on the natural-log scale of the TLG's costs."""
+def flashlight_decoder(tokens, lexicon_path, arpa_path, args):
+    """flashlight-text LexiconDecoder + KenLM on the same ARPA, and its word dictionary. KenLM
+    scores are log10, so ``lm_weight = ln 10`` puts them on the natural-log scale of the TLG's
+    costs."""
     import gzip
     import math
     import shutil
@@ -128,30 +150,97 @@ def run_flashlight(tokens, lexicon_path, arpa_path, lp, lengths, args):
         opts, trie, lm, tok_dict.get_index(sep) if sep else 0, tokens.id("<blk>"),
         word_dict.get_index("<unk>"), [], False,
     )  # fmt: skip
+    return decoder, word_dict
+
+
+def _flashlight_decode(decoder, word_dict, feats):
+    out = []
+    for f in feats:
+        res = decoder.decode(f.ctypes.data, f.shape[0], f.shape[1])
+        out.append([word_dict.get_entry(i) for i in res[0].words if i >= 0])
+    return out
+
+
+def run_flashlight(tokens, lexicon_path, arpa_path, lp, lengths, args):
+    decoder, word_dict = flashlight_decoder(tokens, lexicon_path, arpa_path, args)
     feats = [np.ascontiguousarray(lp[b, : lengths[b]], np.float32) for b in range(len(lp))]
     best = (float("inf"), float("inf"))
     for _ in range(args.repeats):
-        out = []
         t0 = _clock()
-        for f in feats:
-            res = decoder.decode(f.ctypes.data, f.shape[0], f.shape[1])
-            out.append([word_dict.get_entry(i) for i in res[0].words if i >= 0])
+        out = _flashlight_decode(decoder, word_dict, feats)
         best = _since(t0, best)
     return out, best
 
 
+_FL_WORKER: dict = {}
+
+
+def _fl_init(tokens, lexicon_path, arpa_path, args):
+    _FL_WORKER["dec"] = flashlight_decoder(tokens, lexicon_path, arpa_path, args)
+
+
+def _fl_work(feats):
+    return _flashlight_decode(*_FL_WORKER["dec"], feats)
+
+
+def run_flashlight_processes(tokens, lexicon_path, arpa_path, lp, lengths, args):
+    """flashlight-text on ``args.fl_processes`` cores: one decoder per process (built before the
+    clock starts), utterances dealt out in equal chunks; wall time of the whole set."""
+    import multiprocessing as mp
+
+    n = args.fl_processes
+    feats = [np.ascontiguousarray(lp[b, : lengths[b]], np.float32) for b in range(len(lp))]
+    chunks = [feats[i::n] for i in range(n)]
+    ctx = mp.get_context("fork")
+    with ctx.Pool(n, _fl_init, (tokens, lexicon_path, arpa_path, args)) as pool:
+        pool.map(_fl_work, [c[:1] for c in chunks])  # every worker has built its decoder
+        best = float("inf")
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            parts = pool.map(_fl_work, chunks, chunksize=1)
+            best = min(best, time.perf_counter() - t0)
+    out = [None] * len(feats)
+    for i, part in enumerate(parts):
+        out[i::n] = part
+    return out, best
+
+
+def run_cuda(graph, lp, lengths, opts, args):
+    """The cuda backend at each of ``args.batch_sizes``: log-probs from host memory, results on
+    the host; best of ``args.repeats`` wall times over the whole set. Returns
+    ``{batch size: (seconds, hypotheses)}``."""
+    out = {}
+    for bs in (int(b) for b in args.batch_sizes.split(",")):
+        bs = min(bs, len(lp))
+        decode_ctc(lp[:bs], lengths[:bs], graph, opts, backend="cuda")  # compile, upload graph
+        best, hyps = float("inf"), None
+        for _ in range(args.repeats):
+            t0 = time.perf_counter()
+            hyps = []
+            for i in range(0, len(lp), bs):
+                hyps += decode_ctc(lp[i : i + bs], lengths[i : i + bs], graph, opts,
+                                   backend="cuda")  # fmt: skip
+            best = min(best, time.perf_counter() - t0)
+        out[bs] = (best, hyps)
+    return out
+
+
 def build(args):
-    """TLG from --tokens, --lexicon, --arpa with the project's graph builder."""
-    from wfstdecode.graph import build_tlg, read_lexicon
+    """TLG from --tokens, --lexicon, --arpa with the project's graph builder; returns it and the
+    ARPA model read (n-grams over the lexicon's words)."""
+    from wfstdecode.graph import build_tlg, read_arpa, read_lexicon
     from wfstdecode.symbols import SymbolTable
 
     tokens = SymbolTable.read(args.tokens)
     lexicon = read_lexicon(args.lexicon, tokens)
     t0 = time.perf_counter()
-    graph = build_tlg(tokens, lexicon, args.arpa, topology=args.topology,
+    model = read_arpa(args.arpa, {e.word for e in lexicon} - {"<unk>"})
+    graph = build_tlg(tokens, lexicon, model, topology=args.topology,
                       separator=args.separator).graph  # fmt: skip
-    print(f"# built TLG ({args.topology}) in {time.perf_counter() - t0:.1f} s")
-    return graph
+    counts = " / ".join(f"{c:,}" for c in model.counts())
+    print(f"# built TLG ({args.topology}) from {counts} n-grams, {len(lexicon):,} lexicon "
+          f"entries in {time.perf_counter() - t0:.1f} s (ARPA reading included)")  # fmt: skip
+    return graph, model
 
 
 def main(argv=None):
@@ -165,9 +254,42 @@ def main(argv=None):
     ap.add_argument("--topology", default="compact", help="CTC topology when building TLG")
     ap.add_argument("--separator", default="|", help="word-separator token (flashlight silence)")
     ap.add_argument("--fl-beam-size", type=int, default=500, help="flashlight beam_size")
+    ap.add_argument(
+        "--fl-processes",
+        type=int,
+        default=0,
+        help="also run flashlight-text on this many cores (processes)",
+    )
+    ap.add_argument(
+        "--backend",
+        choices=["cpu", "cuda"],
+        default="cpu",
+        help="cuda: also time the cuda backend at --batch-sizes",
+    )
+    ap.add_argument(
+        "--batch-sizes",
+        default="1,8,64,256,512",
+        help="cuda backend batch sizes (utterances per decode_ctc call)",
+    )
     ap.add_argument("--words", type=int, default=2000, help="synthetic vocabulary size")
     ap.add_argument("--utts", type=int, default=32)
-    ap.add_argument("--words-per-utt", type=int, default=12)
+    ap.add_argument(
+        "--words-per-utt",
+        type=int,
+        default=12,
+        help="words per simulated utterance (the most, with --sentences lm)",
+    )
+    ap.add_argument(
+        "--sentences",
+        choices=("uniform", "lm"),
+        default="uniform",
+        help="simulated sentences: uniform vocabulary words, or sampled from the "
+        "ARPA model's n-grams (needs --arpa and --lexicon, no --graph)",
+    )
+    ap.add_argument("--confusion-prob", type=float, default=0.15, help="simulator confusions")
+    ap.add_argument("--deletion-prob", type=float, default=0.02, help="simulator deletions")
+    ap.add_argument("--noise", type=float, default=1.5, help="simulator logit noise")
+    ap.add_argument("--peak", type=float, default=7.0, help="simulator peak height (logits)")
     ap.add_argument("--beam", type=float, default=12.0)
     ap.add_argument("--max-active", type=int, default=2000)
     ap.add_argument("--min-active", type=int, default=1)
@@ -179,8 +301,11 @@ def main(argv=None):
     )
     args = ap.parse_args(argv)
 
+    model = None
+    if args.sentences == "lm" and (args.graph or not (args.arpa and args.lexicon)):
+        ap.error("--sentences lm needs --arpa, --lexicon and --tokens, and no --graph")
     if args.graph or args.arpa:
-        graph = DecodingGraph.load(args.graph) if args.graph else build(args)
+        graph, model = (DecodingGraph.load(args.graph), None) if args.graph else build(args)
         vocab = [w for w, i in graph.words if i and not w.startswith(("#", "<"))]
         vocab = [w for w in vocab if all(c in graph.tokens for c in w)]
     else:
@@ -190,7 +315,8 @@ def main(argv=None):
             lp, lengths = z["log_probs"], z["lengths"]
             refs = [str(t).split() for t in z["texts"]] if "texts" in z.files else None
     else:
-        refs, lp, lengths = emissions(graph, vocab, args.utts, args.words_per_utt, args.seed + 1)
+        refs, lp, lengths = emissions(graph, vocab, args, args.seed + 1,
+                                      model if args.sentences == "lm" else None)  # fmt: skip
     frames = int(lengths.sum())
     opts = CtcBeamOptions(beam=args.beam, max_active=args.max_active, min_active=args.min_active,
                           acoustic_scale=args.acoustic_scale)  # fmt: skip
@@ -240,7 +366,9 @@ def main(argv=None):
     wid = graph.words
     hyp_words = [[wid.symbol(w) for w in ws] for ws in ours_words]
     if refs is not None:
-        print(f"\nWER wfstdecode: {word_error_rate(refs, hyp_words):.4f}")
+        greedy = [t.split() for t in greedy_ctc_texts(lp, lengths, graph.tokens)]
+        print(f"\nWER greedy CTC (no graph): {word_error_rate(refs, greedy):.4f}")
+        print(f"WER wfstdecode: {word_error_rate(refs, hyp_words):.4f}")
     if kaldi_words is not None:
         same = sum(a == tuple(b) for a, b in zip(ours_words, kaldi_words, strict=True))
         kw = [[wid.symbol(w) for w in ws] for ws in kaldi_words]
@@ -249,6 +377,35 @@ def main(argv=None):
         print(f"same best word sequence as kaldi-decoder: {same}/{len(lp)}")
     if fl_words is not None and refs is not None:
         print(f"WER flashlight-text: {word_error_rate(refs, fl_words):.4f}")
+    wall_rows = [(name, wall) for name, (wall, _cpu) in rows]
+    if args.fl_processes > 1 and args.lexicon and args.arpa and fl_words is not None:
+        fl_n, fl_n_wall = run_flashlight_processes(graph.tokens, args.lexicon, args.arpa, lp,
+                                                   lengths, args)  # fmt: skip
+        wall_rows.append((f"flashlight-text, {args.fl_processes} processes", fl_n_wall))
+        print(f"flashlight-text on {args.fl_processes} processes gives the 1-core words: "
+              f"{fl_n == fl_words}")  # fmt: skip
+    if args.backend == "cuda":
+        ours_text = [h[0].words for h in ours]
+        for bs, (secs, hyps) in run_cuda(graph, lp, lengths, opts, args).items():
+            wall_rows.append((f"wfstdecode cuda, batch {bs}", secs))
+            same = sum(h[0].words == w for h, w in zip(hyps, ours_text, strict=True))
+            line = f"cuda batch {bs}: same best words as the cpu backend {same}/{len(lp)}"
+            if refs is not None:
+                line += f", WER {word_error_rate(refs, [list(h[0].words) for h in hyps]):.4f}"
+            print(line + f", overflow notes {sum(bool(h[0].notes) for h in hyps)}")
+    if len(wall_rows) > len(rows):
+        ref = {name: wall for name, wall in wall_rows}
+        fl1 = next(
+            (w for n, w in wall_rows if n.startswith("flashlight-text LexiconDecoder")), None
+        )
+        fln = next((w for n, w in wall_rows if "processes" in n), None)
+        print("\n| decoder | wall s | frames per second | vs wfstdecode cpu 1 thread |"
+              " vs flashlight 1 core | vs flashlight N cores |\n|---|---|---|---|---|---|")  # fmt: skip
+        for name, wall in wall_rows:
+            cells = [f"{ref[wall_rows[0][0]] / wall:.2f}x"]
+            cells += [f"{w / wall:.2f}x" if w else "-" for w in (fl1, fln)]
+            print(f"| {name} | {wall:.3f} | {frames / wall:,.0f} | " + " | ".join(cells) + " |")
+        print("(wall-clock time, best of --repeats; decoder only: log-probs in host memory)")
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""cpu == reference; batch == items alone; re-scoring a path reproduces its score."""
+"""cpu == reference and cuda == reference (on a GPU or Numba's CUDA simulator); batch == items
+alone; re-scoring a path reproduces its score."""
 
 import math
 
@@ -10,9 +11,11 @@ from wfstdecode.ctc._cpu import decode_cpu
 from wfstdecode.ctc.reference import decode_reference
 from wfstdecode.testing import (
     assert_hypotheses_equal,
+    fast_backends,
     lexicon_graph,
     random_graph,
     random_log_probs,
+    raw_backend,
     simulate_ctc,
 )
 
@@ -39,28 +42,34 @@ def _case(seed, B=4, T=12):
     return g, lp, lengths
 
 
+BACKENDS = fast_backends()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("opt", list(OPTIONS))
 @pytest.mark.parametrize("seed", range(8))
-def test_cpu_equals_reference_random_graphs(seed, opt):
+def test_backend_equals_reference_random_graphs(seed, opt, backend):
     g, lp, lengths = _case(seed)
     boosts = [{"w1": 1.5, "w2": -0.5}, None, {"w3": 3.0}, None] if seed % 2 else None
     ref = decode_ctc(lp, lengths, g, OPTIONS[opt], boosts, backend="reference")
-    cpu = decode_ctc(lp, lengths, g, OPTIONS[opt], boosts, backend="cpu")
-    assert_hypotheses_equal(ref, cpu, 1e-5, f"seed {seed} {opt}")
+    got = decode_ctc(lp, lengths, g, OPTIONS[opt], boosts, backend=backend)
+    assert_hypotheses_equal(ref, got, 1e-5, f"seed {seed} {opt}")
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("seed", range(3))
-def test_cpu_equals_reference_raw_costs_bitwise(seed, problem_of):
+def test_backend_equals_reference_raw_costs_bitwise(seed, backend, problem_of):
     g, lp, lengths = _case(seed, B=3, T=15)
     p = problem_of(lp, g, CtcBeamOptions(beam=5.0, nbest=3), lengths)
-    for r, c in zip(decode_reference(p), decode_cpu(p), strict=True):
+    for r, c in zip(decode_reference(p), raw_backend(backend)(p), strict=True):
         assert (r.status, r.died_frame, len(r.paths)) == (c.status, c.died_frame, len(c.paths))
         for (ra, rf, rc), (ca, cf, cc) in zip(r.paths, c.paths, strict=True):
             assert np.array_equal(ra, ca) and np.array_equal(rf, cf)
             assert np.float32(rc) == np.float32(cc)
 
 
-def test_cpu_equals_reference_lexicon_graph():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_backend_equals_reference_lexicon_graph(backend):
     words = ["cat", "cap", "act", "tact", "pat", "apt", "tapa"]
     g = lexicon_graph(words, word_cost=[1.0, 1.2, 2.0, 2.5, 1.1, 2.2, 2.4])
     tok = g.tokens
@@ -68,11 +77,11 @@ def test_cpu_equals_reference_lexicon_graph():
     lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=3, confusion_prob=0.3, noise=1.5)
     for opts in (CtcBeamOptions(beam=10.0), CtcBeamOptions(beam=3.0, max_active=4, nbest=3)):
         ref = decode_ctc(lp, lengths, g, opts, backend="reference")
-        cpu = decode_ctc(lp, lengths, g, opts, backend="cpu")
-        assert_hypotheses_equal(ref, cpu, 1e-5)
+        got = decode_ctc(lp, lengths, g, opts, backend=backend)
+        assert_hypotheses_equal(ref, got, 1e-5)
 
 
-@pytest.mark.parametrize("backend", ["reference", "cpu"])
+@pytest.mark.parametrize("backend", ["reference", *BACKENDS])
 def test_batch_equals_items_alone(backend):
     g, lp, lengths = _case(5, B=5, T=14)
     boosts = [{"w1": 2.0}, None, {"w2": 1.0, "w4": 0.5}, None, {"w1": -1.0}]
@@ -131,7 +140,8 @@ def test_rescoring_reproduces_scores(seed, problem_of):
             assert h.score == pytest.approx(h.acoustic_score + h.graph_score, abs=1e-12)
 
 
-def test_negative_epsilon_cycle_raises():
+@pytest.mark.parametrize("backend", ["reference", *BACKENDS])
+def test_negative_epsilon_cycle_raises(backend):
     from wfstdecode import GraphError
     from wfstdecode.decoding_graph import DecodingGraph
     from wfstdecode.fstio import FstArrays
@@ -141,9 +151,8 @@ def test_negative_epsilon_cycle_raises():
     fst = FstArrays(0, final, src, dst, ilabel, np.zeros(3), np.array([0.0, -1.0, 0.5]))
     g = DecodingGraph.from_arrays(fst)
     lp = np.zeros((1, 2, 1), np.float32)
-    for backend in ("reference", "cpu"):
-        with pytest.raises(GraphError, match="negative-cost epsilon cycle"):
-            decode_ctc(lp, None, g, CtcBeamOptions(beam=5.0), backend=backend)
+    with pytest.raises(GraphError, match="negative-cost epsilon cycle"):
+        decode_ctc(lp, None, g, CtcBeamOptions(beam=5.0), backend=backend)
 
 
 def test_equivalence_cases_exercise_pruning_and_fallbacks(problem_of):
@@ -163,7 +172,8 @@ def test_equivalence_cases_exercise_pruning_and_fallbacks(problem_of):
     assert pruned >= 3 and no_final >= 1 and eps >= 5, (pruned, no_final, eps)
 
 
-def test_long_epsilon_chains_overflow_the_first_buffer_and_retry():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_long_epsilon_chains_overflow_the_first_buffer_and_retry(backend):
     from wfstdecode.decoding_graph import DecodingGraph
     from wfstdecode.fstio import FstArrays
 
@@ -181,9 +191,9 @@ def test_long_epsilon_chains_overflow_the_first_buffer_and_retry():
     g = DecodingGraph.from_arrays(fst)
     lp = np.log(np.full((2, 4, 2), 0.5, np.float32))
     ref = decode_ctc(lp, [4, 2], g, CtcBeamOptions(beam=5.0), backend="reference")
-    cpu = decode_ctc(lp, [4, 2], g, CtcBeamOptions(beam=5.0), backend="cpu")
-    assert_hypotheses_equal(ref, cpu, 1e-6)
-    assert cpu[0][0].word_ids == (1,) * 4 and cpu[0][0].tokens == (1,) * 4  # no self-loop
+    got = decode_ctc(lp, [4, 2], g, CtcBeamOptions(beam=5.0), backend=backend)
+    assert_hypotheses_equal(ref, got, 1e-6)
+    assert got[0][0].word_ids == (1,) * 4 and got[0][0].tokens == (1,) * 4  # no self-loop
 
 
 def test_concurrent_calls_from_python_threads():

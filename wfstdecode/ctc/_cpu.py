@@ -22,10 +22,9 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from ._traceback import CYCLE, OVERFLOW, finish_paths
 from .boost import boost_lookup
 
-OVERFLOW = 4  # the output buffer was too small for a path: rerun with a larger one
-CYCLE = 8  # a traceback looped (zero-cost epsilon cycle)
 NEG_CYCLE = 16  # the epsilon closure did not converge (negative-cost epsilon cycle)
 
 _INF = np.float32(np.inf)
@@ -285,83 +284,12 @@ def _decode_utt(
         for j in range(n):
             state_map[c_state[j]] = -1
 
-    # ---- end: rank (total, state), trace back, drop duplicate word sequences
-    total = np.empty(a_n, np.float32)
-    any_final = False
-    for i in range(a_n):
-        total[i] = a_cost[i] + final_cost[a_state[i]]
-        if total[i] < _INF:
-            any_final = True
-    if not any_final:
-        status |= 1
-        for i in range(a_n):
-            total[i] = a_cost[i]
-    used = np.zeros(a_n, np.bool_)
-    n_paths = 0
-    cap_out = out_arcs.shape[1]
-    while n_paths < nbest:
-        bi = -1
-        for i in range(a_n):
-            if used[i] or not total[i] < _INF:
-                continue
-            if (
-                bi < 0
-                or total[i] < total[bi]
-                or (total[i] == total[bi] and a_state[i] < a_state[bi])
-            ):
-                bi = i
-        if bi < 0:
-            break
-        used[bi] = True
-        # length of the path
-        k = a_store[bi]
-        length = 0
-        while st_arc[k] != -1:
-            length += 1
-            if length > n_st:
-                return n_paths, status | CYCLE, -1
-            k = st_prev[k]
-        if length > cap_out:
-            return n_paths, status | OVERFLOW, -1
-        k = a_store[bi]
-        fr = T
-        pos = length
-        while st_arc[k] != -1:
-            pos -= 1
-            a = st_arc[k]
-            out_arcs[n_paths, pos] = a
-            out_frames[n_paths, pos] = fr - 1
-            if a < n_emit:
-                fr -= 1
-            k = st_prev[k]
-        # duplicate word sequence?
-        dup = False
-        for p in range(n_paths):
-            x = 0
-            y = 0
-            same = True
-            while True:
-                while x < out_len[p] and olabel[out_arcs[p, x]] == 0:
-                    x += 1
-                while y < length and olabel[out_arcs[n_paths, y]] == 0:
-                    y += 1
-                if x == out_len[p] or y == length:
-                    same = x == out_len[p] and y == length
-                    break
-                if olabel[out_arcs[p, x]] != olabel[out_arcs[n_paths, y]]:
-                    same = False
-                    break
-                x += 1
-                y += 1
-            if same:
-                dup = True
-                break
-        if dup:
-            continue
-        out_len[n_paths] = length
-        out_cost[n_paths] = total[bi]
-        n_paths += 1
-    return n_paths, status, -1
+    # ---- end: rank, trace back, drop duplicate word sequences
+    n_paths, end_status = finish_paths(
+        a_state, a_cost, a_store, a_n, st_prev, st_arc, n_st, T, final_cost, olabel, n_emit,
+        nbest, out_arcs, out_frames, out_len, out_cost,
+    )  # fmt: skip
+    return n_paths, status | end_status, -1
 
 
 @njit(nogil=True, cache=True)

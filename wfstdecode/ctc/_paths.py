@@ -38,14 +38,15 @@ def to_hypotheses(problem: SearchProblem, raw: list[RawResult]) -> list[list[Hyp
         if r.status & DIED or not r.paths:
             where = f"frame {r.died_frame}" if r.status & DIED else "the end"
             note = f"search died at {where}: every token was pruned or had infinite cost; no path"
-            out.append([Hypothesis((), (), float("-inf"), notes=(note,))])
+            out.append([Hypothesis((), (), float("-inf"), notes=(*r.notes, note))])
             continue
         out.append([])
         for arcs, frames, _cost in r.paths:
             paths.append((b, arcs, frames, not (r.status & NO_FINAL)))
     if paths:
         for (b, _, _, final), hyp in zip(paths, _batch_hypotheses(problem, paths), strict=True):
-            out[b].append(hyp if final else _with_notes(hyp, (NOTE_NO_FINAL,)))
+            notes = (*raw[b].notes, *(() if final else (NOTE_NO_FINAL,)))
+            out[b].append(_with_notes(hyp, notes) if notes else hyp)
     return out
 
 

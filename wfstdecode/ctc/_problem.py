@@ -56,8 +56,11 @@ class RawResult:
                 (final cost included when the path ends in a final state).
     status:     bits NO_FINAL, DIED.
     died_frame: the frame at which the search died (status DIED), else -1.
+    notes:      what the backend had to change (e.g. a beam tightened on overflow), for every
+                hypothesis of the utterance.
     """
 
     paths: list
     status: int = 0
     died_frame: int = -1
+    notes: tuple = ()

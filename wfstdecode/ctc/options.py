@@ -28,6 +28,11 @@ class CtcBeamOptions:
                             sequence dropped. Not a lattice n-best: paths that recombined into
                             the same state are gone, so fewer than ``nbest`` may come back (one
                             when the graph has a single final state).
+    max_candidates:         cuda backend: states one utterance may reach in a frame before
+                            pruning (its token table holds twice as many slots). None = twice
+                            ``max_active`` (at least 256), at most the graph's state count. A frame
+                            that fills the table keeps going with a tightened beam and says so in
+                            ``Hypothesis.notes``. The CPU backends grow their buffers instead.
     """
 
     beam: float = 16.0
@@ -37,6 +42,7 @@ class CtcBeamOptions:
     blank_penalty: float = 0.0
     word_insertion_penalty: float = 0.0
     nbest: int = 1
+    max_candidates: int | None = None
 
     def __post_init__(self):
         def number(name):
@@ -73,3 +79,7 @@ class CtcBeamOptions:
                 )
         if integer("nbest") < 1:
             raise OptionsError(f"CtcBeamOptions.nbest must be >= 1; got {self.nbest}")
+        if self.max_candidates is not None and integer("max_candidates") < 1:
+            raise OptionsError(
+                f"CtcBeamOptions.max_candidates must be >= 1 or None; got {self.max_candidates}"
+            )

@@ -200,3 +200,22 @@ def assert_hypotheses_equal(a, b, score_tol: float = 1e-4, what: str = "") -> No
             else:
                 tol = score_tol * max(1.0, abs(x.score))
                 assert abs(x.score - y.score) <= tol, f"{where}: score {x.score} vs {y.score}"
+
+
+def fast_backends() -> list:
+    """The CTC backends to check against the reference, as pytest parameters: "cpu", and "cuda"
+    (on a GPU or under Numba's CUDA simulator), skipped with the reason when it cannot run."""
+    import pytest
+
+    from ..backends import available_ctc_backends
+
+    cuda_ok = "cuda" in available_ctc_backends()
+    skip = pytest.mark.skipif(not cuda_ok, reason="no CUDA GPU, and NUMBA_ENABLE_CUDASIM is off")
+    return ["cpu", pytest.param("cuda", marks=skip)]
+
+
+def raw_backend(name: str):
+    """The raw decode function (SearchProblem -> RawResult list) of a backend name."""
+    from ..backends import ctc_backend
+
+    return ctc_backend(name)

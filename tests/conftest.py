@@ -1,0 +1,53 @@
+"""Test-session set-up: without a GPU, the cuda backend's kernels run under Numba's CUDA simulator
+(``NUMBA_ENABLE_CUDASIM=1``), set here before anything imports Numba. WFSTDECODE_CUDASIM=0 / 1
+overrides the detection."""
+
+import os
+import sys
+import threading
+from pathlib import Path
+
+
+def _has_gpu() -> bool:
+    return Path("/dev/nvidiactl").exists() or any(Path("/dev").glob("nvidia[0-9]*"))
+
+
+def _patch_simulator_shared_arrays() -> None:
+    """The simulator creates a block's shared array on the first thread's call without a lock,
+    so two threads can each get their own array (it showed as garbage in shared counters under
+    load). This version creates them under a lock, keyed by call site as the simulator does."""
+    import numpy as np
+    from numba.core import types
+    from numba.cuda.simulator import kernelapi
+    from numba.np import numpy_support
+
+    if getattr(kernelapi.FakeCUDAShared.array, "_wfstdecode_locked", False):
+        return
+    unlocked = kernelapi.FakeCUDAShared.array
+    lock = threading.Lock()
+
+    def array(self, shape, dtype):
+        if shape == 0:  # dynamic shared memory: one buffer, no race
+            return unlocked(self, shape, dtype)
+        frame = sys._getframe(1)
+        caller = (frame.f_code.co_filename, frame.f_lineno)
+        with lock:
+            res = self._allocations.get(caller)
+            if res is None:
+                if isinstance(dtype, types.Type):
+                    dtype = numpy_support.as_dtype(dtype)
+                res = self._allocations[caller] = np.empty(shape, dtype)
+        return res
+
+    array._wfstdecode_locked = True
+    kernelapi.FakeCUDAShared.array = array
+
+
+_sim = os.environ.get("WFSTDECODE_CUDASIM")
+if (_sim == "1" or (_sim is None and not _has_gpu())) and "numba" not in sys.modules:
+    os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
+if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+    # The simulator runs a block's threads as Python threads and polls them at every
+    # syncthreads; a short switch interval makes that several times faster.
+    sys.setswitchinterval(5e-4)
+    _patch_simulator_shared_arrays()

@@ -1,0 +1,130 @@
+"""The cuda backend beyond reference equality (that is in test_search_equivalence.py): its
+building blocks, token-table overflow, and what happens without a GPU. Runs on a GPU or under
+Numba's CUDA simulator (tests/conftest.py turns it on when there is no GPU)."""
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from numba import cuda
+
+from wfstdecode import BackendUnavailableError, OptionsError
+from wfstdecode.backends import available_ctc_backends
+from wfstdecode.ctc import CtcBeamOptions, decode_ctc
+from wfstdecode.ctc import _cuda_kernels as K
+from wfstdecode.testing import assert_hypotheses_equal, lexicon_graph, random_graph, simulate_ctc
+
+needs_cuda = pytest.mark.skipif(
+    "cuda" not in available_ctc_backends(), reason="no CUDA GPU and NUMBA_ENABLE_CUDASIM is off"
+)
+
+
+@cuda.jit
+def _encode(costs, arcs, bits, back, keys, arcs_back):
+    i = cuda.grid(1)
+    if i < costs.shape[0]:
+        bits[i] = K.ordered_bits(costs[i])
+        back[i] = K.ordered_cost(bits[i])
+        keys[i] = K.pack(costs[i], arcs[i])
+        arcs_back[i] = K.key_arc(keys[i])
+
+
+@needs_cuda
+def test_order_preserving_cost_bits_and_keys():
+    rng = np.random.default_rng(0)
+    costs = np.concatenate((
+        rng.normal(0, 50, 40), [0.0, -0.0, 1e-30, -1e-30, 3.4e38, -3.4e38, np.inf, 7.5, 7.5],
+    )).astype(np.float32)  # fmt: skip
+    arcs = rng.integers(-1, 1000, len(costs)).astype(np.int32)
+    arcs[-2:] = [5, 3]  # equal costs: the smaller arc gives the smaller key
+    n = len(costs)
+    out = [np.zeros(n, dt) for dt in (np.uint32, np.float32, np.uint64, np.int32)]
+    dev = [cuda.to_device(x) for x in out]
+    _encode[1, 64](cuda.to_device(costs), cuda.to_device(arcs), *dev)
+    bits, back, keys, arcs_back = (d.copy_to_host() for d in dev)
+    assert np.array_equal(back, costs)  # -0.0 == 0.0 too
+    assert np.array_equal(arcs_back, arcs)
+    order = np.lexsort((arcs, costs))
+    assert np.all(np.diff(keys[order].astype(object)) > 0)  # keys sort as (cost, arc)
+    finite = np.isfinite(costs) & (costs != 0)
+    assert np.array_equal(np.argsort(bits[finite], kind="stable"),
+                          np.argsort(costs[finite], kind="stable"))  # fmt: skip
+
+
+@needs_cuda
+def test_token_table_overflow_tightens_the_beam_and_says_so():
+    words = ["cat", "cap", "act", "tact", "pat", "apt", "tapa", "tap", "pact"]
+    g = lexicon_graph(words)
+    tok = g.tokens
+    seqs = [[tok.id(c) for c in "catpacttap"], [tok.id(c) for c in "apt"]]
+    lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=1, confusion_prob=0.3, noise=2.0)
+    wide = CtcBeamOptions(beam=30.0, max_active=1000)
+    exact = decode_ctc(lp, lengths, g, wide, backend="cuda")
+    assert not any(h[0].notes for h in exact)
+    assert_hypotheses_equal(decode_ctc(lp, lengths, g, wide, backend="cpu"), exact, 1e-5)
+    small = CtcBeamOptions(beam=30.0, max_active=1000, max_candidates=4)
+    tight = decode_ctc(lp, lengths, g, small, backend="cuda")
+    for h in tight:
+        assert h[0].notes and "token table full" in h[0].notes[0], h[0].notes
+        assert "beam tightened" in h[0].notes[0]
+        assert np.isfinite(h[0].score) or "died" in h[0].notes[-1]
+
+
+def test_max_candidates_is_validated():
+    with pytest.raises(OptionsError, match="max_candidates"):
+        CtcBeamOptions(max_candidates=0)
+    with pytest.raises(OptionsError, match="max_candidates"):
+        CtcBeamOptions(max_candidates=2.5)
+
+
+def test_table_size_follows_the_options_and_the_graph():
+    from wfstdecode.ctc._cuda import device_bytes, table_size
+
+    assert table_size(10**6, CtcBeamOptions(max_active=10_000)) == 65536  # 2 x 20000 -> 2^16
+    assert table_size(10**6, CtcBeamOptions(max_candidates=1000)) == 2048
+    assert table_size(40, CtcBeamOptions(max_active=10_000)) == 128  # every state fits
+    small = device_bytes(8, 10**6, 10**7, CtcBeamOptions(max_active=1000))
+    assert device_bytes(16, 10**6, 10**7, CtcBeamOptions(max_active=1000)) > small
+
+
+def test_explicit_cuda_without_gpu_or_simulator_raises():
+    if "cuda" in available_ctc_backends() and os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
+        pytest.skip("this machine has a GPU")
+    code = (
+        "import numpy as np\n"
+        "from wfstdecode import BackendUnavailableError\n"
+        "from wfstdecode.ctc import decode_ctc\n"
+        "from wfstdecode.testing import random_graph, random_log_probs\n"
+        "g = random_graph(0)\n"
+        "try:\n"
+        "    decode_ctc(random_log_probs(0, 1, 3, g.num_tokens), None, g, backend='cuda')\n"
+        "except BackendUnavailableError as e:\n"
+        "    print('raised:', e)\n"
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NUMBA_ENABLE_CUDASIM"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "raised: backend='cuda' needs a CUDA GPU" in out.stdout, out.stdout
+    assert BackendUnavailableError  # the error type the user catches
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(
+    os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or "cuda" not in available_ctc_backends(),
+    reason="needs a real CUDA GPU",
+)
+def test_real_gpu_large_batches_equal_cpu():
+    """On a GPU: many utterances and frames, random graphs with epsilon cycles."""
+    from wfstdecode.testing import random_log_probs
+
+    for seed in range(6):
+        g = random_graph(seed, num_states=200, num_tokens=30, arcs_per_state=6,
+                         eps_arcs_per_state=0.8, eps_cycles=seed % 2 == 1)  # fmt: skip
+        lp = random_log_probs(seed, 64, 120, g.num_tokens, peaky=2.0)
+        lengths = np.random.default_rng(seed).integers(0, 121, 64)
+        for opts in (CtcBeamOptions(beam=8.0, max_active=50), CtcBeamOptions(beam=5.0, nbest=3)):
+            cpu = decode_ctc(lp, lengths, g, opts, backend="cpu")
+            gpu = decode_ctc(lp, lengths, g, opts, backend="cuda")
+            assert_hypotheses_equal(cpu, gpu, 1e-5, f"seed {seed} {opts}")
