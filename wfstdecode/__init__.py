@@ -9,6 +9,7 @@ from .decoding_graph import DecodingGraph
 from .errors import (
     BackendUnavailableError,
     DecodeInputError,
+    DeviceMemoryError,
     GraphError,
     InputFileError,
     OptionsError,
@@ -23,6 +24,7 @@ __all__ = [
     "CtcBeamOptions",
     "DecodeInputError",
     "DecodingGraph",
+    "DeviceMemoryError",
     "GraphError",
     "Hypothesis",
     "InputFileError",

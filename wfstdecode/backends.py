@@ -37,8 +37,9 @@ def _cuda_backend_present() -> bool:
 
 
 def is_device_array(x) -> bool:
-    """True for a torch CUDA tensor or any object exposing ``__cuda_array_interface__``."""
-    if hasattr(x, "__cuda_array_interface__"):
+    """True for a torch CUDA tensor, a Numba device array (also the simulator's) or any object
+    exposing ``__cuda_array_interface__``."""
+    if hasattr(x, "__cuda_array_interface__") or type(x).__module__.startswith("numba.cuda"):
         return True
     return type(x).__module__.startswith("torch") and getattr(x, "is_cuda", False)
 

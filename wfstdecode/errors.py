@@ -37,3 +37,7 @@ class OptionsError(WfstDecodeError, ValueError):
 
 class BackendUnavailableError(WfstDecodeError, RuntimeError):
     """A backend was asked for explicitly but this machine cannot run it."""
+
+
+class DeviceMemoryError(WfstDecodeError, MemoryError):
+    """A search needs more GPU memory than is free; the message says how much and what to lower."""

@@ -127,3 +127,104 @@ def test_real_gpu_large_batches_equal_cpu():
             cpu = decode_ctc(lp, lengths, g, opts, backend="cpu")
             gpu = decode_ctc(lp, lengths, g, opts, backend="cuda")
             assert_hypotheses_equal(cpu, gpu, 1e-5, f"seed {seed} {opts}")
+
+
+def _raw(lp, lengths, g, opts, **run):
+    """The cuda backend's RawResults with run settings (chunking, double buffering)."""
+    from wfstdecode.ctc._cuda import decode_cuda
+    from wfstdecode.ctc.search import prepare_problem
+
+    return decode_cuda(prepare_problem(lp, lengths, g, opts, None), **run)
+
+
+def _same_raw(a, b):
+    assert len(a) == len(b)
+    for ra, rb in zip(a, b, strict=True):
+        assert (ra.status, ra.died_frame, ra.notes) == (rb.status, rb.died_frame, rb.notes)
+        assert len(ra.paths) == len(rb.paths)
+        for (arcs_a, frames_a, cost_a), (arcs_b, frames_b, cost_b) in zip(
+            ra.paths, rb.paths, strict=True
+        ):
+            assert np.array_equal(arcs_a, arcs_b) and np.array_equal(frames_a, frames_b)
+            assert np.float32(cost_a) == np.float32(cost_b)
+
+
+@needs_cuda
+@pytest.mark.filterwarnings("ignore:Simulator timings are bogus")
+def test_chunking_and_double_buffering_change_nothing():
+    """One frame per chunk, odd chunk sizes, chunks cut short by a full record buffer (many
+    records per frame relative to the small tables), and no double buffering: the same paths,
+    bit for bit, as the default run."""
+    from wfstdecode.testing import random_log_probs
+
+    g = random_graph(3, num_states=40, num_tokens=6, arcs_per_state=4, eps_arcs_per_state=0.5)
+    lp = random_log_probs(3, 3, 21, g.num_tokens, peaky=1.0)
+    lengths = np.array([21, 0, 13])
+    opts = CtcBeamOptions(beam=12.0, max_active=30, nbest=2)
+    base = _raw(lp, lengths, g, opts)
+    runs = [{"frames_per_chunk": k} for k in (1, 5, 64)]
+    for run in [*runs, {"double_buffer": False, "frames_per_chunk": 3}]:
+        stats: dict = {}
+        _same_raw(base, _raw(lp, lengths, g, opts, profile=stats, **run))
+        steps, chunks = stats["frame_steps"], stats["chunks"]
+        assert steps >= 22 and chunks >= -(-22 // run["frames_per_chunk"]), (run, stats)
+        if run["frames_per_chunk"] == 64:
+            assert chunks > 1, "a 64-frame chunk should have stopped at its full record buffer"
+
+
+@needs_cuda
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, np.float64])
+def test_device_resident_log_probs_equal_host_ones(dtype):
+    """Log-probs already on the device are read in place (strided views too), scaled there, and
+    give the host path's hypotheses, scores included; ``auto`` picks cuda for them."""
+    from wfstdecode.backends import is_device_array
+
+    g = lexicon_graph(["cat", "cap", "act", "tact", "pat"])
+    tok = g.tokens
+    seqs = [[tok.id(c) for c in "cattap"], [tok.id(c) for c in "act"], []]
+    lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=4, confusion_prob=0.2, noise=1.0)
+    lp = lp.astype(dtype)
+    opts = CtcBeamOptions(beam=10.0, acoustic_scale=0.7, nbest=2)
+    host = decode_ctc(lp, lengths, g, opts, backend="cuda")
+    doubled = np.repeat(lp, 2, axis=1)  # frames duplicated: [:, ::2] is lp, as a strided view
+    dev = cuda.to_device(doubled)[:, ::2]
+    assert is_device_array(dev)
+    assert_hypotheses_equal(host, decode_ctc(dev, lengths, g, opts, backend="cuda"), 0.0)
+    assert_hypotheses_equal(host, decode_ctc(dev, lengths, g, opts), 0.0)  # auto: cuda
+    assert_hypotheses_equal(host, decode_ctc(dev, lengths, g, opts, backend="cpu"), 0.0)
+
+
+@needs_cuda
+def test_device_resident_log_probs_are_checked_like_host_ones():
+    from wfstdecode import DecodeInputError
+
+    g = random_graph(1)
+    lp = np.full((2, 5, g.num_tokens), -2.0, np.float32)
+    lengths = np.array([5, 3])
+    for where, value, message in (
+        ((1, 2, 0), np.nan, r"log_probs\[1, 2\] contains NaN"),
+        ((0, 4, 1), np.inf, r"log_probs\[0, 4\] contains \+inf"),
+        ((1, 1, slice(None)), -np.inf, r"log_probs\[1, 1\] is -inf in every column"),
+    ):
+        bad = lp.copy()
+        bad[where] = value
+        for x in (bad, cuda.to_device(bad)):
+            with pytest.raises(DecodeInputError, match=message):
+                decode_ctc(x, lengths, g, backend="cuda")
+    beyond = lp.copy()
+    beyond[1, 4, :] = np.nan  # past lengths[1]: never read
+    decode_ctc(cuda.to_device(beyond), lengths, g, backend="cuda")
+
+
+def test_cuda_graphs_option():
+    from wfstdecode import BackendUnavailableError
+    from wfstdecode.ctc._cuda import _use_graphs
+
+    with pytest.raises(OptionsError, match="cuda_graphs"):
+        CtcBeamOptions(cuda_graphs="yes")
+    assert not _use_graphs("off", None, 1000, 16)
+    if not K.SIM:
+        pytest.skip("the rest is about machines that cannot capture graphs")
+    assert not _use_graphs("auto", None, 1000, 16)
+    with pytest.raises(BackendUnavailableError, match="cuda_graphs='on' but the CUDA simulator"):
+        _use_graphs("on", None, 1000, 16)

@@ -1,10 +1,18 @@
-"""The cuda backend, host side: device buffers, the per-frame kernel sequence of
-`_cuda_kernels`, each frame's backpointer records copied to pinned host memory on a second
-stream (double-buffered: frame ``f``'s copy overlaps frame ``f + 1``'s kernels), traceback on the
-host with the CPU backend's `finish_paths`.
+"""The cuda backend, host side: device buffers, the kernel sequence of `_cuda_kernels` run in
+chunks of frames, each chunk's backpointer records copied to pinned host memory on a second
+stream, traceback on the host with the CPU backend's `finish_paths`.
 
-Memory is sized from the options (`table_size`, `device_bytes`); an utterance whose frame needs
-more than its table holds keeps going with a tightened beam and says so in its notes.
+Chunks. The frame index lives on the device, so a chunk (up to ``frames_per_chunk`` frame steps)
+is the same sequence of launches every time: it is captured once as a CUDA graph (CuPy stream
+capture) and replayed, one launch per chunk instead of four per frame. Two record buffers
+alternate between chunks (double buffering): chunk ``c``'s records are copied out while chunk
+``c + 1`` runs, and the host waits only for chunk ``c``'s frame counts, written by the device into
+mapped host memory. A buffer holds at least one worst-case frame; a chunk stops early rather than
+overfill it, so no record is ever lost.
+
+Memory is sized from the options (`table_size`, `device_bytes`) and checked against what is free;
+an utterance whose frame needs more than its table holds keeps going with a tightened beam and
+says so in its notes.
 """
 
 from __future__ import annotations
@@ -14,9 +22,9 @@ import weakref
 
 import numpy as np
 
-from ..errors import GraphError
+from ..errors import BackendUnavailableError, DeviceMemoryError, OptionsError
+from ._cuda_finish import finish
 from ._problem import RawResult, SearchProblem
-from ._traceback import CYCLE, OVERFLOW, finish_paths
 
 log = logging.getLogger(__name__)
 
@@ -32,92 +40,177 @@ def table_size(num_states: int, options) -> int:
     return 1 << max(4, (2 * cap - 1).bit_length())
 
 
+def record_capacity(batch_size: int, H: int) -> int:
+    """Records one chunk buffer holds: two worst-case frames (every slot of every table)."""
+    return 2 * batch_size * H
+
+
 def device_bytes(batch_size: int, num_states: int, num_arcs: int, options) -> int:
-    """Device memory the search allocates: per-utterance buffers plus the graph's arrays."""
+    """Device memory the search allocates: per-utterance buffers, the two record buffers and
+    the graph's arrays."""
     H = table_size(num_states, options)
-    per_lane = H * (2 * (4 + 8 + 4 + 4) + 2 * 4 + 3 * 4 + 4 + 2 * 2 * 4) + 64
+    tables = 2 * H * (4 + 8 + 4 + 4 + 4 + 4)  # two tables: state, key, prev, mark, slot, queue
+    survivors = H * (4 + 4 + 4) + (H + 1) * 4
+    records = 2 * 2 * H * (4 + 4)  # per lane's share of the two buffers
     graph = num_arcs * (4 * 5) + (num_states + 1) * 16
-    return batch_size * per_lane + graph
+    return batch_size * (tables + survivors + records + 64) + graph
 
 
-def decode_cuda(problem: SearchProblem) -> list[RawResult]:
+def decode_cuda(
+    problem: SearchProblem, *, frames_per_chunk: int = 16, double_buffer: bool = True,
+    profile: dict | None = None,
+) -> list[RawResult]:  # fmt: skip
+    """The batched search on the GPU. ``frames_per_chunk`` and ``double_buffer`` change speed,
+    not results (benchmarks turn them off to measure them). ``profile``, a dict, receives the
+    GPU milliseconds spent in expand, prune and copy (CUDA events around each stage, so no CUDA
+    graphs), the frame steps launched and the chunks that ran frames."""
     from numba import cuda
 
-    from . import _cuda_kernels as K
-
     g, opts = problem.graph, problem.options
+    if frames_per_chunk < 1:
+        raise OptionsError(f"frames_per_chunk must be >= 1; got {frames_per_chunk}")
     B = problem.batch_size
     T = int(problem.lengths.max(initial=0))
     H = table_size(g.num_states, opts)
+    cap = record_capacity(B, H)
+    if 2 * cap + 2 >= 2**31:
+        raise DeviceMemoryError(
+            f"a batch of {B} utterances with token tables of {H} slots needs {2 * cap} record "
+            "slots, beyond int32 indexing: lower the batch size or CtcBeamOptions.max_candidates"
+        )
+    _check_free_memory(device_bytes(B, g.num_states, g.num_arcs, opts), B, H)
+    graphs = _use_graphs(opts.cuda_graphs, profile, T, frames_per_chunk)
     log.info(
-        "cuda search: %d utterances, table of %d slots each, %.1f MB of device memory",
-        B, H, device_bytes(B, g.num_states, g.num_arcs, opts) / 2**20,
+        "cuda search: %d utterances, table of %d slots each, %.1f MB of device memory, "
+        "CUDA graphs %s",
+        B, H, device_bytes(B, g.num_states, g.num_arcs, opts) / 2**20, "on" if graphs else "off",
     )  # fmt: skip
-    dg = _device_graph(g, problem.arc_cost)
-    d = _Buffers(B, H, problem)
-    threads = 8 if K.SIM else 256
-    expand_blocks = 1 if K.SIM else max(1, min(128, (8 * opts.max_active) // threads))
-    early = np.int32(opts.min_active <= 1)
-    beam = np.float32(problem.beam)
 
-    stream, copy_stream = cuda.stream(), cuda.stream()
-    computed = [cuda.event(), cuda.event()]
-    copied = [cuda.event(), cuda.event()]
-    out = _RecordCopier(d, B * H, copy_stream, computed, copied)
-    lanes = (d.lengths, d.done)
-    boost = (d.bkeys, d.bvals, d.boff, d.bmask)
-    for f in range(T + 1):
-        par = np.int32(f % 2)
-        if f > 0:
-            emit = (d.act_state, d.act_cost, d.act_n, d.e_scan, dg["e_off"])
-            if early:
-                K.best_emitting_kernel[(expand_blocks, B), threads, stream](
-                    f, d.ac, *lanes, *emit, dg["ilabel"], dg["arc_cost"], dg["olabel"], *boost,
-                    d.best_bits, H,
-                )  # fmt: skip
-            K.expand_emitting_kernel[(expand_blocks, B), threads, stream](
-                f, par, d.ac, *lanes, *emit, dg["next_state"], dg["ilabel"], dg["arc_cost"],
-                dg["olabel"], *boost, d.best_bits, d.lane_beam, early, d.h_state, d.h_key,
-                d.c_slot, d.n_cand, d.overflow, H,
-            )  # fmt: skip
-        K.reset_frame_total_kernel[1, 1, stream](d.frame_total, par)
-        if f >= 2:
-            copied[f % 2].wait(stream)  # frame f - 2's records have left this buffer
-        K.closure_prune_kernel[B, threads, stream](
-            f, par, *lanes, np.int32(g.start), dg["e_off"], dg["ne_off"], dg["next_state"],
-            dg["arc_cost"], dg["olabel"], dg["arc_src"], np.int32(g.num_emitting_arcs), *boost,
-            beam, np.int32(opts.max_active), np.int32(opts.min_active), d.lane_beam, d.h_state,
-            d.h_key, d.h_prev, d.h_mark, d.c_slot, d.n_cand, d.queue, d.act_state, d.act_cost,
-            d.act_store, d.act_n, d.e_scan, d.best_bits, d.overflow, d.status, d.died,
-            d.overflow_frames, d.first_overflow, d.min_beam, d.frame_total, d.rec_arc,
-            d.rec_prev, H,
-        )  # fmt: skip
-        d.frame_total[f % 2 : f % 2 + 1].copy_to_host(out.totals[f % 2], stream=stream)
-        computed[f % 2].record(stream)
-        if f >= 1:
-            out.start_copy(f - 1)
-    out.start_copy(T)
-    out.drain()
+    capture_stream = None
+    if graphs:
+        import cupy
+
+        capture_stream = cupy.cuda.Stream(non_blocking=True)
+        stream = cuda.external_stream(capture_stream.ptr)
+    else:
+        stream = cuda.stream()
+    d = _Buffers(problem, H, cap, frames_per_chunk, stream)
+    run = _FrameSequence(problem, d, _device_graph(g, problem.arc_cost), frames_per_chunk, profile)
+    copier = _RecordCopier(d, cap, cuda.stream(), profile)
+
+    # Launch chunks while frames may remain (a step of a chunk runs at most one frame); collect
+    # a chunk once the next one is queued behind it (double buffering) or at once (without).
+    chunk_graph = None
+    launched: list[int] = []  # frame steps of each chunk launched
+    frames_run = 0
+    while frames_run < T + 1:
+        c = len(launched)
+        remaining = T + 1 - frames_run - sum(launched[copier.collected :])
+        if remaining > 0:
+            if c >= 2 and double_buffer:
+                copier.copied[c % 2].wait(stream)  # chunk c - 2's records have left this buffer
+            elif c >= 1 and not double_buffer:
+                copier.copied[(c - 1) % 2].wait(stream)  # compute waits for every copy
+            if chunk_graph is not None:
+                chunk_graph.launch(capture_stream)
+                launched.append(frames_per_chunk)
+            else:
+                steps = frames_per_chunk if graphs else min(frames_per_chunk, remaining)
+                run.launch_chunk(stream, steps)
+                launched.append(steps)
+                if graphs:  # kernels compiled and loaded by now: capture the next chunks' launches
+                    chunk_graph = _capture(run.launch_chunk, capture_stream, stream)
+            copier.computed[c % 2].record(stream)
+        in_flight = len(launched) - copier.collected
+        if remaining <= 0 or in_flight > (1 if double_buffer else 0):
+            frames_run += copier.collect(copier.collected)
     stream.synchronize()
-    return _finish(problem, d, H, out.chunks)
+    copier.drain()
+    if profile is not None:
+        ran = sum(1 for _, starts, _, _ in copier.chunks if len(starts))
+        profile.update(run.stage_ms(), copy=copier.copy_ms(), chunks=ran)
+    return finish(problem, d, H, copier.chunks, T)
+
+
+def _use_graphs(mode: str, profile, T: int, frames_per_chunk: int) -> bool:
+    """Whether to capture chunks as CUDA graphs: ``"on"`` raises where impossible; ``"auto"``
+    captures when CuPy can and the utterance spans more than two chunks."""
+    if mode == "off":
+        return False
+    reason = _graphs_unavailable()
+    if profile is not None:
+        reason = reason or "profiling times each stage with events between single launches"
+    if mode == "on":
+        if reason:
+            raise BackendUnavailableError(f"CtcBeamOptions.cuda_graphs='on' but {reason}")
+        return True
+    return not reason and 2 * frames_per_chunk < T + 1
+
+
+def _graphs_unavailable() -> str:
+    from . import _cuda_kernels as K
+
+    if K.SIM:
+        return "the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) cannot capture graphs"
+    try:
+        import cupy
+    except ImportError:
+        return "CuPy is not installed (pip install 'wfstdecode[cuda]')"
+    if not hasattr(cupy.cuda.Stream, "begin_capture"):
+        return f"CuPy {cupy.__version__} has no stream capture"
+    return ""
+
+
+def _capture(launch_chunk, capture_stream, stream):
+    """One chunk's launches recorded as a CUDA graph (Numba launches on CuPy's stream)."""
+    capture_stream.begin_capture()
+    try:
+        launch_chunk(stream)
+    finally:
+        chunk_graph = capture_stream.end_capture()
+    if hasattr(chunk_graph, "upload"):  # instantiate on the device now, not at first launch
+        chunk_graph.upload(capture_stream)
+    return chunk_graph
+
+
+def _check_free_memory(needed: int, B: int, H: int) -> None:
+    from numba import cuda
+
+    try:
+        free, _total = cuda.current_context().get_memory_info()
+    except Exception:  # pragma: no cover - a driver that cannot say
+        return
+    if needed > free:
+        raise DeviceMemoryError(
+            f"the search needs {needed / 2**20:.0f} MB of GPU memory ({B} utterances, token tables "
+            f"of {H} slots) but {free / 2**20:.0f} MB are free: lower the batch size, "
+            "CtcBeamOptions.max_active or CtcBeamOptions.max_candidates"
+        )
 
 
 class _Buffers:
     """Every per-search device array (flat; lane ``b``'s region starts at ``b * H``)."""
 
-    def __init__(self, B: int, H: int, p: SearchProblem):
+    def __init__(self, p: SearchProblem, H: int, cap: int, frames_per_chunk: int, stream):
         from numba import cuda
 
         from . import _cuda_kernels as K
 
-        def full(n, value, dtype):
-            return cuda.to_device(np.full(n, value, dtype))
+        B = p.batch_size
 
-        self.ac = cuda.to_device(p.ac)
-        self.lengths = cuda.to_device(p.lengths.astype(np.int32))
+        def full(n, value, dtype):
+            return cuda.to_device(np.full(n, value, dtype), stream=stream)
+
+        if p.device_lp is not None:
+            self.lp, self.neg_scale = p.device_lp, p.neg_scale
+        else:  # the host already applied the scale
+            self.lp, self.neg_scale = cuda.to_device(p.ac, stream=stream), np.float32(1.0)
+        self.lengths = cuda.to_device(p.lengths.astype(np.int32), stream=stream)
         self.done = full(B, 0, np.int32)
-        self.bkeys, self.bvals = cuda.to_device(p.boosts.keys), cuda.to_device(p.boosts.values)
-        self.boff, self.bmask = cuda.to_device(p.boosts.offset), cuda.to_device(p.boosts.mask)
+        self.bkeys = cuda.to_device(p.boosts.keys, stream=stream)
+        self.bvals = cuda.to_device(p.boosts.values, stream=stream)
+        self.boff = cuda.to_device(p.boosts.offset, stream=stream)
+        self.bmask = cuda.to_device(p.boosts.mask, stream=stream)
         # two recombination tables (frames alternate), their candidate lists
         self.h_state = full(2 * B * H, K.EMPTY, np.int32)
         self.h_key = full(2 * B * H, K.NO_KEY, np.uint64)
@@ -141,57 +234,163 @@ class _Buffers:
         self.first_overflow = full(B, -1, np.int32)
         self.status = full(B, 0, np.int32)
         self.died = full(B, -1, np.int32)
-        # each frame's backpointer records, double-buffered
-        self.frame_total = full(2, 0, np.int32)
-        self.rec_arc = full(2 * B * H, 0, np.int32)
-        self.rec_prev = full(2 * B * H, 0, np.int32)
+        # frame control (frame -1 "ran", buffer 1 was last: the first chunk starts frame 0 in
+        # buffer 0), the two record buffers, and each chunk's frame starts in mapped host memory
+        self.ctl = cuda.to_device(np.array([-1, 1, 1, 0], np.int32), stream=stream)
+        self.rec_used = full(2, 0, np.int32)
+        self.rec_arc = full(2 * cap, 0, np.int32)
+        self.rec_prev = full(2 * cap, 0, np.int32)
+        self.info = cuda.mapped_array((2, frames_per_chunk + 3), np.int32)
+        self.info[:] = 0
+
+
+class _FrameSequence:
+    """The launches of one chunk: `begin_chunk`, then per frame step `begin_frame`, the expand
+    kernel (twice when ``min_active == 1``: best cost, then candidates) and `closure_prune`."""
+
+    def __init__(self, p: SearchProblem, d: _Buffers, dg: dict, frames_per_chunk: int, profile):
+        from numba import cuda
+
+        from . import _cuda_kernels as K
+
+        opts = p.options
+        B = p.batch_size
+        self.K, self.d, self.frames_per_chunk = K, d, frames_per_chunk
+        self.threads = 8 if K.SIM else 256
+        self.expand_grid = (1 if K.SIM else max(1, min(128, 8 * opts.max_active // 256)), B)
+        self.B = B
+        self.last_frame = np.int32(p.lengths.max(initial=0))
+        self.need = np.int32(B * (d.h_state.shape[0] // (2 * B)))  # one worst-case frame
+        self.capacity = np.int32(d.rec_arc.shape[0] // 2)
+        H = np.int32(d.h_state.shape[0] // (2 * B))
+        early = np.int32(opts.min_active <= 1)
+        self.early = bool(early)
+        boost = (d.bkeys, d.bvals, d.boff, d.bmask)
+        lanes = (d.lengths, d.done)
+        self.expand_args = (
+            d.ctl, d.lp, d.neg_scale, *lanes, d.act_state, d.act_cost, d.act_n, d.e_scan,
+            dg["e_off"], dg["next_state"], dg["ilabel"], dg["arc_cost"], dg["olabel"], *boost,
+            d.best_bits, d.lane_beam, early, d.h_state, d.h_key, d.c_slot, d.n_cand, d.overflow, H,
+        )  # fmt: skip
+        self.prune_args = (
+            d.ctl, *lanes, np.int32(p.graph.start), dg["e_off"], dg["ne_off"], dg["next_state"],
+            dg["arc_cost"], dg["olabel"], dg["arc_src"], np.int32(p.graph.num_emitting_arcs),
+            *boost, p.beam, np.int32(opts.max_active), np.int32(opts.min_active), d.lane_beam,
+            d.h_state, d.h_key, d.h_prev, d.h_mark, d.c_slot, d.n_cand, d.queue, d.act_state,
+            d.act_cost, d.act_store, d.act_n, d.e_scan, d.best_bits, d.overflow, d.status,
+            d.died, d.overflow_frames, d.first_overflow, d.min_beam, d.rec_used, d.rec_arc,
+            d.rec_prev, self.capacity, H,
+        )  # fmt: skip
+        self.profile = profile
+        self.events: list = []
+        self._event = cuda.event
+
+    def launch_chunk(self, stream, steps: int | None = None) -> None:
+        K, d = self.K, self.d
+        K.begin_chunk_kernel[1, 1, stream](d.ctl, d.rec_used, d.info)
+        for _ in range(self.frames_per_chunk if steps is None else steps):
+            self.launch_frame(stream)
+        K.end_chunk_kernel[1, 1, stream](d.ctl, d.rec_used, d.info)
+
+    def launch_frame(self, stream) -> None:
+        K, d = self.K, self.d
+        K.begin_frame_kernel[1, 1, stream](
+            d.ctl, d.rec_used, d.info, self.last_frame, self.capacity, self.need
+        )
+        marks = [self._mark(stream)]
+        if self.early:
+            K.expand_kernel[self.expand_grid, self.threads, stream](np.int32(0), *self.expand_args)
+        K.expand_kernel[self.expand_grid, self.threads, stream](np.int32(1), *self.expand_args)
+        marks.append(self._mark(stream))
+        K.closure_prune_kernel[self.B, self.threads, stream](*self.prune_args)
+        marks.append(self._mark(stream))
+        if self.profile is not None:
+            self.events.append(marks)
+
+    def _mark(self, stream):
+        if self.profile is None:
+            return None
+        event = self._event()
+        event.record(stream)
+        return event
+
+    def stage_ms(self) -> dict:
+        expand = sum(a.elapsed_time(b) for a, b, _ in self.events)
+        prune = sum(b.elapsed_time(c) for _, b, c in self.events)
+        return {"expand": expand, "prune": prune, "frame_steps": len(self.events)}
 
 
 class _RecordCopier:
-    """Frame ``f``'s records go to pinned buffer ``f % 2`` on the copy stream once frame ``f``'s
-    kernels are done; the host moves them out before that buffer takes frame ``f + 2``."""
+    """Chunk ``c``'s records go to pinned buffer ``c % 2`` on the copy stream once its kernels
+    are done; the host moves them out before that buffer takes chunk ``c + 2``."""
 
-    def __init__(self, d: _Buffers, half: int, copy_stream, computed, copied):
+    def __init__(self, d: _Buffers, cap: int, copy_stream, profile):
         from numba import cuda
 
-        self.d, self.half, self.stream = d, half, copy_stream
-        self.computed, self.copied = computed, copied
-        self.totals = [cuda.pinned_array(1, np.int32) for _ in range(2)]
+        from . import _cuda_kernels as K
+
+        self.d, self.cap, self.stream, self.sim = d, cap, copy_stream, K.SIM
+        self.computed = [cuda.event(), cuda.event()]
+        self.copied = [cuda.event(), cuda.event()]
         self.pinned: list = [None, None]
-        self.pending: list = [None, None]  # (frame, count) in flight per buffer
-        self.chunks: list = []
+        self.pending: list = [None, None]  # (chunk, first frame, frame starts, records)
+        self.chunks: list = []  # per chunk: (first frame, frame starts, arcs, prevs)
+        self.collected = 0
+        self.profile = profile
+        self.copy_events: list = []
+        self._event = cuda.event
 
-    def start_copy(self, f: int) -> None:
+    def collect(self, c: int) -> int:
+        """Start copying chunk ``c``'s records (chunks in order); the frames it ran."""
         from numba import cuda
 
-        i = f % 2
+        from . import _cuda_kernels as K
+
+        i = c % 2
         self.computed[i].synchronize()
-        n = int(self.totals[i][0])
-        self._collect(i)
-        if self.pinned[i] is None or self.pinned[i][0].shape[0] < n:
-            size = max(n, 1024, 0 if self.pinned[i] is None else 2 * self.pinned[i][0].shape[0])
+        info = self.d.info.copy_to_host()[i] if self.sim else np.array(self.d.info)[i]
+        n, first, used = int(info[K.INFO_FRAMES]), int(info[K.INFO_FIRST]), int(info[-1])
+        starts = info[K.INFO_STARTS : K.INFO_STARTS + n].astype(np.int64)
+        self._move_out(i)
+        if self.pinned[i] is None or self.pinned[i][0].shape[0] < used:
+            size = max(used, 1024, 0 if self.pinned[i] is None else 2 * self.pinned[i][0].shape[0])
             self.pinned[i] = (cuda.pinned_array(size, np.int32), cuda.pinned_array(size, np.int32))
         self.computed[i].wait(self.stream)
-        if n:
-            base = i * self.half
-            self.d.rec_arc[base : base + n].copy_to_host(self.pinned[i][0][:n], stream=self.stream)
-            self.d.rec_prev[base : base + n].copy_to_host(self.pinned[i][1][:n], stream=self.stream)
+        before = self._mark()
+        if used:
+            lo = i * self.cap
+            self.d.rec_arc[lo : lo + used].copy_to_host(self.pinned[i][0][:used], self.stream)
+            self.d.rec_prev[lo : lo + used].copy_to_host(self.pinned[i][1][:used], self.stream)
+        if before is not None:
+            self.copy_events.append((before, self._mark()))
         self.copied[i].record(self.stream)
-        self.pending[i] = (f, n)
+        self.pending[i] = (c, first, starts, used)
+        self.collected += 1
+        return n
 
-    def _collect(self, i: int) -> None:
+    def _mark(self):
+        if self.profile is None:
+            return None
+        event = self._event()
+        event.record(self.stream)
+        return event
+
+    def _move_out(self, i: int) -> None:
         if self.pending[i] is None:
             return
-        f, n = self.pending[i]
+        c, first, starts, used = self.pending[i]
         self.copied[i].synchronize()
-        assert f == len(self.chunks), "records arrive in frame order"
-        self.chunks.append((self.pinned[i][0][:n].copy(), self.pinned[i][1][:n].copy()))
+        assert c == len(self.chunks), "chunks arrive in order"
+        arcs, prevs = self.pinned[i][0][:used].copy(), self.pinned[i][1][:used].copy()
+        self.chunks.append((first, starts, arcs, prevs))
         self.pending[i] = None
 
     def drain(self) -> None:
-        order = sorted((p[0], i) for i, p in enumerate(self.pending) if p is not None)
-        for _, i in order:
-            self._collect(i)
+        for _, i in sorted((p[0], i) for i, p in enumerate(self.pending) if p is not None):
+            self._move_out(i)
+
+    def copy_ms(self) -> float:
+        return sum(a.elapsed_time(b) for a, b in self.copy_events)
 
 
 def _device_graph(g, arc_cost: np.ndarray) -> dict:
@@ -220,67 +419,3 @@ def _device_graph(g, arc_cost: np.ndarray) -> dict:
             costs.clear()
         costs[id(arc_cost)] = (arc_cost, cuda.to_device(arc_cost))  # keeps the id valid
     return {**cached, "arc_cost": costs[id(arc_cost)][1]}
-
-
-def _finish(problem: SearchProblem, d: _Buffers, H: int, chunks) -> list[RawResult]:
-    """Survivors and records to paths, on the host."""
-    from . import _cuda_kernels as K
-
-    g = problem.graph
-    B = problem.batch_size
-    counts = np.array([len(a) for a, _ in chunks], np.int64)
-    base = np.concatenate(([0], np.cumsum(counts)))
-    st_arc = np.concatenate([a for a, _ in chunks]).astype(np.int64)
-    prev = np.concatenate([p for _, p in chunks]).astype(np.int64)
-    frame = np.repeat(np.arange(len(chunks)), counts)
-    emitting = (st_arc >= 0) & (st_arc < g.num_emitting_arcs)
-    # an emitting arc's record points into the previous frame, an epsilon arc's into its own
-    prev_frame_base = np.where(emitting, base[np.maximum(frame - 1, 0)], base[frame])
-    st_prev = np.where(prev < 0, -1, prev + prev_frame_base)
-
-    act_n = d.act_n.copy_to_host()
-    status, died = d.status.copy_to_host(), d.died.copy_to_host()
-    act_state, act_cost = d.act_state.copy_to_host(), d.act_cost.copy_to_host()
-    act_store = d.act_store.copy_to_host()
-    over_frames, first_over = d.overflow_frames.copy_to_host(), d.first_overflow.copy_to_host()
-    min_beam = d.min_beam.copy_to_host()
-    T_max = int(problem.lengths.max(initial=0))
-    results = []
-    for b in range(B):
-        notes = ()
-        if over_frames[b]:
-            notes = (
-                f"token table full on {int(over_frames[b])} frame(s), first at frame "
-                f"{int(first_over[b])}: beam tightened to as low as {float(min_beam[b]):.3g} "
-                f"(raise CtcBeamOptions.max_candidates for the exact search)",
-            )
-        if status[b] & K.NEG_CYCLE:
-            raise GraphError(f"negative-cost epsilon cycle (utterance {b}, frame {died[b]})")
-        if status[b] & K.DIED:
-            results.append(RawResult([], K.DIED, int(died[b]), notes))
-            continue
-        n = int(act_n[b])
-        lo = b * H
-        a_store = act_store[lo : lo + n] + base[int(problem.lengths[b])]
-        cap = 2 * T_max + 16
-        while True:
-            arcs = np.zeros((problem.options.nbest, cap), np.int32)
-            frames = np.zeros_like(arcs)
-            lens = np.zeros(problem.options.nbest, np.int64)
-            costs = np.zeros(problem.options.nbest, np.float32)
-            n_paths, st = finish_paths(
-                act_state[lo : lo + n], act_cost[lo : lo + n], a_store, n, st_prev, st_arc,
-                len(st_arc), int(problem.lengths[b]), g.final_cost, g.olabel,
-                g.num_emitting_arcs, problem.options.nbest, arcs, frames, lens, costs,
-            )  # fmt: skip
-            if not st & OVERFLOW:
-                break
-            cap *= 4
-        if st & CYCLE:
-            raise GraphError("zero-cost epsilon cycle: the traceback loops")
-        paths = [
-            (arcs[p, : lens[p]].copy(), frames[p, : lens[p]].copy(), float(costs[p]))
-            for p in range(n_paths)
-        ]
-        results.append(RawResult(paths, st & 3, -1, notes))
-    return results

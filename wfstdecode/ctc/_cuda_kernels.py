@@ -2,12 +2,17 @@
 token passing, one frame at a time. Runs on a GPU and, for tests, under Numba's CUDA simulator
 (``NUMBA_ENABLE_CUDASIM=1``). Imported only by `_cuda.py`.
 
-Per frame (lane = utterance; every array is flat, lane regions at ``lane * H``):
+Per frame (lane = utterance; every array is flat, lane regions at ``lane * H``). The frame index
+lives on the device (``ctl``), so the same launches serve every frame and a chunk of frames can be
+captured once as a CUDA graph:
 
-1. `best_emitting_kernel` (grid: blocks x lanes, one thread per arc): the exact best emitting
+0. `begin_frame_kernel` (one thread): advances ``ctl`` to the next frame, or marks the step idle
+   when the frames are done, the chunk is full, or its record buffer could not hold one more
+   frame (the frame then runs in the next chunk).
+1. `expand_kernel` phase 0 (grid: blocks x lanes, one thread per arc): the exact best emitting
    cost of the frame, so that no candidate beyond ``best + beam`` is created (as the CPU backend
    does when ``min_active == 1``).
-2. `expand_emitting_kernel` (same grid): ExpandArcs. Thread ``i`` of a lane takes arc
+2. `expand_kernel` phase 1 (same grid): ExpandArcs. Thread ``i`` of a lane takes arc
    ``i - scan[k]`` of surviving token ``k`` (``scan`` = exclusive prefix sum of the tokens'
    emitting out-degrees, found by binary search), inserts the destination state in the lane's
    open-addressing hash table (the recombination slot) and does a 64-bit ``atomicMin`` of
@@ -18,10 +23,11 @@ Per frame (lane = utterance; every array is flat, lane regions at ``lane * H``):
    closure (rounds of relaxations over the queued slots until none improves), backpointers of the
    epsilon winners, Prune (beam, then max-active / min-active through an exact radix select over
    the cost bits: four 8-bit histogram passes), and compaction of the survivors and their epsilon
-   ancestors into the frame's backpointer records, which the host copies out.
+   ancestors into the chunk's backpointer records, which the host copies out per chunk.
 
 Two hash tables alternate between frames: frame ``f`` builds table ``f % 2`` and reads table
-``(f - 1) % 2`` (the survivors' record indices) before clearing it.
+``(f - 1) % 2`` (the survivors' record indices) before clearing it. Two record buffers alternate
+between chunks (``ctl[CTL_HALF]``); a record's index is its position in its chunk's buffer.
 """
 
 from __future__ import annotations
@@ -46,6 +52,11 @@ _HASH_MULT = np.int64(2654435761)
 # lane status bits (the host turns them into errors and notes)
 DIED = 2
 NEG_CYCLE = 16
+
+# ctl: the frame being run, whether this step runs it, the chunk's record buffer (0 or 1)
+CTL_FRAME, CTL_GO, CTL_HALF = 0, 1, 2
+# info[half]: frames run, first frame, record start of each frame ..., records used (last column)
+INFO_FRAMES, INFO_FIRST, INFO_STARTS = 0, 1, 2
 
 if SIM:  # the simulator has no libdevice: reinterpret bits with NumPy
 
@@ -259,16 +270,18 @@ def kth_smallest_cost(h_key, c_slot, cbase, n, k, hist, tmp_u):
 
 @cuda.jit(device=True)
 def emitting_candidate(
-    i, lane, t, n, sbase, H, ac, act_state, act_cost, e_scan, e_off, ilabel, arc_cost, olabel,
-    bkeys, bvals, boff, bmask,
+    i, lane, t, n, sbase, H, lp, neg_scale, act_state, act_cost, e_scan, e_off, ilabel, arc_cost,
+    olabel, bkeys, bvals, boff, bmask,
 ):  # fmt: skip
     """Arc-thread ``i`` of a lane: its emitting arc (arc ``i - scan[k]`` of surviving token
-    ``k``) and candidate cost."""
+    ``k``) and candidate cost. The acoustic cost is ``float32(log_prob) * neg_scale`` (float32,
+    as the host computes it; ``neg_scale`` is 1 for costs already scaled)."""
     k = last_at_most(e_scan, sbase, n, i)
     s = act_state[lane * H + k]
     a = e_off[s] + i - e_scan[sbase + k]
     ca = arc_cost_of(a, arc_cost, olabel, bkeys, bvals, boff[lane], bmask[lane])
-    return a, act_cost[lane * H + k] + (ac[lane, t, ilabel[a] - 1] + ca)
+    ac = float32(lp[lane, t, ilabel[a] - 1]) * neg_scale
+    return a, act_cost[lane * H + k] + (ac + ca)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -276,60 +289,42 @@ def emitting_candidate(
 
 
 @cuda.jit
-def best_emitting_kernel(
-    f, ac, lengths, done, act_state, act_cost, act_n, e_scan, e_off, ilabel, arc_cost, olabel,
-    bkeys, bvals, boff, bmask, best_bits, H,
+def expand_kernel(
+    phase, ctl, lp, neg_scale, lengths, done, act_state, act_cost, act_n, e_scan, e_off,
+    next_state, ilabel, arc_cost, olabel, bkeys, bvals, boff, bmask, best_bits, lane_beam, early,
+    h_state, h_key, c_slot, n_cand, overflow, H,
 ):  # fmt: skip
-    """Step 1: ``best_bits[lane] = min`` over the frame's emitting candidates (ordered bits)."""
+    """Steps 1 and 2 over the frame's emitting arcs. Phase 0: ``best_bits[lane] = min`` of the
+    candidate costs (ordered bits). Phase 1, ExpandArcs: candidates recombined per state, none
+    beyond ``best + beam`` when ``early``."""
     lane = cuda.blockIdx.y
+    f = ctl[CTL_FRAME]
     t = f - 1
-    if done[lane] or t >= lengths[lane]:
-        return
-    n = act_n[lane]
-    sbase = lane * (H + 1)
-    total = e_scan[sbase + n]
-    best = NO_BEST
-    stride = cuda.gridDim.x * cuda.blockDim.x
-    for i in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, total, stride):
-        _, c = emitting_candidate(
-            i, lane, t, n, sbase, H, ac, act_state, act_cost, e_scan, e_off, ilabel, arc_cost,
-            olabel, bkeys, bvals, boff, bmask,
-        )  # fmt: skip
-        if c < _INF:
-            u = ordered_bits(c)
-            if u < best:
-                best = u
-    if best != NO_BEST:
-        cuda.atomic.min(best_bits, lane, best)
-
-
-@cuda.jit
-def expand_emitting_kernel(
-    f, par, ac, lengths, done, act_state, act_cost, act_n, e_scan, e_off, next_state, ilabel,
-    arc_cost, olabel, bkeys, bvals, boff, bmask, best_bits, lane_beam, early, h_state, h_key,
-    c_slot, n_cand, overflow, H,
-):  # fmt: skip
-    """Step 2, ExpandArcs: candidates of the frame's emitting arcs, recombined per state."""
-    lane = cuda.blockIdx.y
-    t = f - 1
-    if done[lane] or t >= lengths[lane]:
+    if ctl[CTL_GO] == 0 or f == 0 or done[lane] or t >= lengths[lane]:
         return
     B = lengths.shape[0]
     n = act_n[lane]
     sbase = lane * (H + 1)
     total = e_scan[sbase + n]
+    par = f % 2
     table = (par * B + lane) * H
     mask = H - 1
     limit = _INF
-    if early:
+    if phase == 1 and early:
         limit = ordered_cost(best_bits[lane]) + lane_beam[lane]
+    best = NO_BEST
     stride = cuda.gridDim.x * cuda.blockDim.x
     for i in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, total, stride):
         a, c = emitting_candidate(
-            i, lane, t, n, sbase, H, ac, act_state, act_cost, e_scan, e_off, ilabel, arc_cost,
-            olabel, bkeys, bvals, boff, bmask,
+            i, lane, t, n, sbase, H, lp, neg_scale, act_state, act_cost, e_scan, e_off, ilabel,
+            arc_cost, olabel, bkeys, bvals, boff, bmask,
         )  # fmt: skip
         if not c < _INF or c > limit:
+            continue
+        if phase == 0:
+            u = ordered_bits(c)
+            if u < best:
+                best = u
             continue
         slot, inserted = find_or_insert(h_state, table, mask, next_state[a])
         if slot < 0:
@@ -338,20 +333,25 @@ def expand_emitting_kernel(
         if inserted:
             c_slot[table + cuda.atomic.add(n_cand, par * B + lane, 1)] = slot
         cuda.atomic.min(h_key, slot, pack(c, a))
+    if best != NO_BEST:
+        cuda.atomic.min(best_bits, lane, best)
 
 
 @cuda.jit
 def closure_prune_kernel(
-    f, par, lengths, done, start, e_off, ne_off, next_state, arc_cost, olabel, arc_src, n_emit,
+    ctl, lengths, done, start, e_off, ne_off, next_state, arc_cost, olabel, arc_src, n_emit,
     bkeys, bvals, boff, bmask, beam, max_active, min_active, lane_beam, h_state, h_key, h_prev,
     h_mark, c_slot, n_cand, queue, act_state, act_cost, act_store, act_n, e_scan, best_bits,
-    overflow, status, died, overflow_frames, first_overflow, min_beam, frame_total, rec_arc,
-    rec_prev, H,
+    overflow, status, died, overflow_frames, first_overflow, min_beam, rec_used, rec_arc,
+    rec_prev, capacity, H,
 ):  # fmt: skip
     """Step 3, one block per lane: closure, Prune, compaction (see the module docstring)."""
     lane = cuda.blockIdx.x
-    if done[lane] or f > lengths[lane]:
+    f = ctl[CTL_FRAME]
+    if ctl[CTL_GO] == 0 or done[lane] or f > lengths[lane]:
         return
+    par = f % 2
+    half = ctl[CTL_HALF]
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
     tmp = cuda.shared.array(1024, int32)
@@ -371,8 +371,7 @@ def closure_prune_kernel(
     pb = prv * H
     bo = boff[lane]
     bm = bmask[lane]
-    fpar = f % 2
-    rb = fpar * B * H  # this frame's record buffer
+    rb = half * capacity  # this chunk's record buffer
 
     if f == 0:
         if tid == 0:
@@ -524,7 +523,7 @@ def closure_prune_kernel(
         kept += h_mark[c_slot[tb + j]]
     _, m = block_exclusive_scan(kept, tmp)
     if tid == 0:
-        sh_n[2] = cuda.atomic.add(frame_total, fpar, m)
+        sh_n[2] = cuda.atomic.add(rec_used, half, m)
     cuda.syncthreads()
     run = sh_n[2]
     for base in range(0, n, nt):  # record index of each kept slot, kept in h_mark as 2 + index
@@ -604,6 +603,53 @@ def closure_prune_kernel(
 
 
 @cuda.jit
-def reset_frame_total_kernel(frame_total, fpar):
+def begin_chunk_kernel(ctl, rec_used, info):
+    """Switch to the other record buffer and empty it."""
     if cuda.grid(1) == 0:
-        frame_total[fpar] = 0
+        half = 1 - ctl[CTL_HALF]
+        ctl[CTL_HALF] = half
+        rec_used[half] = 0
+        info[half, INFO_FRAMES] = 0
+        info[half, INFO_FIRST] = ctl[CTL_FRAME] + ctl[CTL_GO]
+
+
+@cuda.jit
+def begin_frame_kernel(ctl, rec_used, info, last_frame, capacity, need):
+    """Step 0: move to the next frame if the last step ran one; run it if frames remain, the
+    chunk has room for one more frame, and the record buffer for ``need`` more records."""
+    if cuda.grid(1) == 0:
+        if ctl[CTL_GO]:
+            ctl[CTL_FRAME] += 1
+        half = ctl[CTL_HALF]
+        k = info[half, INFO_FRAMES]
+        used = rec_used[half]
+        go = (
+            ctl[CTL_FRAME] <= last_frame
+            and INFO_STARTS + k < info.shape[1] - 1
+            and used <= capacity - need
+        )
+        ctl[CTL_GO] = 1 if go else 0
+        if go:
+            info[half, INFO_STARTS + k] = used
+            info[half, INFO_FRAMES] = k + 1
+
+
+@cuda.jit
+def end_chunk_kernel(ctl, rec_used, info):
+    if cuda.grid(1) == 0:
+        half = ctl[CTL_HALF]
+        info[half, info.shape[1] - 1] = rec_used[half]
+
+
+@cuda.jit
+def gather_survivors_kernel(
+    act_n, offsets, act_state, act_cost, act_store, out_state, out_cost, out_store, H
+):
+    """Lane ``b``'s ``act_n[b]`` survivors to ``out_*[offsets[b]:]``."""
+    lane = cuda.blockIdx.y
+    lo = offsets[lane]
+    stride = cuda.gridDim.x * cuda.blockDim.x
+    for i in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, act_n[lane], stride):
+        out_state[lo + i] = act_state[lane * H + i]
+        out_cost[lo + i] = act_cost[lane * H + i]
+        out_store[lo + i] = act_store[lane * H + i]

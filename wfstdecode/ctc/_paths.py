@@ -107,7 +107,7 @@ def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
     symbol = g.words.symbol if g.words is not None else str
 
     # scores in float64
-    ac = problem.ac[path_b[ep], ef, il - 1].astype(np.float64)
+    ac = problem.acoustic_costs(path_b[ep], ef, il - 1).astype(np.float64)
     acoustic = -np.bincount(ep, weights=ac, minlength=P).astype(np.float64)
     arc_total = np.bincount(
         pid, weights=problem.arc_cost[arc].astype(np.float64), minlength=P
@@ -175,8 +175,8 @@ def path_hypothesis(problem, b, arcs, frames, final=True, notes=()) -> Hypothesi
     words = tuple(g.words.symbol(w) if g.words is not None else str(w) for w in word_ids)
 
     # scores
-    ac = problem.ac[b]
-    acoustic = -float(np.sum(ac[em_frames, ilab - 1].astype(np.float64)))
+    ac = problem.acoustic_costs(np.full(len(em_frames), b), em_frames, ilab - 1)
+    acoustic = -float(np.sum(ac.astype(np.float64)))
     bonuses = problem.boosts.dicts[b] or {}
     arc_total = float(np.sum(problem.arc_cost[arcs].astype(np.float64)))
     if bonuses:

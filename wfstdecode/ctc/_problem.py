@@ -20,7 +20,11 @@ DIED = 2  # every token was pruned (or had infinite cost) at ``died_frame``
 class SearchProblem:
     """Inputs of one batched search, already validated and converted.
 
-    ac:        float32 (B, T, V) acoustic costs, ``-acoustic_scale * log_probs`` (float32 product).
+    ac:        float32 (B, T, V) acoustic costs, ``-acoustic_scale * log_probs`` (float32 product);
+               None when the log-probs stay on the GPU (cuda backend only).
+    device_lp: the caller's (B, T, V) log-probs as a Numba device view when they stay on the
+               GPU, else None; their costs are ``float32(log_prob) * neg_scale``.
+    neg_scale: float32 ``-acoustic_scale``.
     lengths:   int64 (B,) frames per utterance.
     arc_cost:  float32 (A,) static cost of each arc: ``weight`` (+ ``blank_penalty`` on blank
                arcs) (+ ``word_insertion_penalty`` on arcs with an output word), in that order,
@@ -28,13 +32,26 @@ class SearchProblem:
     beam:      float32.
     """
 
-    ac: np.ndarray
+    ac: np.ndarray | None
     lengths: np.ndarray
     graph: DecodingGraph
     arc_cost: np.ndarray
     boosts: BoostTables
     options: CtcBeamOptions
     blank_ilabel: int
+    device_lp: object = None
+
+    @property
+    def neg_scale(self) -> np.float32:
+        return np.float32(-self.options.acoustic_scale)
+
+    def acoustic_costs(self, b, t, k) -> np.ndarray:
+        """float32 acoustic costs at ``(b[i], t[i], k[i])``, wherever the log-probs live."""
+        if self.ac is not None:
+            return self.ac[b, t, k]
+        from ._cuda_inputs import gather_acoustic_costs
+
+        return gather_acoustic_costs(self.device_lp, self.neg_scale, b, t, k)
 
     @property
     def batch_size(self) -> int:

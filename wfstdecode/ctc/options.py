@@ -33,6 +33,9 @@ class CtcBeamOptions:
                             ``max_active`` (at least 256), at most the graph's state count. A frame
                             that fills the table keeps going with a tightened beam and says so in
                             ``Hypothesis.notes``. The CPU backends grow their buffers instead.
+    cuda_graphs:            cuda backend: ``"auto"`` (capture each chunk of frames once as a CUDA
+                            graph when CuPy can, else launch kernels one by one), ``"on"`` (raise
+                            when it cannot) or ``"off"``. Changes speed, never results.
     """
 
     beam: float = 16.0
@@ -43,6 +46,7 @@ class CtcBeamOptions:
     word_insertion_penalty: float = 0.0
     nbest: int = 1
     max_candidates: int | None = None
+    cuda_graphs: str = "auto"
 
     def __post_init__(self):
         def number(name):
@@ -79,6 +83,11 @@ class CtcBeamOptions:
                 )
         if integer("nbest") < 1:
             raise OptionsError(f"CtcBeamOptions.nbest must be >= 1; got {self.nbest}")
+        if self.cuda_graphs not in ("auto", "on", "off"):
+            raise OptionsError(
+                "CtcBeamOptions.cuda_graphs must be 'auto', 'on' or 'off'; "
+                f"got {self.cuda_graphs!r}"
+            )
         if self.max_candidates is not None and integer("max_candidates") < 1:
             raise OptionsError(
                 f"CtcBeamOptions.max_candidates must be >= 1 or None; got {self.max_candidates}"

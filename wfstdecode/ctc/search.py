@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..backends import ctc_backend, resolve_ctc_backend
+from ..backends import ctc_backend, is_device_array, resolve_ctc_backend
 from ..decoding_graph import DecodingGraph
 from ..errors import DecodeInputError, OptionsError
 from ..results import Hypothesis
@@ -36,9 +36,11 @@ def decode_ctc(
 ) -> list[list[Hypothesis]]:
     """Decode a batch of CTC log-probabilities against a decoding graph (TLG).
 
-    log_probs:   (B, T, V) log-probabilities (float16/32/64), a NumPy array or a torch tensor
-                 (any device; copied to the host for the CPU backends). V is the graph's token
-                 count; column ``k`` is token id ``k`` (blank is an ordinary column).
+    log_probs:   (B, T, V) log-probabilities (float16/32/64), a NumPy array, a torch tensor or a
+                 CuPy / Numba device array. GPU-resident inputs stay where they are for the cuda
+                 backend (read in place through the CUDA array interface, strides allowed) and
+                 are copied to the host for the CPU backends. V is the graph's token count;
+                 column ``k`` is token id ``k`` (blank is an ordinary column).
     lengths:     (B,) valid frames per utterance, 0 <= length <= T (integers); None = all T.
     graph:       a `DecodingGraph`.
     options:     `CtcBeamOptions` (default ``CtcBeamOptions()``).
@@ -62,7 +64,8 @@ def decode_ctc(
     if not isinstance(graph, DecodingGraph):
         raise DecodeInputError(f"graph must be a DecodingGraph; got {type(graph).__name__}")
     name = resolve_ctc_backend(backend, log_probs)
-    problem = prepare_problem(log_probs, lengths, graph, options, boosts)
+    on_device = name == "cuda" and is_device_array(log_probs)
+    problem = prepare_problem(log_probs, lengths, graph, options, boosts, on_device)
     if problem.batch_size == 0:
         return []
     decode = ctc_backend(name)
@@ -70,9 +73,15 @@ def decode_ctc(
     return to_hypotheses(problem, raw)
 
 
-def prepare_problem(log_probs, lengths, graph, options, boosts) -> SearchProblem:
-    """Validate and convert the inputs of `decode_ctc` (shared by every backend)."""
-    lp = _as_float_array(log_probs)
+def prepare_problem(log_probs, lengths, graph, options, boosts, on_device=False) -> SearchProblem:
+    """Validate and convert the inputs of `decode_ctc` (shared by every backend). With
+    ``on_device`` the log-probs stay on the GPU (checked there) for the cuda backend."""
+    if on_device:
+        from ._cuda_inputs import check_device_log_probs, device_log_probs
+
+        lp = device_log_probs(log_probs)
+    else:
+        lp = _as_float_array(log_probs)
     if lp.ndim != 3:
         raise DecodeInputError(f"log_probs must be (B, T, V); got shape {tuple(lp.shape)}")
     B, T, V = lp.shape
@@ -87,18 +96,23 @@ def prepare_problem(log_probs, lengths, graph, options, boosts) -> SearchProblem
             f"log_probs has V={V} columns but the graph reads column {max_ilabel - 1}"
         )
     lens = _lengths(lengths, B, T)
-    _check_values(lp, lens)
-    ac = lp * np.float32(-options.acoustic_scale)
+    if on_device:
+        check_device_log_probs(lp, lens)
+        ac = None
+    else:
+        _check_values(lp, lens)
+        ac = np.ascontiguousarray(lp * np.float32(-options.acoustic_scale), np.float32)
     per_utt = resolve_boosts(boosts, B, graph.words)
     blank = blank_id(graph)
     return SearchProblem(
-        ac=np.ascontiguousarray(ac, np.float32),
+        ac=ac,
         lengths=lens,
         graph=graph,
         arc_cost=arc_costs(graph, options, blank),
         boosts=build_boost_tables(per_utt),
         options=options,
         blank_ilabel=blank + 1,
+        device_lp=lp if on_device else None,
     )
 
 
@@ -149,6 +163,8 @@ def _as_float_array(x) -> np.ndarray:
         return x
     if hasattr(x, "__cuda_array_interface__") and hasattr(x, "get"):
         x = x.get()  # CuPy
+    elif type(x).__module__.startswith("numba.cuda") and hasattr(x, "copy_to_host"):
+        x = x.copy_to_host()
     try:
         arr = np.asarray(x)
     except Exception as exc:
@@ -166,6 +182,10 @@ def _lengths(lengths, B: int, T: int) -> np.ndarray:
         return np.full(B, T, np.int64)
     if type(lengths).__module__.startswith("torch"):
         lengths = lengths.detach().cpu().numpy()
+    elif hasattr(lengths, "__cuda_array_interface__") and hasattr(lengths, "get"):
+        lengths = lengths.get()  # CuPy
+    elif type(lengths).__module__.startswith("numba.cuda"):
+        lengths = lengths.copy_to_host()
     arr = np.asarray(lengths)
     if arr.shape != (B,):
         raise DecodeInputError(f"lengths must have shape ({B},); got {arr.shape}")

@@ -1,0 +1,116 @@
+"""Compile every kernel of the cuda CTC backend to PTX for a GPU architecture, without a GPU.
+
+The simulator (what CI runs) executes the kernels as Python, so it cannot catch what only the
+real compiler rejects (an untyped builtin, a float64 that slipped in, a missing atomic). This
+compiles each kernel with the argument types a real search passes (taken from a tiny search's own
+buffers) and reports, per kernel, the PTX size, float64 instructions (there should be none: every
+cost is float32) and the atomics used. It needs NVVM and libdevice, e.g. from the
+``nvidia-cuda-nvcc-cu12`` wheel::
+
+    pip download --no-deps --only-binary=:all: -d /tmp/w nvidia-cuda-nvcc-cu12
+    unzip -q /tmp/w/*.whl -d /tmp/nvcc
+    NUMBA_CUDA_NVVM=/tmp/nvcc/nvidia/cuda_nvcc/nvvm/lib64/libnvvm.so \\
+    NUMBA_CUDA_LIBDEVICE=/tmp/nvcc/nvidia/cuda_nvcc/nvvm/libdevice \\
+        python tools/check_ptx.py --cc 9.0
+
+Exits non-zero when a kernel fails to compile or uses float64.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+
+import numpy as np
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--cc", default="9.0", help="compute capability, e.g. 9.0 (H100/H200)")
+    args = ap.parse_args()
+    cc = tuple(int(x) for x in args.cc.split("."))
+    if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
+        sys.exit("check_ptx: unset NUMBA_ENABLE_CUDASIM (the simulator compiles nothing)")
+
+    import numba
+    from numba import cuda
+
+    # A search's buffers as host arrays: their types are the kernels' argument types.
+    def host(x, *_, **__):
+        return np.asarray(x)
+
+    cuda.to_device = host
+    cuda.mapped_array = lambda shape, dtype, **_: np.zeros(shape, dtype)
+    cuda.event = lambda: None
+
+    class _Device:  # device functions ask the current device for its architecture
+        compute_capability = cc
+
+    import numba.cuda.dispatcher
+
+    numba.cuda.dispatcher.get_current_device = lambda: _Device()
+
+    from wfstdecode.ctc import CtcBeamOptions
+    from wfstdecode.ctc import _cuda as C
+    from wfstdecode.ctc import _cuda_finish as F
+    from wfstdecode.ctc import _cuda_inputs as I
+    from wfstdecode.ctc import _cuda_kernels as K
+    from wfstdecode.ctc.search import prepare_problem
+    from wfstdecode.testing import random_graph, random_log_probs
+
+    g = random_graph(0)
+    problem = prepare_problem(
+        random_log_probs(0, 2, 4, g.num_tokens), None, g, CtcBeamOptions(beam=8.0), None
+    )
+    H = C.table_size(g.num_states, problem.options)
+    d = C._Buffers(problem, H, C.record_capacity(2, H), 4, None)
+    run = C._FrameSequence(problem, d, C._device_graph(g, problem.arc_cost), 4, None)
+    i32, i64 = np.zeros(1, np.int32), np.zeros(1, np.int64)
+    f32 = np.zeros(1, np.float32)
+    kernels = [
+        ("expand_kernel", K.expand_kernel, (np.int32(1), *run.expand_args)),
+        ("closure_prune_kernel", K.closure_prune_kernel, run.prune_args),
+        ("begin_chunk_kernel", K.begin_chunk_kernel, (d.ctl, d.rec_used, d.info)),
+        ("begin_frame_kernel", K.begin_frame_kernel,
+         (d.ctl, d.rec_used, d.info, run.last_frame, run.capacity, run.need)),
+        ("end_chunk_kernel", K.end_chunk_kernel, (d.ctl, d.rec_used, d.info)),
+        ("gather_survivors_kernel", K.gather_survivors_kernel,
+         (i32, i64, d.act_state, d.act_cost, d.act_store, i32, f32, i32, np.int32(H))),
+    ]  # fmt: skip
+    assert F.finish  # the module the survivor gather serves
+    for dtype in (np.float16, np.float32, np.float64):
+        lp = np.zeros((2, 4, 6), dtype)
+        strided = lp[:, ::2]
+        for name, layout in (("C", lp), ("A", strided)):
+            tag = f"[{np.dtype(dtype).name}, {name}]"
+            kernels.append((f"_check_kernel{tag}", I._check_kernel, (layout, i32, i64)))
+            kernels.append((
+                f"_gather_kernel{tag}", I._gather_kernel,
+                (layout, np.float32(-1.0), i64, i64, i64, f32),
+            ))  # fmt: skip
+            expand = list(run.expand_args)
+            expand[1] = layout
+            kernels.append((f"expand_kernel{tag}", K.expand_kernel, (np.int32(1), *expand)))
+
+    failed = 0
+    for name, kernel, kargs in kernels:
+        sig = tuple(numba.typeof(a) for a in kargs)
+        try:
+            ptx, _ = cuda.compile_ptx(kernel.py_func, sig, cc=cc)
+        except Exception as exc:  # report every kernel, not just the first failure
+            print(f"FAIL {name}: {type(exc).__name__}: {str(exc).splitlines()[0]}")
+            failed += 1
+            continue
+        f64 = len(re.findall(r"\.f64\b", ptx))
+        atomics = sorted(set(re.findall(r"atom\.[\w.]+", ptx)))
+        print(f"ok   {name}: {len(ptx.splitlines())} PTX lines, f64 ops {f64}, {' '.join(atomics)}")
+        failed += f64 > 0 and "float64" not in name  # float64 log-probs: only their loads
+    print(f"{len(kernels) - failed}/{len(kernels)} kernels compiled for sm_{cc[0]}{cc[1]}, "
+          "float64 only where the log-probs are float64")  # fmt: skip
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

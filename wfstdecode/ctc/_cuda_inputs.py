@@ -1,0 +1,120 @@
+"""Log-probs that already live on the GPU (torch CUDA tensors, CuPy arrays, Numba device arrays):
+a zero-copy Numba view for the cuda backend, the same checks as the host path done by a kernel,
+and the acoustic costs of the final paths gathered on the device. Imported only when such an
+input reaches ``backend="cuda"``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import config, cuda, float32
+
+from ..errors import DecodeInputError
+
+_SIM = bool(config.ENABLE_CUDASIM)
+
+
+def device_log_probs(x):
+    """A Numba device view of ``x`` (no copy), after the producer's stream has finished it."""
+    module = type(x).__module__
+    if module.startswith("torch"):
+        import torch
+
+        if not x.is_floating_point():
+            raise DecodeInputError(
+                f"log_probs must be floating point; got dtype {x.dtype} (shape {tuple(x.shape)})"
+            )
+        if x.dtype == torch.bfloat16:  # no CUDA array interface for bfloat16: one device copy
+            x = x.float()
+        _same_device(x.device.index, f"torch tensor on {x.device}")
+        torch.cuda.current_stream(x.device).synchronize()
+        view = cuda.as_cuda_array(x.detach(), sync=False)
+    elif module.startswith("numba.cuda"):
+        view = x
+    else:
+        if module.startswith("cupy"):
+            _same_device(x.device.id, f"CuPy array on device {x.device.id}")
+        view = cuda.as_cuda_array(x)  # syncs the stream the array names, if any
+    if np.dtype(view.dtype).kind != "f":
+        raise DecodeInputError(
+            f"log_probs must be floating point (float16/32/64); got dtype {view.dtype} "
+            f"(shape {tuple(view.shape)})"
+        )
+    return view
+
+
+def _same_device(index, what: str) -> None:
+    if _SIM or index is None:
+        return
+    current = cuda.get_current_device().id
+    if index != current:
+        raise DecodeInputError(
+            f"log_probs is a {what} but the cuda backend runs on device {current}; "
+            f"move it there or select that device with numba.cuda.select_device({index})"
+        )
+
+
+def check_device_log_probs(lp, lengths: np.ndarray) -> None:
+    """The host path's value checks (`search._check_values`), on the device: no NaN or +inf and
+    not every column -inf, in frames within the lengths. Raises naming the first bad frame."""
+    B, T = lp.shape[0], lp.shape[1]
+    if B == 0 or T == 0:
+        return
+    none = np.iinfo(np.int64).max
+    bad = cuda.to_device(np.array([none, none], np.int64))
+    threads = 8 if _SIM else 128
+    blocks = 1 if _SIM else min(1024, (T + threads - 1) // threads)
+    _check_kernel[(blocks, B), threads](lp, cuda.to_device(lengths.astype(np.int32)), bad)
+    first_bad, first_dead = (int(v) for v in bad.copy_to_host())
+    if first_bad != none:
+        b, t = divmod(first_bad // 2, T)
+        what = "NaN" if first_bad % 2 == 0 else "+inf"
+        raise DecodeInputError(f"log_probs[{b}, {t}] contains {what} (frame within lengths[{b}])")
+    if first_dead != none:
+        b, t = divmod(first_dead, T)
+        raise DecodeInputError(f"log_probs[{b}, {t}] is -inf in every column")
+
+
+@cuda.jit
+def _check_kernel(lp, lengths, bad):
+    """bad[0] = min over rows with a NaN or +inf of ``2 * (b * T + t) + (0 if NaN else 1)``;
+    bad[1] = min over rows that are -inf everywhere of ``b * T + t`` (values as float32)."""
+    b = cuda.blockIdx.y
+    T = lp.shape[1]
+    V = lp.shape[2]
+    for t in range(cuda.grid(1), lengths[b], cuda.gridDim.x * cuda.blockDim.x):
+        nan = False
+        pos_inf = False
+        dead = True
+        for k in range(V):
+            x = float32(lp[b, t, k])
+            if x != x:
+                nan = True
+            elif x == float32(np.inf):
+                pos_inf = True
+            if x != float32(-np.inf):
+                dead = False
+        row = np.int64(b) * T + t
+        if nan or pos_inf:
+            cuda.atomic.min(bad, 0, 2 * row + (0 if nan else 1))
+        elif dead:
+            cuda.atomic.min(bad, 1, row)
+
+
+def gather_acoustic_costs(lp, neg_scale, b, t, k) -> np.ndarray:
+    """float32 ``float32(lp[b[i], t[i], k[i]]) * neg_scale`` for every ``i``, on the host."""
+    n = len(b)
+    if n == 0:
+        return np.zeros(0, np.float32)
+    out = cuda.device_array(n, np.float32)
+    threads = 8 if _SIM else 256
+    idx = [cuda.to_device(np.ascontiguousarray(v, np.int64)) for v in (b, t, k)]
+    _gather_kernel[(n + threads - 1) // threads, threads](lp, np.float32(neg_scale), *idx, out)
+    return out.copy_to_host()
+
+
+@cuda.jit
+def _gather_kernel(lp, neg_scale, b, t, k, out):
+    i = cuda.grid(1)
+    if i < out.shape[0]:
+        out[i] = float32(lp[b[i], t[i], k[i]]) * neg_scale
