@@ -18,6 +18,11 @@ Prints decoder-only frames per second, the ratios, and how often the best word s
     python tools/bench_ctc.py ... --utts 512 --backend cuda --batch-sizes 1,8,64,256,512 \\
         --fl-processes 16                     # GPU: cuda backend vs flashlight on 1 and 16 cores
 
+With ``--backend cuda`` the log-probs sit in GPU memory (uploaded once, untimed), and at
+``--mode-batch`` the run also compares CUDA graphs, double buffering and chunking each on and
+off (same hypotheses required) and prints the GPU time per frame step split into expand / prune /
+record copy, with the compute stream's busy share of the wall time.
+
 Simulated emissions spell each sentence with the graph's word separator (``|``) between words
 when the graph has one; ``--sentences lm`` samples them from the ARPA model's own n-grams
 (`wfstdecode.testing.lm.sample_sentences`) instead of drawing words uniformly.
@@ -206,23 +211,86 @@ def run_flashlight_processes(tokens, lexicon_path, arpa_path, lp, lengths, args)
 
 
 def run_cuda(graph, lp, lengths, opts, args):
-    """The cuda backend at each of ``args.batch_sizes``: log-probs from host memory, results on
-    the host; best of ``args.repeats`` wall times over the whole set. Returns
-    ``{batch size: (seconds, hypotheses)}``."""
+    """The cuda backend at each of ``args.batch_sizes`` on log-probs already in GPU memory (as a
+    model would leave them; uploaded once, untimed), results on the host; best of
+    ``args.repeats`` wall times over the whole set. Returns ``{batch size: (seconds, hyps)}``."""
+    from numba import cuda
+
+    dev = cuda.to_device(np.ascontiguousarray(lp))
     out = {}
     for bs in (int(b) for b in args.batch_sizes.split(",")):
         bs = min(bs, len(lp))
-        decode_ctc(lp[:bs], lengths[:bs], graph, opts, backend="cuda")  # compile, upload graph
+        decode_ctc(dev[:bs], lengths[:bs], graph, opts, backend="cuda")  # compile, upload graph
         best, hyps = float("inf"), None
         for _ in range(args.repeats):
+            cuda.synchronize()
             t0 = time.perf_counter()
             hyps = []
             for i in range(0, len(lp), bs):
-                hyps += decode_ctc(lp[i : i + bs], lengths[i : i + bs], graph, opts,
+                hyps += decode_ctc(dev[i : i + bs], lengths[i : i + bs], graph, opts,
                                    backend="cuda")  # fmt: skip
             best = min(best, time.perf_counter() - t0)
         out[bs] = (best, hyps)
     return out
+
+
+CUDA_MODES = {  # name: (CtcBeamOptions.cuda_graphs, decode_cuda keywords)
+    "default (graphs auto, 16-frame chunks, double buffer)": ("auto", {}),
+    "CUDA graphs off": ("off", {}),
+    "double buffering off": ("auto", {"double_buffer": False}),
+    "graphs off, 1-frame chunks (host waits each frame)": ("off", {"frames_per_chunk": 1}),
+}
+
+
+def run_cuda_modes(graph, lp, lengths, opts, args, bs: int) -> None:
+    """Each of `CUDA_MODES` at batch ``bs`` (same hypotheses required), then the GPU time split
+    per frame step from CUDA events (expand / prune kernels on the compute stream, record copy
+    on the copy stream) and the compute stream's busy share of the wall time."""
+    import dataclasses
+
+    from numba import cuda
+
+    from wfstdecode.ctc._cuda import decode_cuda
+    from wfstdecode.ctc._paths import to_hypotheses
+    from wfstdecode.ctc.search import prepare_problem
+
+    dev = cuda.to_device(np.ascontiguousarray(lp))
+
+    def decode_all(graphs, profile=None, **run):
+        o = dataclasses.replace(opts, cuda_graphs=graphs)
+        hyps = []
+        for i in range(0, len(lp), bs):
+            p = prepare_problem(dev[i : i + bs], lengths[i : i + bs], graph, o, None, True)
+            hyps += to_hypotheses(p, decode_cuda(p, profile=profile, **run))
+        return hyps
+
+    print(f"\n| cuda mode, batch {bs} | wall s | vs default | same hypotheses |\n|---|---|---|---|")
+    base = None
+    for name, (graphs, run) in CUDA_MODES.items():
+        decode_all(graphs, **run)
+        best = float("inf")
+        for _ in range(args.repeats):
+            cuda.synchronize()
+            t0 = time.perf_counter()
+            hyps = decode_all(graphs, **run)
+            best = min(best, time.perf_counter() - t0)
+        if base is None:
+            base = (best, hyps)
+        same = all(a[0].words == b[0].words and a[0].score == b[0].score
+                   for a, b in zip(hyps, base[1], strict=True))  # fmt: skip
+        print(f"| {name} | {best:.3f} | {base[0] / best:.2f}x | {same} |")
+    profile: dict = {}
+    cuda.synchronize()
+    t0 = time.perf_counter()
+    decode_all("off", profile=profile)
+    wall_ms = 1e3 * (time.perf_counter() - t0)
+    steps = profile["frame_steps"]
+    busy = (profile["expand"] + profile["prune"]) / wall_ms
+    print(f"\nGPU time per frame step at batch {bs} ({steps} steps, events around each stage, "
+          f"graphs off): expand {1e3 * profile['expand'] / steps:.1f} us, prune "
+          f"{1e3 * profile['prune'] / steps:.1f} us, record copy (other stream) "
+          f"{1e3 * profile['copy'] / steps:.1f} us; compute stream busy {100 * busy:.0f}% of "
+          f"the wall time ({wall_ms:.0f} ms)")  # fmt: skip
 
 
 def build(args):
@@ -270,6 +338,13 @@ def main(argv=None):
         "--batch-sizes",
         default="1,8,64,256,512",
         help="cuda backend batch sizes (utterances per decode_ctc call)",
+    )
+    ap.add_argument(
+        "--mode-batch",
+        type=int,
+        default=0,
+        help="batch size of the cuda on/off comparison (graphs, double buffering, chunks) and "
+        "the stage split; 0 = the largest of --batch-sizes",
     )
     ap.add_argument("--words", type=int, default=2000, help="synthetic vocabulary size")
     ap.add_argument("--utts", type=int, default=32)
@@ -393,6 +468,8 @@ def main(argv=None):
             if refs is not None:
                 line += f", WER {word_error_rate(refs, [list(h[0].words) for h in hyps]):.4f}"
             print(line + f", overflow notes {sum(bool(h[0].notes) for h in hyps)}")
+        run_cuda_modes(graph, lp, lengths, opts, args, args.mode_batch or max(
+            int(b) for b in args.batch_sizes.split(",")))  # fmt: skip
     if len(wall_rows) > len(rows):
         ref = {name: wall for name, wall in wall_rows}
         fl1 = next(
@@ -405,7 +482,8 @@ def main(argv=None):
             cells = [f"{ref[wall_rows[0][0]] / wall:.2f}x"]
             cells += [f"{w / wall:.2f}x" if w else "-" for w in (fl1, fln)]
             print(f"| {name} | {wall:.3f} | {frames / wall:,.0f} | " + " | ".join(cells) + " |")
-        print("(wall-clock time, best of --repeats; decoder only: log-probs in host memory)")
+        print("(wall-clock time, best of --repeats; decoder only: log-probs in host memory, in "
+              "GPU memory for the cuda backend)")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -36,12 +36,30 @@ def _cuda_backend_present() -> bool:
     return importlib.util.find_spec("wfstdecode.ctc._cuda") is not None
 
 
+DLPACK_CUDA = 2  # kDLCUDA, the device type ``__dlpack_device__`` reports for GPU memory
+
+
 def is_device_array(x) -> bool:
-    """True for a torch CUDA tensor, a Numba device array (also the simulator's) or any object
-    exposing ``__cuda_array_interface__``."""
-    if hasattr(x, "__cuda_array_interface__") or type(x).__module__.startswith("numba.cuda"):
+    """True for a torch CUDA tensor, a Numba device array (also the simulator's), any object
+    exposing ``__cuda_array_interface__``, and DLPack producers on a CUDA device (JAX, ...)."""
+    if hasattr(x, "__cuda_array_interface__") or is_numba_device_array(x):
         return True
-    return type(x).__module__.startswith("torch") and getattr(x, "is_cuda", False)
+    if type(x).__module__.startswith("torch"):
+        return bool(getattr(x, "is_cuda", False))
+    return _dlpack_device_type(x) == DLPACK_CUDA
+
+
+def _dlpack_device_type(x) -> int | None:
+    try:
+        return int(x.__dlpack_device__()[0]) if hasattr(x, "__dlpack_device__") else None
+    except Exception:
+        return None
+
+
+def is_numba_device_array(x) -> bool:
+    """A Numba device array (also the simulator's, which has no CUDA array interface); the
+    module path differs between numba's own cuda package and numba-cuda."""
+    return "numba" in type(x).__module__ and hasattr(x, "copy_to_host")
 
 
 def available_ctc_backends() -> list[str]:

@@ -158,16 +158,15 @@ def test_chunking_and_double_buffering_change_nothing():
     from wfstdecode.testing import random_log_probs
 
     g = random_graph(3, num_states=40, num_tokens=6, arcs_per_state=4, eps_arcs_per_state=0.5)
-    lp = random_log_probs(3, 3, 21, g.num_tokens, peaky=1.0)
-    lengths = np.array([21, 0, 13])
+    lp = random_log_probs(3, 3, 12, g.num_tokens, peaky=1.0)
+    lengths = np.array([12, 0, 7])
     opts = CtcBeamOptions(beam=12.0, max_active=30, nbest=2)
     base = _raw(lp, lengths, g, opts)
-    runs = [{"frames_per_chunk": k} for k in (1, 5, 64)]
-    for run in [*runs, {"double_buffer": False, "frames_per_chunk": 3}]:
+    for run in ({"frames_per_chunk": 1, "double_buffer": False}, {"frames_per_chunk": 64}):
         stats: dict = {}
         _same_raw(base, _raw(lp, lengths, g, opts, profile=stats, **run))
         steps, chunks = stats["frame_steps"], stats["chunks"]
-        assert steps >= 22 and chunks >= -(-22 // run["frames_per_chunk"]), (run, stats)
+        assert steps >= 13 and chunks >= -(-13 // run["frames_per_chunk"]), (run, stats)
         if run["frames_per_chunk"] == 64:
             assert chunks > 1, "a 64-frame chunk should have stopped at its full record buffer"
 
@@ -185,13 +184,14 @@ def test_device_resident_log_probs_equal_host_ones(dtype):
     lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=4, confusion_prob=0.2, noise=1.0)
     lp = lp.astype(dtype)
     opts = CtcBeamOptions(beam=10.0, acoustic_scale=0.7, nbest=2)
-    host = decode_ctc(lp, lengths, g, opts, backend="cuda")
+    host = decode_ctc(lp, lengths, g, opts, backend="cpu")
     doubled = np.repeat(lp, 2, axis=1)  # frames duplicated: [:, ::2] is lp, as a strided view
     dev = cuda.to_device(doubled)[:, ::2]
     assert is_device_array(dev)
     assert_hypotheses_equal(host, decode_ctc(dev, lengths, g, opts, backend="cuda"), 0.0)
-    assert_hypotheses_equal(host, decode_ctc(dev, lengths, g, opts), 0.0)  # auto: cuda
-    assert_hypotheses_equal(host, decode_ctc(dev, lengths, g, opts, backend="cpu"), 0.0)
+    if dtype == np.float32:
+        assert_hypotheses_equal(host, decode_ctc(dev, lengths, g, opts), 0.0)  # auto: cuda
+        assert_hypotheses_equal(host, decode_ctc(dev, lengths, g, opts, backend="cpu"), 0.0)
 
 
 @needs_cuda
@@ -228,3 +228,61 @@ def test_cuda_graphs_option():
     assert not _use_graphs("auto", None, 1000, 16)
     with pytest.raises(BackendUnavailableError, match="cuda_graphs='on' but the CUDA simulator"):
         _use_graphs("on", None, 1000, 16)
+
+
+class _DLPackOnly:
+    """Stands for a GPU array with only a DLPack interface (a JAX array, say)."""
+
+    def __init__(self, device_type):
+        self.device_type = device_type
+
+    def __dlpack_device__(self):
+        return (self.device_type, 0)
+
+
+def test_dlpack_only_device_arrays_are_recognised():
+    from wfstdecode.backends import is_device_array
+
+    assert is_device_array(_DLPackOnly(2))  # kDLCUDA
+    assert not is_device_array(_DLPackOnly(1))  # kDLCPU
+    assert not is_device_array(np.zeros(3))
+
+
+@needs_cuda
+def test_dlpack_only_input_without_cupy_names_what_is_missing():
+    import importlib.util
+
+    from wfstdecode import DecodeInputError
+
+    if importlib.util.find_spec("cupy") is not None:
+        pytest.skip("CuPy is installed: DLPack inputs are wrapped by it")
+    with pytest.raises(DecodeInputError, match="only a DLPack interface.*needs CuPy"):
+        decode_ctc(_DLPackOnly(2), None, random_graph(0), backend="cuda")
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(
+    os.environ.get("NUMBA_ENABLE_CUDASIM") == "1" or "cuda" not in available_ctc_backends(),
+    reason="needs a real CUDA GPU",
+)
+@pytest.mark.parametrize("graphs", ["on", "off"])
+def test_real_gpu_torch_and_cupy_inputs_stay_on_the_device(graphs):
+    """torch CUDA tensors (float32, bfloat16, a transposed view) and CuPy arrays give the host
+    input's hypotheses, with and without CUDA graphs."""
+    import torch
+
+    g = lexicon_graph(["cat", "cap", "act", "tact", "pat"])
+    tok = g.tokens
+    seqs = [[tok.id(c) for c in w] for w in ("cattap", "act", "pat", "tact")] * 10
+    lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=5, confusion_prob=0.2, noise=1.0)
+    opts = CtcBeamOptions(beam=10.0, nbest=2, cuda_graphs=graphs)
+    host = decode_ctc(lp, lengths, g, opts, backend="cpu")
+    t = torch.from_numpy(lp).cuda()
+    assert_hypotheses_equal(host, decode_ctc(t, lengths, g, opts), 1e-4)  # auto: cuda
+    swapped = torch.from_numpy(np.ascontiguousarray(lp.transpose(1, 0, 2))).cuda()
+    assert_hypotheses_equal(host, decode_ctc(swapped.transpose(0, 1), lengths, g, opts), 1e-4)
+    bf16 = t.to(torch.bfloat16)
+    ref16 = decode_ctc(bf16.float().cpu().numpy(), lengths, g, opts, backend="cpu")
+    assert_hypotheses_equal(ref16, decode_ctc(bf16, lengths, g, opts, backend="cuda"), 1e-4)
+    cupy = pytest.importorskip("cupy")
+    assert_hypotheses_equal(host, decode_ctc(cupy.asarray(lp), lengths, g, opts), 1e-4)

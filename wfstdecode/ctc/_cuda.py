@@ -198,8 +198,17 @@ class _Buffers:
 
         B = p.batch_size
 
-        def full(n, value, dtype):
+        def full(n, value, dtype):  # small: from the host
             return cuda.to_device(np.full(n, value, dtype), stream=stream)
+
+        def filled(n, value, dtype):  # large: allocated and filled on the device
+            arr = cuda.device_array(n, dtype, stream=stream)
+            blocks = 1 if K.SIM else min(4096, (n + 255) // 256)
+            K.fill_kernel[blocks, 8 if K.SIM else 256, stream](arr, dtype(value))
+            return arr
+
+        def scratch(n, dtype):  # written before it is read
+            return cuda.device_array(n, dtype, stream=stream)
 
         if p.device_lp is not None:
             self.lp, self.neg_scale = p.device_lp, p.neg_scale
@@ -212,19 +221,19 @@ class _Buffers:
         self.boff = cuda.to_device(p.boosts.offset, stream=stream)
         self.bmask = cuda.to_device(p.boosts.mask, stream=stream)
         # two recombination tables (frames alternate), their candidate lists
-        self.h_state = full(2 * B * H, K.EMPTY, np.int32)
-        self.h_key = full(2 * B * H, K.NO_KEY, np.uint64)
-        self.h_prev = full(2 * B * H, -1, np.int32)
-        self.h_mark = full(2 * B * H, 0, np.int32)
-        self.c_slot = full(2 * B * H, -1, np.int32)
+        self.h_state = filled(2 * B * H, K.EMPTY, np.int32)
+        self.h_key = filled(2 * B * H, K.NO_KEY, np.uint64)
+        self.h_prev = filled(2 * B * H, -1, np.int32)
+        self.h_mark = filled(2 * B * H, 0, np.int32)
+        self.c_slot = scratch(2 * B * H, np.int32)
         self.n_cand = full(2 * B, 0, np.int32)
-        self.queue = full(2 * B * H, -1, np.int32)
+        self.queue = scratch(2 * B * H, np.int32)
         # the surviving tokens of the last frame and their emitting out-degree prefix sums
-        self.act_state = full(B * H, 0, np.int32)
-        self.act_cost = full(B * H, 0, np.float32)
-        self.act_store = full(B * H, 0, np.int32)
+        self.act_state = scratch(B * H, np.int32)
+        self.act_cost = scratch(B * H, np.float32)
+        self.act_store = scratch(B * H, np.int32)
         self.act_n = full(B, 0, np.int32)
-        self.e_scan = full(B * (H + 1), 0, np.int32)
+        self.e_scan = scratch(B * (H + 1), np.int32)
         # per lane: pruning state and what happened
         self.best_bits = full(B, K.NO_BEST, np.uint32)
         self.lane_beam = full(B, p.beam, np.float32)
@@ -238,8 +247,8 @@ class _Buffers:
         # buffer 0), the two record buffers, and each chunk's frame starts in mapped host memory
         self.ctl = cuda.to_device(np.array([-1, 1, 1, 0], np.int32), stream=stream)
         self.rec_used = full(2, 0, np.int32)
-        self.rec_arc = full(2 * cap, 0, np.int32)
-        self.rec_prev = full(2 * cap, 0, np.int32)
+        self.rec_arc = scratch(2 * cap, np.int32)
+        self.rec_prev = scratch(2 * cap, np.int32)
         self.info = cuda.mapped_array((2, frames_per_chunk + 3), np.int32)
         self.info[:] = 0
 

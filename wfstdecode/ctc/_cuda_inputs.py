@@ -9,6 +9,7 @@ from __future__ import annotations
 import numpy as np
 from numba import config, cuda, float32
 
+from ..backends import is_numba_device_array
 from ..errors import DecodeInputError
 
 _SIM = bool(config.ENABLE_CUDASIM)
@@ -29,10 +30,12 @@ def device_log_probs(x):
         _same_device(x.device.index, f"torch tensor on {x.device}")
         torch.cuda.current_stream(x.device).synchronize()
         view = cuda.as_cuda_array(x.detach(), sync=False)
-    elif module.startswith("numba.cuda"):
+    elif is_numba_device_array(x):
         view = x
     else:
-        if module.startswith("cupy"):
+        if not hasattr(x, "__cuda_array_interface__"):  # DLPack only (JAX, ...): CuPy wraps it
+            x = _from_dlpack(x)
+        if type(x).__module__.startswith("cupy"):
             _same_device(x.device.id, f"CuPy array on device {x.device.id}")
         view = cuda.as_cuda_array(x)  # syncs the stream the array names, if any
     if np.dtype(view.dtype).kind != "f":
@@ -41,6 +44,18 @@ def device_log_probs(x):
             f"(shape {tuple(view.shape)})"
         )
     return view
+
+
+def _from_dlpack(x):
+    try:
+        import cupy
+    except ImportError as exc:
+        raise DecodeInputError(
+            f"log_probs is a {type(x).__name__} on the GPU with only a DLPack interface; "
+            "reading it in place needs CuPy (pip install 'wfstdecode[cuda]'), or pass a "
+            "torch/CuPy array"
+        ) from exc
+    return cupy.from_dlpack(x)
 
 
 def _same_device(index, what: str) -> None:

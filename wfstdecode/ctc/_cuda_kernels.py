@@ -653,3 +653,10 @@ def gather_survivors_kernel(
         out_state[lo + i] = act_state[lane * H + i]
         out_cost[lo + i] = act_cost[lane * H + i]
         out_store[lo + i] = act_store[lane * H + i]
+
+
+@cuda.jit
+def fill_kernel(arr, value):
+    """``arr[:] = value`` on the device (large buffers start empty without a host copy)."""
+    for i in range(cuda.grid(1), arr.shape[0], cuda.gridsize(1)):
+        arr[i] = value

@@ -11,7 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from ..backends import ctc_backend, is_device_array, resolve_ctc_backend
+from ..backends import ctc_backend, is_device_array, is_numba_device_array, resolve_ctc_backend
 from ..decoding_graph import DecodingGraph
 from ..errors import DecodeInputError, OptionsError
 from ..results import Hypothesis
@@ -163,7 +163,7 @@ def _as_float_array(x) -> np.ndarray:
         return x
     if hasattr(x, "__cuda_array_interface__") and hasattr(x, "get"):
         x = x.get()  # CuPy
-    elif type(x).__module__.startswith("numba.cuda") and hasattr(x, "copy_to_host"):
+    elif is_numba_device_array(x):
         x = x.copy_to_host()
     try:
         arr = np.asarray(x)
@@ -184,7 +184,7 @@ def _lengths(lengths, B: int, T: int) -> np.ndarray:
         lengths = lengths.detach().cpu().numpy()
     elif hasattr(lengths, "__cuda_array_interface__") and hasattr(lengths, "get"):
         lengths = lengths.get()  # CuPy
-    elif type(lengths).__module__.startswith("numba.cuda"):
+    elif is_numba_device_array(lengths):
         lengths = lengths.copy_to_host()
     arr = np.asarray(lengths)
     if arr.shape != (B,):

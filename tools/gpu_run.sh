@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Runs on a lent GPU machine (the device tool), after tools/gpu_prepare.sh made .gpu/ here:
+#   run(command="bash tools/gpu_run.sh tests", carry=[".gpu"])   # full suite, real GPU, ~minutes
+#   run(command="bash tools/gpu_run.sh bench", carry=[".gpu"])   # bench_ctc cuda + bench_transducer
+# Everything it prints also lands in $OUT (device.txt, pytest.log, ctc_cuda.txt,
+# transducer_cuda.md), to be committed under bench/ with the device name and this command.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+stage=${1:-tests}
+out=${OUT:-/tmp/out}
+mkdir -p "$out" /tmp/site
+export PYTHONUNBUFFERED=1
+python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+  --target /tmp/site .gpu/whl/*.whl || exit 1
+tar -C /tmp/site -xJf .gpu/pynini-cp312-stripped.tar.xz || exit 1
+export PYTHONPATH=/tmp/site:$PWD
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
+  python3 -c "import sys, torch, cupy, numba, numba.cuda as c; print(sys.version.split()[0], \
+'torch', torch.__version__, 'cupy', cupy.__version__, 'numba', numba.__version__, \
+'gpu', c.get_current_device().name, 'cc', c.get_current_device().compute_capability)"
+  nproc
+} 2>&1 | tee "$out/device.txt"
+
+case "$stage" in
+tests)
+  # -n: pytest-xdist is on the machine; every worker compiles the kernels once.
+  python3 -m pytest -q -n 8 -p no:cacheprovider -rs --durations=15 2>&1 | tee "$out/pytest.log"
+  ;;
+bench)
+  args=(--tokens wfstdecode/data/tokens.txt --lexicon .gpu/en-cut.lexicon.txt
+        --arpa .gpu/en-cut.arpa.gz --sentences lm --utts 512 --confusion-prob 0.3
+        --deletion-prob 0.03 --noise 2.0 --peak 7.0 --beam 12 --max-active 10000
+        --fl-beam-size 1000 --repeats 3 --backend cuda --batch-sizes 1,8,64,256,512
+        --fl-processes 16)
+  echo "+ python3 tools/bench_ctc.py ${args[*]}" | tee "$out/ctc_cuda.txt"
+  python3 tools/bench_ctc.py "${args[@]}" 2>&1 | tee -a "$out/ctc_cuda.txt"
+  python3 tools/bench_transducer.py --device cuda --out "$out/transducer_cuda.md" 2>&1 |
+    tee "$out/transducer_cuda.log"
+  ;;
+*)
+  echo "usage: gpu_run.sh tests|bench" >&2
+  exit 2
+  ;;
+esac
