@@ -286,3 +286,32 @@ def test_real_gpu_torch_and_cupy_inputs_stay_on_the_device(graphs):
     assert_hypotheses_equal(ref16, decode_ctc(bf16, lengths, g, opts, backend="cuda"), 1e-4)
     cupy = pytest.importorskip("cupy")
     assert_hypotheses_equal(host, decode_ctc(cupy.asarray(lp), lengths, g, opts), 1e-4)
+
+
+@needs_cuda
+def test_graph_replay_loop_gives_the_same_paths(monkeypatch):
+    """The host loop of the CUDA-graph path (every chunk replays all its frame steps, idle ones
+    included, after a first uncaptured chunk) with the capture stood in for by a replay of the
+    same launches: the paths of the plain loop."""
+    from wfstdecode.ctc import _cuda
+    from wfstdecode.testing import random_log_probs
+
+    class Replay:
+        def __init__(self, launch_chunk, _capture_stream, stream):
+            self.launch_chunk, self.stream, self.launches = launch_chunk, stream, 0
+
+        def launch(self, _capture_stream):
+            self.launches += 1
+            self.launch_chunk(self.stream)
+
+    replays = []
+    monkeypatch.setattr(_cuda, "_use_graphs", lambda mode, *_: mode != "off")
+    monkeypatch.setattr(_cuda, "_capture_streams", lambda: (None, cuda.stream()))
+    monkeypatch.setattr(_cuda, "_capture", lambda *a: replays.append(Replay(*a)) or replays[-1])
+    g = random_graph(5, num_states=30, num_tokens=5, arcs_per_state=3, eps_arcs_per_state=0.4)
+    lp = random_log_probs(5, 2, 11, g.num_tokens, peaky=1.5)
+    lengths = np.array([11, 4])
+    opts = CtcBeamOptions(beam=10.0, max_active=20)
+    plain = _raw(lp, lengths, g, CtcBeamOptions(beam=10.0, max_active=20, cuda_graphs="off"))
+    _same_raw(plain, _raw(lp, lengths, g, opts, frames_per_chunk=4))
+    assert len(replays) == 1 and replays[0].launches >= 2  # 12 frames: 1 plain + 2 replays

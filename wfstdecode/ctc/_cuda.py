@@ -86,14 +86,7 @@ def decode_cuda(
         B, H, device_bytes(B, g.num_states, g.num_arcs, opts) / 2**20, "on" if graphs else "off",
     )  # fmt: skip
 
-    capture_stream = None
-    if graphs:
-        import cupy
-
-        capture_stream = cupy.cuda.Stream(non_blocking=True)
-        stream = cuda.external_stream(capture_stream.ptr)
-    else:
-        stream = cuda.stream()
+    capture_stream, stream = _capture_streams() if graphs else (None, cuda.stream())
     d = _Buffers(problem, H, cap, frames_per_chunk, stream)
     run = _FrameSequence(problem, d, _device_graph(g, problem.arc_cost), frames_per_chunk, profile)
     copier = _RecordCopier(d, cap, cuda.stream(), profile)
@@ -159,6 +152,15 @@ def _graphs_unavailable() -> str:
     if not hasattr(cupy.cuda.Stream, "begin_capture"):
         return f"CuPy {cupy.__version__} has no stream capture"
     return ""
+
+
+def _capture_streams():
+    """A CuPy stream to capture on, and the same stream as Numba launches see it."""
+    import cupy
+    from numba import cuda
+
+    capture_stream = cupy.cuda.Stream(non_blocking=True)
+    return capture_stream, cuda.external_stream(capture_stream.ptr)
 
 
 def _capture(launch_chunk, capture_stream, stream):
