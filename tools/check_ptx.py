@@ -4,7 +4,8 @@ The simulator (what CI runs) executes the kernels as Python, so it cannot catch 
 real compiler rejects (an untyped builtin, a float64 that slipped in, a missing atomic). This
 compiles each kernel with the argument types a real search passes (taken from a tiny search's own
 buffers) and reports, per kernel, the PTX size, float64 instructions (there should be none: every
-cost is float32) and the atomics used. It needs NVVM and libdevice, e.g. from the
+cost is float32), fused multiply-adds (there should be none: the host rounds the acoustic
+product before adding the arc cost) and the atomics used. It needs NVVM and libdevice, e.g. from the
 ``nvidia-cuda-nvcc-cu12`` wheel::
 
     pip download --no-deps --only-binary=:all: -d /tmp/w nvidia-cuda-nvcc-cu12
@@ -52,6 +53,7 @@ def main() -> int:
     cuda.device_array = lambda n, dtype, **_: np.zeros(n, dtype)
     cuda.mapped_array = lambda shape, dtype, **_: np.zeros(shape, dtype)
     cuda.event = lambda: None
+    cuda.synchronize = lambda: None
 
     class _Device:  # device functions ask the current device for its architecture
         compute_capability = cc
@@ -116,9 +118,12 @@ def main() -> int:
             failed += 1
             continue
         f64 = len(re.findall(r"\.f64\b", ptx))
+        fma = len(re.findall(r"\bfma\.", ptx))
         atomics = sorted(set(re.findall(r"atom\.[\w.]+", ptx)))
-        print(f"ok   {name}: {len(ptx.splitlines())} PTX lines, f64 ops {f64}, {' '.join(atomics)}")
+        print(f"ok   {name}: {len(ptx.splitlines())} PTX lines, f64 ops {f64}, fma {fma}, "
+              f"{' '.join(atomics)}")  # fmt: skip
         failed += f64 > 0 and "float64" not in name  # float64 log-probs: only their loads
+        failed += fma > 0  # a fused multiply-add would round costs unlike the host
     print(f"{len(kernels) - failed}/{len(kernels)} kernels compiled for sm_{cc[0]}{cc[1]}, "
           "float64 only where the log-probs are float64")  # fmt: skip
     return 1 if failed else 0

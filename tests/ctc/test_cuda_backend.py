@@ -162,7 +162,8 @@ def test_chunking_and_double_buffering_change_nothing():
     lengths = np.array([12, 0, 7])
     opts = CtcBeamOptions(beam=12.0, max_active=30, nbest=2)
     base = _raw(lp, lengths, g, opts)
-    for run in ({"frames_per_chunk": 1, "double_buffer": False}, {"frames_per_chunk": 64}):
+    runs = [{"frames_per_chunk": 1, "double_buffer": False}, {"frames_per_chunk": 5}]
+    for run in [*runs, {"frames_per_chunk": 64}]:
         stats: dict = {}
         _same_raw(base, _raw(lp, lengths, g, opts, profile=stats, **run))
         steps, chunks = stats["frame_steps"], stats["chunks"]
@@ -268,8 +269,12 @@ def test_dlpack_only_input_without_cupy_names_what_is_missing():
 @pytest.mark.parametrize("graphs", ["on", "off"])
 def test_real_gpu_torch_and_cupy_inputs_stay_on_the_device(graphs):
     """torch CUDA tensors (float32, bfloat16, a transposed view) and CuPy arrays give the host
-    input's hypotheses, with and without CUDA graphs."""
+    input's hypotheses, with and without CUDA graphs; with an acoustic scale that is not a power
+    of two, bit for bit (the device must round the scaled log-prob before adding, not fuse)."""
     import torch
+
+    if graphs == "on":
+        pytest.importorskip("cupy", reason="CUDA graphs are captured with CuPy")
 
     g = lexicon_graph(["cat", "cap", "act", "tact", "pat"])
     tok = g.tokens
@@ -284,6 +289,9 @@ def test_real_gpu_torch_and_cupy_inputs_stay_on_the_device(graphs):
     bf16 = t.to(torch.bfloat16)
     ref16 = decode_ctc(bf16.float().cpu().numpy(), lengths, g, opts, backend="cpu")
     assert_hypotheses_equal(ref16, decode_ctc(bf16, lengths, g, opts, backend="cuda"), 1e-4)
+    scaled = CtcBeamOptions(beam=10.0, nbest=2, cuda_graphs=graphs, acoustic_scale=0.7)
+    from_host = decode_ctc(lp, lengths, g, scaled, backend="cuda")
+    assert_hypotheses_equal(from_host, decode_ctc(t, lengths, g, scaled, backend="cuda"), 0.0)
     cupy = pytest.importorskip("cupy")
     assert_hypotheses_equal(host, decode_ctc(cupy.asarray(lp), lengths, g, opts), 1e-4)
 
@@ -315,3 +323,56 @@ def test_graph_replay_loop_gives_the_same_paths(monkeypatch):
     plain = _raw(lp, lengths, g, CtcBeamOptions(beam=10.0, max_active=20, cuda_graphs="off"))
     _same_raw(plain, _raw(lp, lengths, g, opts, frames_per_chunk=4))
     assert len(replays) == 1 and replays[0].launches >= 2  # 12 frames: 1 plain + 2 replays
+
+
+@needs_cuda
+@pytest.mark.parametrize("double_buffer", [True, False])
+def test_host_loop_orders_launches_copies_and_waits(monkeypatch, double_buffer):
+    """The simulator runs streams synchronously, so a misplaced wait could never show there as
+    wrong paths: this checks the order of the host loop's stream operations instead. With
+    double buffering, chunk ``c`` is launched only after the stream waits for the copy-out of
+    chunk ``c - 2`` (same record buffer), and each chunk is collected before the chunk that
+    reuses its buffer; without, every launch waits for the previous chunk's copy."""
+    from wfstdecode.ctc import _cuda
+    from wfstdecode.testing import random_log_probs
+
+    log = []
+    names = iter(["computed0", "computed1", "copied0", "copied1"])
+
+    class Event:
+        def __init__(self):
+            self.name = next(names, "profile")
+
+        def record(self, stream=0):
+            log.append(("record", self.name))
+
+        def wait(self, stream=0):
+            log.append(("wait", self.name))
+
+        def synchronize(self):
+            pass
+
+    launch, collect = _cuda._FrameSequence.launch_chunk, _cuda._RecordCopier.collect
+    monkeypatch.setattr(cuda, "event", Event)
+    monkeypatch.setattr(_cuda._FrameSequence, "launch_chunk",
+                        lambda self, *a: log.append(("launch",)) or launch(self, *a))  # fmt: skip
+    monkeypatch.setattr(_cuda._RecordCopier, "collect",
+                        lambda self, c: log.append(("collect", c)) or collect(self, c))  # fmt: skip
+    g = random_graph(2, num_states=20, num_tokens=5, arcs_per_state=3)
+    lp = random_log_probs(2, 1, 9, g.num_tokens)
+    _raw(lp, None, g, CtcBeamOptions(beam=6.0, max_active=10), frames_per_chunk=2,
+         double_buffer=double_buffer)  # fmt: skip
+    launches = [i for i, op in enumerate(log) if op == ("launch",)]
+    assert len(launches) == 5  # 10 frames, 2 per chunk
+    collected = {op[1]: i for i, op in enumerate(log) if op[0] == "collect"}
+    assert sorted(collected) == list(range(5))
+    for c, at in enumerate(launches):
+        assert log[at + 1] == ("record", f"computed{c % 2}")
+        before = log[:at]
+        if double_buffer and c >= 2:
+            assert collected[c - 2] < at and before[-1] == ("wait", f"copied{c % 2}")
+            assert ("record", f"copied{c % 2}") in log[collected[c - 2] : at]
+        if not double_buffer and c >= 1:
+            assert collected[c - 1] < at and before[-1] == ("wait", f"copied{(c - 1) % 2}")
+        if double_buffer and c + 2 < len(launches):
+            assert at < collected[c] < launches[c + 2]

@@ -17,6 +17,7 @@ says so in its notes.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import weakref
 
@@ -61,9 +62,9 @@ def decode_cuda(
     profile: dict | None = None,
 ) -> list[RawResult]:  # fmt: skip
     """The batched search on the GPU. ``frames_per_chunk`` and ``double_buffer`` change speed,
-    not results (benchmarks turn them off to measure them). ``profile``, a dict, receives the
-    GPU milliseconds spent in expand, prune and copy (CUDA events around each stage, so no CUDA
-    graphs), the frame steps launched and the chunks that ran frames."""
+    not results (benchmarks turn them off to measure them). ``profile``, a dict, has added to it
+    the GPU milliseconds spent in expand, prune and copy (CUDA events around each stage, so no
+    CUDA graphs), the frame steps launched and the chunks that ran frames."""
     from numba import cuda
 
     g, opts = problem.graph, problem.options
@@ -78,7 +79,8 @@ def decode_cuda(
             f"a batch of {B} utterances with token tables of {H} slots needs {2 * cap} record "
             "slots, beyond int32 indexing: lower the batch size or CtcBeamOptions.max_candidates"
         )
-    _check_free_memory(device_bytes(B, g.num_states, g.num_arcs, opts), B, H)
+    uploads = 0 if problem.device_lp is not None else problem.ac.nbytes
+    _check_free_memory(device_bytes(B, g.num_states, g.num_arcs, opts) + uploads, B, H)
     graphs = _use_graphs(opts.cuda_graphs, profile, T, frames_per_chunk)
     log.info(
         "cuda search: %d utterances, table of %d slots each, %.1f MB of device memory, "
@@ -121,7 +123,8 @@ def decode_cuda(
     copier.drain()
     if profile is not None:
         ran = sum(1 for _, starts, _, _ in copier.chunks if len(starts))
-        profile.update(run.stage_ms(), copy=copier.copy_ms(), chunks=ran)
+        for key, value in {**run.stage_ms(), "copy": copier.copy_ms(), "chunks": ran}.items():
+            profile[key] = profile.get(key, 0) + value  # summed over calls
     return finish(problem, d, H, copier.chunks, T)
 
 
@@ -164,11 +167,18 @@ def _capture_streams():
 
 
 def _capture(launch_chunk, capture_stream, stream):
-    """One chunk's launches recorded as a CUDA graph (Numba launches on CuPy's stream)."""
-    capture_stream.begin_capture()
-    try:
-        launch_chunk(stream)
-    finally:
+    """One chunk's launches recorded as a CUDA graph (Numba launches on CuPy's stream). Numba's
+    deferred frees wait: a cuMemFree during capture would invalidate it."""
+    from numba import cuda
+
+    with cuda.defer_cleanup():
+        capture_stream.begin_capture()
+        try:
+            launch_chunk(stream)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the launch error is the one to report
+                capture_stream.end_capture()
+            raise
         chunk_graph = capture_stream.end_capture()
     if hasattr(chunk_graph, "upload"):  # instantiate on the device now, not at first launch
         chunk_graph.upload(capture_stream)
@@ -247,7 +257,7 @@ class _Buffers:
         self.died = full(B, -1, np.int32)
         # frame control (frame -1 "ran", buffer 1 was last: the first chunk starts frame 0 in
         # buffer 0), the two record buffers, and each chunk's frame starts in mapped host memory
-        self.ctl = cuda.to_device(np.array([-1, 1, 1, 0], np.int32), stream=stream)
+        self.ctl = cuda.to_device(np.array([-1, 1, 1, 0], np.int32), stream=stream)  # K.CTL_*
         self.rec_used = full(2, 0, np.int32)
         self.rec_arc = scratch(2 * cap, np.int32)
         self.rec_prev = scratch(2 * cap, np.int32)
@@ -424,9 +434,15 @@ def _device_graph(g, arc_cost: np.ndarray) -> dict:
             "costs": {},
         }
         _GRAPHS[g] = cached
+        fresh = True
+    else:
+        fresh = False
     costs = cached["costs"]
     if id(arc_cost) not in costs:
         if len(costs) > 4:
             costs.clear()
         costs[id(arc_cost)] = (arc_cost, cuda.to_device(arc_cost))  # keeps the id valid
+        fresh = True
+    if fresh:  # a pageable upload may still be in flight; the capture stream does not wait for it
+        cuda.synchronize()
     return {**cached, "arc_cost": costs[id(arc_cost)][1]}

@@ -53,8 +53,9 @@ _HASH_MULT = np.int64(2654435761)
 DIED = 2
 NEG_CYCLE = 16
 
-# ctl: the frame being run, whether this step runs it, the chunk's record buffer (0 or 1)
-CTL_FRAME, CTL_GO, CTL_HALF = 0, 1, 2
+# ctl: the frame being run, whether this step runs it, the chunk's record buffer (0 or 1), the
+# frames the chunk has run (kept here: `info` is mapped host memory, slow to read from the GPU)
+CTL_FRAME, CTL_GO, CTL_HALF, CTL_CHUNK_FRAMES = 0, 1, 2, 3
 # info[half]: frames run, first frame, record start of each frame ..., records used (last column)
 INFO_FRAMES, INFO_FIRST, INFO_STARTS = 0, 1, 2
 
@@ -66,6 +67,9 @@ if SIM:  # the simulator has no libdevice: reinterpret bits with NumPy
     def _bits_float(u):
         return np.uint32(u).view(np.float32)
 
+    def _mul_rn(a, b):
+        return np.float32(a) * np.float32(b)
+
 else:
     from numba.cuda import libdevice
 
@@ -76,6 +80,10 @@ else:
     @cuda.jit(device=True)
     def _bits_float(u):
         return libdevice.int_as_float(int32(u))
+
+    @cuda.jit(device=True)
+    def _mul_rn(a, b):  # a rounded product: never fused into a following add (FMA)
+        return libdevice.fmul_rn(a, b)
 
 
 _boost = cuda.jit(device=True)(boost_lookup.py_func)
@@ -280,7 +288,7 @@ def emitting_candidate(
     s = act_state[lane * H + k]
     a = e_off[s] + i - e_scan[sbase + k]
     ca = arc_cost_of(a, arc_cost, olabel, bkeys, bvals, boff[lane], bmask[lane])
-    ac = float32(lp[lane, t, ilabel[a] - 1]) * neg_scale
+    ac = _mul_rn(float32(lp[lane, t, ilabel[a] - 1]), neg_scale)  # rounded, as on the host
     return a, act_cost[lane * H + k] + (ac + ca)
 
 
@@ -609,6 +617,7 @@ def begin_chunk_kernel(ctl, rec_used, info):
         half = 1 - ctl[CTL_HALF]
         ctl[CTL_HALF] = half
         rec_used[half] = 0
+        ctl[CTL_CHUNK_FRAMES] = 0
         info[half, INFO_FRAMES] = 0
         info[half, INFO_FIRST] = ctl[CTL_FRAME] + ctl[CTL_GO]
 
@@ -621,7 +630,7 @@ def begin_frame_kernel(ctl, rec_used, info, last_frame, capacity, need):
         if ctl[CTL_GO]:
             ctl[CTL_FRAME] += 1
         half = ctl[CTL_HALF]
-        k = info[half, INFO_FRAMES]
+        k = ctl[CTL_CHUNK_FRAMES]
         used = rec_used[half]
         go = (
             ctl[CTL_FRAME] <= last_frame
@@ -630,6 +639,7 @@ def begin_frame_kernel(ctl, rec_used, info, last_frame, capacity, need):
         )
         ctl[CTL_GO] = 1 if go else 0
         if go:
+            ctl[CTL_CHUNK_FRAMES] = k + 1
             info[half, INFO_STARTS + k] = used
             info[half, INFO_FRAMES] = k + 1
 
