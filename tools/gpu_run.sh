@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs on a lent GPU machine (the device tool), after tools/gpu_prepare.sh made .gpu/ here:
-#   run(command="bash tools/gpu_run.sh tests", carry=[".gpu"])   # full suite, real GPU, ~minutes
-#   run(command="bash tools/gpu_run.sh bench", carry=[".gpu"])   # bench_ctc cuda + bench_transducer
-# Everything it prints also lands in $OUT (device.txt, pytest.log, ctc_cuda.txt,
-# transducer_cuda.md), to be committed under bench/ with the device name and this command.
+#   run(command="bash tools/gpu_run.sh tests", carry=[".gpu"])        # full suite on the GPU
+#   run(command="bash tools/gpu_run.sh ctc", carry=[".gpu"])          # bench_ctc --backend cuda
+#   run(command="bash tools/gpu_run.sh transducer", carry=[".gpu"])   # bench_transducer on cuda
+# (one stage per call: each must end inside the tool's 10-minute limit). Everything it prints also
+# lands in $OUT (device.txt, pytest.log, ctc_cuda.txt, transducer_cuda.md), to be committed under
+# bench/ with the device name and the command.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 stage=${1:-tests}
@@ -27,7 +29,7 @@ tests)
   # -n: pytest-xdist is on the machine; every worker compiles the kernels once.
   python3 -m pytest -q -n 8 -p no:cacheprovider -rs --durations=15 2>&1 | tee "$out/pytest.log"
   ;;
-bench)
+ctc)
   args=(--tokens wfstdecode/data/tokens.txt --lexicon .gpu/en-cut.lexicon.txt
         --arpa .gpu/en-cut.arpa.gz --sentences lm --utts 512 --confusion-prob 0.3
         --deletion-prob 0.03 --noise 2.0 --peak 7.0 --beam 12 --max-active 10000
@@ -35,11 +37,13 @@ bench)
         --fl-processes 16)
   echo "+ python3 tools/bench_ctc.py ${args[*]}" | tee "$out/ctc_cuda.txt"
   python3 tools/bench_ctc.py "${args[@]}" 2>&1 | tee -a "$out/ctc_cuda.txt"
+  ;;
+transducer)
   python3 tools/bench_transducer.py --device cuda --out "$out/transducer_cuda.md" 2>&1 |
     tee "$out/transducer_cuda.log"
   ;;
 *)
-  echo "usage: gpu_run.sh tests|bench" >&2
+  echo "usage: gpu_run.sh tests|ctc|transducer" >&2
   exit 2
   ;;
 esac
