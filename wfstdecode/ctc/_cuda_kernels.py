@@ -150,6 +150,19 @@ def find_or_insert(h_state, base, mask, state):
 
 
 @cuda.jit(device=True)
+def add_candidate(h_state, c_slot, n_cand, lane_table, base, mask, state, overflow, lane):
+    """The recombination slot of ``state`` in the table at ``base``; a new slot joins the
+    table's candidate list (``n_cand[lane_table]`` long). -1, and the lane's overflow flag,
+    when the table is full."""
+    slot, inserted = find_or_insert(h_state, base, mask, state)
+    if slot < 0:
+        overflow[lane] = 1
+    elif inserted:
+        c_slot[base + cuda.atomic.add(n_cand, lane_table, 1)] = slot
+    return slot
+
+
+@cuda.jit(device=True)
 def find(h_state, base, mask, state):
     """Slot of ``state`` in the table at ``base`` (it must be there)."""
     h = (np.int64(state) * _HASH_MULT) & mask
@@ -334,13 +347,10 @@ def expand_kernel(
             if u < best:
                 best = u
             continue
-        slot, inserted = find_or_insert(h_state, table, mask, next_state[a])
-        if slot < 0:
-            overflow[lane] = 1
-            continue
-        if inserted:
-            c_slot[table + cuda.atomic.add(n_cand, par * B + lane, 1)] = slot
-        cuda.atomic.min(h_key, slot, pack(c, a))
+        slot = add_candidate(h_state, c_slot, n_cand, par * B + lane, table, mask, next_state[a],
+                             overflow, lane)  # fmt: skip
+        if slot >= 0:
+            cuda.atomic.min(h_key, slot, pack(c, a))
     if best != NO_BEST:
         cuda.atomic.min(best_bits, lane, best)
 
@@ -472,12 +482,10 @@ def closure_prune_kernel(
                 c = sh_cost[k] + arc_cost_of(a, arc_cost, olabel, bkeys, bvals, bo, bm)
                 if not (c <= limit and c < _INF):
                     continue
-                slot, inserted = find_or_insert(h_state, tb, mask, next_state[a])
+                slot = add_candidate(h_state, c_slot, n_cand, cur, tb, mask, next_state[a],
+                                     overflow, lane)  # fmt: skip
                 if slot < 0:
-                    overflow[lane] = 1
                     continue
-                if inserted:
-                    c_slot[tb + cuda.atomic.add(n_cand, cur, 1)] = slot
                 key = pack(c, a)
                 # improved: queue it for the next round, once (h_mark = last round queued)
                 if key < cuda.atomic.min(h_key, slot, key) and (
