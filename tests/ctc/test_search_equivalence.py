@@ -155,6 +155,29 @@ def test_negative_epsilon_cycle_raises(backend):
         decode_ctc(lp, None, g, CtcBeamOptions(beam=5.0), backend=backend)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_closure_cutoff_ignores_candidates_beyond_the_beam(backend):
+    """Exactly ``max_active`` emitting tokens within the beam, one beyond it (which the fast
+    backends never create), and a negative-cost epsilon path through a state above the
+    max_active-th cost: the closure cutoff must be that cost in every backend, or the path
+    would reach the final state 5 in some and not in others."""
+    from wfstdecode.decoding_graph import DecodingGraph
+    from wfstdecode.fstio import FstArrays
+
+    src, dst = np.array([0, 0, 0, 1, 4]), np.array([1, 2, 3, 4, 5])
+    ilabel, olabel = np.array([1, 1, 1, 0, 0]), np.array([0, 0, 0, 0, 1])
+    weight = np.array([0.0, 1.0, 100.0, 3.0, -2.5])
+    final = np.array([np.inf, 10.0, 10.0, np.inf, np.inf, 0.0], np.float32)
+    g = DecodingGraph.from_arrays(FstArrays(0, final, src, dst, ilabel, olabel, weight))
+    lp = np.zeros((1, 1, 1), np.float32)
+    opts = CtcBeamOptions(beam=5.0, max_active=2)
+    ref = decode_ctc(lp, None, g, opts, backend="reference")
+    assert ref[0][0].word_ids == () and ref[0][0].score == pytest.approx(-10.0)
+    assert_hypotheses_equal(ref, decode_ctc(lp, None, g, opts, backend=backend), 1e-6)
+    wider = decode_ctc(lp, None, g, CtcBeamOptions(beam=5.0, max_active=3), backend=backend)
+    assert wider[0][0].word_ids == (1,)  # the epsilon path exists when the cutoff allows it
+
+
 def test_equivalence_cases_exercise_pruning_and_fallbacks(problem_of):
     """Guard against a vacuous equivalence test: some cases must prune, end without a final
     state, and take epsilon arcs."""

@@ -154,7 +154,7 @@ def _decode_utt(
 
         # ---- epsilon closure below the closure cutoff
         limit = best_emit + beam
-        if n > max_active:
+        if n >= max_active:  # ">=": C must not depend on the candidates dropped beyond the beam
             kth = _kth_smallest(c_cost, n, max_active)
             if kth < limit:
                 limit = kth

@@ -425,7 +425,7 @@ def closure_prune_kernel(
     # ---- closure cutoff (reference.py step 3)
     lb = lane_beam[lane]
     limit = ordered_cost(min_cost_bits(h_key, c_slot, tb, n, tmp_u)) + lb
-    if n > max_active:
+    if n >= max_active:  # ">=": C must not depend on the candidates dropped beyond the beam
         kth = kth_smallest_cost(h_key, c_slot, tb, n, max_active, hist, tmp_u)
         if kth < limit:
             limit = kth

@@ -19,10 +19,12 @@ log-prob frames ``0 .. f-1``):
    ``(order-preserving cost bits << 32) | arc`` computes. Emitting arcs have lower indices than
    epsilon arcs, so at equal cost an emitting arc wins.
 3. **Closure cutoff** ``C = best emitting cost + beam``, lowered to the ``max_active``-th
-   smallest emitting cost if there are more than ``max_active`` emitting tokens, then raised to
+   smallest emitting cost if there are at least ``max_active`` emitting tokens, then raised to
    the ``min_active``-th smallest emitting cost if that is larger. Tokens above ``C`` cannot
    survive step 5 (the closure only lowers the best cost and the k-th smallest cost) except
    through negative-cost epsilon arcs, so ``C`` saves work and changes results only there.
+   "At least", not "more than": then ``C`` does not depend on the candidates beyond
+   ``best + beam``, which faster backends never create (with ``min_active = 1``).
 4. **Epsilon closure**: tokens with ``cost <= C`` relax their epsilon arcs,
    ``c = cost(u) + arc_cost'(a)``, keeping targets with ``c <= C``, with the same key rule,
    repeated until no token improves (the fixed point does not depend on the order). A token whose
@@ -101,7 +103,7 @@ def _closure_and_prune(p, toks, best_emit, cost_of, n_emit):
     g, opts = p.graph, p.options
     limit = np.float32(best_emit + p.beam)
     costs = sorted(tok.cost for tok in toks.values())
-    if len(costs) > opts.max_active:
+    if len(costs) >= opts.max_active:
         limit = min(limit, costs[opts.max_active - 1])
     if opts.min_active > 1:
         limit = max(limit, costs[min(opts.min_active, len(costs)) - 1])
