@@ -1,9 +1,13 @@
+import numpy as np
 import pytest
 import torch
 
 from wfstdecode.backends import available_ctc_backends
 from wfstdecode.buffers import BatchedSequences, PinnedDoubleBuffer, grown
 
+needs_cuda = pytest.mark.skipif(
+    "cuda" not in available_ctc_backends(), reason="no CUDA GPU and NUMBA_ENABLE_CUDASIM is off"
+)
 FIELDS = {"labels": torch.long, "timestamps": torch.long}
 
 

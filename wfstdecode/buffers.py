@@ -8,17 +8,31 @@ item per row, that count bounds ``lengths.max()``; the buffers double before the
 exceed the capacity. CUDA-graph callers allocate the proven upper bound up front and pass
 ``growable=False``, because a captured graph must keep its tensors' addresses.
 
-`PinnedDoubleBuffer` copies device tensors to pinned host memory on a side stream, alternating
-between two host buffers so the copy of step *n* overlaps the compute of step *n + 1*.
+`PinnedDoubleBuffer` copies what a batched search wrote on the device to pinned host memory on a
+copy stream, alternating between two slots so the copy of step *n* overlaps the compute of step
+*n + 1* (the CTC cuda backend's backpointer records). It works on Numba device arrays and streams,
+so it runs under Numba's CUDA simulator too; torch / CuPy memory is reached through
+``numba.cuda.as_cuda_array`` and ``numba.cuda.external_stream``.
+
+Both grow their storage by doubling (`grown`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 
+import numpy as np
 import torch
 
-__all__ = ["BatchedSequences", "PinnedDoubleBuffer"]
+__all__ = ["BatchedSequences", "PinnedDoubleBuffer", "grown"]
+
+
+def grown(capacity: int, needed: int) -> int:
+    """``capacity`` doubled until it holds ``needed`` (unchanged when it already does)."""
+    capacity = max(capacity, 1)
+    while capacity < needed:
+        capacity *= 2
+    return capacity
 
 
 class BatchedSequences:
@@ -74,15 +88,13 @@ class BatchedSequences:
 
     def reserve_(self, capacity: int) -> None:
         """Make room for ``capacity`` items per row (doubling), keeping the contents."""
-        new = self.capacity
-        while new < capacity:
-            new *= 2
+        new = grown(self.capacity, capacity)
         if new == self.capacity:
             return
         for name, old in self.data.items():
-            grown = torch.zeros((self.batch_size, new), dtype=old.dtype, device=self.device)
-            grown[:, : old.shape[1]].copy_(old)
-            self.data[name] = grown
+            larger = torch.zeros((self.batch_size, new), dtype=old.dtype, device=self.device)
+            larger[:, : old.shape[1]].copy_(old)
+            self.data[name] = larger
 
     def append_(self, mask: torch.Tensor, **values: torch.Tensor | int) -> None:
         """Append ``values[name][b]`` to row b where ``mask[b]``; no host synchronisation.
@@ -123,40 +135,97 @@ class BatchedSequences:
 
 
 class PinnedDoubleBuffer:
-    """Device → host copies into two alternating pinned buffers, overlapped with compute.
+    """Device → host copies through two alternating slots of pinned host memory.
 
-    ``put(x)`` enqueues an asynchronous copy of ``x`` on a side stream (after the work that
-    produced ``x``) and returns a slot id; ``get(slot)`` waits for that copy only. On CPU tensors
-    it degrades to a plain copy. The caller must ``get`` a slot before it is reused by the
-    ``put`` after next (the usual double-buffering contract).
+    The protocol of one step ``n`` in slot ``n % 2`` (compute on ``stream``, copies on this
+    object's own copy stream):
+
+    1. ``release(slot, stream)`` before the kernels that overwrite the device arrays copied out
+       of ``slot`` two steps ago: the stream waits for that copy, the host does not.
+    2. ``produced(slot, stream)`` after the kernels that wrote this step's arrays.
+    3. ``wait_produced(slot)`` when the host must read something the step wrote to mapped memory
+       (its sizes), then ``put(slot, arrays)`` enqueues the copies of the device arrays (views)
+       behind the compute. The host must have taken the slot's previous contents (`take`).
+    4. ``take(slot)``: waits for that slot's copies only and returns host copies of them.
+
+    The pinned buffers of each field grow by doubling and are reused across steps. ``timed``
+    records CUDA events around each copy; `copy_ms` sums them.
     """
 
-    def __init__(self, shape: tuple[int, ...], dtype: torch.dtype, device: torch.device | str):
-        self.device = torch.device(device)
-        cuda = self.device.type == "cuda"
-        self._host = [torch.empty(shape, dtype=dtype, pin_memory=cuda) for _ in range(2)]
-        self._stream = torch.cuda.Stream(self.device) if cuda else None
-        self._events = [torch.cuda.Event() if cuda else None for _ in range(2)]
-        self._next = 0
+    def __init__(self, dtypes, timed: bool = False):
+        from numba import cuda
 
-    def put(self, x: torch.Tensor) -> int:
-        slot = self._next
-        self._next ^= 1
-        host = self._host[slot]
-        if x.shape != host.shape:
-            raise ValueError(f"PinnedDoubleBuffer holds {tuple(host.shape)}; got {tuple(x.shape)}")
-        if self._stream is None:
-            host.copy_(x)
-            return slot
-        self._stream.wait_stream(torch.cuda.current_stream(self.device))
-        with torch.cuda.stream(self._stream):
-            host.copy_(x, non_blocking=True)
-            x.record_stream(self._stream)
-            self._events[slot].record(self._stream)
-        return slot
+        self.dtypes = [np.dtype(dt) for dt in dtypes]
+        self.stream = cuda.stream()
+        self.computed = [cuda.event(), cuda.event()]
+        self.copied = [cuda.event(), cuda.event()]
+        self._pinned: list[list] = [[None] * len(self.dtypes) for _ in range(2)]
+        self._sizes: list[list[int] | None] = [None, None]  # what each slot holds, until taken
+        self._timed = timed
+        self._copy_events: list = []
+        self._event = cuda.event
 
-    def get(self, slot: int) -> torch.Tensor:
-        """The host tensor of ``slot``, once its copy has finished."""
-        if self._events[slot] is not None:
-            self._events[slot].synchronize()
-        return self._host[slot]
+    def release(self, slot: int, stream) -> None:
+        self.copied[slot].wait(stream)
+
+    def produced(self, slot: int, stream) -> None:
+        self.computed[slot].record(stream)
+
+    def wait_produced(self, slot: int) -> None:
+        self.computed[slot].synchronize()
+
+    def put(self, slot: int, arrays) -> None:
+        from numba import cuda
+
+        if self._sizes[slot] is not None:
+            raise RuntimeError(f"PinnedDoubleBuffer slot {slot} was put twice without a take")
+        if len(arrays) != len(self.dtypes):
+            raise ValueError(
+                f"PinnedDoubleBuffer copies {len(self.dtypes)} arrays; got {len(arrays)}"
+            )
+        for k, (src, dtype) in enumerate(zip(arrays, self.dtypes, strict=True)):
+            if src.dtype != dtype or src.ndim != 1:
+                raise ValueError(
+                    f"PinnedDoubleBuffer field {k} holds 1-d {dtype}; got {src.ndim}-d {src.dtype}"
+                )
+        self.computed[slot].wait(self.stream)
+        before = self._mark()
+        sizes = []
+        for k, src in enumerate(arrays):
+            n = src.shape[0]
+            host = self._pinned[slot][k]
+            if host is None or host.shape[0] < n:
+                size = grown(1024 if host is None else host.shape[0], n)
+                host = self._pinned[slot][k] = cuda.pinned_array(size, self.dtypes[k])
+            if n:
+                src.copy_to_host(host[:n], self.stream)
+            sizes.append(n)
+        if before is not None:
+            self._copy_events.append((before, self._mark()))
+        self.copied[slot].record(self.stream)
+        self._sizes[slot] = sizes
+
+    def take(self, slot: int) -> list[np.ndarray]:
+        sizes = self._sizes[slot]
+        if sizes is None:
+            raise RuntimeError(f"PinnedDoubleBuffer slot {slot} holds nothing to take")
+        self.copied[slot].synchronize()
+        self._sizes[slot] = None
+        return [
+            np.empty(0, dt) if host is None else host[:n].copy()
+            for host, n, dt in zip(self._pinned[slot], sizes, self.dtypes, strict=True)
+        ]
+
+    def holds(self, slot: int) -> bool:
+        """Whether ``slot`` has copies not yet taken."""
+        return self._sizes[slot] is not None
+
+    def copy_ms(self) -> float:
+        return sum(a.elapsed_time(b) for a, b in self._copy_events)
+
+    def _mark(self):
+        if not self._timed:
+            return None
+        event = self._event()
+        event.record(self.stream)
+        return event

@@ -23,6 +23,7 @@ import weakref
 
 import numpy as np
 
+from ..buffers import PinnedDoubleBuffer
 from ..errors import BackendUnavailableError, DeviceMemoryError, OptionsError
 from ._cuda_finish import finish
 from ._problem import RawResult, SearchProblem
@@ -91,7 +92,7 @@ def decode_cuda(
     capture_stream, stream = _capture_streams() if graphs else (None, cuda.stream())
     d = _Buffers(problem, H, cap, frames_per_chunk, stream)
     run = _FrameSequence(problem, d, _device_graph(g, problem.arc_cost), frames_per_chunk, profile)
-    copier = _RecordCopier(d, cap, cuda.stream(), profile)
+    copier = _RecordCopier(d, cap, profile)
 
     # Launch chunks while frames may remain (a step of a chunk runs at most one frame); collect
     # a chunk once the next one is queued behind it (double buffering) or at once (without).
@@ -103,9 +104,9 @@ def decode_cuda(
         remaining = T + 1 - frames_run - sum(launched[copier.collected :])
         if remaining > 0:
             if c >= 2 and double_buffer:
-                copier.copied[c % 2].wait(stream)  # chunk c - 2's records have left this buffer
+                copier.pinned.release(c % 2, stream)  # chunk c - 2's records have left
             elif c >= 1 and not double_buffer:
-                copier.copied[(c - 1) % 2].wait(stream)  # compute waits for every copy
+                copier.pinned.release((c - 1) % 2, stream)  # compute waits for every copy
             if chunk_graph is not None:
                 chunk_graph.launch(capture_stream)
                 launched.append(frames_per_chunk)
@@ -115,7 +116,7 @@ def decode_cuda(
                 launched.append(steps)
                 if graphs:  # kernels compiled and loaded by now: capture the next chunks' launches
                     chunk_graph = _capture(run.launch_chunk, capture_stream, stream)
-            copier.computed[c % 2].record(stream)
+            copier.pinned.produced(c % 2, stream)
         in_flight = len(launched) - copier.collected
         if remaining <= 0 or in_flight > (1 if double_buffer else 0):
             frames_run += copier.collect(copier.collected)
@@ -123,7 +124,8 @@ def decode_cuda(
     copier.drain()
     if profile is not None:
         ran = sum(1 for _, starts, _, _ in copier.chunks if len(starts))
-        for key, value in {**run.stage_ms(), "copy": copier.copy_ms(), "chunks": ran}.items():
+        stages = {**run.stage_ms(), "copy": copier.pinned.copy_ms(), "chunks": ran}
+        for key, value in stages.items():
             profile[key] = profile.get(key, 0) + value  # summed over calls
     return finish(problem, d, H, copier.chunks, T)
 
@@ -342,76 +344,46 @@ class _FrameSequence:
 
 
 class _RecordCopier:
-    """Chunk ``c``'s records go to pinned buffer ``c % 2`` on the copy stream once its kernels
-    are done; the host moves them out before that buffer takes chunk ``c + 2``."""
+    """Chunk ``c``'s records go to slot ``c % 2`` of a `PinnedDoubleBuffer` once its kernels are
+    done; the host moves them out before that slot takes chunk ``c + 2``."""
 
-    def __init__(self, d: _Buffers, cap: int, copy_stream, profile):
-        from numba import cuda
-
+    def __init__(self, d: _Buffers, cap: int, profile):
         from . import _cuda_kernels as K
 
-        self.d, self.cap, self.stream, self.sim = d, cap, copy_stream, K.SIM
-        self.computed = [cuda.event(), cuda.event()]
-        self.copied = [cuda.event(), cuda.event()]
-        self.pinned: list = [None, None]
-        self.pending: list = [None, None]  # (chunk, first frame, frame starts, records)
+        self.d, self.cap, self.sim = d, cap, K.SIM
+        self.pinned = PinnedDoubleBuffer((np.int32, np.int32), timed=profile is not None)
+        self.pending: list = [None, None]  # (chunk, first frame, frame starts) in each slot
         self.chunks: list = []  # per chunk: (first frame, frame starts, arcs, prevs)
         self.collected = 0
-        self.profile = profile
-        self.copy_events: list = []
-        self._event = cuda.event
 
     def collect(self, c: int) -> int:
         """Start copying chunk ``c``'s records (chunks in order); the frames it ran."""
-        from numba import cuda
-
         from . import _cuda_kernels as K
 
         i = c % 2
-        self.computed[i].synchronize()
+        self.pinned.wait_produced(i)
         info = self.d.info.copy_to_host()[i] if self.sim else np.array(self.d.info)[i]
         n, first, used = int(info[K.INFO_FRAMES]), int(info[K.INFO_FIRST]), int(info[-1])
         starts = info[K.INFO_STARTS : K.INFO_STARTS + n].astype(np.int64)
         self._move_out(i)
-        if self.pinned[i] is None or self.pinned[i][0].shape[0] < used:
-            size = max(used, 1024, 0 if self.pinned[i] is None else 2 * self.pinned[i][0].shape[0])
-            self.pinned[i] = (cuda.pinned_array(size, np.int32), cuda.pinned_array(size, np.int32))
-        self.computed[i].wait(self.stream)
-        before = self._mark()
-        if used:
-            lo = i * self.cap
-            self.d.rec_arc[lo : lo + used].copy_to_host(self.pinned[i][0][:used], self.stream)
-            self.d.rec_prev[lo : lo + used].copy_to_host(self.pinned[i][1][:used], self.stream)
-        if before is not None:
-            self.copy_events.append((before, self._mark()))
-        self.copied[i].record(self.stream)
-        self.pending[i] = (c, first, starts, used)
+        lo = i * self.cap
+        self.pinned.put(i, (self.d.rec_arc[lo : lo + used], self.d.rec_prev[lo : lo + used]))
+        self.pending[i] = (c, first, starts)
         self.collected += 1
         return n
-
-    def _mark(self):
-        if self.profile is None:
-            return None
-        event = self._event()
-        event.record(self.stream)
-        return event
 
     def _move_out(self, i: int) -> None:
         if self.pending[i] is None:
             return
-        c, first, starts, used = self.pending[i]
-        self.copied[i].synchronize()
+        c, first, starts = self.pending[i]
         assert c == len(self.chunks), "chunks arrive in order"
-        arcs, prevs = self.pinned[i][0][:used].copy(), self.pinned[i][1][:used].copy()
+        arcs, prevs = self.pinned.take(i)
         self.chunks.append((first, starts, arcs, prevs))
         self.pending[i] = None
 
     def drain(self) -> None:
         for _, i in sorted((p[0], i) for i, p in enumerate(self.pending) if p is not None):
             self._move_out(i)
-
-    def copy_ms(self) -> float:
-        return sum(a.elapsed_time(b) for a, b in self.copy_events)
 
 
 def _device_graph(g, arc_cost: np.ndarray) -> dict:
