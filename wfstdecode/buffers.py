@@ -148,7 +148,8 @@ class PinnedDoubleBuffer:
        behind the compute. The host must have taken the slot's previous contents (`take`).
     4. ``take(slot)``: waits for that slot's copies only and returns host copies of them.
 
-    The pinned buffers of each field grow by doubling and are reused across steps. ``timed``
+    The pinned buffers of each field grow by doubling and are reused across steps, and across
+    searches after `reset` (pinned allocations are slow: milliseconds per hundred MB). ``timed``
     records CUDA events around each copy; `copy_ms` sums them.
     """
 
@@ -164,6 +165,14 @@ class PinnedDoubleBuffer:
         self._timed = timed
         self._copy_events: list = []
         self._event = cuda.event
+
+    def reset(self, timed: bool = False) -> None:
+        """Start over, keeping the pinned memory, the stream and the events: copies in flight
+        finish, contents not taken are dropped, copy timings are cleared."""
+        self.stream.synchronize()
+        self._sizes = [None, None]
+        self._timed = timed
+        self._copy_events = []
 
     def release(self, slot: int, stream) -> None:
         self.copied[slot].wait(stream)

@@ -5,6 +5,7 @@ Numba's CUDA simulator (tests/conftest.py turns it on when there is no GPU)."""
 import os
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -170,6 +171,37 @@ def test_chunking_and_double_buffering_change_nothing():
         assert steps >= 13 and chunks >= -(-13 // run["frames_per_chunk"]), (run, stats)
         if run["frames_per_chunk"] == 64:
             assert chunks > 1, "a 64-frame chunk should have stopped at its full record buffer"
+
+
+@needs_cuda
+def test_pinned_record_buffers_are_kept_across_calls(monkeypatch):
+    """The pinned record memory of one call serves the next (no new pinned allocation), also
+    after a call that stopped with copies not taken."""
+    from wfstdecode.ctc import _cuda
+    from wfstdecode.testing import random_log_probs
+
+    monkeypatch.setattr(_cuda, "_RECORD_BUFFERS", threading.local())
+    g = random_graph(4, num_states=20, num_tokens=5, arcs_per_state=3, eps_arcs_per_state=0.4)
+    lp = random_log_probs(4, 2, 8, g.num_tokens)
+    opts = CtcBeamOptions(beam=8.0, max_active=20)
+    first = _raw(lp, None, g, opts, frames_per_chunk=2)
+    kept = _cuda._RECORD_BUFFERS.kept[1]
+    pinned = [id(a) for slot in kept._pinned for a in slot]
+    collect = _cuda._RecordCopier.collect
+
+    def stop_at_chunk_2(self, c):
+        if c == 2:
+            raise RuntimeError("stopped")
+        return collect(self, c)
+
+    with monkeypatch.context() as m:
+        m.setattr(_cuda._RecordCopier, "collect", stop_at_chunk_2)
+        with pytest.raises(RuntimeError, match="stopped"):
+            _raw(lp, None, g, opts, frames_per_chunk=2)
+    assert kept.holds(0) or kept.holds(1)  # left behind by the stopped call
+    _same_raw(first, _raw(lp, None, g, opts, frames_per_chunk=2))
+    assert _cuda._RECORD_BUFFERS.kept[1] is kept
+    assert [id(a) for slot in kept._pinned for a in slot] == pinned
 
 
 @needs_cuda
@@ -354,6 +386,7 @@ def test_host_loop_orders_launches_copies_and_waits(monkeypatch, double_buffer):
 
     launch, collect = _cuda._FrameSequence.launch_chunk, _cuda._RecordCopier.collect
     monkeypatch.setattr(cuda, "event", Event)
+    monkeypatch.setattr(_cuda, "_RECORD_BUFFERS", threading.local())  # a fresh copier
     monkeypatch.setattr(_cuda._FrameSequence, "launch_chunk",
                         lambda self, *a: log.append(("launch",)) or launch(self, *a))  # fmt: skip
     monkeypatch.setattr(_cuda._RecordCopier, "collect",

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import threading
 import weakref
 
 import numpy as np
@@ -31,6 +32,7 @@ from ._problem import RawResult, SearchProblem
 log = logging.getLogger(__name__)
 
 _GRAPHS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_RECORD_BUFFERS = threading.local()  # per thread: (CUDA context, PinnedDoubleBuffer)
 
 
 def table_size(num_states: int, options) -> int:
@@ -351,7 +353,7 @@ class _RecordCopier:
         from . import _cuda_kernels as K
 
         self.d, self.cap, self.sim = d, cap, K.SIM
-        self.pinned = PinnedDoubleBuffer((np.int32, np.int32), timed=profile is not None)
+        self.pinned = _record_buffer(timed=profile is not None)
         self.pending: list = [None, None]  # (chunk, first frame, frame starts) in each slot
         self.chunks: list = []  # per chunk: (first frame, frame starts, arcs, prevs)
         self.collected = 0
@@ -384,6 +386,23 @@ class _RecordCopier:
     def drain(self) -> None:
         for _, i in sorted((p[0], i) for i, p in enumerate(self.pending) if p is not None):
             self._move_out(i)
+
+
+def _record_buffer(timed: bool) -> PinnedDoubleBuffer:
+    """This thread's pinned record buffer, kept across calls (in the current CUDA context): its
+    pinned memory, once grown to a batch's largest chunk, is not allocated again."""
+    from numba import cuda
+
+    from . import _cuda_kernels as K
+
+    # Numba hands out one object per primary context (a new one after cuda.close()); the
+    # simulator makes a new one per call, for its one device.
+    context = None if K.SIM else cuda.current_context()
+    kept = getattr(_RECORD_BUFFERS, "kept", None)
+    if kept is None or kept[0] is not context:
+        kept = _RECORD_BUFFERS.kept = (context, PinnedDoubleBuffer((np.int32, np.int32)))
+    kept[1].reset(timed)
+    return kept[1]
 
 
 def _device_graph(g, arc_cost: np.ndarray) -> dict:
