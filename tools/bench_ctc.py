@@ -19,8 +19,8 @@ Prints decoder-only frames per second, the ratios, and how often the best word s
         --fl-processes 16                     # GPU: cuda backend vs flashlight on 1 and 16 cores
 
 With ``--backend cuda`` the log-probs sit in GPU memory (uploaded once, untimed), and at
-``--mode-batch`` the run also compares CUDA graphs, double buffering and chunking each on and
-off (same hypotheses required) and prints the GPU time per frame step split into expand / prune /
+each ``--mode-batch`` the run also compares CUDA graphs, double buffering, chunking and the
+closure/prune block size each on and off (same hypotheses required) and prints the GPU time per frame step split into expand / prune /
 record copy, with the compute stream's busy share of the wall time.
 
 Simulated emissions spell each sentence with the graph's word separator (``|``) between words
@@ -244,6 +244,7 @@ CUDA_MODES = {  # name: (CtcBeamOptions.cuda_graphs, decode_cuda keywords)
     "CUDA graphs off": ("off", {}),
     "double buffering off": ("auto", {"double_buffer": False}),
     "graphs off, 1-frame chunks (host waits each frame)": ("off", {"frames_per_chunk": 1}),
+    "closure/prune blocks of 256 threads": ("auto", {"prune_threads": 256}),
 }
 
 
@@ -255,7 +256,7 @@ def run_cuda_modes(graph, lp, lengths, opts, args, bs: int) -> None:
 
     from numba import cuda
 
-    from wfstdecode.ctc._cuda import decode_cuda
+    from wfstdecode.ctc._cuda import decode_cuda, prune_block_size
     from wfstdecode.ctc._paths import to_hypotheses
     from wfstdecode.ctc.search import prepare_problem
 
@@ -269,7 +270,8 @@ def run_cuda_modes(graph, lp, lengths, opts, args, bs: int) -> None:
             hyps += to_hypotheses(p, decode_cuda(p, profile=profile, **run))
         return hyps
 
-    print(f"\n| cuda mode, batch {bs} | wall s | vs default | same hypotheses |\n|---|---|---|---|")
+    print(f"\n| cuda mode, batch {bs} (closure/prune blocks of {prune_block_size(bs)} threads) "
+          "| wall s | vs default | same hypotheses |\n|---|---|---|---|")  # fmt: skip
     base = None
     for name, (graphs, run) in CUDA_MODES.items():
         decode_all(graphs, **run)
@@ -346,10 +348,10 @@ def main(argv=None):
     )
     ap.add_argument(
         "--mode-batch",
-        type=int,
-        default=0,
-        help="batch size of the cuda on/off comparison (graphs, double buffering, chunks) and "
-        "the stage split; 0 = the largest of --batch-sizes",
+        default="0",
+        help="batch sizes (comma-separated) of the cuda on/off comparison (graphs, double "
+        "buffering, chunks, closure/prune block size) and the stage split; 0 = the largest of "
+        "--batch-sizes",
     )
     ap.add_argument("--words", type=int, default=2000, help="synthetic vocabulary size")
     ap.add_argument("--utts", type=int, default=32)
@@ -473,8 +475,9 @@ def main(argv=None):
             if refs is not None:
                 line += f", WER {word_error_rate(refs, [list(h[0].words) for h in hyps]):.4f}"
             print(line + f", overflow notes {sum(bool(h[0].notes) for h in hyps)}")
-        run_cuda_modes(graph, lp, lengths, opts, args, args.mode_batch or max(
-            int(b) for b in args.batch_sizes.split(",")))  # fmt: skip
+        largest = max(int(b) for b in args.batch_sizes.split(","))
+        for bs in (int(b) or largest for b in args.mode_batch.split(",")):
+            run_cuda_modes(graph, lp, lengths, opts, args, bs)
     if len(wall_rows) > len(rows):
         ref = {name: wall for name, wall in wall_rows}
         fl1 = next(

@@ -5,14 +5,16 @@ real compiler rejects (an untyped builtin, a float64 that slipped in, a missing 
 compiles each kernel with the argument types a real search passes (taken from a tiny search's own
 buffers) and reports, per kernel, the PTX size, float64 instructions (there should be none: every
 cost is float32), fused multiply-adds (there should be none: the host rounds the acoustic
-product before adding the arc cost) and the atomics used. It needs NVVM and libdevice, e.g. from the
-``nvidia-cuda-nvcc-cu12`` wheel::
+product before adding the arc cost) and the atomics used; with ptxas (on PATH or ``--ptxas``,
+of the CUDA version of Numba's NVVM) also the registers per thread and the largest block they
+allow, which bounds `prune_block_size`. It needs NVVM and libdevice: a CUDA toolkit Numba finds
+(this machine has /usr/local/cuda-13.0), or the ``nvidia-cuda-nvcc-cu12`` wheel::
 
     pip download --no-deps --only-binary=:all: -d /tmp/w nvidia-cuda-nvcc-cu12
     unzip -q /tmp/w/*.whl -d /tmp/nvcc
     NUMBA_CUDA_NVVM=/tmp/nvcc/nvidia/cuda_nvcc/nvvm/lib64/libnvvm.so \\
     NUMBA_CUDA_LIBDEVICE=/tmp/nvcc/nvidia/cuda_nvcc/nvvm/libdevice \\
-        python tools/check_ptx.py --cc 9.0
+        python tools/check_ptx.py --cc 9.0 --ptxas /tmp/nvcc/nvidia/cuda_nvcc/bin/ptxas
 
 Exits non-zero when a kernel fails to compile or uses float64.
 """
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import shutil
 import sys
 
 import numpy as np
@@ -37,7 +40,12 @@ class _NoLaunch:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--cc", default="9.0", help="compute capability, e.g. 9.0 (H100/H200)")
+    ap.add_argument(
+        "--ptxas", default=None, help="ptxas of the CUDA version of Numba's NVVM (default: on "
+        "PATH)"
+    )  # fmt: skip
     args = ap.parse_args()
+    ptxas = args.ptxas or shutil.which("ptxas")
     cc = tuple(int(x) for x in args.cc.split("."))
     if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
         sys.exit("check_ptx: unset NUMBA_ENABLE_CUDASIM (the simulator compiles nothing)")
@@ -78,7 +86,7 @@ def main() -> int:
     fill, K.fill_kernel = K.fill_kernel, _NoLaunch()  # host buffers: skip the fill launches
     d = C._Buffers(problem, H, C.record_capacity(2, H), 4, None)
     K.fill_kernel = fill
-    run = C._FrameSequence(problem, d, C._device_graph(g, problem.arc_cost), 4, None)
+    run = C._FrameSequence(problem, d, C._device_graph(g, problem.arc_cost), 4, 256, None)
     i32, i64 = np.zeros(1, np.int32), np.zeros(1, np.int64)
     f32 = np.zeros(1, np.float32)
     kernels = [
@@ -120,13 +128,35 @@ def main() -> int:
         f64 = len(re.findall(r"\.f64\b", ptx))
         fma = len(re.findall(r"\bfma\.", ptx))
         atomics = sorted(set(re.findall(r"atom\.[\w.]+", ptx)))
+        regs = f", {_registers(ptxas, ptx, cc)}" if ptxas else ""
         print(f"ok   {name}: {len(ptx.splitlines())} PTX lines, f64 ops {f64}, fma {fma}, "
-              f"{' '.join(atomics)}")  # fmt: skip
+              f"{' '.join(atomics)}{regs}")  # fmt: skip
         failed += f64 > 0 and "float64" not in name  # float64 log-probs: only their loads
         failed += fma > 0  # a fused multiply-add would round costs unlike the host
     print(f"{len(kernels) - failed}/{len(kernels)} kernels compiled for sm_{cc[0]}{cc[1]}, "
           "float64 only where the log-probs are float64")  # fmt: skip
     return 1 if failed else 0
+
+
+def _registers(ptxas: str, ptx: str, cc) -> str:
+    """Registers per thread (ptxas -v) and the largest block they allow: a warp's registers
+    are allocated in units of 256, and a block has at most 64K registers."""
+    import subprocess
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
+        f.write(ptx)
+        f.flush()
+        out = subprocess.run(
+            [ptxas, f"-arch=sm_{cc[0]}{cc[1]}", "-v", "-o", os.devnull, f.name],
+            capture_output=True, text=True,
+        )  # fmt: skip
+    found = re.findall(r"Used (\d+) registers", out.stderr)
+    if out.returncode or not found:
+        return f"ptxas failed: {out.stderr.strip().splitlines()[:1]}"
+    regs = max(int(r) for r in found)
+    per_warp = -(-regs * 32 // 256) * 256
+    return f"{regs} registers (blocks up to {min(1024, 65536 // per_warp * 32)} threads)"
 
 
 if __name__ == "__main__":

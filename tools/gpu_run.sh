@@ -34,7 +34,7 @@ ctc)
         --arpa .gpu/en-cut.arpa.gz --sentences lm --utts 512 --confusion-prob 0.3
         --deletion-prob 0.03 --noise 2.0 --peak 7.0 --beam 12 --max-active 10000
         --fl-beam-size 1000 --repeats 3 --backend cuda --batch-sizes 1,8,64,256,512
-        --fl-processes 16)
+        --fl-processes 16 --mode-batch 1,64,512)
   echo "+ python3 tools/bench_ctc.py ${args[*]}" | tee "$out/ctc_cuda.txt"
   python3 tools/bench_ctc.py "${args[@]}" 2>&1 | tee -a "$out/ctc_cuda.txt"
   ;;

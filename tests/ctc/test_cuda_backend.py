@@ -173,6 +173,39 @@ def test_chunking_and_double_buffering_change_nothing():
             assert chunks > 1, "a 64-frame chunk should have stopped at its full record buffer"
 
 
+def test_resident_block_size_follows_registers_and_batch():
+    """H100 figures (132 SMs of 64K registers, 2048 threads, 228 KB shared memory) and the
+    closure/prune kernel's 56 registers and ~22 KB of shared memory (tools/check_ptx.py): one
+    1024-thread block fits per SM, two of 512, so up to 132 utterances get 1024 threads and up
+    to 264 get 512."""
+    from wfstdecode.ctc._cuda import SmLimits, resident_block_size
+
+    h100 = SmLimits(count=132, registers=65536, threads=2048, shared=233472)
+    sizes = {b: resident_block_size(b, 56, 22_000, h100) for b in (1, 132, 133, 264, 265, 512)}
+    assert sizes == {1: 1024, 132: 1024, 133: 512, 264: 512, 265: 256, 512: 256}
+    assert resident_block_size(1, 128, 22_000, h100) == 512  # 1024 x 128 registers never fit
+    assert resident_block_size(132, 32, 120_000, h100) == 1024  # one block per SM, any size
+    assert resident_block_size(133, 32, 120_000, h100) == 256  # shared memory: not all at once
+
+
+@needs_cuda
+def test_closure_prune_block_size_changes_nothing():
+    """The closure/prune kernel gives the same paths, bit for bit, whatever its block size
+    (the fixed point and the tie-breaks do not depend on how the block's threads share work)."""
+    from wfstdecode.ctc._cuda import prune_block_size
+    from wfstdecode.testing import random_log_probs
+
+    g = random_graph(6, num_states=40, num_tokens=6, arcs_per_state=4, eps_arcs_per_state=0.8)
+    lp = random_log_probs(6, 2, 8, g.num_tokens, peaky=1.0)
+    opts = CtcBeamOptions(beam=10.0, max_active=25, nbest=3)
+    base = _raw(lp, np.array([8, 5]), g, opts)
+    assert prune_block_size(2) == 8  # the simulator's
+    for threads in (3, 16):
+        _same_raw(base, _raw(lp, np.array([8, 5]), g, opts, prune_threads=threads))
+    with pytest.raises(OptionsError, match="prune_threads must be in 1..1024; got 2048"):
+        _raw(lp, None, g, opts, prune_threads=2048)
+
+
 @needs_cuda
 def test_pinned_record_buffers_are_kept_across_calls(monkeypatch):
     """The pinned record memory of one call serves the next (no new pinned allocation), also

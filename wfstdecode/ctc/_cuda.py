@@ -21,6 +21,7 @@ import contextlib
 import logging
 import threading
 import weakref
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -62,17 +63,20 @@ def device_bytes(batch_size: int, num_states: int, num_arcs: int, options) -> in
 
 def decode_cuda(
     problem: SearchProblem, *, frames_per_chunk: int = 16, double_buffer: bool = True,
-    profile: dict | None = None,
+    prune_threads: int | None = None, profile: dict | None = None,
 ) -> list[RawResult]:  # fmt: skip
-    """The batched search on the GPU. ``frames_per_chunk`` and ``double_buffer`` change speed,
-    not results (benchmarks turn them off to measure them). ``profile``, a dict, has added to it
-    the GPU milliseconds spent in expand, prune and copy (CUDA events around each stage, so no
-    CUDA graphs), the frame steps launched and the chunks that ran frames."""
+    """The batched search on the GPU. ``frames_per_chunk``, ``double_buffer`` and
+    ``prune_threads`` (threads of each lane's closure/prune block; None = `prune_block_size`)
+    change speed, not results (benchmarks vary them to measure them). ``profile``, a dict, has
+    added to it the GPU milliseconds spent in expand, prune and copy (CUDA events around each
+    stage, so no CUDA graphs), the frame steps launched and the chunks that ran frames."""
     from numba import cuda
 
     g, opts = problem.graph, problem.options
     if frames_per_chunk < 1:
         raise OptionsError(f"frames_per_chunk must be >= 1; got {frames_per_chunk}")
+    if prune_threads is not None and not 1 <= prune_threads <= 1024:
+        raise OptionsError(f"prune_threads must be in 1..1024; got {prune_threads}")
     B = problem.batch_size
     T = int(problem.lengths.max(initial=0))
     H = table_size(g.num_states, opts)
@@ -93,7 +97,9 @@ def decode_cuda(
 
     capture_stream, stream = _capture_streams() if graphs else (None, cuda.stream())
     d = _Buffers(problem, H, cap, frames_per_chunk, stream)
-    run = _FrameSequence(problem, d, _device_graph(g, problem.arc_cost), frames_per_chunk, profile)
+    threads = prune_threads or prune_block_size(B)
+    run = _FrameSequence(problem, d, _device_graph(g, problem.arc_cost), frames_per_chunk, threads,
+                         profile)  # fmt: skip
     copier = _RecordCopier(d, cap, profile)
 
     # Launch chunks while frames may remain (a step of a chunk runs at most one frame); collect
@@ -130,6 +136,55 @@ def decode_cuda(
         for key, value in stages.items():
             profile[key] = profile.get(key, 0) + value  # summed over calls
     return finish(problem, d, H, copier.chunks, T)
+
+
+def prune_block_size(batch_size: int) -> int:
+    """Threads of each lane's closure/prune block (one block per utterance does a frame's
+    epsilon closure and pruning), from the compiled kernel's registers and shared memory and
+    the current GPU (`resident_block_size`); 256 before the kernel's first launch."""
+    from numba import cuda
+
+    from . import _cuda_kernels as K
+
+    if K.SIM:
+        return 8
+    kernel = K.closure_prune_kernel
+    regs, shared = kernel.get_regs_per_thread(), kernel.get_shared_mem_per_block()
+    if not regs:  # not compiled yet: {signature: value} is empty
+        return 256
+    dev = cuda.get_current_device()
+    sm = SmLimits(
+        count=dev.MULTIPROCESSOR_COUNT, registers=dev.MAX_REGISTERS_PER_MULTIPROCESSOR,
+        threads=dev.MAX_THREADS_PER_MULTI_PROCESSOR,
+        shared=dev.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
+    )  # fmt: skip
+    return resident_block_size(batch_size, max(regs.values()), max(shared.values()), sm)
+
+
+@dataclass(frozen=True)
+class SmLimits:
+    """A GPU's streaming multiprocessors: how many, and the registers, threads and shared
+    memory bytes each one holds."""
+
+    count: int
+    registers: int
+    threads: int
+    shared: int
+
+
+def resident_block_size(batch_size: int, registers: int, shared: int, sm: SmLimits) -> int:
+    """The largest block (1024, 512 or 256 threads) with which every utterance's block is
+    resident at once: small batches get more threads per utterance instead of idle SMs. A
+    warp's registers are allocated in units of 256; CUDA reserves 1 KB of shared memory per
+    block."""
+    per_warp = -(-registers * 32 // 256) * 256
+    for threads in (1024, 512):
+        by_registers = sm.registers // (per_warp * threads // 32)
+        by_shared = sm.shared // (shared + 1024)
+        per_sm = min(by_registers, sm.threads // threads, by_shared)
+        if batch_size <= sm.count * per_sm:
+            return threads
+    return 256
 
 
 def _use_graphs(mode: str, profile, T: int, frames_per_chunk: int) -> bool:
@@ -273,7 +328,10 @@ class _FrameSequence:
     """The launches of one chunk: `begin_chunk`, then per frame step `begin_frame`, the expand
     kernel (twice when ``min_active == 1``: best cost, then candidates) and `closure_prune`."""
 
-    def __init__(self, p: SearchProblem, d: _Buffers, dg: dict, frames_per_chunk: int, profile):
+    def __init__(
+        self, p: SearchProblem, d: _Buffers, dg: dict, frames_per_chunk: int, prune_threads: int,
+        profile,
+    ):  # fmt: skip
         from numba import cuda
 
         from . import _cuda_kernels as K
@@ -282,6 +340,7 @@ class _FrameSequence:
         B = p.batch_size
         self.K, self.d, self.frames_per_chunk = K, d, frames_per_chunk
         self.threads = 8 if K.SIM else 256
+        self.prune_threads = prune_threads
         self.expand_grid = (1 if K.SIM else max(1, min(128, 8 * opts.max_active // 256)), B)
         self.B = B
         self.last_frame = np.int32(p.lengths.max(initial=0))
@@ -327,7 +386,7 @@ class _FrameSequence:
             K.expand_kernel[self.expand_grid, self.threads, stream](np.int32(0), *self.expand_args)
         K.expand_kernel[self.expand_grid, self.threads, stream](np.int32(1), *self.expand_args)
         marks.append(self._mark(stream))
-        K.closure_prune_kernel[self.B, self.threads, stream](*self.prune_args)
+        K.closure_prune_kernel[self.B, self.prune_threads, stream](*self.prune_args)
         marks.append(self._mark(stream))
         if self.profile is not None:
             self.events.append(marks)
