@@ -260,6 +260,8 @@ def run_cuda_modes(graph, lp, lengths, opts, args, bs: int) -> None:
     from wfstdecode.ctc._paths import to_hypotheses
     from wfstdecode.ctc.search import prepare_problem
 
+    n = min(len(lp), max(bs, 32))  # small batches: 32 utterances keep the device time short
+    lp, lengths = lp[:n], lengths[:n]
     dev = cuda.to_device(np.ascontiguousarray(lp))
 
     def decode_all(graphs, profile=None, **run):
@@ -270,7 +272,8 @@ def run_cuda_modes(graph, lp, lengths, opts, args, bs: int) -> None:
             hyps += to_hypotheses(p, decode_cuda(p, profile=profile, **run))
         return hyps
 
-    print(f"\n| cuda mode, batch {bs} (closure/prune blocks of {prune_block_size(bs)} threads) "
+    print(f"\n| cuda mode, batch {bs}, {n} utterances (closure/prune blocks of "
+          f"{prune_block_size(bs)} threads) "
           "| wall s | vs default | same hypotheses |\n|---|---|---|---|")  # fmt: skip
     base = None
     for name, (graphs, run) in CUDA_MODES.items():
