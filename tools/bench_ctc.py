@@ -216,13 +216,14 @@ def run_cuda(graph, lp, lengths, opts, args):
     ``args.repeats`` wall times over the whole set. Returns ``{batch size: (seconds, hyps)}``."""
     from numba import cuda
 
-    from wfstdecode.ctc._cuda import device_bytes, table_size
+    from wfstdecode.ctc import cuda_memory_bytes
+    from wfstdecode.ctc.cuda_memory import table_size
 
     dev = cuda.to_device(np.ascontiguousarray(lp))
     out = {}
     for bs in (int(b) for b in args.batch_sizes.split(",")):
         bs = min(bs, len(lp))
-        mb = device_bytes(bs, graph.num_states, graph.num_arcs, opts) / 2**20
+        mb = cuda_memory_bytes(graph, opts, bs) / 2**20
         print(f"cuda batch {bs}: token tables of {table_size(graph.num_states, opts)} slots, "
               f"{mb:,.0f} MB of device memory")  # fmt: skip
         decode_ctc(dev[:bs], lengths[:bs], graph, opts, backend="cuda")  # compile, upload graph

@@ -81,13 +81,32 @@ def test_max_candidates_is_validated():
 
 
 def test_table_size_follows_the_options_and_the_graph():
-    from wfstdecode.ctc._cuda import device_bytes, table_size
+    from wfstdecode.ctc.cuda_memory import table_size
 
     assert table_size(10**6, CtcBeamOptions(max_active=10_000)) == 65536  # 2 x 20000 -> 2^16
     assert table_size(10**6, CtcBeamOptions(max_candidates=1000)) == 2048
     assert table_size(40, CtcBeamOptions(max_active=10_000)) == 128  # every state fits
-    small = device_bytes(8, 10**6, 10**7, CtcBeamOptions(max_active=1000))
-    assert device_bytes(16, 10**6, 10**7, CtcBeamOptions(max_active=1000)) > small
+
+
+def test_cuda_memory_of_a_batch_and_the_largest_batch_that_fits():
+    """The public sizing agrees with itself and with what the search allocates."""
+    from wfstdecode.ctc import cuda_memory_bytes, max_cuda_batch_size
+    from wfstdecode.ctc.cuda_memory import table_size
+
+    g = random_graph(1, num_states=3000, num_tokens=6)
+    opts = CtcBeamOptions(max_active=500)
+    H = table_size(g.num_states, opts)
+    one, two = cuda_memory_bytes(g, opts, 1), cuda_memory_bytes(g, opts, 2)
+    per_utterance = two - one
+    assert per_utterance == 2 * H * 28 + H * 12 + (H + 1) * 4 + 4 * H * 8 + 64
+    with_upload = cuda_memory_bytes(g, opts, 2, frames=100) - two
+    assert with_upload == 2 * 100 * g.num_tokens * 4  # float32 log-probs from the host
+    budget = cuda_memory_bytes(g, opts, 37) + per_utterance - 1
+    assert max_cuda_batch_size(g, opts, budget) == 37
+    assert max_cuda_batch_size(g, opts, one - per_utterance - 1) == 0  # not even the graph
+    assert max_cuda_batch_size(g, opts, 2**60) == (2**31 - 3) // (4 * H)  # int32 record indices
+    with pytest.raises(OptionsError, match="batch_size and frames must be >= 0; got -1, 0"):
+        cuda_memory_bytes(g, opts, -1)
 
 
 def test_explicit_cuda_without_gpu_or_simulator_raises():

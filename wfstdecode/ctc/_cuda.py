@@ -10,7 +10,7 @@ alternate between chunks (double buffering): chunk ``c``'s records are copied ou
 mapped host memory. A buffer holds at least one worst-case frame; a chunk stops early rather than
 overfill it, so no record is ever lost.
 
-Memory is sized from the options (`table_size`, `device_bytes`) and checked against what is free;
+Memory is sized from the options (`cuda_memory`) and checked against what is free;
 an utterance whose frame needs more than its table holds keeps going with a tightened beam and
 says so in its notes.
 """
@@ -29,36 +29,12 @@ from ..buffers import PinnedDoubleBuffer
 from ..errors import BackendUnavailableError, DeviceMemoryError, OptionsError
 from ._cuda_finish import finish
 from ._problem import RawResult, SearchProblem
+from .cuda_memory import cuda_memory_bytes, record_capacity, table_size
 
 log = logging.getLogger(__name__)
 
 _GRAPHS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _RECORD_BUFFERS = threading.local()  # per thread: (CUDA context, PinnedDoubleBuffer)
-
-
-def table_size(num_states: int, options) -> int:
-    """Slots of one utterance's recombination hash table (a power of two): twice the candidate
-    capacity ``options.max_candidates`` (default ``max(2 * max_active, 256)``), but no more
-    than needed for every state of the graph at once."""
-    cap = options.max_candidates or max(2 * options.max_active, 256)
-    cap = min(cap, num_states)
-    return 1 << max(4, (2 * cap - 1).bit_length())
-
-
-def record_capacity(batch_size: int, H: int) -> int:
-    """Records one chunk buffer holds: two worst-case frames (every slot of every table)."""
-    return 2 * batch_size * H
-
-
-def device_bytes(batch_size: int, num_states: int, num_arcs: int, options) -> int:
-    """Device memory the search allocates: per-utterance buffers, the two record buffers and
-    the graph's arrays."""
-    H = table_size(num_states, options)
-    tables = 2 * H * (4 + 8 + 4 + 4 + 4 + 4)  # two tables: state, key, prev, mark, slot, queue
-    survivors = H * (4 + 4 + 4) + (H + 1) * 4
-    records = 2 * 2 * H * (4 + 4)  # per lane's share of the two buffers
-    graph = num_arcs * (4 * 5) + (num_states + 1) * 16
-    return batch_size * (tables + survivors + records + 64) + graph
 
 
 def decode_cuda(
@@ -81,18 +57,18 @@ def decode_cuda(
     T = int(problem.lengths.max(initial=0))
     H = table_size(g.num_states, opts)
     cap = record_capacity(B, H)
-    if 2 * cap + 2 >= 2**31:
+    if 2 * cap + 2 > 2**31 - 1:
         raise DeviceMemoryError(
             f"a batch of {B} utterances with token tables of {H} slots needs {2 * cap} record "
             "slots, beyond int32 indexing: lower the batch size or CtcBeamOptions.max_candidates"
         )
     uploads = 0 if problem.device_lp is not None else problem.ac.nbytes
-    _check_free_memory(device_bytes(B, g.num_states, g.num_arcs, opts) + uploads, B, H)
+    _check_free_memory(cuda_memory_bytes(g, opts, B) + uploads, B, H)
     graphs = _use_graphs(opts.cuda_graphs, profile, T, frames_per_chunk)
     log.info(
         "cuda search: %d utterances, table of %d slots each, %.1f MB of device memory, "
         "CUDA graphs %s",
-        B, H, device_bytes(B, g.num_states, g.num_arcs, opts) / 2**20, "on" if graphs else "off",
+        B, H, cuda_memory_bytes(g, opts, B) / 2**20, "on" if graphs else "off",
     )  # fmt: skip
 
     capture_stream, stream = _capture_streams() if graphs else (None, cuda.stream())
