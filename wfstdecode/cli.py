@@ -66,10 +66,17 @@ def build_tlg_command(args: argparse.Namespace) -> Path:
 
 
 def info_command(args: argparse.Namespace) -> None:
+    from .ctc import cuda_memory_bytes
     from .decoding_graph import DecodingGraph
 
     graph = DecodingGraph.load(args.dir)
-    print(json.dumps({"graph": graph.summary(), "metadata": graph.metadata}, indent=2))
+    graph_bytes = cuda_memory_bytes(graph, batch_size=0)
+    cuda = {  # with CtcBeamOptions() defaults; log-probs already on the GPU
+        "graph_mb": round(graph_bytes / 2**20, 1),
+        "per_utterance_mb": round((cuda_memory_bytes(graph) - graph_bytes) / 2**20, 2),
+    }
+    summary = {"graph": graph.summary(), "metadata": graph.metadata, "cuda_memory_default": cuda}
+    print(json.dumps(summary, indent=2))
     report = Path(args.dir) / "build.json"
     if report.is_file():
         for stage in json.loads(report.read_text()).get("stages", []):

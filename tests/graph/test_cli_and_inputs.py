@@ -75,7 +75,8 @@ def test_build_tlg_writes_a_complete_directory(tmp_path, small_inputs, capsys):
     assert "--force" in capsys.readouterr().err
     assert main([*args, "--force"]) == 0
     assert main(["info", str(out)]) == 0
-    assert '"topology": "compact"' in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert '"topology": "compact"' in printed and '"per_utterance_mb"' in printed
 
 
 def test_chars_and_spm_lexicons_from_the_arpa(tmp_path, small_inputs):
