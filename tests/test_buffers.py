@@ -80,9 +80,9 @@ def test_pinned_double_buffer_alternates_slots_and_grows():
         slot = step % 2
         if step >= 2:
             taken.append(copier.take(slot))  # the host empties the slot before reusing it
-            copier.release(slot, stream)
-        copier.produced(slot, stream)
-        copier.wait_produced(slot)
+            copier.stream_wait_copied(slot, stream)
+        copier.record_produced(slot, stream)
+        copier.host_wait_produced(slot)
         copier.put(slot, arrays)
         assert copier.holds(slot)
     taken += [copier.take(1), copier.take(0)]

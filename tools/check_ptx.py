@@ -8,7 +8,7 @@ cost is float32), fused multiply-adds (there should be none: the host rounds the
 product before adding the arc cost) and the atomics used; with ptxas (on PATH or ``--ptxas``,
 of the CUDA version of Numba's NVVM) also the registers per thread and the largest block they
 allow, which bounds `prune_block_size`. It needs NVVM and libdevice: a CUDA toolkit Numba finds
-(this machine has /usr/local/cuda-13.0), or the ``nvidia-cuda-nvcc-cu12`` wheel::
+(e.g. in /usr/local/cuda-13.0), or the ``nvidia-cuda-nvcc-cu12`` wheel::
 
     pip download --no-deps --only-binary=:all: -d /tmp/w nvidia-cuda-nvcc-cu12
     unzip -q /tmp/w/*.whl -d /tmp/nvcc
@@ -139,10 +139,12 @@ def main() -> int:
 
 
 def _registers(ptxas: str, ptx: str, cc) -> str:
-    """Registers per thread (ptxas -v) and the largest block they allow: a warp's registers
-    are allocated in units of 256, and a block has at most 64K registers."""
+    """Registers per thread (ptxas -v) and the largest block they allow (a block has at most
+    64K registers)."""
     import subprocess
     import tempfile
+
+    from wfstdecode.ctc._cuda import registers_per_warp
 
     with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
         f.write(ptx)
@@ -153,10 +155,11 @@ def _registers(ptxas: str, ptx: str, cc) -> str:
         )  # fmt: skip
     found = re.findall(r"Used (\d+) registers", out.stderr)
     if out.returncode or not found:
-        return f"ptxas failed: {out.stderr.strip().splitlines()[:1]}"
+        first = (out.stderr.strip().splitlines() or ["no output"])[0]
+        return f"ptxas failed: {first}"
     regs = max(int(r) for r in found)
-    per_warp = -(-regs * 32 // 256) * 256
-    return f"{regs} registers (blocks up to {min(1024, 65536 // per_warp * 32)} threads)"
+    largest = min(1024, 65536 // registers_per_warp(regs) * 32)
+    return f"{regs} registers (blocks up to {largest} threads)"
 
 
 if __name__ == "__main__":

@@ -20,11 +20,14 @@ Both grow their storage by doubling (`grown`).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 import numpy as np
-import torch
 
-__all__ = ["BatchedSequences", "PinnedDoubleBuffer", "grown"]
+if TYPE_CHECKING:  # imported where used: the CTC cuda backend needs no torch
+    import torch
+
+__all__ = ["BatchedSequences", "PinnedDoubleBuffer"]
 
 
 def grown(capacity: int, needed: int) -> int:
@@ -50,7 +53,7 @@ class BatchedSequences:
         capacity: int,
         fields: Mapping[str, torch.dtype],
         device: torch.device | str = "cpu",
-        score_dtype: torch.dtype = torch.float32,
+        score_dtype: torch.dtype | None = None,  # None: float32
         growable: bool = True,
     ):
         if batch_size < 0 or capacity < 1:
@@ -58,6 +61,8 @@ class BatchedSequences:
                 f"batch_size must be >= 0 and capacity >= 1; got {batch_size}, {capacity}"
             )
         self.batch_size = batch_size
+        import torch
+
         self.device = torch.device(device)
         self.growable = growable
         # A fixed buffer keeps one scratch column: full rows outside the mask write there.
@@ -67,8 +72,8 @@ class BatchedSequences:
             for name, dt in fields.items()
         }
         self.lengths = torch.zeros(batch_size, dtype=torch.long, device=self.device)
+        score_dtype = torch.float32 if score_dtype is None else score_dtype
         self.scores = torch.zeros(batch_size, dtype=score_dtype, device=self.device)
-        self._rows = torch.arange(batch_size, device=self.device)
         # Host-side upper bound of lengths.max(): the number of appends issued since the reset.
         self._bound = 0
 
@@ -88,6 +93,8 @@ class BatchedSequences:
 
     def reserve_(self, capacity: int) -> None:
         """Make room for ``capacity`` items per row (doubling), keeping the contents."""
+        import torch
+
         new = grown(self.capacity, capacity)
         if new == self.capacity:
             return
@@ -103,6 +110,8 @@ class BatchedSequences:
         need the mask's count on the host); rows outside the mask write past their length, where
         the next append overwrites, and do not advance. Every field must be given.
         """
+        import torch
+
         if values.keys() != self.data.keys():
             raise KeyError(f"append_ needs fields {sorted(self.data)}; got {sorted(values)}")
         if self.growable and self._bound >= self.capacity:
@@ -120,6 +129,8 @@ class BatchedSequences:
 
     def add_scores_(self, mask: torch.Tensor, delta: torch.Tensor) -> None:
         """``scores[b] += delta[b]`` where ``mask[b]``, without a host synchronisation."""
+        import torch
+
         self.scores += torch.where(mask, delta.to(self.scores.dtype), 0.0)
 
     def to_lists(self) -> tuple[list[int], list[float], dict[str, list[list]]]:
@@ -140,12 +151,13 @@ class PinnedDoubleBuffer:
     The protocol of one step ``n`` in slot ``n % 2`` (compute on ``stream``, copies on this
     object's own copy stream):
 
-    1. ``release(slot, stream)`` before the kernels that overwrite the device arrays copied out
-       of ``slot`` two steps ago: the stream waits for that copy, the host does not.
-    2. ``produced(slot, stream)`` after the kernels that wrote this step's arrays.
-    3. ``wait_produced(slot)`` when the host must read something the step wrote to mapped memory
-       (its sizes), then ``put(slot, arrays)`` enqueues the copies of the device arrays (views)
-       behind the compute. The host must have taken the slot's previous contents (`take`).
+    1. ``stream_wait_copied(slot, stream)`` before the kernels that overwrite the device arrays
+       copied out of ``slot`` two steps ago: the stream waits for that copy, the host does not.
+    2. ``record_produced(slot, stream)`` after the kernels that wrote this step's arrays.
+    3. ``host_wait_produced(slot)`` when the host must read something the step wrote to mapped
+       memory (its sizes), then ``put(slot, arrays)`` enqueues the copies of the device arrays
+       (views) behind the compute. The host must have taken the slot's previous contents
+       (`take`).
     4. ``take(slot)``: waits for that slot's copies only and returns host copies of them.
 
     The pinned buffers of each field grow by doubling and are reused across steps, and across
@@ -174,13 +186,13 @@ class PinnedDoubleBuffer:
         self._timed = timed
         self._copy_events = []
 
-    def release(self, slot: int, stream) -> None:
+    def stream_wait_copied(self, slot: int, stream) -> None:
         self.copied[slot].wait(stream)
 
-    def produced(self, slot: int, stream) -> None:
+    def record_produced(self, slot: int, stream) -> None:
         self.computed[slot].record(stream)
 
-    def wait_produced(self, slot: int) -> None:
+    def host_wait_produced(self, slot: int) -> None:
         self.computed[slot].synchronize()
 
     def put(self, slot: int, arrays) -> None:

@@ -1,8 +1,8 @@
 """CTC WFST beam search: `decode_ctc` with `CtcBeamOptions`, per-utterance word boosting, and
 `decode_npz` for emissions stored in ``.npz`` files (the ``wfstdecode decode`` command), and the
-cuda backend's memory needs (`cuda_memory_bytes`, `max_cuda_batch_size`)."""
+cuda backend's memory (`cuda_memory_bytes`, `max_cuda_batch_size`, `release_cuda_buffers`)."""
 
-from .cuda_memory import cuda_memory_bytes, max_cuda_batch_size
+from .cuda_memory import cuda_memory_bytes, max_cuda_batch_size, release_cuda_buffers
 from .npz import NpzDecodeResult, decode_npz, greedy_ctc_texts, load_log_probs_npz
 from .options import CtcBeamOptions
 from .search import decode_ctc
@@ -16,4 +16,5 @@ __all__ = [
     "greedy_ctc_texts",
     "load_log_probs_npz",
     "max_cuda_batch_size",
+    "release_cuda_buffers",
 ]

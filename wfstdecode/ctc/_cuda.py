@@ -29,12 +29,13 @@ from ..buffers import PinnedDoubleBuffer
 from ..errors import BackendUnavailableError, DeviceMemoryError, OptionsError
 from ._cuda_finish import finish
 from ._problem import RawResult, SearchProblem
-from .cuda_memory import cuda_memory_bytes, record_capacity, table_size
+from .cuda_memory import cuda_memory_bytes, int32_records_fit, record_capacity, table_size
 
 log = logging.getLogger(__name__)
 
 _GRAPHS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_RECORD_BUFFERS = threading.local()  # per thread: (CUDA context, PinnedDoubleBuffer)
+_KEPT: list = []  # (CUDA context, PinnedDoubleBuffer) not in use, for the next call
+_KEPT_LOCK = threading.Lock()
 
 
 def decode_cuda(
@@ -51,24 +52,23 @@ def decode_cuda(
     g, opts = problem.graph, problem.options
     if frames_per_chunk < 1:
         raise OptionsError(f"frames_per_chunk must be >= 1; got {frames_per_chunk}")
-    if prune_threads is not None and not 1 <= prune_threads <= 1024:
-        raise OptionsError(f"prune_threads must be in 1..1024; got {prune_threads}")
+    _check_prune_threads(prune_threads)
     B = problem.batch_size
     T = int(problem.lengths.max(initial=0))
     H = table_size(g.num_states, opts)
     cap = record_capacity(B, H)
-    if 2 * cap + 2 > 2**31 - 1:
+    if not int32_records_fit(B, H):
         raise DeviceMemoryError(
             f"a batch of {B} utterances with token tables of {H} slots needs {2 * cap} record "
             "slots, beyond int32 indexing: lower the batch size or CtcBeamOptions.max_candidates"
         )
+    needed = cuda_memory_bytes(g, opts, B)
     uploads = 0 if problem.device_lp is not None else problem.ac.nbytes
-    _check_free_memory(cuda_memory_bytes(g, opts, B) + uploads, B, H)
+    _check_free_memory(needed + uploads, B, H)
     graphs = _use_graphs(opts.cuda_graphs, profile, T, frames_per_chunk)
     log.info(
         "cuda search: %d utterances, table of %d slots each, %.1f MB of device memory, "
-        "CUDA graphs %s",
-        B, H, cuda_memory_bytes(g, opts, B) / 2**20, "on" if graphs else "off",
+        "CUDA graphs %s", B, H, needed / 2**20, "on" if graphs else "off",
     )  # fmt: skip
 
     capture_stream, stream = _capture_streams() if graphs else (None, cuda.stream())
@@ -76,10 +76,24 @@ def decode_cuda(
     threads = prune_threads or prune_block_size(B)
     run = _FrameSequence(problem, d, _device_graph(g, problem.arc_cost), frames_per_chunk, threads,
                          profile)  # fmt: skip
-    copier = _RecordCopier(d, cap, profile)
+    copier = _RecordCopier(d, cap, _take_record_buffer(timed=profile is not None))
+    try:
+        _run_chunks(run, copier, stream, capture_stream, graphs, T, frames_per_chunk,
+                    double_buffer)  # fmt: skip
+        if profile is not None:
+            ran = sum(1 for _, starts, _, _ in copier.chunks if len(starts))
+            stages = {**run.stage_ms(), "copy": copier.pinned.copy_ms(), "chunks": ran}
+            for key, value in stages.items():
+                profile[key] = profile.get(key, 0) + value  # summed over calls
+    finally:
+        _keep_record_buffer(copier.pinned)
+    return finish(problem, d, H, copier.chunks, T)
 
-    # Launch chunks while frames may remain (a step of a chunk runs at most one frame); collect
-    # a chunk once the next one is queued behind it (double buffering) or at once (without).
+
+def _run_chunks(run, copier, stream, capture_stream, graphs, T, frames_per_chunk, double_buffer):
+    """The host loop: chunks are launched while frames may remain (a step of a chunk runs at
+    most one frame), the first plain and the rest as one captured CUDA graph when ``graphs``;
+    each is collected once the next one is queued behind it (double buffering) or at once."""
     chunk_graph = None
     launched: list[int] = []  # frame steps of each chunk launched
     frames_run = 0
@@ -88,9 +102,9 @@ def decode_cuda(
         remaining = T + 1 - frames_run - sum(launched[copier.collected :])
         if remaining > 0:
             if c >= 2 and double_buffer:
-                copier.pinned.release(c % 2, stream)  # chunk c - 2's records have left
+                copier.pinned.stream_wait_copied(c % 2, stream)  # chunk c - 2's records left
             elif c >= 1 and not double_buffer:
-                copier.pinned.release((c - 1) % 2, stream)  # compute waits for every copy
+                copier.pinned.stream_wait_copied((c - 1) % 2, stream)  # waits for every copy
             if chunk_graph is not None:
                 chunk_graph.launch(capture_stream)
                 launched.append(frames_per_chunk)
@@ -100,24 +114,19 @@ def decode_cuda(
                 launched.append(steps)
                 if graphs:  # kernels compiled and loaded by now: capture the next chunks' launches
                     chunk_graph = _capture(run.launch_chunk, capture_stream, stream)
-            copier.pinned.produced(c % 2, stream)
+            copier.pinned.record_produced(c % 2, stream)
         in_flight = len(launched) - copier.collected
         if remaining <= 0 or in_flight > (1 if double_buffer else 0):
             frames_run += copier.collect(copier.collected)
     stream.synchronize()
     copier.drain()
-    if profile is not None:
-        ran = sum(1 for _, starts, _, _ in copier.chunks if len(starts))
-        stages = {**run.stage_ms(), "copy": copier.pinned.copy_ms(), "chunks": ran}
-        for key, value in stages.items():
-            profile[key] = profile.get(key, 0) + value  # summed over calls
-    return finish(problem, d, H, copier.chunks, T)
 
 
 def prune_block_size(batch_size: int) -> int:
     """Threads of each lane's closure/prune block (one block per utterance does a frame's
     epsilon closure and pruning), from the compiled kernel's registers and shared memory and
-    the current GPU (`resident_block_size`); 256 before the kernel's first launch."""
+    the current GPU (`resident_block_size`); 256, which always fits, before the kernel's first
+    launch or where Numba cannot say."""
     from numba import cuda
 
     from . import _cuda_kernels as K
@@ -125,16 +134,54 @@ def prune_block_size(batch_size: int) -> int:
     if K.SIM:
         return 8
     kernel = K.closure_prune_kernel
-    regs, shared = kernel.get_regs_per_thread(), kernel.get_shared_mem_per_block()
-    if not regs:  # not compiled yet: {signature: value} is empty
+    try:
+        regs, shared = kernel.get_regs_per_thread(), kernel.get_shared_mem_per_block()
+        if not regs:  # not compiled yet: {signature: value} is empty
+            return 256
+        dev = cuda.get_current_device()
+        sm = SmLimits(
+            count=_device_attribute(dev, "MULTIPROCESSOR_COUNT"),
+            registers=_device_attribute(dev, "MAX_REGISTERS_PER_MULTIPROCESSOR"),
+            threads=_device_attribute(
+                dev, "MAX_THREADS_PER_MULTIPROCESSOR", "MAX_THREADS_PER_MULTI_PROCESSOR"
+            ),
+            shared=_device_attribute(dev, "MAX_SHARED_MEMORY_PER_MULTIPROCESSOR"),
+        )
+        limit = min(kernel.get_max_threads_per_block().values())
+    except Exception as exc:  # a Numba without these queries
+        log.debug("closure/prune block size left at 256: %s", exc)
         return 256
-    dev = cuda.get_current_device()
-    sm = SmLimits(
-        count=dev.MULTIPROCESSOR_COUNT, registers=dev.MAX_REGISTERS_PER_MULTIPROCESSOR,
-        threads=dev.MAX_THREADS_PER_MULTI_PROCESSOR,
-        shared=dev.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR,
-    )  # fmt: skip
-    return resident_block_size(batch_size, max(regs.values()), max(shared.values()), sm)
+    return min(resident_block_size(batch_size, max(regs.values()), max(shared.values()), sm), limit)
+
+
+def _device_attribute(dev, *names: str) -> int:
+    """A device attribute under the first name this Numba knows (numba-cuda takes the CUDA
+    driver's names; Numba's own cuda package had a few of its own spellings)."""
+    for name in names:
+        try:
+            return int(getattr(dev, name))
+        except AttributeError:
+            continue
+    raise AttributeError(f"the CUDA device has none of the attributes {names}")
+
+
+def _check_prune_threads(prune_threads: int | None) -> None:
+    if prune_threads is None:
+        return
+    from . import _cuda_kernels as K
+
+    limits = {} if K.SIM else K.closure_prune_kernel.get_max_threads_per_block()
+    limit = min(limits.values(), default=1024)
+    if not 1 <= prune_threads <= limit:
+        raise OptionsError(
+            f"prune_threads must be in 1..{limit} (the closure/prune kernel's limit); "
+            f"got {prune_threads}"
+        )
+
+
+def registers_per_warp(registers_per_thread: int) -> int:
+    """Registers a warp takes: its threads' registers, allocated in units of 256."""
+    return -(-registers_per_thread * 32 // 256) * 256
 
 
 @dataclass(frozen=True)
@@ -150,10 +197,9 @@ class SmLimits:
 
 def resident_block_size(batch_size: int, registers: int, shared: int, sm: SmLimits) -> int:
     """The largest block (1024, 512 or 256 threads) with which every utterance's block is
-    resident at once: small batches get more threads per utterance instead of idle SMs. A
-    warp's registers are allocated in units of 256; CUDA reserves 1 KB of shared memory per
-    block."""
-    per_warp = -(-registers * 32 // 256) * 256
+    resident at once: small batches get more threads per utterance instead of idle SMs. CUDA
+    reserves 1 KB of shared memory per block."""
+    per_warp = registers_per_warp(registers)
     for threads in (1024, 512):
         by_registers = sm.registers // (per_warp * threads // 32)
         by_shared = sm.shared // (shared + 1024)
@@ -384,11 +430,10 @@ class _RecordCopier:
     """Chunk ``c``'s records go to slot ``c % 2`` of a `PinnedDoubleBuffer` once its kernels are
     done; the host moves them out before that slot takes chunk ``c + 2``."""
 
-    def __init__(self, d: _Buffers, cap: int, profile):
+    def __init__(self, d: _Buffers, cap: int, pinned: PinnedDoubleBuffer):
         from . import _cuda_kernels as K
 
-        self.d, self.cap, self.sim = d, cap, K.SIM
-        self.pinned = _record_buffer(timed=profile is not None)
+        self.d, self.cap, self.sim, self.pinned = d, cap, K.SIM, pinned
         self.pending: list = [None, None]  # (chunk, first frame, frame starts) in each slot
         self.chunks: list = []  # per chunk: (first frame, frame starts, arcs, prevs)
         self.collected = 0
@@ -398,7 +443,7 @@ class _RecordCopier:
         from . import _cuda_kernels as K
 
         i = c % 2
-        self.pinned.wait_produced(i)
+        self.pinned.host_wait_produced(i)
         info = self.d.info.copy_to_host()[i] if self.sim else np.array(self.d.info)[i]
         n, first, used = int(info[K.INFO_FRAMES]), int(info[K.INFO_FIRST]), int(info[-1])
         starts = info[K.INFO_STARTS : K.INFO_STARTS + n].astype(np.int64)
@@ -423,21 +468,39 @@ class _RecordCopier:
             self._move_out(i)
 
 
-def _record_buffer(timed: bool) -> PinnedDoubleBuffer:
-    """This thread's pinned record buffer, kept across calls (in the current CUDA context): its
-    pinned memory, once grown to a batch's largest chunk, is not allocated again."""
+def _take_record_buffer(timed: bool) -> PinnedDoubleBuffer:
+    """A pinned record buffer of the current CUDA context, kept from an earlier call when one
+    is free (its pinned memory, once grown to a batch's largest chunk, is not allocated
+    again), else a new one. `_keep_record_buffer` gives it back."""
+    context = _current_context()
+    with _KEPT_LOCK:
+        i = next((i for i, (c, _) in enumerate(_KEPT) if c is context), None)
+        buffer = _KEPT.pop(i)[1] if i is not None else None
+    if buffer is None:
+        buffer = PinnedDoubleBuffer((np.int32, np.int32))
+    buffer.reset(timed)
+    return buffer
+
+
+def _keep_record_buffer(buffer: PinnedDoubleBuffer) -> None:
+    with _KEPT_LOCK:
+        _KEPT.append((_current_context(), buffer))
+
+
+def release_kept_buffers() -> None:
+    """Drop the kept pinned record buffers (those not in use); their memory is freed."""
+    with _KEPT_LOCK:
+        _KEPT.clear()
+
+
+def _current_context():
+    # Numba hands out one object per primary context (a new one after cuda.close()); the
+    # simulator makes a new one per call, for its one device.
     from numba import cuda
 
     from . import _cuda_kernels as K
 
-    # Numba hands out one object per primary context (a new one after cuda.close()); the
-    # simulator makes a new one per call, for its one device.
-    context = None if K.SIM else cuda.current_context()
-    kept = getattr(_RECORD_BUFFERS, "kept", None)
-    if kept is None or kept[0] is not context:
-        kept = _RECORD_BUFFERS.kept = (context, PinnedDoubleBuffer((np.int32, np.int32)))
-    kept[1].reset(timed)
-    return kept[1]
+    return None if K.SIM else cuda.current_context()
 
 
 def _device_graph(g, arc_cost: np.ndarray) -> dict:

@@ -1,11 +1,12 @@
-"""GPU memory of the cuda backend, sized from the options alone (no GPU needed to ask): what a
-batch needs (`cuda_memory_bytes`) and the largest batch that fits in a budget
-(`max_cuda_batch_size`)."""
+"""Memory of the cuda backend: the GPU memory a batch needs (`cuda_memory_bytes`) and the largest
+batch that fits in a budget (`max_cuda_batch_size`), sized from the options alone (no GPU needed
+to ask), and `release_cuda_buffers` for the pinned host memory it keeps between calls."""
 
 from __future__ import annotations
 
+import sys
+
 from ..decoding_graph import DecodingGraph
-from ..errors import OptionsError
 from .options import CtcBeamOptions
 
 _INT32_RECORDS = 2**31 - 3  # record indices are int32: two buffers of 2 * B * H records + 2
@@ -25,6 +26,12 @@ def record_capacity(batch_size: int, H: int) -> int:
     return 2 * batch_size * H
 
 
+def int32_records_fit(batch_size: int, H: int) -> bool:
+    """Whether the search's two record buffers (and their two sentinels) stay within int32
+    indices."""
+    return 2 * record_capacity(batch_size, H) <= _INT32_RECORDS
+
+
 def _per_utterance_and_fixed(graph: DecodingGraph, options: CtcBeamOptions, frames: int):
     H = table_size(graph.num_states, options)
     tables = 2 * H * (4 + 8 + 4 + 4 + 4 + 4)  # two tables: state, key, prev, mark, slot, queue
@@ -42,22 +49,35 @@ def cuda_memory_bytes(
     """Device bytes ``decode_ctc(..., backend="cuda")`` allocates for ``batch_size``
     utterances: token tables, survivors, backpointer record buffers and the graph's arrays
     (uploaded once per graph), plus, with ``frames`` > 0, the float32 upload of log-probs given
-    on the host (``frames`` per utterance; log-probs already on the GPU are read in place)."""
+    on the host (``frames`` per utterance, ``graph.num_tokens`` columns; log-probs already on the
+    GPU are read in place)."""
     options = CtcBeamOptions() if options is None else options
     if batch_size < 0 or frames < 0:
-        raise OptionsError(f"batch_size and frames must be >= 0; got {batch_size}, {frames}")
+        raise ValueError(f"batch_size and frames must be >= 0; got {batch_size}, {frames}")
     per_utterance, fixed = _per_utterance_and_fixed(graph, options, frames)
     return batch_size * per_utterance + fixed
 
 
 def max_cuda_batch_size(
-    graph: DecodingGraph, options: CtcBeamOptions | None, memory_bytes: int, frames: int = 0
-) -> int:
+    graph: DecodingGraph, options: CtcBeamOptions | None = None, *, memory_bytes: int,
+    frames: int = 0,
+) -> int:  # fmt: skip
     """The largest batch whose `cuda_memory_bytes` fits in ``memory_bytes`` (e.g. the free
     memory of the GPU, less what the model keeps), within the search's int32 record indices;
     0 when not even the graph fits."""
     options = CtcBeamOptions() if options is None else options
+    if frames < 0:
+        raise ValueError(f"frames must be >= 0; got {frames}")
     per_utterance, fixed = _per_utterance_and_fixed(graph, options, frames)
     H = table_size(graph.num_states, options)
     by_index = _INT32_RECORDS // (2 * record_capacity(1, H))
     return max(0, min((memory_bytes - fixed) // per_utterance, by_index))
+
+
+def release_cuda_buffers() -> None:
+    """Free the pinned host memory the cuda backend keeps between calls for its backpointer
+    copies (it grows to the largest chunk of a batch: hundreds of MB for batches of hundreds).
+    Buffers of calls running now stay until the next release."""
+    cuda = sys.modules.get("wfstdecode.ctc._cuda")  # nothing kept if it never ran
+    if cuda is not None:
+        cuda.release_kept_buffers()
