@@ -161,12 +161,8 @@ def _as_float_array(x) -> np.ndarray:
             )
         x = x.detach().to(device="cpu", dtype=torch.float32).numpy()
         return x
-    if hasattr(x, "__cuda_array_interface__") and hasattr(x, "get"):
-        x = x.get()  # CuPy
-    elif is_numba_device_array(x):
-        x = x.copy_to_host()
     try:
-        arr = np.asarray(x)
+        arr = np.asarray(_gpu_to_host(x))
     except Exception as exc:
         raise DecodeInputError(f"log_probs cannot be read as an array: {exc}") from exc
     if arr.dtype.kind != "f":
@@ -177,16 +173,21 @@ def _as_float_array(x) -> np.ndarray:
     return arr.astype(np.float32, copy=False)
 
 
+def _gpu_to_host(x):
+    """A CuPy or Numba device array copied to the host; anything else as it is."""
+    if hasattr(x, "__cuda_array_interface__") and hasattr(x, "get"):
+        return x.get()  # CuPy
+    if is_numba_device_array(x):
+        return x.copy_to_host()
+    return x
+
+
 def _lengths(lengths, B: int, T: int) -> np.ndarray:
     if lengths is None:
         return np.full(B, T, np.int64)
     if type(lengths).__module__.startswith("torch"):
         lengths = lengths.detach().cpu().numpy()
-    elif hasattr(lengths, "__cuda_array_interface__") and hasattr(lengths, "get"):
-        lengths = lengths.get()  # CuPy
-    elif is_numba_device_array(lengths):
-        lengths = lengths.copy_to_host()
-    arr = np.asarray(lengths)
+    arr = np.asarray(_gpu_to_host(lengths))
     if arr.shape != (B,):
         raise DecodeInputError(f"lengths must have shape ({B},); got {arr.shape}")
     if arr.dtype.kind not in "iu":
