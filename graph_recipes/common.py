@@ -11,7 +11,7 @@ from pathlib import Path
 from wfstdecode.cli import print_stage
 from wfstdecode.graph import build_tlg
 from wfstdecode.graph.grammar import read_arpa_vocabulary
-from wfstdecode.graph.output import write_graph_dir
+from wfstdecode.graph.output import check_out_dir, write_graph_dir
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -19,7 +19,9 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--arpa", required=True, type=Path, help="n-gram LM (ARPA, .gz ok)")
     p.add_argument("--topology", choices=("normal", "compact", "minimal"), default="compact")
     p.add_argument("--out", required=True, type=Path)
-    p.add_argument("--force", action="store_true", help="replace an existing output directory")
+    p.add_argument(
+        "--force", action="store_true", help="replace a graph directory wfstdecode wrote there"
+    )
     return p
 
 
@@ -29,6 +31,7 @@ def arpa_words(arpa: Path) -> list[str]:
 
 def build_and_write(args, tokens, lexicon, skipped, separator=None, **info) -> Path:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    check_out_dir(args.out, args.force)  # refuse now, not after the build
     if skipped:
         print(
             f"{len(skipped):,} ARPA words have no lexicon entry and are left out", file=sys.stderr

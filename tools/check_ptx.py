@@ -107,10 +107,13 @@ def main() -> int:
         strided = lp[:, ::2]
         for name, layout in (("C", lp), ("A", strided)):
             tag = f"[{np.dtype(dtype).name}, {name}]"
-            kernels.append((f"_check_kernel{tag}", I._check_kernel, (layout, i32, i64)))
+            kernels.append((
+                f"_check_kernel{tag}", I._check_kernel,
+                (layout, i32, i64, np.zeros((1, 1), np.float32)),
+            ))  # fmt: skip
             kernels.append((
                 f"_gather_kernel{tag}", I._gather_kernel,
-                (layout, np.float32(-1.0), i64, i64, i64, f32),
+                (layout, i64, i64, i64, f32),
             ))  # fmt: skip
             expand = list(run.expand_args)
             expand[1] = layout

@@ -29,10 +29,11 @@ def build_tlg_command(args: argparse.Namespace) -> Path:
     from .graph import build_tlg, read_lexicon
     from .graph.grammar import read_arpa_vocabulary
     from .graph.lexicon import sentencepiece_lexicon, spell_lexicon
-    from .graph.output import write_graph_dir
+    from .graph.output import check_out_dir, write_graph_dir
     from .symbols import SymbolTable
 
     start = time.perf_counter()
+    out = check_out_dir(args.out, args.force)  # refuse now, not after a long build
     tokens = SymbolTable.read(args.tokens)
     if args.lexicon:
         lexicon = read_lexicon(args.lexicon, tokens, with_probs=args.lexicon_probs)
@@ -60,7 +61,7 @@ def build_tlg_command(args: argparse.Namespace) -> Path:
     info = {"command": " ".join(sys.argv), "tokens": str(args.tokens), "arpa": str(args.arpa),
             **source, "topology": args.topology, "separator": args.separator,
             "total_seconds": round(time.perf_counter() - start, 2)}  # fmt: skip
-    out = write_graph_dir(build, args.out, info, force=args.force)
+    out = write_graph_dir(build, out, info, force=args.force)
     print(f"wrote {out}: {build.graph.summary()}")
     return out
 
@@ -68,8 +69,22 @@ def build_tlg_command(args: argparse.Namespace) -> Path:
 def info_command(args: argparse.Namespace) -> None:
     from .ctc import cuda_memory_bytes
     from .decoding_graph import DecodingGraph
+    from .errors import InputFileError
+    from .safe_io import read_json_file
 
     graph = DecodingGraph.load(args.dir)
+    report = Path(args.dir) / "build.json"
+    stages = []
+    if report.is_file():  # checked before anything is printed
+        stages = read_json_file(report, lambda m: InputFileError(report, None, m)).get("stages", [])
+        numbers = ("states", "arcs", "seconds", "peak_rss_mb")
+        if not isinstance(stages, list) or not all(
+            isinstance(s, dict) and isinstance(s.get("stage"), str)
+            and all(type(s.get(k)) in (int, float) for k in numbers)
+            for s in stages
+        ):  # fmt: skip
+            raise InputFileError(report, None, f"'stages' must be a list of objects with a "
+                                 f"'stage' name and numbers {', '.join(numbers)}")  # fmt: skip
     graph_bytes = cuda_memory_bytes(graph, batch_size=0)
     cuda = {  # with CtcBeamOptions() defaults; log-probs already on the GPU
         "graph_mb": round(graph_bytes / 2**20, 1),
@@ -77,10 +92,8 @@ def info_command(args: argparse.Namespace) -> None:
     }
     summary = {"graph": graph.summary(), "metadata": graph.metadata, "cuda_memory_default": cuda}
     print(json.dumps(summary, indent=2))
-    report = Path(args.dir) / "build.json"
-    if report.is_file():
-        for stage in json.loads(report.read_text()).get("stages", []):
-            print_stage(stage)
+    for stage in stages:
+        print_stage(stage)
 
 
 def _parse_boost(text: str) -> tuple[str, float]:
@@ -94,6 +107,8 @@ def _parse_boost(text: str) -> tuple[str, float]:
 
 
 def decode_command(args: argparse.Namespace) -> None:
+    import unicodedata
+
     from .ctc import CtcBeamOptions, decode_npz
     from .decoding_graph import DecodingGraph
 
@@ -105,9 +120,18 @@ def decode_command(args: argparse.Namespace) -> None:
     )  # fmt: skip
     boosts = dict(args.boost) if args.boost else None
     result = decode_npz(args.log_probs, graph, options, boosts, backend=args.backend)
+
+    def escape(utt: str) -> str:  # one line per hypothesis whatever the id holds
+        return "".join(
+            c.encode("unicode_escape").decode("ascii")
+            if c == "\\" or unicodedata.category(c) in ("Cc", "Cs", "Zl", "Zp")
+            else c
+            for c in utt
+        )
+
     for utt, hyps in zip(result.ids, result.hypotheses, strict=True):
         for rank, hyp in enumerate(hyps):
-            tag = utt if args.nbest == 1 else f"{utt}-{rank + 1}"
+            tag = escape(utt) if args.nbest == 1 else f"{escape(utt)}-{rank + 1}"
             print(f"{tag}\t{hyp.score:.3f}\t{hyp.text}")
     if result.wer is not None:
         print(f"WER {100 * result.wer:.2f}% (greedy CTC {100 * result.greedy_wer:.2f}%)",
@@ -117,7 +141,7 @@ def decode_command(args: argparse.Namespace) -> None:
 def demo_command(args: argparse.Namespace) -> None:
     from .demo import run_demo
 
-    run_demo(args.out)
+    run_demo(args.out, force=args.force)
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -141,15 +165,24 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--topology", choices=("normal", "compact", "minimal"), default="normal")
     p.add_argument("--keep-unk", action="store_true", help="keep <unk> n-grams (needs it in L)")
     p.add_argument("--no-push-labels", action="store_true", help="skip output-label pushing")
-    p.add_argument("--out", required=True, type=Path, help="output directory")
-    p.add_argument("--force", action="store_true", help="replace an existing output directory")
+    p.add_argument(
+        "--out", required=True, type=Path, help="output directory (new or empty; made atomically)"
+    )
+    p.add_argument(
+        "--force", action="store_true", help="replace a graph directory wfstdecode wrote there"
+    )
     p.set_defaults(func=build_tlg_command)
 
     p = sub.add_parser("info", help="describe a graph directory")
     p.add_argument("dir", type=Path)
     p.set_defaults(func=info_command)
 
-    p = sub.add_parser("decode", help="decode CTC log-probs (.npz) against a graph directory")
+    p = sub.add_parser(
+        "decode", help="decode CTC log-probs (.npz) against a graph directory",
+        description="Prints one line per hypothesis: ID<tab>SCORE<tab>TEXT (ID-RANK with "
+        "--nbest > 1). In IDs, backslashes and control or line-break characters are written as "
+        "Python escapes (\\\\, \\t, \\n, \\x1b, \\u2028), so every hypothesis is one line.",
+    )  # fmt: skip
     p.add_argument("graph", type=Path, help="directory from build-tlg (or a TLG.npz)")
     p.add_argument("log_probs", type=Path, help=".npz with log_probs (B, T, V), lengths, texts")
     p.add_argument("--beam", type=float, default=16.0)
@@ -165,7 +198,12 @@ def make_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=decode_command)
 
     p = sub.add_parser("demo", help="build and decode the shipped example data")
-    p.add_argument("--out", type=Path, default=None, help="keep the built graph here")
+    p.add_argument(
+        "--out", type=Path, default=None, help="keep the graph here (replaces an earlier demo's)"
+    )
+    p.add_argument(
+        "--force", action="store_true", help="also replace a graph directory build-tlg wrote"
+    )
     p.set_defaults(func=demo_command)
     return parser
 
@@ -176,7 +214,9 @@ def main(argv: list[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")  # fmt: skip
     try:
         args.func(args)
-    except (WfstDecodeError, OSError) as exc:
+    except (WfstDecodeError, OSError) as exc:  # not Exception: a bug should show its traceback
+        if isinstance(exc, OSError) and exc.filename is not None:
+            exc = f"{exc.filename}: {exc.strerror or exc}"  # FILE: what, like the other errors
         print(f"wfstdecode: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:

@@ -43,7 +43,10 @@ def test_unknown_words_warn_listing_them():
     ("boosts", "match"),
     [
         ([{"cat": 1.0}], "one entry per utterance"),
-        ({"cat": float("nan")}, "finite"),
+        ({"cat": float("nan")}, r"must be in \[-1000, 1000\]; got nan"),
+        ({"cat": 1e39}, r"must be in \[-1000, 1000\]; got 1e\+39"),
+        ({"cat": -1e10}, r"must be in \[-1000, 1000\]"),
+        ({"cat": 10**400}, r"must be in \[-1000, 1000\]"),
         ({"cat": "high"}, "number"),
         ("cat", "mapping"),
         ({1.5: 1.0}, "word id"),

@@ -99,7 +99,7 @@ def test_cuda_memory_of_a_batch_and_the_largest_batch_that_fits():
     one, two = cuda_memory_bytes(g, opts, 1), cuda_memory_bytes(g, opts, 2)
     per_utterance = two - one
     with_upload = cuda_memory_bytes(g, opts, 2, frames=100) - two
-    assert with_upload == 2 * 100 * g.num_tokens * 4  # float32 log-probs from the host
+    assert with_upload == 2 * 100 * (g.num_tokens + 1) * 4  # float32 host costs, frame maxima
     budget = cuda_memory_bytes(g, opts, 37) + per_utterance - 1
     assert max_cuda_batch_size(g, opts, memory_bytes=budget) == 37
     assert max_cuda_batch_size(g, opts, memory_bytes=one - per_utterance - 1) == 0

@@ -18,14 +18,17 @@ Data layout, chosen so the CUDA backend can mirror it:
 
 from __future__ import annotations
 
+import threading
+
 import numba
 import numpy as np
 from numba import njit, prange
 
-from ._traceback import CYCLE, OVERFLOW, finish_paths
+from ._traceback import CYCLE, MORE_PATHS, OVERFLOW, finish_paths, first_rows, grown
 from .boost import boost_lookup
 
 NEG_CYCLE = 16  # the epsilon closure did not converge (negative-cost epsilon cycle)
+CANCELLED = 64  # stopped on request (KeyboardInterrupt in the calling thread)
 
 _INF = np.float32(np.inf)
 
@@ -54,9 +57,10 @@ def _kth_smallest(costs, n, k):
 def _decode_utt(
     ac, T, start, final_cost, e_off, ne_off, next_state, ilabel, olabel, arc_cost, n_emit,
     bkeys, bvals, boff, bmask, beam, max_active, min_active, nbest, state_map,
-    out_arcs, out_frames, out_len, out_cost,
+    out_arcs, out_frames, out_len, out_cost, cancel,
 ):  # fmt: skip
-    """Decode one utterance; returns ``(number of paths, status bits, died frame)``."""
+    """Decode one utterance; returns ``(number of paths, status bits, died frame)``. Checks
+    ``cancel[0]`` once per frame and stops (CANCELLED) when another thread has set it."""
     cap = 256
     c_state = np.empty(cap, np.int32)
     c_cost = np.empty(cap, np.float32)
@@ -88,6 +92,10 @@ def _decode_utt(
     best_emit = np.float32(0.0)
 
     for f in range(T + 1):
+        if cancel[0] != 0:
+            for j in range(n):
+                state_map[c_state[j]] = -1
+            return 0, status | CANCELLED, f
         if f > 0:
             # ---- emitting arcs of log-prob frame t = f - 1
             t = f - 1
@@ -277,7 +285,7 @@ def _decode_utt(
                 st_prev[idx] = c_prev[j] if c_arc[j] < n_emit else new_idx[c_prev[j]]
                 if c_cost[j] <= cutoff:
                     a_state[i] = c_state[j]
-                    a_cost[i] = c_cost[j]
+                    a_cost[i] = c_cost[j] - best  # relative to the frame's best (reference.py)
                     a_store[i] = idx
                     i += 1
         n_st += m
@@ -296,12 +304,12 @@ def _decode_utt(
 def _decode_into(
     b, ac, lengths, start, final_cost, e_off, ne_off, next_state, ilabel, olabel, arc_cost, n_emit,
     bkeys, bvals, boff, bmask, beam, max_active, min_active, nbest, state_map,
-    out_arcs, out_frames, out_len, out_cost, out_n, out_status, out_died,
+    out_arcs, out_frames, out_len, out_cost, out_n, out_status, out_died, cancel,
 ):  # fmt: skip
     n, st, died = _decode_utt(
         ac[b], lengths[b], start, final_cost, e_off, ne_off, next_state, ilabel, olabel,
         arc_cost, n_emit, bkeys, bvals, boff[b], bmask[b], beam, max_active, min_active,
-        nbest, state_map, out_arcs[b], out_frames[b], out_len[b], out_cost[b],
+        nbest, state_map, out_arcs[b], out_frames[b], out_len[b], out_cost[b], cancel,
     )  # fmt: skip
     out_n[b] = n
     out_status[b] = st
@@ -312,7 +320,7 @@ def _decode_into(
 def _decode_batch(
     ac, lengths, start, final_cost, e_off, ne_off, next_state, ilabel, olabel, arc_cost, n_emit,
     bkeys, bvals, boff, bmask, beam, max_active, min_active, nbest,
-    out_arcs, out_frames, out_len, out_cost, out_n, out_status, out_died, n_chunks,
+    out_arcs, out_frames, out_len, out_cost, out_n, out_status, out_died, n_chunks, cancel,
 ):  # fmt: skip
     num_states = final_cost.shape[0]
     B = lengths.shape[0]
@@ -325,28 +333,29 @@ def _decode_batch(
                 b, ac, lengths, start, final_cost, e_off, ne_off, next_state, ilabel, olabel,
                 arc_cost, n_emit, bkeys, bvals, boff, bmask, beam, max_active, min_active, nbest,
                 state_map, out_arcs, out_frames, out_len, out_cost, out_n, out_status, out_died,
+                cancel,
             )  # fmt: skip
 
 
 def decode_cpu(problem, num_threads: int | None = None):
-    """Run the batch; returns ``RawResult`` per utterance."""
+    """Run the batch; returns ``RawResult`` per utterance. Utterances whose paths did not fit
+    the output buffers (too long, or more than its rows) run again with larger ones."""
     from ..errors import GraphError
     from ._problem import RawResult
 
     B = problem.batch_size
-    nb = problem.options.nbest
-    lengths = problem.lengths
-    T = int(lengths.max(initial=0))
+    nbest = problem.options.nbest
     results: list = [None] * B
     todo = np.arange(B)
-    cap = 2 * T + 16
+    cap, rows = 2 * int(problem.lengths.max(initial=0)) + 16, first_rows(nbest)
     while len(todo):
-        out = _run(problem, todo, cap, num_threads)
-        retry = []
+        out = _run_interruptibly(problem, todo, cap, rows, num_threads)
+        retry, again = [], 0
         for row, b in enumerate(todo):
             n, st, died = (int(x[row]) for x in (out["n"], out["status"], out["died"]))
-            if st & OVERFLOW:
+            if st & (OVERFLOW | MORE_PATHS):
                 retry.append(b)
+                again |= st
                 continue
             if st & NEG_CYCLE:
                 raise GraphError(f"negative-cost epsilon cycle (utterance {b}, frame {died})")
@@ -362,37 +371,67 @@ def decode_cpu(problem, num_threads: int | None = None):
             ]
             results[b] = RawResult(paths, st & 3, died)
         todo = np.array(retry, dtype=np.int64)
-        cap = 4 * cap
-    del nb
+        cap, rows = grown(cap, rows, again, nbest)
     return results
 
 
-def _run(problem, rows, cap, num_threads):
+def _run_interruptibly(problem, rows_todo, cap, rows, num_threads):
+    """`_run` in a worker thread while the main thread waits in short slices, so that Ctrl-C is
+    seen within a fraction of a second (a Numba call cannot be interrupted): the worker is told
+    to stop at its next frame, joined, and the KeyboardInterrupt goes on. Outside the main
+    thread, which never receives KeyboardInterrupt, `_run` runs directly."""
+    cancel = np.zeros(1, np.int32)
+    if threading.current_thread() is not threading.main_thread():
+        return _run(problem, rows_todo, cap, rows, num_threads, cancel)
+    box: dict = {}
+
+    def work():
+        try:
+            box["out"] = _run(problem, rows_todo, cap, rows, num_threads, cancel)
+        except BaseException as exc:  # handed to the caller's thread
+            box["error"] = exc
+
+    worker = threading.Thread(target=work, name="wfstdecode-ctc-cpu", daemon=True)
+    worker.start()
+    try:
+        while worker.is_alive():
+            worker.join(0.1)
+    except BaseException:
+        cancel[0] = 1
+        while worker.is_alive():
+            worker.join(0.1)
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box["out"]
+
+
+def _run(problem, rows_todo, cap, rows, num_threads, cancel):
     g = problem.graph
     bt = problem.boosts
-    nb = problem.options.nbest
-    R = len(rows)
+    R = len(rows_todo)
     out = {
-        "arcs": np.zeros((R, nb, cap), np.int32),
-        "frames": np.zeros((R, nb, cap), np.int32),
-        "len": np.zeros((R, nb), np.int64),
-        "cost": np.zeros((R, nb), np.float32),
+        "arcs": np.zeros((R, rows, cap), np.int32),
+        "frames": np.zeros((R, rows, cap), np.int32),
+        "len": np.zeros((R, rows), np.int64),
+        "cost": np.zeros((R, rows), np.float32),
         "n": np.zeros(R, np.int64),
         "status": np.zeros(R, np.int64),
         "died": np.zeros(R, np.int64),
     }
-    ac = problem.ac if problem.batch_size == R else problem.ac[rows]
+    ac = problem.ac if problem.batch_size == R else problem.ac[rows_todo]
     old = numba.get_num_threads()
     if num_threads is not None:
-        numba.set_num_threads(max(1, min(int(num_threads), numba.config.NUMBA_NUM_THREADS)))
+        numba.set_num_threads(int(min(num_threads, numba.config.NUMBA_NUM_THREADS)))
     try:
         _decode_batch(
-            ac, problem.lengths[rows], np.int64(g.start), g.final_cost, g.e_offsets, g.ne_offsets,
-            g.next_state, g.ilabel, g.olabel, problem.arc_cost, np.int64(g.num_emitting_arcs),
-            bt.keys, bt.values, bt.offset[rows], bt.mask[rows], problem.beam,
-            np.int64(problem.options.max_active), np.int64(problem.options.min_active),
-            np.int64(nb), out["arcs"], out["frames"], out["len"], out["cost"], out["n"],
-            out["status"], out["died"], np.int64(min(R, 4 * numba.get_num_threads())),
+            ac, problem.lengths[rows_todo], np.int64(g.start), g.final_cost, g.e_offsets,
+            g.ne_offsets, g.next_state, g.ilabel, g.olabel, problem.arc_cost,
+            np.int64(g.num_emitting_arcs), bt.keys, bt.values, bt.offset[rows_todo],
+            bt.mask[rows_todo], problem.beam, np.int64(problem.options.max_active),
+            np.int64(problem.options.min_active), np.int64(problem.options.nbest), out["arcs"],
+            out["frames"], out["len"], out["cost"], out["n"], out["status"], out["died"],
+            np.int64(min(R, 4 * numba.get_num_threads())), cancel,
         )  # fmt: skip
     finally:
         if num_threads is not None:

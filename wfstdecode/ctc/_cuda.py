@@ -63,7 +63,8 @@ def decode_cuda(
             "slots, beyond int32 indexing: lower the batch size or CtcBeamOptions.max_candidates"
         )
     needed = cuda_memory_bytes(g, opts, B)
-    uploads = 0 if problem.device_lp is not None else problem.ac.nbytes
+    frames = B * (problem.ac if problem.ac is not None else problem.device_lp).shape[1]
+    uploads = 4 * frames + (0 if problem.ac is None else problem.ac.nbytes)  # maxima, costs
     _check_free_memory(needed + uploads, B, H)
     graphs = _use_graphs(opts.cuda_graphs, profile, T, frames_per_chunk)
     log.info(
@@ -305,8 +306,10 @@ class _Buffers:
 
         if p.device_lp is not None:
             self.lp, self.neg_scale = p.device_lp, p.neg_scale
-        else:  # the host already applied the scale
+            self.frame_max = p.device_frame_max
+        else:  # search costs from the host: kept as they are (see K.acoustic_cost)
             self.lp, self.neg_scale = cuda.to_device(p.ac, stream=stream), np.float32(1.0)
+            self.frame_max = cuda.to_device(np.zeros(p.ac.shape[:2], np.float32), stream=stream)
         self.lengths = cuda.to_device(p.lengths.astype(np.int32), stream=stream)
         self.done = full(B, 0, np.int32)
         self.bkeys = cuda.to_device(p.boosts.keys, stream=stream)
@@ -374,8 +377,9 @@ class _FrameSequence:
         boost = (d.bkeys, d.bvals, d.boff, d.bmask)
         lanes = (d.lengths, d.done)
         self.expand_args = (
-            d.ctl, d.lp, d.neg_scale, *lanes, d.act_state, d.act_cost, d.act_n, d.e_scan,
-            dg["e_off"], dg["next_state"], dg["ilabel"], dg["arc_cost"], dg["olabel"], *boost,
+            d.ctl, d.lp, d.frame_max, d.neg_scale, *lanes, d.act_state, d.act_cost, d.act_n,
+            d.e_scan, dg["e_off"], dg["next_state"], dg["ilabel"], dg["arc_cost"], dg["olabel"],
+            *boost,
             d.best_bits, d.lane_beam, early, d.h_state, d.h_key, d.c_slot, d.n_cand, d.overflow, H,
         )  # fmt: skip
         self.prune_args = (

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..errors import GraphError
 from ._problem import RawResult, SearchProblem
-from ._traceback import CYCLE, OVERFLOW, finish_paths
+from ._traceback import CYCLE, MORE_PATHS, OVERFLOW, finish_paths, first_rows, grown
 
 
 def finish(problem: SearchProblem, d, H: int, chunks, T: int) -> list[RawResult]:
@@ -44,20 +44,20 @@ def finish(problem: SearchProblem, d, H: int, chunks, T: int) -> list[RawResult]
         length = int(problem.lengths[b])
         lo, n = offsets[b], int(act_n[b])
         a_store = store[lo : lo + n].astype(np.int64) + frame_base[length]
-        cap = 2 * T + 16
+        cap, rows = 2 * T + 16, first_rows(problem.options.nbest)
         while True:
-            arcs = np.zeros((problem.options.nbest, cap), np.int32)
+            arcs = np.zeros((rows, cap), np.int32)
             frames = np.zeros_like(arcs)
-            lens = np.zeros(problem.options.nbest, np.int64)
-            costs = np.zeros(problem.options.nbest, np.float32)
+            lens = np.zeros(rows, np.int64)
+            costs = np.zeros(rows, np.float32)
             n_paths, st = finish_paths(
                 state[lo : lo + n], cost[lo : lo + n], a_store, n, st_prev, st_arc, len(st_arc),
                 length, g.final_cost, g.olabel, g.num_emitting_arcs, problem.options.nbest,
                 arcs, frames, lens, costs,
             )  # fmt: skip
-            if not st & OVERFLOW:
+            if not st & (OVERFLOW | MORE_PATHS):
                 break
-            cap *= 4
+            cap, rows = grown(cap, rows, st, problem.options.nbest)
         if st & CYCLE:
             raise GraphError("zero-cost epsilon cycle: the traceback loops")
         paths = [

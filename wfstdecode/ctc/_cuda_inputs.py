@@ -1,6 +1,6 @@
 """Log-probs that already live on the GPU (torch CUDA tensors, CuPy arrays, Numba device arrays):
 a zero-copy Numba view for the cuda backend, the same checks as the host path done by a kernel,
-and the acoustic costs of the final paths gathered on the device. Imported only when such an
+and the log-probs of the final paths gathered on the device. Imported only when such an
 input reaches ``backend="cuda"``.
 """
 
@@ -69,17 +69,22 @@ def _same_device(index, what: str) -> None:
         )
 
 
-def check_device_log_probs(lp, lengths: np.ndarray) -> None:
+def check_device_log_probs(lp, lengths: np.ndarray):
     """The host path's value checks (`search._check_values`), on the device: no NaN or +inf and
-    not every column -inf, in frames within the lengths. Raises naming the first bad frame."""
+    not every column -inf, in frames within the lengths. Raises naming the first bad frame.
+    Returns the (B, T) float32 maximum of each frame within the lengths, on the device, for the
+    search's per-frame relative costs (`_cuda_kernels.acoustic_cost`)."""
     B, T = lp.shape[0], lp.shape[1]
+    frame_max = cuda.device_array((B, T), np.float32)
     if B == 0 or T == 0:
-        return
+        return frame_max
     none = np.iinfo(np.int64).max
     bad = cuda.to_device(np.array([none, none], np.int64))
     threads = 8 if _SIM else 128
     blocks = 1 if _SIM else min(1024, (T + threads - 1) // threads)
-    _check_kernel[(blocks, B), threads](lp, cuda.to_device(lengths.astype(np.int32)), bad)
+    _check_kernel[(blocks, B), threads](
+        lp, cuda.to_device(lengths.astype(np.int32)), bad, frame_max
+    )
     first_bad, first_dead = (int(v) for v in bad.copy_to_host())
     if first_bad != none:
         b, t = divmod(first_bad // 2, T)
@@ -88,12 +93,14 @@ def check_device_log_probs(lp, lengths: np.ndarray) -> None:
     if first_dead != none:
         b, t = divmod(first_dead, T)
         raise DecodeInputError(f"log_probs[{b}, {t}] is -inf in every column")
+    return frame_max
 
 
 @cuda.jit
-def _check_kernel(lp, lengths, bad):
+def _check_kernel(lp, lengths, bad, frame_max):
     """bad[0] = min over rows with a NaN or +inf of ``2 * (b * T + t) + (0 if NaN else 1)``;
-    bad[1] = min over rows that are -inf everywhere of ``b * T + t`` (values as float32)."""
+    bad[1] = min over rows that are -inf everywhere of ``b * T + t`` (values as float32);
+    frame_max[b, t] = the row's largest value."""
     b = cuda.blockIdx.y
     T = lp.shape[1]
     V = lp.shape[2]
@@ -101,6 +108,7 @@ def _check_kernel(lp, lengths, bad):
         nan = False
         pos_inf = False
         dead = True
+        best = float32(-np.inf)
         for k in range(V):
             x = float32(lp[b, t, k])
             if x != x:
@@ -109,6 +117,9 @@ def _check_kernel(lp, lengths, bad):
                 pos_inf = True
             if x != float32(-np.inf):
                 dead = False
+            if x > best:
+                best = x
+        frame_max[b, t] = best
         row = np.int64(b) * T + t
         if nan or pos_inf:
             cuda.atomic.min(bad, 0, 2 * row + (0 if nan else 1))
@@ -116,20 +127,20 @@ def _check_kernel(lp, lengths, bad):
             cuda.atomic.min(bad, 1, row)
 
 
-def gather_acoustic_costs(lp, neg_scale, b, t, k) -> np.ndarray:
-    """float32 ``float32(lp[b[i], t[i], k[i]]) * neg_scale`` for every ``i``, on the host."""
+def gather_log_probs(lp, b, t, k) -> np.ndarray:
+    """float32 ``lp[b[i], t[i], k[i]]`` for every ``i``, on the host."""
     n = len(b)
     if n == 0:
         return np.zeros(0, np.float32)
     out = cuda.device_array(n, np.float32)
     threads = 8 if _SIM else 256
     idx = [cuda.to_device(np.ascontiguousarray(v, np.int64)) for v in (b, t, k)]
-    _gather_kernel[(n + threads - 1) // threads, threads](lp, np.float32(neg_scale), *idx, out)
+    _gather_kernel[(n + threads - 1) // threads, threads](lp, *idx, out)
     return out.copy_to_host()
 
 
 @cuda.jit
-def _gather_kernel(lp, neg_scale, b, t, k, out):
+def _gather_kernel(lp, b, t, k, out):
     i = cuda.grid(1)
     if i < out.shape[0]:
-        out[i] = float32(lp[b[i], t[i], k[i]]) * neg_scale
+        out[i] = float32(lp[b[i], t[i], k[i]])

@@ -36,6 +36,7 @@ import numpy as np
 from numba import config, cuda, float32, int32, uint32
 
 from .boost import boost_lookup
+from .options import LOG_PROB_FLOOR
 
 SIM = bool(config.ENABLE_CUDASIM)
 
@@ -48,6 +49,7 @@ _SIGN = np.uint32(0x80000000)
 _MAG = np.uint32(0x7FFFFFFF)
 _INF = np.float32(np.inf)
 _HASH_MULT = np.int64(2654435761)
+_LOG_PROB_FLOOR = np.float32(LOG_PROB_FLOOR)
 
 # lane status bits (the host turns them into errors and notes)
 DIED = 2
@@ -290,18 +292,30 @@ def kth_smallest_cost(h_key, c_slot, cbase, n, k, hist, tmp_u):
 
 
 @cuda.jit(device=True)
+def acoustic_cost(x, frame_max, neg_scale):
+    """`_problem.search_costs` of one log-prob ``x`` (float32) of a frame whose best is
+    ``frame_max``: relative, floored, scaled, in the host's float32 steps. For costs the host
+    already computed, ``frame_max`` is 0 and ``neg_scale`` 1, which leaves them as they are."""
+    if x == -_INF:
+        return x * neg_scale
+    d = x - frame_max
+    if d < _LOG_PROB_FLOOR:
+        d = _LOG_PROB_FLOOR
+    return _mul_rn(d, neg_scale)  # rounded, as on the host
+
+
+@cuda.jit(device=True)
 def emitting_candidate(
-    i, lane, t, n, sbase, H, lp, neg_scale, act_state, act_cost, e_scan, e_off, ilabel, arc_cost,
-    olabel, bkeys, bvals, boff, bmask,
+    i, lane, t, n, sbase, H, lp, frame_max, neg_scale, act_state, act_cost, e_scan, e_off, ilabel,
+    arc_cost, olabel, bkeys, bvals, boff, bmask,
 ):  # fmt: skip
     """Arc-thread ``i`` of a lane: its emitting arc (arc ``i - scan[k]`` of surviving token
-    ``k``) and candidate cost. The acoustic cost is ``float32(log_prob) * neg_scale`` (float32,
-    as the host computes it; ``neg_scale`` is 1 for costs already scaled)."""
+    ``k``) and candidate cost."""
     k = last_at_most(e_scan, sbase, n, i)
     s = act_state[lane * H + k]
     a = e_off[s] + i - e_scan[sbase + k]
     ca = arc_cost_of(a, arc_cost, olabel, bkeys, bvals, boff[lane], bmask[lane])
-    ac = _mul_rn(float32(lp[lane, t, ilabel[a] - 1]), neg_scale)  # rounded, as on the host
+    ac = acoustic_cost(float32(lp[lane, t, ilabel[a] - 1]), frame_max[lane, t], neg_scale)
     return a, act_cost[lane * H + k] + (ac + ca)
 
 
@@ -311,7 +325,7 @@ def emitting_candidate(
 
 @cuda.jit
 def expand_kernel(
-    phase, ctl, lp, neg_scale, lengths, done, act_state, act_cost, act_n, e_scan, e_off,
+    phase, ctl, lp, frame_max, neg_scale, lengths, done, act_state, act_cost, act_n, e_scan, e_off,
     next_state, ilabel, arc_cost, olabel, bkeys, bvals, boff, bmask, best_bits, lane_beam, early,
     h_state, h_key, c_slot, n_cand, overflow, H,
 ):  # fmt: skip
@@ -337,8 +351,8 @@ def expand_kernel(
     stride = cuda.gridDim.x * cuda.blockDim.x
     for i in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, total, stride):
         a, c = emitting_candidate(
-            i, lane, t, n, sbase, H, lp, neg_scale, act_state, act_cost, e_scan, e_off, ilabel,
-            arc_cost, olabel, bkeys, bvals, boff, bmask,
+            i, lane, t, n, sbase, H, lp, frame_max, neg_scale, act_state, act_cost, e_scan, e_off,
+            ilabel, arc_cost, olabel, bkeys, bvals, boff, bmask,
         )  # fmt: skip
         if not c < _INF or c > limit:
             continue
@@ -586,7 +600,7 @@ def closure_prune_kernel(
         if survivor:
             r = run_s + off_s
             act_state[abase + r] = s
-            act_cost[abase + r] = c
+            act_cost[abase + r] = c - best  # relative to the frame's best (reference.py)
             act_store[abase + r] = h_mark[slot] - 2
             e_scan[sbase + r] = run_d + off_d
         run_s += total_s

@@ -9,7 +9,7 @@ import numpy as np
 
 from ..decoding_graph import DecodingGraph
 from .boost import BoostTables
-from .options import CtcBeamOptions
+from .options import LOG_PROB_FLOOR, CtcBeamOptions
 
 # RawResult.status bits
 NO_FINAL = 1  # no surviving token was in a final state: best partial path returned
@@ -20,10 +20,12 @@ DIED = 2  # every token was pruned (or had infinite cost) at ``died_frame``
 class SearchProblem:
     """Inputs of one batched search, already validated and converted.
 
-    ac:        float32 (B, T, V) acoustic costs, ``-acoustic_scale * log_probs`` (float32 product);
-               None when the log-probs stay on the GPU (cuda backend only).
+    ac:        float32 (B, T, V) search costs, `search_costs` of the log-probs; None when the
+               log-probs stay on the GPU (cuda backend only, which computes the same costs there).
+    log_probs: float32 (B, T, V) host log-probs as given (for the scores of the final paths), or
+               None when they stay on the GPU.
     device_lp: the caller's (B, T, V) log-probs as a Numba device view when they stay on the
-               GPU, else None; their costs are ``float32(log_prob) * neg_scale``.
+               GPU, else None; ``device_frame_max`` then holds their (B, T) per-frame maxima.
     neg_scale: float32 ``-acoustic_scale``.
     lengths:   int64 (B,) frames per utterance.
     arc_cost:  float32 (A,) static cost of each arc: ``weight`` (+ ``blank_penalty`` on blank
@@ -39,19 +41,25 @@ class SearchProblem:
     boosts: BoostTables
     options: CtcBeamOptions
     blank_ilabel: int
+    log_probs: np.ndarray | None = None
     device_lp: object = None
+    device_frame_max: object = None
 
     @property
     def neg_scale(self) -> np.float32:
         return np.float32(-self.options.acoustic_scale)
 
     def acoustic_costs(self, b, t, k) -> np.ndarray:
-        """float32 acoustic costs at ``(b[i], t[i], k[i])``, wherever the log-probs live."""
-        if self.ac is not None:
-            return self.ac[b, t, k]
-        from ._cuda_inputs import gather_acoustic_costs
+        """float64 ``-acoustic_scale * log_prob`` at ``(b[i], t[i], k[i])`` from the raw float32
+        log-probs (not the search's per-frame relative costs), wherever they live; float64, so
+        that no finite input overflows."""
+        if self.log_probs is not None:
+            lp = self.log_probs[b, t, k]
+        else:
+            from ._cuda_inputs import gather_log_probs
 
-        return gather_acoustic_costs(self.device_lp, self.neg_scale, b, t, k)
+            lp = gather_log_probs(self.device_lp, b, t, k)
+        return lp.astype(np.float64) * -float(self.options.acoustic_scale)
 
     @property
     def batch_size(self) -> int:
@@ -62,6 +70,27 @@ class SearchProblem:
         return np.float32(self.options.beam)
 
 
+def search_costs(log_probs: np.ndarray, acoustic_scale: float) -> np.ndarray:
+    """float32 (B, T, V) acoustic costs the search adds: per frame, each log-prob relative to the
+    frame's best, raised to ``LOG_PROB_FLOOR``, times ``-acoustic_scale``; -inf stays +inf.
+
+    Every path consumes one log-prob per frame, so subtracting the frame's best ranks paths as
+    the raw values do, while no magnitude of input (one frame of -1e10, say) can make float32
+    costs too coarse for the beam. The cuda kernels compute the same float32 operations
+    (``_cuda_kernels.acoustic_cost``) on GPU-resident log-probs. Frames past an utterance's
+    length may hold anything; their costs are never read.
+    """
+    lp = np.asarray(log_probs, np.float32)
+    if lp.shape[-1] == 0:
+        return lp.copy()
+    with np.errstate(invalid="ignore", over="ignore"):
+        d = lp - lp.max(axis=2, keepdims=True)
+        np.maximum(d, np.float32(LOG_PROB_FLOOR), out=d)
+        d[lp == -np.inf] = -np.inf
+        d *= np.float32(-acoustic_scale)
+    return d
+
+
 @dataclass(frozen=True)
 class RawResult:
     """Backend output for one utterance.
@@ -70,7 +99,9 @@ class RawResult:
                 indices along the path, ``frames`` int32 the log-prob frame each arc belongs to
                 (an emitting arc consumed that frame; an epsilon arc follows it in the same frame;
                 -1 for epsilon arcs before the first frame), ``cost`` the float32 search cost
-                (final cost included when the path ends in a final state).
+                (final cost included when the path ends in a final state) less the per-frame
+                offsets every path of the utterance shares (reference.py steps 2 and 5): only
+                differences between an utterance's paths mean anything.
     status:     bits NO_FINAL, DIED.
     died_frame: the frame at which the search died (status DIED), else -1.
     notes:      what the backend had to change (e.g. a beam tightened on overflow), for every

@@ -13,10 +13,23 @@ from numba import njit
 
 from ._problem import NO_FINAL
 
-OVERFLOW = 4  # the output buffer was too small for a path: rerun with a larger one
+OVERFLOW = 4  # the output buffer was too short for a path: rerun with a longer one
 CYCLE = 8  # a traceback looped (zero-cost epsilon cycle)
+MORE_PATHS = 32  # the output buffer's rows were used up before nbest: rerun with more rows
 
 _INF = np.float32(np.inf)
+
+
+def first_rows(nbest: int) -> int:
+    """Output rows per utterance to try first: enough for any usual ``nbest``."""
+    return min(nbest, 16)
+
+
+def grown(cap: int, rows: int, status: int, nbest: int) -> tuple[int, int]:
+    """Path length and rows for a retry after OVERFLOW and/or MORE_PATHS."""
+    return (4 * cap if status & OVERFLOW else cap), (
+        min(nbest, 4 * rows) if status & MORE_PATHS else rows
+    )
 
 
 @njit(nogil=True, cache=True)
@@ -25,7 +38,10 @@ def finish_paths(
     out_arcs, out_frames, out_len, out_cost,
 ):  # fmt: skip
     """Write up to ``nbest`` paths of the ``a_n`` survivors into ``out_*`` (arcs and frames of
-    path ``p`` in ``out_arcs[p, :out_len[p]]``); returns ``(number of paths, status bits)``."""
+    path ``p`` in ``out_arcs[p, :out_len[p]]``); returns ``(number of paths, status bits)``.
+
+    The buffers may have fewer rows than ``nbest`` (a huge ``nbest`` must not allocate for
+    paths that do not exist): when they run out while paths remain, MORE_PATHS says so."""
     status = 0
     total = np.empty(a_n, np.float32)
     any_final = False
@@ -53,6 +69,8 @@ def finish_paths(
                 bi = i
         if bi < 0:
             break
+        if n_paths == out_arcs.shape[0]:
+            return n_paths, status | MORE_PATHS
         used[bi] = True
         # length of the path
         k = a_store[bi]

@@ -19,7 +19,6 @@ CUDA kernels and plain Python.
 
 from __future__ import annotations
 
-import math
 import warnings
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ import numpy as np
 from numba import njit
 
 from ..errors import DecodeInputError
+from .options import MAX_COST_TERM
 
 EMPTY = -1
 _HASH_MULT = 2654435761
@@ -77,8 +77,9 @@ def resolve_boosts(boosts, batch_size: int, words) -> list[dict[int, np.float32]
 
     ``boosts`` is None, one mapping applied to every utterance, or a sequence of ``batch_size``
     mappings / None. Keys are words (str, looked up in ``words``) or word ids (int); values are
-    finite bonuses. Words that are not in the graph's word table are left out with one
-    ``UserWarning`` listing them (they can never be output, so boosting them cannot act).
+    bonuses of at most ``MAX_COST_TERM`` (1000) in magnitude. Words that are not in the graph's
+    word table are left out with one ``UserWarning`` listing them (they can never be output, so
+    boosting them cannot act).
     """
     if boosts is None:
         return [None] * batch_size
@@ -111,8 +112,11 @@ def resolve_boosts(boosts, batch_size: int, words) -> list[dict[int, np.float32]
                 bonus, (int, float, np.floating, np.integer)
             ):
                 raise DecodeInputError(f"boosts[{b}][{word!r}] must be a number; got {bonus!r}")
-            if not math.isfinite(float(bonus)):
-                raise DecodeInputError(f"boosts[{b}][{word!r}] must be finite; got {bonus}")
+            if not -MAX_COST_TERM <= bonus <= MAX_COST_TERM:  # also rejects NaN and inf
+                raise DecodeInputError(
+                    f"boosts[{b}][{word!r}] must be in [-{MAX_COST_TERM:g}, {MAX_COST_TERM:g}]; "
+                    f"got {bonus}"
+                )
             if isinstance(word, (int, np.integer)) and not isinstance(word, bool):
                 wid = int(word)
                 if (

@@ -37,7 +37,7 @@ def _per_utterance_and_fixed(graph: DecodingGraph, options: CtcBeamOptions, fram
     tables = 2 * H * (4 + 8 + 4 + 4 + 4 + 4)  # two tables: state, key, prev, mark, slot, queue
     survivors = H * (4 + 4 + 4) + (H + 1) * 4
     records = 2 * 2 * H * (4 + 4)  # per utterance's share of the two record buffers
-    log_probs = frames * graph.num_tokens * 4  # float32 upload of host log-probs
+    log_probs = frames * (graph.num_tokens + 1) * 4  # float32 upload of host log-probs, maxima
     fixed = graph.num_arcs * (4 * 5) + (graph.num_states + 1) * 16  # the graph's arrays
     return tables + survivors + records + log_probs + 64, fixed
 
@@ -49,8 +49,8 @@ def cuda_memory_bytes(
     """Device bytes ``decode_ctc(..., backend="cuda")`` allocates for ``batch_size``
     utterances: token tables, survivors, backpointer record buffers and the graph's arrays
     (uploaded once per graph), plus, with ``frames`` > 0, the float32 upload of log-probs given
-    on the host (``frames`` per utterance, ``graph.num_tokens`` columns; log-probs already on the
-    GPU are read in place)."""
+    on the host (``frames`` per utterance, ``graph.num_tokens`` columns, and each frame's maximum;
+    log-probs already on the GPU are read in place, with 4 bytes per frame for the maxima)."""
     options = CtcBeamOptions() if options is None else options
     if batch_size < 0 or frames < 0:
         raise ValueError(f"batch_size and frames must be >= 0; got {batch_size}, {frames}")

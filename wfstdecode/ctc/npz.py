@@ -17,6 +17,7 @@ from ..decoding_graph import DecodingGraph
 from ..errors import DecodeInputError, InputFileError
 from ..metrics import word_error_rate
 from ..results import Hypothesis
+from ..safe_io import NpzArchive
 from ..symbols import SymbolTable
 from .options import CtcBeamOptions
 from .search import blank_id, decode_ctc
@@ -39,29 +40,39 @@ class NpzDecodeResult:
 
 
 def load_log_probs_npz(path: str | os.PathLike) -> dict:
-    """Read an emissions ``.npz`` (see the module docstring); raises `InputFileError`."""
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            data = {k: z[k] for k in z.files}
-    except (OSError, ValueError) as exc:
-        raise InputFileError(path, None, f"cannot read log-probs: {exc}") from exc
-    if "log_probs" not in data:
-        raise InputFileError(path, None, f"no 'log_probs' array (has {', '.join(data) or 'none'})")
-    lp = data["log_probs"]
-    if lp.ndim != 3:
-        raise InputFileError(path, None, f"log_probs must be (B, T, V); got shape {lp.shape}")
-    B = lp.shape[0]
-    out = {"log_probs": lp, "lengths": data.get("lengths")}
-    for key in ("texts", "ids", "tokens"):
-        value = data.get(key)
-        if value is not None:
-            value = [str(x) for x in value.tolist()]
-            if key != "tokens" and len(value) != B:
-                raise InputFileError(path, None, f"'{key}' has {len(value)} entries for B={B}")
-        out[key] = value
+    """Read an emissions ``.npz`` (see the module docstring); raises `InputFileError`.
+
+    Only the arrays above are read, each checked against ``log_probs``'s shape and the file's
+    size before it is decompressed (see `wfstdecode.safe_io`); pickled arrays are refused."""
+
+    def fail(message: str) -> InputFileError:
+        return InputFileError(path, None, message)
+
+    with NpzArchive(path, ("log_probs", "lengths", *_TEXT_ARRAYS), fail) as z:
+        if "log_probs" not in z.names:
+            raise fail(f"no 'log_probs' array (has {', '.join(z.others) or 'none'})")
+        lp = z.read("log_probs", "f", ndim=3)
+        B, _, V = lp.shape
+        if V == 0:
+            raise fail(f"log_probs has shape {lp.shape}: no token columns")
+        out = {"log_probs": lp, "lengths": None}
+        if "lengths" in z.names:
+            out["lengths"] = z.read("lengths", "iu", shape=(B,))
+        for key, size in zip(_TEXT_ARRAYS, (B, B, V), strict=True):
+            if key in z.names:
+                out[key] = [_text(x) for x in z.read(key, "USiu", shape=(size,)).tolist()]
+            else:
+                out[key] = None
     if out["ids"] is None:
         out["ids"] = [f"utt{b:04d}" for b in range(B)]
     return out
+
+
+_TEXT_ARRAYS = ("texts", "ids", "tokens")  # (B,), (B,), (V,)
+
+
+def _text(x) -> str:
+    return x.decode("utf-8", "replace") if isinstance(x, bytes) else str(x)
 
 
 def greedy_ctc_texts(log_probs, lengths, tokens: SymbolTable, blank: int = 0) -> list[str]:

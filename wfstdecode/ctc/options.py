@@ -7,6 +7,14 @@ from dataclasses import dataclass
 
 from ..errors import OptionsError
 
+# Limits that keep float32 search costs meaningful whatever the input's magnitude (a cost of 1e6
+# still resolves 0.06, far finer than any beam): log-probs more than LOG_PROB_FLOOR below their
+# frame's best are raised to it (-inf stays impossible); scales, penalties and word bonuses are
+# bounded so that no single term can swamp the others.
+LOG_PROB_FLOOR = -1000.0
+ACOUSTIC_SCALE_RANGE = (1e-3, 1e3)
+MAX_COST_TERM = 1000.0  # |blank_penalty|, |word_insertion_penalty|, |word bonus|
+
 
 @dataclass(frozen=True)
 class CtcBeamOptions:
@@ -18,9 +26,14 @@ class CtcBeamOptions:
                             the ``max_active``-th best token; exact ties at the cutoff survive too).
     min_active:             at least this many tokens survive a frame when that many exist (the
                             cutoff widens to the ``min_active``-th best cost). 1 = no effect.
-    acoustic_scale:         log-probs are multiplied by this before they enter the search.
+    acoustic_scale:         log-probs are multiplied by this before they enter the search; in
+                            ``ACOUSTIC_SCALE_RANGE`` (1e-3 .. 1e3). The search itself uses each
+                            frame's log-probs relative to that frame's best, floored at
+                            ``LOG_PROB_FLOOR`` (-1000) — a per-frame constant, so paths rank as
+                            with the raw values; ``Hypothesis`` scores use the raw values.
     blank_penalty:          cost added on every frame that takes a blank arc (positive = fewer
-                            blanks, i.e. more tokens). Counted in ``graph_score``.
+                            blanks, i.e. more tokens). Counted in ``graph_score``. At most
+                            ``MAX_COST_TERM`` (1000) in magnitude, as is the next one.
     word_insertion_penalty: cost added for every output word (positive = fewer words). Counted in
                             ``graph_score``.
     nbest:                  hypotheses returned per utterance: the surviving end tokens (one per
@@ -74,12 +87,16 @@ class CtcBeamOptions:
                 f"({self.max_active})"
             )
         scale = number("acoustic_scale")
-        if not (math.isfinite(scale) and scale > 0):
-            raise OptionsError(f"CtcBeamOptions.acoustic_scale must be finite and > 0; got {scale}")
+        lo, hi = ACOUSTIC_SCALE_RANGE
+        if not lo <= scale <= hi:
+            raise OptionsError(
+                f"CtcBeamOptions.acoustic_scale must be in [{lo:g}, {hi:g}]; got {scale:g}"
+            )
         for name in ("blank_penalty", "word_insertion_penalty"):
-            if not math.isfinite(number(name)):
+            if not abs(number(name)) <= MAX_COST_TERM:  # also rejects NaN
                 raise OptionsError(
-                    f"CtcBeamOptions.{name} must be finite; got {getattr(self, name)}"
+                    f"CtcBeamOptions.{name} must be in [-{MAX_COST_TERM:g}, {MAX_COST_TERM:g}]; "
+                    f"got {getattr(self, name)}"
                 )
         if integer("nbest") < 1:
             raise OptionsError(f"CtcBeamOptions.nbest must be >= 1; got {self.nbest}")

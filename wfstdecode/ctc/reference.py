@@ -12,7 +12,9 @@ log-prob frames ``0 .. f-1``):
 2. **Emitting arcs** (log-prob frame ``t``, building token frame ``t+1``): every surviving token
    ``u`` of frame ``t`` and every emitting arc ``a`` leaving its state gives the candidate
    ``c = cost(u) + (ac[t, ilabel(a) - 1] + arc_cost'(a))`` where ``arc_cost'(a) = arc_cost(a) -
-   bonus(olabel(a))`` when the utterance boosts that word. Infinite candidates are dropped.
+   bonus(olabel(a))`` when the utterance boosts that word, and ``ac`` holds the search costs of
+   `_problem.search_costs` (log-probs relative to their frame's best, floored, scaled). Infinite
+   candidates are dropped.
    **Recombination** (Viterbi) per destination state keeps the candidate with the smallest key
    ``(cost, arc index)`` — the tie-break is independent of token order (arc indices identify the
    source state, since every state has one token), and is what a GPU 64-bit ``atomicMin`` on
@@ -33,7 +35,10 @@ log-prob frames ``0 .. f-1``):
 5. **Pruning**: ``cutoff = best + beam``; if more than ``max_active`` tokens are within it, the
    cutoff becomes the cost of the ``max_active``-th best token; if fewer than ``min_active``, the
    cost of the ``min_active``-th best (or the worst) token. Tokens with ``cost <= cutoff``
-   survive (exact ties at the cutoff all survive).
+   survive (exact ties at the cutoff all survive). The survivors' costs are then made relative
+   to the frame's best, ``cost - best`` in float32 (Kaldi's cost offsets): with the per-frame
+   acoustic costs this keeps every cost within a beam or so of zero, so float32 keeps its
+   resolution however long the utterance. Scores are recomputed along the final paths.
 6. **End**: every surviving token of frame ``T`` gets ``cost + final_cost(state)`` (float32);
    hypotheses are taken best first by ``(total, state)``, traced back, and kept when their word
    sequence differs from every kept one, up to ``nbest``. If no survivor is final, the same is
@@ -139,7 +144,10 @@ def _closure_and_prune(p, toks, best_emit, cost_of, n_emit):
         cutoff = costs[opts.max_active - 1]
     elif n_in < opts.min_active:
         cutoff = costs[min(opts.min_active, len(costs)) - 1]
-    return {s: tok for s, tok in toks.items() if tok.cost <= cutoff}
+    alive = {s: tok for s, tok in toks.items() if tok.cost <= cutoff}
+    for tok in alive.values():
+        tok.cost = np.float32(tok.cost - costs[0])
+    return alive
 
 
 def _max_relaxations(n_tokens, graph):

@@ -17,7 +17,7 @@ from ..errors import DecodeInputError, OptionsError
 from ..results import Hypothesis
 from ..symbols import BLANK
 from ._paths import to_hypotheses
-from ._problem import SearchProblem
+from ._problem import SearchProblem, search_costs
 from .boost import build_boost_tables, resolve_boosts
 from .options import CtcBeamOptions
 
@@ -49,7 +49,8 @@ def decode_ctc(
                  (its arcs cost ``bonus`` less). Words not in the graph warn and are ignored.
     backend:     ``"auto"`` (cuda for GPU-resident inputs when available, else cpu),
                  ``"reference"`` (pure Python, slow), ``"cpu"`` (Numba) or ``"cuda"``.
-    num_threads: CPU backend threads (utterances decode in parallel); None = Numba's default.
+    num_threads: CPU backend threads (utterances decode in parallel); None = Numba's default;
+                 more than Numba's thread pool has are capped to it.
 
     Returns one list per utterance of up to ``options.nbest`` `Hypothesis`, best first.
     Documented results: an empty batch gives ``[]``; a zero-length utterance gives the best path
@@ -63,6 +64,11 @@ def decode_ctc(
         raise OptionsError(f"options must be a CtcBeamOptions; got {type(options).__name__}")
     if not isinstance(graph, DecodingGraph):
         raise DecodeInputError(f"graph must be a DecodingGraph; got {type(graph).__name__}")
+    if num_threads is not None and (
+        isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer))
+        or num_threads < 1
+    ):  # fmt: skip
+        raise OptionsError(f"num_threads must be None or an int >= 1; got {num_threads!r}")
     name = resolve_ctc_backend(backend, log_probs)
     on_device = name == "cuda" and is_device_array(log_probs)
     problem = prepare_problem(log_probs, lengths, graph, options, boosts, on_device)
@@ -96,24 +102,21 @@ def prepare_problem(log_probs, lengths, graph, options, boosts, on_device=False)
             f"log_probs has V={V} columns but the graph reads column {max_ilabel - 1}"
         )
     lens = _lengths(lengths, B, T)
-    if on_device:
-        check_device_log_probs(lp, lens)
-        ac = None
-    else:
-        _check_values(lp, lens)
-        ac = np.ascontiguousarray(lp * np.float32(-options.acoustic_scale), np.float32)
     per_utt = resolve_boosts(boosts, B, graph.words)
     blank = blank_id(graph)
-    return SearchProblem(
-        ac=ac,
+    common = dict(
         lengths=lens,
         graph=graph,
         arc_cost=arc_costs(graph, options, blank),
         boosts=build_boost_tables(per_utt),
         options=options,
         blank_ilabel=blank + 1,
-        device_lp=lp if on_device else None,
     )
+    if on_device:
+        frame_max = check_device_log_probs(lp, lens)
+        return SearchProblem(ac=None, device_lp=lp, device_frame_max=frame_max, **common)
+    _check_values(lp, lens)
+    return SearchProblem(ac=search_costs(lp, options.acoustic_scale), log_probs=lp, **common)
 
 
 def blank_id(graph: DecodingGraph) -> int:

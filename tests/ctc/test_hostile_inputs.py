@@ -1,0 +1,182 @@
+"""Finite but hostile inputs (issue 11): huge log-prob magnitudes keep float32 costs meaningful
+(per-frame relative costs, a log-prob floor, cost offsets), out-of-range boosts and scales are
+refused naming the range, a huge nbest allocates only for the paths that exist, and a decode
+stops on KeyboardInterrupt."""
+
+import _thread
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from wfstdecode.ctc import CtcBeamOptions, decode_ctc
+from wfstdecode.ctc._problem import search_costs
+from wfstdecode.ctc.options import LOG_PROB_FLOOR
+from wfstdecode.errors import DecodeInputError, OptionsError
+from wfstdecode.testing import (
+    assert_hypotheses_equal,
+    fast_backends,
+    lexicon_graph,
+    random_graph,
+    simulate_ctc,
+)
+
+BACKENDS = ["reference", *fast_backends()]
+WORDS = ["cat", "cap", "act", "tact", "pat", "apt", "tapa"]
+
+
+def _lexicon_case(seed=0, repeat=1):
+    """One simulated utterance of three lexicon words (``repeat`` times over), noisy enough
+    that several paths compete."""
+    g = lexicon_graph(WORDS, word_cost=[1.0, 1.2, 2.0, 2.5, 1.1, 2.2, 2.4])
+    words = [WORDS[i] for i in np.random.default_rng(seed).integers(len(WORDS), size=3)]
+    seq = [g.tokens.id(c) for c in "".join(words)] * repeat
+    lp, lengths = simulate_ctc([seq], g.num_tokens, seed=seed, confusion_prob=0.3, noise=1.5)
+    return g, lp, lengths
+
+
+def test_search_costs_are_relative_floored_and_scaled():
+    lp = np.array([[[-1.0, -3.0, -np.inf], [-1e10, -1e10, -1e10], [0.0, -5000.0, -2.0]]])
+    ac = search_costs(lp, 2.0)
+    expected = [[[0.0, 4.0, np.inf], [0.0, 0.0, 0.0], [0.0, -2.0 * LOG_PROB_FLOOR, 4.0]]]
+    np.testing.assert_array_equal(ac, np.array(expected, np.float32))
+    assert ac.dtype == np.float32
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_frame_of_minus_1e10_decodes_as_any_uniform_frame(backend):
+    """The issue's case: one frame at -1e10 in every column. Every path takes one log-prob of
+    that frame, so it ranks paths as a frame of zeros does: same paths, scores 1e10 apart."""
+    g, lp, lengths = _lexicon_case(1)
+    opts = CtcBeamOptions(beam=8.0, nbest=3)
+    hostile, uniform = lp.copy(), lp.copy()
+    hostile[0, 9, :] = -1e10
+    uniform[0, 9, :] = 0.0
+    got = decode_ctc(hostile, lengths, g, opts, backend=backend)
+    want = decode_ctc(uniform, lengths, g, opts, backend=backend)
+    assert got[0][0].words  # the old search returned no words here
+    for h, w in zip(got[0], want[0], strict=True):
+        assert (h.words, h.tokens, h.timestamps) == (w.words, w.tokens, w.timestamps)
+        assert h.acoustic_score == pytest.approx(w.acoustic_score - 1e10, rel=1e-12)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_log_probs_below_the_floor_decode_as_at_the_floor(backend):
+    """A column far below the frame's best (a masked token, say) is floored: -1e10 and -1e4
+    give the same paths; -inf stays impossible. Scores use the raw values."""
+    g, lp, lengths = _lexicon_case(2)
+    masked, floored = lp.copy(), lp.copy()
+    masked[0, :, 3] = -1e10
+    floored[0, :, 3] = lp[0].max(axis=1) - 1e4
+    opts = CtcBeamOptions(beam=8.0, nbest=2)
+    a = decode_ctc(masked, lengths, g, opts, backend=backend)
+    b = decode_ctc(floored, lengths, g, opts, backend=backend)
+    assert [h.words for h in a[0]] == [h.words for h in b[0]]
+    assert [h.tokens for h in a[0]] == [h.tokens for h in b[0]]
+
+
+@pytest.mark.parametrize("backend", fast_backends())
+@pytest.mark.parametrize(
+    "make",
+    [
+        pytest.param(lambda lp: lp * np.float32(1e30 / 50), id="magnitude_1e30"),
+        pytest.param(lambda lp: np.where(lp < -5, np.float32(-3e38), lp), id="near_float32_min"),
+        pytest.param(lambda lp: lp + np.float32(1e9), id="offset_1e9"),
+    ],
+)
+def test_extreme_magnitudes_equal_the_reference(backend, make):
+    g = random_graph(4, num_states=30, num_tokens=7, arcs_per_state=4)
+    lp = make(np.random.default_rng(4).normal(-10, 5, size=(3, 25, 7)).astype(np.float32))
+    opts = CtcBeamOptions(beam=6.0, max_active=20, acoustic_scale=1000.0, nbest=2)
+    boosts = [{"w1": 1000.0}, {"w2": -1000.0}, None]
+    want = decode_ctc(lp, None, g, opts, boosts, backend="reference")
+    got = decode_ctc(lp, None, g, opts, boosts, backend=backend)
+    assert_hypotheses_equal(want, got, 1e-6)
+
+
+def test_long_utterance_costs_stay_small():
+    """Cost offsets: after 20,000 frames the search's path costs are still within a few beams
+    of zero, while the path's score is in the tens of thousands."""
+    from wfstdecode.ctc._cpu import decode_cpu
+    from wfstdecode.ctc.search import prepare_problem
+
+    g, lp, lengths = _lexicon_case(3, repeat=700)
+    assert lengths[0] > 20_000
+    p = prepare_problem(lp, lengths, g, CtcBeamOptions(beam=8.0), None)
+    (_arcs, _frames, cost), *_ = decode_cpu(p)[0].paths
+    hyp = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=8.0), backend="cpu")[0][0]
+    assert abs(cost) < 50 and hyp.score < -5000, (cost, hyp.score)
+    assert len(hyp.words) >= 1500
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "boosts", "error", "match"),
+    [
+        ({"acoustic_scale": 1e30}, None, OptionsError, r"acoustic_scale must be in \[0.001, 1000"),
+        ({}, {"cat": 1e10}, DecodeInputError, r"boosts\[0\]\['cat'\] must be in \[-1000, 1000\]"),
+        ({}, {"cat": 1e39}, DecodeInputError, r"must be in \[-1000, 1000\]; got 1e\+39"),
+        ({"blank_penalty": 1e30}, None, OptionsError, r"blank_penalty must be in"),
+    ],
+)
+def test_out_of_range_terms_are_refused_with_the_range(kwargs, boosts, error, match):
+    g, lp, lengths = _lexicon_case(0)
+    with pytest.raises(error, match=match):
+        decode_ctc(lp, lengths, g, CtcBeamOptions(**kwargs), boosts, backend="cpu")
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_huge_nbest_allocates_only_what_exists(backend):
+    """nbest=10**8 used to allocate nbest x 2T output rows (MemoryError). Now the rows grow
+    with the paths found: the result equals the one at an nbest just above their count."""
+    g = random_graph(5, num_states=60, num_tokens=6, num_words=40, word_prob=0.8, final_prob=1)
+    lp = np.random.default_rng(5).normal(0, 0.5, size=(2, 12, 6)).astype(np.float32)
+    huge = decode_ctc(lp, None, g, CtcBeamOptions(beam=50.0, nbest=10**8), backend=backend)
+    n = len(huge[0])
+    assert n > 16  # more than the first rows the backends try: the retry ran
+    enough = decode_ctc(lp, None, g, CtcBeamOptions(beam=50.0, nbest=n + 1), backend=backend)
+    assert_hypotheses_equal(huge, enough, 1e-9)
+
+
+@pytest.mark.parametrize("bad", [0, -1, 2.0, "4", True])
+def test_num_threads_must_be_a_positive_int(bad):
+    g, lp, lengths = _lexicon_case(0)
+    with pytest.raises(OptionsError, match=r"num_threads must be None or an int >= 1; got"):
+        decode_ctc(lp, lengths, g, backend="cpu", num_threads=bad)
+
+
+def test_num_threads_above_the_pool_is_capped():
+    g, lp, lengths = _lexicon_case(0)
+    a = decode_ctc(lp, lengths, g, backend="cpu", num_threads=10_000)
+    assert_hypotheses_equal(a, decode_ctc(lp, lengths, g, backend="cpu"), 0.0)
+
+
+def test_cancel_flag_stops_every_utterance_at_its_next_frame():
+    from wfstdecode.ctc._cpu import CANCELLED, _run
+    from wfstdecode.ctc.search import prepare_problem
+
+    g, lp, _ = _lexicon_case(0)
+    p = prepare_problem(np.repeat(lp, 3, axis=0), None, g, CtcBeamOptions(), None)
+    out = _run(p, np.arange(3), 100, 1, None, np.ones(1, np.int32))
+    assert (out["status"] & CANCELLED).all() and (out["n"] == 0).all()
+
+
+def test_keyboard_interrupt_stops_a_long_cpu_decode_promptly():
+    """Ctrl-C (simulated with interrupt_main) during a decode that takes many seconds ends it
+    within about a second, and leaves no worker thread running."""
+    g = random_graph(7, num_states=400, num_tokens=8, arcs_per_state=6)
+    lp = np.random.default_rng(7).normal(0, 1, size=(2, 60_000, 8)).astype(np.float32)
+    opts = CtcBeamOptions(beam=1e6, max_active=400)  # every state active: slow on purpose
+    decode_ctc(lp[:, :5], None, g, opts, backend="cpu")  # compiled before timing
+    timer = threading.Timer(0.5, _thread.interrupt_main)
+    start = time.perf_counter()
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        decode_ctc(lp, None, g, opts, backend="cpu")
+        timer.cancel()
+        pytest.fail("the decode finished before the interrupt: make the input longer")
+    elapsed = time.perf_counter() - start
+    timer.join()
+    assert elapsed < 5.0, elapsed
+    running = [t for t in threading.enumerate() if t.name == "wfstdecode-ctc-cpu" and t.is_alive()]
+    assert not running
