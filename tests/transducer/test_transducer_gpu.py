@@ -6,6 +6,7 @@ Run on a GPU machine with ``pytest -m gpu tests/transducer``; skipped without CU
 import pytest
 import torch
 
+from wfstdecode.errors import DecodeInputError
 from wfstdecode.testing.transducer_models import planted_batch, planted_transducer
 from wfstdecode.transducer import GreedyOptions, graphs, greedy_decode, greedy_reference
 
@@ -102,3 +103,53 @@ def test_no_host_sync_in_hot_loops(mode, algorithm):
             finally:
                 torch.cuda.set_sync_debug_mode(0)
     _same(program.hypotheses(), greedy_reference(model, enc, lengths))
+
+
+class _MarkerPoisonedJoint:
+    """A model whose joint returns NaN on encoder rows marked by a large (finite) feature 0:
+    data-dependent, so the NaN also appears in graph replays, where Python does not run."""
+
+    state_batch_dim = 1
+
+    def __init__(self, inner):
+        self.inner, self.blank_id, self.vocab_size = inner, inner.blank_id, inner.vocab_size
+
+    def init_state(self, batch_size, device):
+        return self.inner.init_state(batch_size, device)
+
+    def predict(self, labels, state):
+        return self.inner.predict(labels, state)
+
+    def joint(self, enc, pred):
+        return torch.where(enc[:, :1] > 1e3, float("nan"), self.inner.joint(enc, pred))
+
+
+@pytest.mark.parametrize("mode", _modes())
+@pytest.mark.parametrize(
+    "opts",
+    [
+        GreedyOptions("frame_looping"),
+        GreedyOptions("label_looping"),
+        GreedyOptions("wind", window=4),
+        GreedyOptions("label_looping", durations=TDT),
+    ],
+    ids=["frame", "label", "wind", "tdt"],
+)
+def test_non_finite_logits_raise_in_every_mode(mode, opts):
+    model, enc, lengths = _case(opts.durations, size=4, frames=40)
+    options = GreedyOptions(**{**opts.__dict__, "cuda_graphs": mode})
+    poisoned = _MarkerPoisonedJoint(model)
+    greedy_decode(poisoned, enc, lengths, options)  # unmarked: decodes (and captures)
+    enc = enc.clone()
+    enc[0, 5:15, 0] = 1e4  # utterance 0 has every frame; TDT cannot skip ten in a row
+    with pytest.raises(DecodeInputError, match="utterance 0"):
+        greedy_decode(poisoned, enc, lengths, options)  # the graph modes replay
+
+
+@pytest.mark.parametrize("mode", _modes())
+def test_huge_wind_window_in_every_mode(mode):
+    model, enc, lengths = _case(None, size=2, frames=20)
+    opts = GreedyOptions("wind", window=10**6, cuda_graphs=mode)
+    hyps = greedy_decode(model, enc, lengths, opts)
+    assert "window=20" in hyps[0].notes
+    _same(hyps, greedy_reference(model, enc, lengths))

@@ -12,10 +12,14 @@ graphs driven from Python, or as one CUDA graph whose loops are conditional whil
 
 from __future__ import annotations
 
+import dataclasses
+import math
+import os
+
 import torch
 
 from ..buffers import BatchedSequences
-from ..errors import DecodeInputError, OptionsError
+from ..errors import DecodeInputError, DeviceMemoryError, OptionsError
 from ..results import Hypothesis
 from .model import ModelAdapter, clone_state, copy_state_, select_state
 from .options import GreedyOptions
@@ -34,8 +38,11 @@ def greedy_decode(model, enc, enc_lengths, options: GreedyOptions | None = None)
 
     Returns one `Hypothesis` per utterance: tokens, timestamps (frame of each token),
     durations (TDT only), score (sum of the log-probabilities of every greedy choice, blanks
-    included; TDT adds the chosen duration's log-probability), and notes naming the algorithm
-    and CUDA-graph mode used.
+    included; TDT adds the chosen duration's log-probability), and notes naming the algorithm,
+    the WIND window used and the CUDA-graph mode.
+
+    Raises `DecodeInputError` for NaN / inf in a valid frame of ``enc`` (padding beyond a
+    length may hold anything) and for non-finite logits that the search used.
     """
     from . import graphs  # the GPU drivers; importing them needs no GPU
 
@@ -43,8 +50,12 @@ def greedy_decode(model, enc, enc_lengths, options: GreedyOptions | None = None)
         options = GreedyOptions()
     if not isinstance(options, GreedyOptions):
         raise OptionsError(f"options must be GreedyOptions; got {type(options).__name__}")
-    adapter = ModelAdapter(model)
     enc, lengths = _check_inputs(model, enc, enc_lengths)
+    adapter = ModelAdapter(model)
+    window = options.window_for(enc.shape[1])
+    if options.algorithm == "wind" and window != options.effective_window:
+        # Cut here, not only in the program: the notes and the graph cache see what runs.
+        options = dataclasses.replace(options, window=window)
     mode = graphs.resolve_mode(options.cuda_graphs, enc.device)
     notes = (f"algorithm={options.algorithm}", f"window={options.effective_window}")
     notes += (f"cuda_graphs={mode}" + (" (auto)" if options.cuda_graphs == "auto" else ""),)
@@ -100,6 +111,7 @@ class _Program:
         self.B, self.T = B, T
         self.max_symbols = options.max_symbols_per_frame
         durs = options.durations
+        self.width = vocab + len(durs or ())  # of the joint's logits, as probed
         self.durations = None if durs is None else torch.tensor(durs, device=dev)
         # In graph modes these are the static inputs the caller refills before each replay.
         self.enc_in = enc.clone() if fixed else enc
@@ -114,6 +126,15 @@ class _Program:
             fields["durations"] = torch.long
         # Proven bound for graph modes (storage must not move): at most max_symbols per frame.
         capacity = max(T * self.max_symbols, 1) if fixed else max(T + T // 2, 16)
+        if fixed:
+            _check_memory(
+                dev,
+                B * (capacity + 1) * 8 * len(fields),
+                f"the CUDA-graph label buffers ({B} utterances x {T} frames x "
+                f"max_symbols_per_frame={self.max_symbols})",
+                "lower max_symbols_per_frame, or use cuda_graphs='off' (its buffers grow as "
+                "labels come)",
+            )
         self.hyps = BatchedSequences(
             B, capacity, fields, dev, score_dtype=torch.float64, growable=not fixed
         )
@@ -134,9 +155,18 @@ class _Program:
             current.copy_(value)
 
     def _set_pred_(self, pred: torch.Tensor, mask: torch.Tensor | None = None) -> None:
+        want = (self.B, pred.shape[-1]) if self.pred is None else tuple(self.pred.shape)
+        _check_shape("model.predict (after any projection) returned an output", pred, want)
         if self.pred is None:
             self.pred = torch.zeros_like(pred)
         self.pred.copy_(pred if mask is None else torch.where(mask.unsqueeze(1), pred, self.pred))
+
+    def _joint(self, enc_rows: torch.Tensor, pred_rows: torch.Tensor) -> torch.Tensor:
+        """The joint's logits, held to the probed width (in graph modes checked at capture:
+        replays cannot change shapes)."""
+        logits = self.adapter.joint(enc_rows, pred_rows)
+        _check_shape("model.joint returned logits", logits, (enc_rows.shape[0], self.width))
+        return logits
 
     def _choose(self, logits: torch.Tensor):
         """Greedy choice over the last dim: (label, its log-prob [+ duration's], duration).
@@ -158,7 +188,22 @@ class _Program:
         self.hyps.append_(mask, **values)
 
     def hypotheses(self, notes=()) -> list[Hypothesis]:
+        """The results; raises if a choice the search used was made on non-finite logits.
+
+        Every used choice adds its log-probability to the score: finite logits give a finite
+        one (>= -log V), NaN, +inf, or -inf for every token give NaN. So the one check is here,
+        on scores the host reads anyway: no flag, no sync in the loops, the same in every
+        algorithm and graph mode. Rows the search computes but does not use (padding, finished
+        utterances) do not count, and -inf for tokens a model rules out is fine.
+        """
         _, scores, fields = self.hyps.to_lists()
+        bad = [b for b, score in enumerate(scores) if not math.isfinite(score)]
+        if bad:
+            raise DecodeInputError(
+                f"model.joint returned non-finite logits (NaN, +inf, or -inf for every token) "
+                f"in the search of utterance {bad[0]} ({len(bad)} of {self.B} utterances), from "
+                "finite encoder output: check the model's predictor, projections and joint"
+            )
         durs = fields.get("durations", [()] * self.B)
         return [
             Hypothesis(
@@ -216,7 +261,7 @@ class FrameLooping(_Program):
         self._joint_step_()
 
     def _joint_step_(self) -> None:
-        label, lp, _ = self._choose(self.adapter.joint(self.enc_f, self.pred))
+        label, lp, _ = self._choose(self._joint(self.enc_f, self.pred))
         self.hyps.add_scores_(self.pending, lp)
         self.emit.copy_(self.pending & (label != self.blank))
         self.label.copy_(label)
@@ -244,7 +289,7 @@ class LabelLooping(_Program):
         super().__init__(adapter, enc, lengths, options, vocab, fixed)
         dev = self.rows.device
         B = self.B
-        self.window = options.effective_window
+        self.window = options.window_for(self.T)
         self.offsets = torch.arange(self.window, device=dev)
         self.t = torch.zeros(B, dtype=torch.long, device=dev)
         self.labels = torch.full((B,), self.blank, dtype=torch.long, device=dev)  # last emitted
@@ -279,7 +324,7 @@ class LabelLooping(_Program):
     def _one_frame_step_(self) -> None:
         """Label-looping proper (RNN-T and TDT): one joint call per searching utterance."""
         enc_rows = self.enc[self.rows, self.t.clamp(max=self.T - 1)]
-        label, lp, dur = self._choose(self.adapter.joint(enc_rows, self.pred))
+        label, lp, dur = self._choose(self._joint(enc_rows, self.pred))
         searching = self.searching
         found = searching & (label != self.blank)
         if self.durations is None:
@@ -301,7 +346,7 @@ class LabelLooping(_Program):
         valid = frames < self.lengths.unsqueeze(1)
         enc_rows = self.enc[self.rows.unsqueeze(1), frames.clamp(max=self.T - 1)]
         pred_rows = self.pred.unsqueeze(1).expand(B, W, self.pred.shape[-1])
-        logits = self.adapter.joint(enc_rows.reshape(B * W, -1), pred_rows.reshape(B * W, -1))
+        logits = self._joint(enc_rows.reshape(B * W, -1), pred_rows.reshape(B * W, -1))
         label, lp, _ = self._choose(logits.view(B, W, -1))
         nonblank = (label != self.blank) & valid
         found = nonblank.any(1) & self.searching
@@ -375,14 +420,63 @@ def _check_inputs(model, enc, enc_lengths):
     if param is not None and param.device != enc.device:
         raise DecodeInputError(f"enc is on {enc.device} but the model is on {param.device}")
     lengths = enc_lengths.long()
-    bad = ((lengths < 0) | (lengths > T)).nonzero().flatten().tolist()  # one sync, before loops
-    if bad:
-        b = bad[0]
+    bad_lengths = (lengths < 0) | (lengths > T)
+    # NaN / inf only in valid frames: padding beyond a length may hold anything. aminmax
+    # propagates NaN and, unlike isfinite(enc), allocates (B, T), not (B, T, D).
+    if enc.shape[2]:
+        low, high = torch.aminmax(enc.detach(), dim=-1)
+        valid = torch.arange(T, device=enc.device) < lengths.unsqueeze(1)
+        bad_frames = ~(low.isfinite() & high.isfinite()) & valid
+    else:  # no features: nothing to check (aminmax needs a non-empty dim)
+        bad_frames = torch.zeros((B, T), dtype=torch.bool, device=enc.device)
+    # The one host sync before the search (the loops have none).
+    any_bad_lengths, any_bad_frames = torch.stack([bad_lengths.any(), bad_frames.any()]).tolist()
+    if any_bad_lengths:
+        b = int(bad_lengths.nonzero()[0])
         raise DecodeInputError(
             f"enc_lengths must lie in [0, T={T}] for enc {tuple(enc.shape)}; "
             f"got enc_lengths[{b}] = {int(lengths[b])}"
         )
+    if any_bad_frames:
+        b, t = bad_frames.nonzero()[0].tolist()
+        raise DecodeInputError(
+            f"enc holds NaN or inf in frame {t} of utterance {b} (enc[{b}, {t}], within "
+            f"enc_lengths[{b}] = {int(lengths[b])}); non-finite valid frames in all: "
+            f"{int(bad_frames.sum())}, in {int(bad_frames.any(1).sum())} utterance(s)"
+        )
     return enc, lengths
+
+
+def _check_shape(what: str, tensor: torch.Tensor, want: tuple) -> None:
+    """Torch would broadcast a wrong shape silently; shapes are host metadata, so no sync."""
+    if tuple(tensor.shape) != tuple(want):
+        raise DecodeInputError(
+            f"{what} of shape {tuple(tensor.shape)}; expected {tuple(want)} (the model must "
+            "return the same shapes on every call)"
+        )
+
+
+def _check_memory(device: torch.device, needed: int, what: str, remedy: str) -> None:
+    """Raise before allocating ``needed`` bytes that cannot fit (a clean error, not an OOM kill).
+
+    CUDA: the free memory plus what torch's allocator holds unused. CPU: physical memory, a bound
+    that never refuses what could fit (free memory would count the page cache as used).
+    """
+    if device.type == "cuda":
+        free, _ = torch.cuda.mem_get_info(device)
+        free += torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+        kind = "free GPU memory"
+    else:
+        try:
+            free = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, OSError, ValueError):  # no sysconf (Windows): no check
+            return
+        kind = "physical memory"
+    if needed > free:
+        raise DeviceMemoryError(
+            f"{what} need {needed / 2**20:,.0f} MiB but there are {free / 2**20:,.0f} MiB of "
+            f"{kind}: {remedy}"
+        )
 
 
 def _check_joint(adapter: ModelAdapter, enc, options) -> int:
@@ -396,7 +490,7 @@ def _check_joint(adapter: ModelAdapter, enc, options) -> int:
             f"model.predict must return pred (B={B}, H); got {tuple(pred.shape)}"
         )
     if enc.shape[1] == 0:
-        return int(getattr(model, "vocab_size", adapter.blank_id + 1))
+        return adapter.blank_id + 1 if adapter.vocab_size is None else adapter.vocab_size
     enc_p = adapter.encoder(enc[:, :1])[:, 0]
     logits = adapter.joint(enc_p, adapter.prediction(pred))
     if logits.dim() != 2 or logits.shape[0] != B:
@@ -404,8 +498,7 @@ def _check_joint(adapter: ModelAdapter, enc, options) -> int:
             f"model.joint must return (B={B}, V + len(durations)); got {tuple(logits.shape)}"
         )
     width = logits.shape[1]
-    vocab = getattr(model, "vocab_size", None)
-    vocab = width - n_dur if vocab is None else int(vocab)
+    vocab = width - n_dur if adapter.vocab_size is None else adapter.vocab_size
     if width != vocab + n_dur:
         raise DecodeInputError(
             f"joint width {width} != vocab_size {vocab} + len(durations) {n_dur} "

@@ -16,15 +16,20 @@ taken as the vocabulary.
 State: whatever ``init_state`` returns — a tensor or a (nested) tuple / list of tensors whose
 batch dimension is ``model.state_batch_dim`` (default 0; ``nn.LSTM`` states use 1). A model with
 another layout provides ``select_state(mask, new, old)``. ``predict`` must return a state of the
-same structure and shapes (the loops copy it into fixed tensors). For the CUDA-graph modes,
-``predict`` and ``joint`` must not synchronise with the host (no ``.item()``, no boolean masks).
+same structure and shapes (the loops copy it into fixed tensors), and ``predict`` and ``joint``
+outputs of the same shapes on every call: a changed shape raises `DecodeInputError` (torch would
+broadcast it). For the CUDA-graph modes, ``predict`` and ``joint`` must not synchronise with the
+host (no ``.item()``, no boolean masks).
 """
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Protocol, runtime_checkable
 
 import torch
+
+from ..errors import DecodeInputError
 
 __all__ = ["TransducerModel", "copy_state_", "select_state"]
 
@@ -48,12 +53,22 @@ def select_state(model, mask: torch.Tensor, new: Any, old: Any) -> Any:
     if custom is not None:
         return custom(mask, new, old)
     dim = getattr(model, "state_batch_dim", 0)
-    return _map2(new, old, lambda n, o: torch.where(_bcast(mask, n, dim), n, o))
+    return _map2(new, old, lambda n, o: torch.where(_bcast(mask, _same(n, o), dim), n, o))
 
 
 def copy_state_(dst: Any, src: Any) -> None:
     """Copy ``src`` into the tensors of ``dst`` in place (CUDA graphs need fixed addresses)."""
-    _map2(dst, src, lambda d, s: d.copy_(s))
+    _map2(dst, src, lambda d, s: d.copy_(_same(s, d)))
+
+
+def _same(new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
+    """``new``, if it has ``old``'s shape: `torch.where` and `copy_` would broadcast it."""
+    if new.shape != old.shape:
+        raise DecodeInputError(
+            f"model.predict returned a state tensor of shape {tuple(new.shape)} where "
+            f"init_state gave {tuple(old.shape)}: the state must keep its shapes"
+        )
+    return new
 
 
 def clone_state(state: Any) -> Any:
@@ -61,6 +76,11 @@ def clone_state(state: Any) -> Any:
 
 
 def _bcast(mask: torch.Tensor, like: torch.Tensor, dim: int) -> torch.Tensor:
+    if like.dim() <= dim or like.shape[dim] != mask.shape[0]:
+        raise DecodeInputError(
+            f"a state tensor of shape {tuple(like.shape)} has no batch dimension of size "
+            f"{mask.shape[0]} at model.state_batch_dim = {dim} (nn.LSTM states need 1)"
+        )
     shape = [1] * like.dim()
     shape[dim] = mask.shape[0]
     return mask.view(shape)
@@ -83,7 +103,9 @@ class ModelAdapter:
 
     def __init__(self, model):
         self.model = model
-        self.blank_id = int(model.blank_id)
+        self.blank_id = _int_attr(model, "blank_id")
+        has_vocab = getattr(model, "vocab_size", None) is not None
+        self.vocab_size = _int_attr(model, "vocab_size") if has_vocab else None
         self.projected = all(
             callable(getattr(model, name, None))
             for name in ("project_encoder", "project_prediction", "joint_after_projection")
@@ -103,3 +125,11 @@ class ModelAdapter:
     def predict(self, labels: torch.Tensor, state: Any) -> tuple[torch.Tensor, Any]:
         pred, state = self.model.predict(labels, state)
         return self.prediction(pred), state
+
+
+def _int_attr(model, name: str) -> int:
+    value = getattr(model, name)
+    try:  # int() would take 0.5 or "0"
+        return operator.index(value)
+    except TypeError:
+        raise DecodeInputError(f"model.{name} must be an int; got {value!r}") from None

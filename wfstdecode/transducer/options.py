@@ -7,11 +7,14 @@ from typing import Literal
 
 from ..errors import OptionsError
 
-__all__ = ["ALGORITHMS", "CUDA_GRAPH_MODES", "DEFAULT_WINDOW", "GreedyOptions"]
+__all__ = ["ALGORITHMS", "CUDA_GRAPH_MODES", "DEFAULT_WINDOW", "MAX_COUNT", "GreedyOptions"]
 
 ALGORITHMS = ("frame_looping", "label_looping", "wind")
 CUDA_GRAPH_MODES = ("off", "loop_bodies", "full", "auto")
 DEFAULT_WINDOW = 8
+# Bound of max_symbols_per_frame and durations: far beyond use, and frame counters (int64) plus
+# a duration, or frames x max_symbols_per_frame label slots, cannot overflow.
+MAX_COUNT = 2**31 - 1
 
 
 @dataclass(frozen=True)
@@ -24,12 +27,16 @@ class GreedyOptions:
                 predictor runs once per emitted label for the whole batch;
                 "wind" — label-looping whose blank search scores a window of frames at once
                 (WIND), for any batch size. All three give the same tokens and timestamps.
-    window:     frames per WIND search step; only for "wind" (None there means 8).
+    window:     frames per WIND search step; only for "wind" (None there means 8). A decode cuts
+                it to the batch's frame count T (frames past T are padding) and reports the
+                window used in ``Hypothesis.notes``; a step scores B x window joint rows.
     durations:  TDT duration values (e.g. (0, 1, 2, 3, 4)); None for RNN-T. The joint then
                 returns ``vocab + len(durations)`` logits: tokens first, durations last.
                 Supported by "label_looping" only (batched frame-looping TDT is not exact; WIND
                 assumes blanks advance one frame).
-    max_symbols_per_frame: labels emitted at one frame before the frame is left regardless.
+    max_symbols_per_frame: labels emitted at one frame before the frame is left regardless
+                (at most `MAX_COUNT`). The graph modes preallocate room for T times this many
+                labels per utterance; "off" grows its buffers as labels come.
     cuda_graphs: "off"; "loop_bodies" — each loop body is a captured CUDA graph, the loops run
                 in Python; "full" — the whole decode is one CUDA graph with conditional while
                 nodes (needs cuda-python / cuda-bindings and a driver for CUDA >= 12.6);
@@ -52,8 +59,10 @@ class GreedyOptions:
                 f"cuda_graphs must be one of {CUDA_GRAPH_MODES}; got {self.cuda_graphs!r}"
             )
         m = self.max_symbols_per_frame
-        if isinstance(m, bool) or not isinstance(m, int) or m < 1:
-            raise OptionsError(f"max_symbols_per_frame must be an int >= 1; got {m!r}")
+        if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= MAX_COUNT:
+            raise OptionsError(
+                f"max_symbols_per_frame must be an int in [1, {MAX_COUNT}]; got {m!r}"
+            )
         if self.window is not None:
             if self.algorithm != "wind":
                 raise OptionsError(
@@ -76,9 +85,13 @@ class GreedyOptions:
             raise OptionsError(
                 f"durations (TDT) need algorithm='label_looping'; got algorithm={self.algorithm!r}"
             )
-        bad = [d for d in durs if isinstance(d, bool) or not isinstance(d, int) or d < 0]
+        bad = [
+            d
+            for d in durs
+            if isinstance(d, bool) or not isinstance(d, int) or not 0 <= d <= MAX_COUNT
+        ]
         if not durs or bad:
-            raise OptionsError(f"durations must be non-negative ints; got {durs!r}")
+            raise OptionsError(f"durations must be non-negative ints <= {MAX_COUNT}; got {durs!r}")
         if len(set(durs)) != len(durs):
             raise OptionsError(f"durations must be distinct; got {durs!r}")
         if max(durs) == 0:
@@ -90,3 +103,8 @@ class GreedyOptions:
         if self.algorithm != "wind":
             return 1
         return DEFAULT_WINDOW if self.window is None else self.window
+
+    def window_for(self, frames: int) -> int:
+        """The window a decode of ``frames`` frames uses: a longer one would score only padding
+        (``window=10**6`` would allocate gigabytes per step)."""
+        return min(self.effective_window, max(frames, 1))
