@@ -19,7 +19,7 @@ def main(argv: list[str] | None = None) -> Path:
     p.add_argument("--separator", default=None, help="word-separator token, e.g. '|'")
     args = p.parse_args(argv)
     tokens = SymbolTable.read(args.tokens)
-    lexicon, skipped = spell_lexicon(arpa_words(args.arpa), tokens)
+    lexicon, skipped = spell_lexicon(arpa_words(args.arpa), tokens, args.separator)
     return build_and_write(
         args, tokens, lexicon, skipped, separator=args.separator, recipe="characters"
     )

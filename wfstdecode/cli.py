@@ -43,10 +43,12 @@ def build_tlg_command(args: argparse.Namespace) -> Path:
             w for w in read_arpa_vocabulary(args.arpa) if w not in ("<s>", "</s>", "<unk>")
         ]
         if args.spm:
-            lexicon, skipped = sentencepiece_lexicon(vocabulary, args.spm, tokens)
+            lexicon, skipped = sentencepiece_lexicon(
+                vocabulary, args.spm, tokens, separator=args.separator
+            )
             source = {"spm": str(args.spm)}
         else:
-            lexicon, skipped = spell_lexicon(vocabulary, tokens)
+            lexicon, skipped = spell_lexicon(vocabulary, tokens, separator=args.separator)
             source = {"chars": True}
         if skipped:
             shown = ", ".join(skipped[:10]) + (" …" if len(skipped) > 10 else "")

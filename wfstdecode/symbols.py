@@ -6,19 +6,24 @@ Pure Python: usable without pynini, so decoders can map ids to words.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Iterator
-from pathlib import Path
 
 from .errors import InputFileError, SymbolError
+from .textfiles import quoted, text_lines
 
 EPSILON = "<eps>"
 BLANK = "<blk>"
 BACKOFF_DISAMBIG = "#0"
+# Graph labels are int32, and token labels (id + 1) are followed by the disambiguation labels.
+MAX_ID = 2**31 - 2**20
+_ID = re.compile(r"-?[0-9]{1,10}", re.ASCII)  # longer is out of range anyway
+_MAX_ID_PER_SYMBOL, _MAX_ID_SLACK = 16, 2**16
 
 
 def is_disambig(symbol: str) -> bool:
     """True for ``#0``, ``#1``, … — the auxiliary symbols that make L∘G determinizable."""
-    return len(symbol) > 1 and symbol[0] == "#" and symbol[1:].isdigit()
+    return len(symbol) > 1 and symbol[0] == "#" and symbol[1:].isascii() and symbol[1:].isdigit()
 
 
 class SymbolTable:
@@ -36,24 +41,34 @@ class SymbolTable:
 
     @classmethod
     def read(cls, path: str | os.PathLike) -> SymbolTable:
-        """Read a ``symbol id`` file; duplicate symbols or ids raise, naming the line."""
+        """Read a ``symbol id`` file (UTF-8, plain or gzip); a malformed line, a duplicate symbol
+        or id, or an id out of range raises `InputFileError` naming the line."""
         table = cls()
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise InputFileError(path, None, f"cannot read symbol table: {exc}") from exc
-        for line_no, line in enumerate(text.splitlines(), 1):
+        largest = (-1, 0)  # (id, line)
+        for line_no, line in text_lines(path, "symbol table"):
             fields = line.split()
             if not fields:
                 continue
-            if len(fields) != 2 or not fields[1].lstrip("-").isdigit():
-                raise InputFileError(path, line_no, f"expected 'symbol id', got {line!r}")
+            if len(fields) != 2 or not _ID.fullmatch(fields[1]):
+                raise InputFileError(
+                    path, line_no, f"expected 'symbol id' (id in [0, {MAX_ID}]), got {quoted(line)}"
+                )
             try:
-                table.add(fields[0], int(fields[1]))
+                idx = table.add(fields[0], int(fields[1]))
             except SymbolError as exc:
                 raise InputFileError(path, line_no, str(exc)) from None
+            largest = max(largest, (idx, line_no))
         if not len(table):
             raise InputFileError(path, None, "symbol table is empty")
+        # Ids index arrays (log-prob columns, label maps), so memory follows the largest id. Gaps
+        # are fine (a pruned table); an id out of all proportion to the table is a corrupt file.
+        if largest[0] >= _MAX_ID_PER_SYMBOL * len(table) + _MAX_ID_SLACK:
+            raise InputFileError(
+                path,
+                largest[1],
+                f"id {largest[0]:,} is far above the table's {len(table):,} symbols (at most "
+                f"{_MAX_ID_PER_SYMBOL} x symbols + {_MAX_ID_SLACK:,}); renumber the table",
+            )
         return table
 
     def write(self, path: str | os.PathLike) -> None:
@@ -65,14 +80,18 @@ class SymbolTable:
         """Add ``symbol`` (at ``idx``, or after the largest id) and return its id."""
         if idx is None:
             idx = self.next_id
-        if idx < 0:
-            raise SymbolError(f"symbol {symbol!r} has negative id {idx}")
+        if not 0 <= idx <= MAX_ID:
+            raise SymbolError(f"symbol {quoted(symbol)} has id {idx}: ids must be in [0, {MAX_ID}]")
         if not symbol or any(c.isspace() for c in symbol):
-            raise SymbolError(f"symbol {symbol!r} is empty or contains whitespace")
+            raise SymbolError(f"symbol {quoted(symbol)} is empty or contains whitespace")
         if symbol in self._id_of:
-            raise SymbolError(f"duplicate symbol {symbol!r} (ids {self._id_of[symbol]} and {idx})")
+            raise SymbolError(
+                f"duplicate symbol {quoted(symbol)} (ids {self._id_of[symbol]} and {idx})"
+            )
         if idx in self._symbol_of:
-            raise SymbolError(f"duplicate id {idx} ({self._symbol_of[idx]!r} and {symbol!r})")
+            raise SymbolError(
+                f"duplicate id {idx} ({quoted(self._symbol_of[idx])} and {quoted(symbol)})"
+            )
         self._id_of[symbol] = idx
         self._symbol_of[idx] = symbol
         return idx

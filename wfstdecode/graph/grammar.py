@@ -11,7 +11,6 @@ back off — the cost of a sentence is exactly its ARPA log-probability.
 
 from __future__ import annotations
 
-import gzip
 import logging
 import math
 import os
@@ -23,12 +22,14 @@ import numpy as np
 from ..errors import InputFileError
 from ..fstio import FstArrays
 from ..symbols import BACKOFF_DISAMBIG, SymbolTable
+from ..textfiles import quoted, text_lines
 
 log = logging.getLogger(__name__)
 LN10 = math.log(10.0)
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
-_COUNT_LINE = re.compile(r"^ngram\s+(\d+)\s*=\s*(\d+)$")
-_SECTION = re.compile(r"^\\(\d+)-grams:$")
+# Digit counts are bounded: int() refuses more than 4,300 digits, and no model needs more.
+_COUNT_LINE = re.compile(r"ngram\s+([0-9]{1,9})\s*=\s*([0-9]{1,15})", re.ASCII)
+_SECTION = re.compile(r"\\([0-9]+)-grams:", re.ASCII)
 
 
 @dataclass
@@ -51,73 +52,101 @@ class ArpaModel:
         return [len(d) for d in self.ngrams]
 
 
-def _open_text(path: str | os.PathLike):
-    path = str(path)
-    try:
-        with open(path, "rb") as f:
-            gz = f.read(2) == b"\x1f\x8b"
-        if gz:
-            return gzip.open(path, "rt", encoding="utf-8")
-        return open(path, encoding="utf-8")
-    except OSError as exc:
-        raise InputFileError(path, None, f"cannot read: {exc}") from exc
-
-
 def read_arpa(path: str | os.PathLike, vocabulary: set[str] | None = None) -> ArpaModel:
-    """Parse an ARPA file. N-grams with words outside ``vocabulary`` (if given) are dropped and
-    counted in ``ArpaModel.dropped``; malformed input raises `InputFileError` with the line."""
-    declared: dict[int, int] = {}
-    ngrams: list[dict] = []
-    seen: list[int] = []
+    """Parse an ARPA file (plain or gzip, UTF-8). N-grams with words outside ``vocabulary`` (if
+    given) are dropped and counted in ``ArpaModel.dropped``; malformed input raises
+    `InputFileError` naming the line."""
+    declared: dict[int, tuple[int, int]] = {}  # order -> (count, line of "ngram order=count")
+    ngrams: list[dict[tuple[str, ...], tuple[float, float]]] = []
+    seen: list[int] = []  # lines per section, dropped n-grams included, to check the counts
     section = None  # "data", an order n >= 1, or "end"
+    data_line = 0
     dropped_words: dict[str, int] = {}
+    duplicates, first_duplicate = 0, 0
     line_no = 0
-    try:
-        with _open_text(path) as f:
-            for line_no, raw in enumerate(f, 1):
-                line = raw.strip()
-                if not line:
-                    continue
-                if section is None:
-                    if line == "\\data\\":
-                        section = "data"
-                    continue  # text before \data\ is a comment
-                if line == "\\end\\":
-                    section = "end"
-                    break
-                m = _SECTION.match(line)
-                if m:
-                    order = int(m.group(1))
-                    if order != len(ngrams) + 1 or order not in declared:
-                        raise InputFileError(path, line_no, f"unexpected section {line!r}")
-                    ngrams.append({})
-                    seen.append(0)
-                    section = order
-                    continue
-                if section == "data":
-                    m = _COUNT_LINE.match(line)
-                    if not m:
-                        raise InputFileError(
-                            path, line_no, f"expected 'ngram N=count'; got {line!r}"
-                        )
-                    declared[int(m.group(1))] = int(m.group(2))
-                    continue
-                _add_ngram(path, line_no, line, section, ngrams, seen, vocabulary, dropped_words)
-    except UnicodeDecodeError as exc:
-        raise InputFileError(path, line_no + 1, f"not UTF-8 text: {exc}") from None
-    except (OSError, EOFError) as exc:
-        raise InputFileError(path, line_no, f"read error: {exc}") from None
+    for line_no, raw in text_lines(path, "ARPA file"):
+        line = raw.strip()
+        if not line:
+            continue
+        if section is None:
+            if line == "\\data\\":
+                section, data_line = "data", line_no
+            continue  # text before \data\ is a comment
+        if line == "\\end\\":
+            section = "end"
+            break
+        m = _SECTION.fullmatch(line)
+        if m:
+            order = int(m.group(1)) if len(m.group(1)) <= 9 else 0  # 0: unexpected anyway
+            if order != len(ngrams) + 1 or order not in declared:
+                expected = (
+                    f"\\{len(ngrams) + 1}-grams:" if len(ngrams) + 1 in declared else "\\end\\"
+                )
+                raise InputFileError(
+                    path, line_no, f"unexpected section {quoted(line)}: expected {expected}"
+                )
+            ngrams.append({})
+            seen.append(0)
+            section = order
+            continue
+        if section == "data":
+            m = _COUNT_LINE.fullmatch(line)
+            if not m:
+                raise InputFileError(path, line_no, f"expected 'ngram N=count'; got {quoted(line)}")
+            order = int(m.group(1))
+            if order in declared:
+                raise InputFileError(path, line_no, f"second count for {order}-grams")
+            declared[order] = (int(m.group(2)), line_no)
+            continue
+        words, value = _parse_ngram(path, line_no, line, section)
+        seen[-1] += 1
+        if vocabulary is not None:
+            oov = {w for w in words if w not in vocabulary and w not in (BOS, EOS)}
+            if oov:
+                for w in oov:  # counts the n-grams each word removed
+                    dropped_words[w] = dropped_words.get(w, 0) + 1
+                continue
+        # A repeated n-gram: no ARPA writer emits one, so the file was edited or merged by hand.
+        # With other values the model is undefined (Kaldi's arpa2fst keeps both as parallel arcs,
+        # so the cheaper wins; other readers keep the last): refuse it. An identical repeat changes
+        # nothing: keep one, and warn once with the count and the first line.
+        level = ngrams[-1]
+        size = len(level)
+        if level.setdefault(words, value) != value:
+            raise InputFileError(
+                path,
+                line_no,
+                f"{section}-gram {quoted(' '.join(words))} appears again with other values "
+                f"(log10 prob, backoff) {value}; the first had {level[words]}",
+            )
+        if len(level) == size:
+            duplicates += 1
+            first_duplicate = first_duplicate or line_no
     if section is None:
-        raise InputFileError(path, None, "no \\data\\ section: not an ARPA file")
+        reason = "the file is empty" if line_no == 0 else "no \\data\\ section"
+        raise InputFileError(path, None, f"{reason}: not an ARPA file")
     if section != "end":
         raise InputFileError(path, line_no, "missing \\end\\ (file truncated?)")
-    if sorted(declared) != list(range(1, len(declared) + 1)) or len(ngrams) != len(declared):
-        raise InputFileError(path, None, f"\\data\\ declares orders {sorted(declared)} but "
-                             f"{len(ngrams)} n-gram sections are present")  # fmt: skip
+    if not declared:
+        raise InputFileError(path, data_line, "the \\data\\ section declares no n-gram counts")
+    if len(ngrams) != len(declared):
+        raise InputFileError(
+            path, line_no, f"\\data\\ declares orders {sorted(declared)} but the file has no "
+            f"\\{len(ngrams) + 1}-grams: section",
+        )  # fmt: skip
+    repeats = (
+        f"{duplicates} n-gram line(s) repeat an earlier identical line (the first is line "
+        f"{first_duplicate})" if duplicates else ""
+    )  # fmt: skip
     for n, count in enumerate(seen, 1):
-        if count != declared[n]:
-            raise InputFileError(path, None, f"\\data\\ declares ngram {n}={declared[n]} but "
-                                 f"the file holds {count} {n}-grams")  # fmt: skip
+        declared_count, declared_on = declared[n]
+        if count != declared_count:
+            raise InputFileError(
+                path, None, f"line {declared_on} declares ngram {n}={declared_count} but the "
+                f"\\{n}-grams: section holds {count}" + (f"; {repeats}" if repeats else ""),
+            )  # fmt: skip
+    if repeats:
+        log.warning("%s: %s; each n-gram is kept once", path, repeats)
     if (BOS,) not in ngrams[0]:
         raise InputFileError(path, None, "the model has no <s> unigram")
     return ArpaModel(ngrams, str(path), dropped_words)
@@ -132,49 +161,45 @@ def read_arpa_unigrams(path: str | os.PathLike) -> list[tuple[str, float]]:
     """``(word, log10 probability)`` of an ARPA file's unigram section, in file order (reads no
     further)."""
     unigrams, in_unigrams = [], False
-    with _open_text(path) as f:
-        for line_no, raw in enumerate(f, 1):
-            line = raw.strip()
-            if line == "\\1-grams:":
-                in_unigrams = True
-            elif in_unigrams and line.startswith("\\"):
-                return unigrams
-            elif in_unigrams and line:
-                fields = line.split()
-                if len(fields) not in (2, 3):
-                    raise InputFileError(
-                        path, line_no, f"a 1-gram line needs 2 or 3 fields; got {line!r}"
-                    )
-                try:
-                    unigrams.append((fields[1], float(fields[0])))
-                except ValueError:
-                    raise InputFileError(
-                        path, line_no, f"not a log10 probability: {fields[0]!r}"
-                    ) from None
+    for line_no, raw in text_lines(path, "ARPA file"):
+        line = raw.strip()
+        if line == "\\1-grams:":
+            in_unigrams = True
+        elif in_unigrams and line.startswith("\\"):
+            return unigrams
+        elif in_unigrams and line:
+            (word,), (logprob, _) = _parse_ngram(path, line_no, line, 1)
+            unigrams.append((word, logprob))
     raise InputFileError(path, None, "no complete \\1-grams: section: not an ARPA file")
 
 
-def _add_ngram(path, line_no, line, order, ngrams, seen, vocabulary, dropped_words) -> None:
+def _parse_ngram(
+    path, line_no: int, line: str, order: int
+) -> tuple[tuple[str, ...], tuple[float, float]]:
+    """``(words, (log10 prob, log10 backoff))`` of an n-gram line; the backoff defaults to 0."""
     fields = line.split()
     if len(fields) not in (order + 1, order + 2):
         raise InputFileError(path, line_no, f"a {order}-gram line needs {order + 1} or "
-                             f"{order + 2} fields; got {line!r}")  # fmt: skip
+                             f"{order + 2} fields; got {quoted(line)}")  # fmt: skip
     try:
         logprob = float(fields[0])
         backoff = float(fields[order + 1]) if len(fields) == order + 2 else 0.0
     except ValueError:
-        raise InputFileError(path, line_no, f"bad number in {line!r}") from None
+        bad = next(x for x in (fields[0], fields[-1]) if not _is_float(x))
+        raise InputFileError(path, line_no, f"bad number {quoted(bad)} in {quoted(line)}") from None
     if not (math.isfinite(logprob) and math.isfinite(backoff)) or logprob > 0:
-        raise InputFileError(path, line_no, f"log10 probability must be finite and <= 0: {line!r}")
-    seen[order - 1] += 1
-    words = tuple(fields[1 : order + 1])
-    if vocabulary is not None:
-        oov = [w for w in words if w not in vocabulary and w not in (BOS, EOS)]
-        if oov:
-            for w in set(oov):  # counts the n-grams each word removed
-                dropped_words[w] = dropped_words.get(w, 0) + 1
-            return
-    ngrams[order - 1][words] = (logprob, backoff)
+        raise InputFileError(
+            path, line_no, f"log10 probability must be finite and <= 0: {quoted(line)}"
+        )
+    return tuple(fields[1 : order + 1]), (logprob, backoff)
+
+
+def _is_float(text: str) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
 
 
 def build_grammar(model: ArpaModel, words: SymbolTable) -> FstArrays:

@@ -10,13 +10,17 @@ import math
 import os
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..errors import GraphError, InputFileError
 from ..fstio import FstArrays
-from ..symbols import BACKOFF_DISAMBIG, SymbolTable, is_disambig
+from ..symbols import BACKOFF_DISAMBIG, BLANK, EPSILON, SymbolTable, is_disambig
+from ..textfiles import quoted, text_lines
+
+# Never part of a pronunciation: the CTC blank (either usual name) and epsilon spell nothing.
+_NOT_TOKENS = (BLANK, "<blank>", EPSILON)
 
 
 @dataclass(frozen=True)
@@ -24,22 +28,21 @@ class LexiconEntry:
     word: str
     tokens: tuple[str, ...]
     prob: float = 1.0
+    # Where `read_lexicon` found the entry, so that checks made later can name the line.
+    source: str | None = field(default=None, compare=False, repr=False)
+    line_no: int | None = field(default=None, compare=False, repr=False)
 
 
 def read_lexicon(
     path: str | os.PathLike, tokens: SymbolTable, with_probs: bool = False
 ) -> list[LexiconEntry]:
-    """Read ``word tok1 tok2 …`` lines (``word prob tok1 …`` with ``with_probs``).
+    """Read ``word tok1 tok2 …`` lines (``word prob tok1 …`` with ``with_probs``), UTF-8, plain
+    or gzip.
 
     Every token must be in ``tokens``; errors name the file, line and offending value.
     """
-    try:
-        with open(path, encoding="utf-8") as f:
-            lines = f.read().splitlines()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise InputFileError(path, None, f"cannot read lexicon: {exc}") from exc
     entries = []
-    for line_no, line in enumerate(lines, 1):
+    for line_no, line in text_lines(path, "lexicon"):
         fields = line.split()
         if not fields:
             continue
@@ -52,24 +55,63 @@ def read_lexicon(
                 prob = math.nan
             if not 0.0 < prob <= 1.0:
                 raise InputFileError(
-                    path, line_no, f"pronunciation probability must be in (0, 1]; got {line!r}"
+                    path,
+                    line_no,
+                    f"pronunciation probability must be in (0, 1]; got {quoted(line)}",
                 )
             rest = rest[1:]
         if not rest:
-            raise InputFileError(path, line_no, f"word {word!r} has no tokens")
-        if is_disambig(word) or word in ("<eps>", "<s>", "</s>"):
+            raise InputFileError(path, line_no, f"word {quoted(word)} has no tokens")
+        if is_disambig(word) or word in (EPSILON, "<s>", "</s>"):
             raise InputFileError(
-                path, line_no, f"{word!r} is reserved and cannot be a lexicon word"
+                path, line_no, f"{quoted(word)} is reserved and cannot be a lexicon word"
             )
+        entry = LexiconEntry(word, tuple(rest), prob, str(path), line_no)
+        check_pronunciations((entry,))
         missing = [t for t in rest if t not in tokens]
         if missing:
             raise InputFileError(
-                path, line_no, f"tokens {missing} of word {word!r} are not in the token table"
+                path,
+                line_no,
+                f"tokens [{', '.join(quoted(t, 40) for t in missing[:10])}"
+                f"{', …' if len(missing) > 10 else ''}] of word {quoted(word)} are not in the "
+                "token table",
             )
-        entries.append(LexiconEntry(word, tuple(rest), prob))
+        entries.append(entry)
     if not entries:
         raise InputFileError(path, None, "lexicon is empty")
     return entries
+
+
+def check_pronunciations(entries: Iterable[LexiconEntry], separator: str | None = None) -> None:
+    """Refuse a pronunciation holding the blank, epsilon, a disambiguation symbol or the word
+    ``separator``: each would make L accept token sequences the model cannot mean. The error
+    names the entry's file and line when `read_lexicon` made it."""
+    for entry in entries:
+        problem = _pronunciation_problem(entry.word, entry.tokens, separator)
+        if problem is None:
+            continue
+        if entry.source is not None:
+            raise InputFileError(entry.source, entry.line_no, problem)
+        raise GraphError(problem)
+
+
+def _pronunciation_problem(word: str, tokens: Iterable[str], separator: str | None) -> str | None:
+    """Why ``tokens`` cannot spell ``word`` (see `check_pronunciations`), or None."""
+    for t in tokens:
+        if t in _NOT_TOKENS:
+            return f"the pronunciation of {quoted(word)} holds {t!r}, which spells nothing"
+        if is_disambig(t):
+            return (
+                f"the pronunciation of {quoted(word)} holds the disambiguation symbol {t!r}; "
+                "wfstdecode adds those itself (give lexicon.txt, not lexicon_disambig.txt)"
+            )
+        if t == separator:
+            return (
+                f"the pronunciation of {quoted(word)} holds the word separator {t!r}, which "
+                "only goes between words"
+            )
+    return None
 
 
 def add_disambig_symbols(prons: Iterable[tuple[str, ...]]) -> tuple[list[tuple[str, ...]], int]:
@@ -108,6 +150,7 @@ def build_lexicon_fst(
     """
     if not entries:
         raise GraphError("lexicon is empty")
+    check_pronunciations(entries, separator)
     num_tokens = tokens.next_id
     prons, num_disambig = add_disambig_symbols(e.tokens for e in entries)
 
@@ -147,27 +190,32 @@ def build_lexicon_fst(
 
 
 def spell_lexicon(
-    words: Iterable[str], tokens: SymbolTable
+    words: Iterable[str], tokens: SymbolTable, separator: str | None = None
 ) -> tuple[list[LexiconEntry], list[str]]:
     """Lexicon of a character model: each word spelled as its characters.
 
-    Returns (entries, words skipped because a character is not a token).
+    Returns (entries, words skipped because a character is not a token or is the ``separator``).
     """
     entries, skipped = [], []
     for word in words:
-        if all(c in tokens for c in word):
-            entries.append(LexiconEntry(word, tuple(word)))
+        spelling = tuple(word)
+        if all(c in tokens for c in spelling) and not _pronunciation_problem(
+            word, spelling, separator
+        ):
+            entries.append(LexiconEntry(word, spelling))
         else:
             skipped.append(word)
     return entries, skipped
 
 
 def sentencepiece_lexicon(
-    words: Iterable[str], model_path: str | os.PathLike, tokens: SymbolTable
-) -> tuple[list[LexiconEntry], list[str]]:
+    words: Iterable[str], model_path: str | os.PathLike, tokens: SymbolTable,
+    separator: str | None = None,
+) -> tuple[list[LexiconEntry], list[str]]:  # fmt: skip
     """Lexicon of a BPE / unigram-piece model: each word split by the sentencepiece model.
 
-    Returns (entries, words skipped because a piece is ``<unk>`` or not in ``tokens``).
+    Returns (entries, words skipped because a piece is ``<unk>``, not in ``tokens``, or cannot be
+    in a pronunciation: see `check_pronunciations`).
     """
     try:
         import sentencepiece
@@ -183,7 +231,12 @@ def sentencepiece_lexicon(
     for word in words:
         ids = sp.encode(word)
         pieces = [sp.id_to_piece(i) for i in ids]
-        if ids and unk not in ids and all(p in tokens for p in pieces):
+        if (
+            ids
+            and unk not in ids
+            and all(p in tokens for p in pieces)
+            and not _pronunciation_problem(word, pieces, separator)
+        ):
             entries.append(LexiconEntry(word, tuple(pieces)))
         else:
             skipped.append(word)

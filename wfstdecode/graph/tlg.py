@@ -14,7 +14,7 @@ from ..fstio import FstArrays
 from ..symbols import BACKOFF_DISAMBIG, BLANK, EPSILON, SymbolTable
 from . import ops
 from .grammar import BOS, EOS, UNK, ArpaModel, build_grammar, read_arpa
-from .lexicon import LexiconEntry, build_lexicon_fst
+from .lexicon import LexiconEntry, build_lexicon_fst, check_pronunciations
 from .topo import ctc_topology
 
 log = logging.getLogger(__name__)
@@ -63,6 +63,7 @@ def build_tlg(
         raise GraphError(f"the token table has no blank symbol {BLANK!r}")
     if separator is not None and separator not in tokens:
         raise GraphError(f"separator {separator!r} is not in the token table")
+    check_pronunciations(lexicon, separator)  # before the ARPA, which may take minutes to read
     stages: list[dict] = []
     clock = [time.perf_counter()]
 
