@@ -37,17 +37,17 @@ def _same(a, b):
     assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
 
 
+ALGORITHMS = [
+    GreedyOptions("frame_looping"),
+    GreedyOptions("label_looping"),
+    GreedyOptions("wind", window=4),
+    GreedyOptions("label_looping", durations=TDT),
+]
+ALGORITHM_IDS = ["frame", "label", "wind", "tdt"]
+
+
 @pytest.mark.parametrize("mode", _modes())
-@pytest.mark.parametrize(
-    "opts",
-    [
-        GreedyOptions("frame_looping"),
-        GreedyOptions("label_looping"),
-        GreedyOptions("wind", window=4),
-        GreedyOptions("label_looping", durations=TDT),
-    ],
-    ids=["frame", "label", "wind", "tdt"],
-)
+@pytest.mark.parametrize("opts", ALGORITHMS, ids=ALGORITHM_IDS)
 def test_cuda_modes_equal_reference(mode, opts):
     model, enc, lengths = _case(opts.durations)
     ref = greedy_reference(model, enc, lengths, opts.durations, opts.max_symbols_per_frame)
@@ -125,16 +125,7 @@ class _MarkerPoisonedJoint:
 
 
 @pytest.mark.parametrize("mode", _modes())
-@pytest.mark.parametrize(
-    "opts",
-    [
-        GreedyOptions("frame_looping"),
-        GreedyOptions("label_looping"),
-        GreedyOptions("wind", window=4),
-        GreedyOptions("label_looping", durations=TDT),
-    ],
-    ids=["frame", "label", "wind", "tdt"],
-)
+@pytest.mark.parametrize("opts", ALGORITHMS, ids=ALGORITHM_IDS)
 def test_non_finite_logits_raise_in_every_mode(mode, opts):
     model, enc, lengths = _case(opts.durations, size=4, frames=40)
     options = GreedyOptions(**{**opts.__dict__, "cuda_graphs": mode})
