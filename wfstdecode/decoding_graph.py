@@ -23,8 +23,9 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import GraphError
+from .errors import GraphError, WfstDecodeError
 from .fstio import FstArrays, read_openfst, write_openfst
+from .safe_io import MAX_JSON_BYTES, NpzArchive, json_object
 from .symbols import SymbolTable
 
 GRAPH_FILE = "TLG.npz"
@@ -54,7 +55,13 @@ class DecodingGraph:
         cls, fst: FstArrays, tokens: SymbolTable | None = None,
         words: SymbolTable | None = None, metadata: dict | None = None,
     ) -> DecodingGraph:  # fmt: skip
-        """Lay out an arc list in CSR order (emitting arcs first, then epsilon-input arcs)."""
+        """Lay out an arc list in CSR order (emitting arcs first, then epsilon-input arcs).
+
+        Arcs of weight +inf (OpenFst's Zero: an arc that can never be taken) are left out."""
+        if np.isposinf(fst.weight).any():
+            keep = ~np.isposinf(fst.weight)
+            fst = FstArrays(fst.start, fst.final, fst.src[keep], fst.dst[keep],
+                            fst.ilabel[keep], fst.olabel[keep], fst.weight[keep])  # fmt: skip
         n = fst.num_states
         emitting = fst.ilabel != 0
         # Sort key: emitting block first, then by source state, then by ilabel (stable).
@@ -90,7 +97,11 @@ class DecodingGraph:
         scripts) whose input labels are token id + 1 and output labels are word ids."""
         tokens = SymbolTable.read(tokens) if isinstance(tokens, (str, os.PathLike)) else tokens
         words = SymbolTable.read(words) if isinstance(words, (str, os.PathLike)) else words
-        return cls.from_arrays(read_openfst(path), tokens, words, {"source": str(path)})
+        fst = read_openfst(path)
+        try:
+            return cls.from_arrays(fst, tokens, words, {"source": str(path)})
+        except GraphError as exc:
+            raise GraphError(f"{path}: {exc}") from None
 
     def to_openfst(self, path: str | os.PathLike) -> None:
         write_openfst(self.to_arrays(), path)
@@ -111,32 +122,37 @@ class DecodingGraph:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> DecodingGraph:
-        """Load a ``.npz`` written by `save`, or a directory from ``wfstdecode build-tlg``."""
+        """Load a ``.npz`` written by `save`, or a directory from ``wfstdecode build-tlg``.
+
+        A corrupt or hostile file raises `GraphError` naming it; array sizes are checked against
+        each other and against the file's size before anything is decompressed (see
+        `wfstdecode.safe_io`)."""
         path = Path(path)
         if path.is_dir():
             path = path / GRAPH_FILE
+
+        def fail(message: str) -> GraphError:
+            return GraphError(f"{path}: {message}")
+
+        with NpzArchive(path, _MEMBERS, fail) as z:
+            missing = [k for k in (*_ARRAY_FIELDS, "metadata_json") if k not in z.names]
+            if missing:
+                raise fail(f"not a wfstdecode graph (missing {', '.join(missing)})")
+            meta = _read_metadata(z, fail)
+            arrays = {"final_cost": z.read("final_cost", "f", ndim=1)}
+            n = len(arrays["final_cost"])
+            for name in ("e_offsets", "ne_offsets"):
+                arrays[name] = z.read(name, "iu", shape=(n + 1,))
+            num_arcs = int(arrays["ne_offsets"][-1])  # checked again by _validate
+            for name in ("next_state", "weight", "ilabel", "olabel"):
+                kinds = "f" if _ARRAY_FIELDS[name] == np.float32 else "iu"
+                arrays[name] = z.read(name, kinds, shape=(num_arcs,))
+            tables = {t: _read_table(z, t, fail) for t in ("tokens", "words")
+                      if f"{t}_symbols" in z.names}  # fmt: skip
         try:
-            with np.load(path, allow_pickle=False) as z:
-                data = {k: z[k] for k in z.files}
-        except (OSError, ValueError) as exc:
-            raise GraphError(f"cannot load decoding graph {path}: {exc}") from exc
-        missing = [k for k in (*_ARRAY_FIELDS, "metadata_json") if k not in data]
-        if missing:
-            raise GraphError(f"{path}: not a wfstdecode graph (missing {', '.join(missing)})")
-        meta = json.loads(str(data["metadata_json"]))
-        if meta.get("format_version") != FORMAT_VERSION:
-            raise GraphError(f"{path}: graph format {meta.get('format_version')} is not supported")
-        tables = {}
-        for name in ("tokens", "words"):
-            if f"{name}_symbols" in data:
-                syms, ids = data[f"{name}_symbols"], data[f"{name}_ids"]
-                tables[name] = SymbolTable(zip(syms.tolist(), ids.tolist(), strict=True))
-        start = meta.pop("start")
-        meta.pop("format_version")
-        try:
-            return cls(start=start, **{k: data[k] for k in _ARRAY_FIELDS}, metadata=meta, **tables)
+            return cls(start=meta.pop("start"), **arrays, metadata=meta, **tables)
         except GraphError as exc:
-            raise GraphError(f"{path}: {exc}") from None
+            raise fail(str(exc)) from None
 
     # ----- properties ---------------------------------------------------------------------
     @property
@@ -172,8 +188,11 @@ class DecodingGraph:
 
     def _validate(self) -> None:
         for name, dtype in _ARRAY_FIELDS.items():
-            value = np.ascontiguousarray(getattr(self, name), dtype=dtype)
-            object.__setattr__(self, name, value)
+            object.__setattr__(self, name, _as_field(name, getattr(self, name), dtype))
+        start = self.start
+        if isinstance(start, (bool, np.bool_)) or not isinstance(start, (int, np.integer)):
+            raise GraphError(f"start state must be an integer; got {start!r}")
+        object.__setattr__(self, "start", int(start))
         n, a = self.num_states, self.num_arcs
         if len(self.e_offsets) != n + 1 or len(self.ne_offsets) != n + 1:
             raise GraphError(f"offsets must have {n + 1} entries for {n} states")
@@ -196,6 +215,7 @@ class DecodingGraph:
             raise GraphError(f"an arc leads to a state outside 0..{n - 1}")
         if (self.ilabel[: ne[0]] <= 0).any() or (self.ilabel[ne[0] :] != 0).any():
             raise GraphError("emitting arcs must have ilabel > 0 and the others ilabel 0")
+        _first_bad("olabel", self.olabel, self.olabel < 0, "word ids cannot be negative")
         if self.tokens is not None and self.ilabel.max(initial=0) > self.tokens.next_id:
             raise GraphError(
                 f"ilabel {int(self.ilabel.max())} needs log-prob column "
@@ -203,8 +223,61 @@ class DecodingGraph:
             )
         if self.words is not None and self.olabel.max(initial=0) >= self.words.next_id:
             raise GraphError(f"olabel {int(self.olabel.max())} is not in the word table")
-        if np.isnan(self.weight).any() or np.isnan(self.final_cost).any():
-            raise GraphError("graph weights contain NaN")
+        _first_bad("weight", self.weight, ~np.isfinite(self.weight),
+                   "arc weights must be finite costs")  # fmt: skip
+        final = self.final_cost
+        _first_bad("final_cost", final, np.isnan(final) | np.isneginf(final),
+                   "final costs must be finite, or +inf for a non-final state")  # fmt: skip
+
+
+def _as_field(name: str, value, dtype) -> np.ndarray:
+    """``value`` as a 1-D contiguous array of ``dtype``; integers must fit it (no wrap-around)."""
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError) as exc:
+        raise GraphError(f"{name} is not an array ({exc})") from None
+    if arr.ndim != 1:
+        raise GraphError(f"{name} must be 1-D; got shape {arr.shape}")
+    target = np.dtype(dtype)
+    allowed = "f" if target.kind == "f" else ""
+    if arr.size and (arr.dtype.kind not in "iu" + allowed):
+        raise GraphError(f"{name} must hold {target.name} values; got dtype {arr.dtype}")
+    if target.kind == "i" and arr.size and arr.dtype != target:
+        info = np.iinfo(target)
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < info.min or hi > info.max:
+            raise GraphError(f"{name} holds {lo if lo < info.min else hi}, outside {target.name}")
+    return np.ascontiguousarray(arr, dtype=target)
+
+
+def _first_bad(name: str, values: np.ndarray, bad: np.ndarray, why: str) -> None:
+    if bad.any():
+        i = int(np.argmax(bad))
+        v = values[i]
+        shown = "NaN" if np.isnan(v) else str(v.item())
+        raise GraphError(f"{name}[{i}] is {shown}: {why}")
+
+
+def _read_metadata(z: NpzArchive, fail) -> dict:
+    text = str(z.read("metadata_json", "U", shape=(), max_bytes=MAX_JSON_BYTES)[()])
+    meta = json_object(text, "metadata_json", fail)
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise fail(f"graph format {meta.get('format_version')!r} is not supported")
+    del meta["format_version"]
+    if "start" not in meta:
+        raise fail("metadata_json has no start state")
+    return meta
+
+
+def _read_table(z: NpzArchive, name: str, fail) -> SymbolTable:
+    if f"{name}_ids" not in z.names:
+        raise fail(f"{name}_symbols has no {name}_ids beside it")
+    symbols = z.read(f"{name}_symbols", "U", ndim=1)
+    ids = z.read(f"{name}_ids", "iu", shape=symbols.shape)
+    try:
+        return SymbolTable(zip(symbols.tolist(), ids.tolist(), strict=True))
+    except WfstDecodeError as exc:
+        raise fail(f"{name} table: {exc}") from None
 
 
 _ARRAY_FIELDS = {
@@ -216,3 +289,5 @@ _ARRAY_FIELDS = {
     "ilabel": np.int32,
     "olabel": np.int32,
 }
+_MEMBERS = (*_ARRAY_FIELDS, "metadata_json", "tokens_symbols", "tokens_ids", "words_symbols",
+            "words_ids")  # fmt: skip

@@ -145,31 +145,46 @@ def read_openfst_bytes(data: bytes, path: str = "<bytes>") -> FstArrays:
         r.skip_symbol_table()
     if flags & _HAS_OSYMBOLS:
         r.skip_symbol_table()
+    if not 0 <= num_states <= 2**31 - 1:  # state ids are int32
+        raise GraphError(f"{path}: bad number of states {num_states} in the header")
     if fst_type == "vector":
         final, arc_counts, arcs = _read_vector_body(r, num_states)
     elif fst_type == "const":
-        if flags & _IS_ALIGNED:
-            r.align()
-        states = r.array(_CONST_STATE_DTYPE, num_states)
-        if flags & _IS_ALIGNED:
-            r.align()
-        arcs = r.array(ARC_DTYPE, num_arcs)
-        final, arc_counts = states["final"], states["narcs"].astype(np.int64)
+        final, arc_counts, arcs = _read_const_body(r, num_states, num_arcs, flags)
     else:
         raise GraphError(
             f"{path}: FST type {fst_type!r} is not supported (need 'vector' or 'const')"
         )
-    if fst_type == "const" and len(arcs) != num_arcs:
-        raise GraphError(f"{path}: header says {num_arcs} arcs, file holds {len(arcs)}")
     src = np.repeat(np.arange(num_states, dtype=np.int32), arc_counts)
-    return FstArrays(
-        start=int(start) if num_states else 0, final=final, src=src, dst=arcs["nextstate"],
-        ilabel=arcs["ilabel"], olabel=arcs["olabel"], weight=arcs["weight"],
-    )  # fmt: skip
+    try:
+        return FstArrays(
+            start=int(start) if num_states else 0, final=final, src=src, dst=arcs["nextstate"],
+            ilabel=arcs["ilabel"], olabel=arcs["olabel"], weight=arcs["weight"],
+        )  # fmt: skip
+    except GraphError as exc:
+        raise GraphError(f"{path}: {exc}") from None
+
+
+def _read_const_body(r: _Reader, num_states: int, num_arcs: int, flags: int):
+    """ConstFst stores all state records, then all arcs in state order (each part aligned to 16
+    bytes when flagged); a state's ``pos`` is the index of its first arc."""
+    if flags & _IS_ALIGNED:
+        r.align()
+    states = r.array(_CONST_STATE_DTYPE, num_states)
+    if flags & _IS_ALIGNED:
+        r.align()
+    arcs = r.array(ARC_DTYPE, num_arcs)
+    counts = states["narcs"].astype(np.int64)
+    first = np.cumsum(counts) - counts
+    if counts.sum() != num_arcs or (states["pos"] != first).any():
+        raise GraphError(f"{r.path}: the state records do not match the {num_arcs} arcs")
+    return states["final"], counts, arcs
 
 
 def _read_vector_body(r: _Reader, num_states: int):
     """VectorFst stores per state (final, narcs) then its arcs: walk the headers, then gather."""
+    if 12 * num_states > len(r.data) - r.pos:  # before allocating for them
+        raise GraphError(f"{r.path}: truncated OpenFst file ({num_states} states declared)")
     final = np.empty(num_states, np.float32)
     counts = np.empty(num_states, np.int64)
     starts = np.empty(num_states, np.int64)
@@ -178,11 +193,11 @@ def _read_vector_body(r: _Reader, num_states: int):
     for s in range(num_states):
         if pos + 12 > size:
             raise GraphError(f"{r.path}: truncated OpenFst file in state {s}")
-        final[s], counts[s] = unpack(data, pos)
-        starts[s] = pos + 12
-        pos += 12 + 16 * counts[s]
-    if pos > size:
-        raise GraphError(f"{r.path}: truncated OpenFst file (arcs of the last states missing)")
+        final[s], narcs = unpack(data, pos)
+        if not 0 <= narcs <= (size - pos - 12) // 16:
+            raise GraphError(f"{r.path}: state {s} claims {narcs} arcs at byte {pos}")
+        counts[s], starts[s] = narcs, pos + 12
+        pos += 12 + 16 * narcs
     r.pos = pos
     raw = np.frombuffer(data, np.uint8)
     total = int(counts.sum())
@@ -196,19 +211,24 @@ def _read_vector_body(r: _Reader, num_states: int):
     return final, counts, arcs
 
 
-def write_openfst_bytes(fst: FstArrays) -> bytes:
-    """Serialise as an OpenFst ``vector`` FST with ``standard`` arcs."""
+def write_openfst_bytes(fst: FstArrays, fst_type: str = "vector") -> bytes:
+    """Serialise as an OpenFst ``vector`` or ``const`` (aligned) FST with ``standard`` arcs."""
+    if fst_type not in ("vector", "const"):
+        raise ValueError(f"fst_type must be 'vector' or 'const'; got {fst_type!r}")
     fst = fst.sorted_by_state()
     n_states, n_arcs = fst.num_states, fst.num_arcs
+    version, flags = (2, 0) if fst_type == "vector" else (2, _IS_ALIGNED)
     header = (
-        struct.pack("<i", FST_MAGIC) + _pack_string("vector") + _pack_string("standard")
-        + struct.pack("<iiQqqq", 2, 0, _PROPS_EXPANDED_MUTABLE,
+        struct.pack("<i", FST_MAGIC) + _pack_string(fst_type) + _pack_string("standard")
+        + struct.pack("<iiQqqq", version, flags, _PROPS_EXPANDED_MUTABLE,
                       fst.start if n_states else -1, n_states, n_arcs)
     )  # fmt: skip
     counts = np.bincount(fst.src, minlength=n_states).astype(np.int64)
     arcs = np.empty(n_arcs, ARC_DTYPE)
     arcs["ilabel"], arcs["olabel"] = fst.ilabel, fst.olabel
     arcs["weight"], arcs["nextstate"] = fst.weight, fst.dst
+    if fst_type == "const":
+        return _const_body(header, fst, counts, arcs)
     state_headers = np.empty(n_states, _VECTOR_STATE_HEADER)
     state_headers["final"], state_headers["narcs"] = fst.final, counts
     # Interleave: state s's 12-byte header sits at 12*s + 16*(arcs before s).
@@ -226,6 +246,19 @@ def write_openfst_bytes(fst: FstArrays) -> bytes:
     return header + body.tobytes()
 
 
+def _const_body(header: bytes, fst: FstArrays, counts: np.ndarray, arcs: np.ndarray) -> bytes:
+    states = np.zeros(fst.num_states, _CONST_STATE_DTYPE)
+    states["final"], states["narcs"] = fst.final, counts
+    states["pos"] = np.cumsum(counts) - counts
+    states["niepsilons"] = np.bincount(fst.src[fst.ilabel == 0], minlength=fst.num_states)
+    states["noepsilons"] = np.bincount(fst.src[fst.olabel == 0], minlength=fst.num_states)
+    parts = [header]
+    for block in (states.tobytes(), arcs.tobytes()):
+        parts.append(bytes(-sum(map(len, parts)) % _FILE_ALIGN))
+        parts.append(block)
+    return b"".join(parts)
+
+
 def read_openfst(path: str | os.PathLike) -> FstArrays:
     try:
         with open(path, "rb") as f:
@@ -235,6 +268,6 @@ def read_openfst(path: str | os.PathLike) -> FstArrays:
     return read_openfst_bytes(data, str(path))
 
 
-def write_openfst(fst: FstArrays, path: str | os.PathLike) -> None:
+def write_openfst(fst: FstArrays, path: str | os.PathLike, fst_type: str = "vector") -> None:
     with open(path, "wb") as f:
-        f.write(write_openfst_bytes(fst))
+        f.write(write_openfst_bytes(fst, fst_type))

@@ -52,12 +52,16 @@ def load_log_probs_npz(path: str | os.PathLike) -> dict:
         if "log_probs" not in z.names:
             raise fail(f"no 'log_probs' array (has {', '.join(z.others) or 'none'})")
         lp = z.read("log_probs", "f", ndim=3)
-        B, _, V = lp.shape
+        B, T, V = lp.shape
         if V == 0:
             raise fail(f"log_probs has shape {lp.shape}: no token columns")
         out = {"log_probs": lp, "lengths": None}
         if "lengths" in z.names:
-            out["lengths"] = z.read("lengths", "iu", shape=(B,))
+            out["lengths"] = lengths = z.read("lengths", "iu", shape=(B,))
+            bad = (lengths < 0) | (lengths > T)
+            if bad.any():
+                b = int(bad.argmax())
+                raise fail(f"lengths[{b}] = {lengths[b]} is outside 0..T={T}")
         for key, size in zip(_TEXT_ARRAYS, (B, B, V), strict=True):
             if key in z.names:
                 out[key] = [_text(x) for x in z.read(key, "USiu", shape=(size,)).tolist()]

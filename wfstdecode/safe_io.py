@@ -1,0 +1,218 @@
+"""Readers for files that may be corrupt or hostile: ``.npz`` members with bounded memory, and
+JSON objects. Both raise the caller's `WfstDecodeError` (built by ``fail(message)``, which names
+the file), never a zipfile, zlib, numpy or json exception.
+
+No size read from an ``.npz`` is allocated before it has been checked against the bytes on disk:
+
+* only the members a caller names are opened; any others are never decompressed;
+* a member must be a stored or deflated, unencrypted ``.npy``, and its zip entry's size must be
+  exactly its ``.npy`` header plus shape x itemsize, so neither can promise more than the other;
+* a stored member cannot be larger than the archive, and the members read may expand to at most
+  `MAX_EXPANSION` times the archive's size (or `EXPANSION_FLOOR`): deflate reaches ~1000x on
+  constant data, which is how a 1 MB file asks for gigabytes;
+* data is decompressed in chunks straight into the array; zipfile stops at the declared size and
+  checks the CRC, so a stream longer or shorter than declared is an error, not an allocation;
+* object dtypes (pickles), zero-sized items and ``U`` strings holding non-characters are refused.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+import tokenize
+import warnings
+import zipfile
+import zlib
+from collections.abc import Callable, Iterable
+
+import numpy as np
+
+from .errors import WfstDecodeError
+
+Fail = Callable[[str], WfstDecodeError]
+
+MAX_EXPANSION = 100  # numpy's savez writes stored members (1x); savez_compressed gives ~1-5x
+EXPANSION_FLOOR = 64 << 20  # small archives may expand this far whatever their ratio
+MAX_JSON_BYTES = 16 << 20  # metadata and build reports are a few KB
+_CHUNK = 1 << 22
+_NPY_MAGIC = b"\x93NUMPY"
+_MAX_NPY_HEADER = 10_000  # numpy's own limit (header lengths beyond it need allow_pickle)
+# What zipfile and numpy's header parser raise on corrupt bytes (GraphError etc. are ValueErrors,
+# so callers' errors are re-raised before this tuple is tried). TokenError: numpy retries a
+# header that is not a Python literal as Python 2 source; SyntaxError: numpy parses repeat counts
+# in dtype strings such as "3f4," with ast.literal_eval.
+_CORRUPT = (
+    zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError, TypeError, OverflowError,
+    NotImplementedError, struct.error, RecursionError, tokenize.TokenError, SyntaxError,
+)  # fmt: skip
+
+
+class NpzArchive:
+    """An ``.npz`` opened for bounded reads of the members named in ``members`` (without the
+    ``.npy`` suffix). Use as a context manager; every failure is raised as ``fail(message)``."""
+
+    def __init__(self, path: str | os.PathLike, members: Iterable[str], fail: Fail):
+        self.path, self.fail = str(path), fail
+        try:
+            self._zip = zipfile.ZipFile(path)
+        except (IsADirectoryError, FileNotFoundError, PermissionError) as exc:
+            raise fail(f"cannot read: {exc.strerror}") from None
+        except _CORRUPT as exc:
+            raise fail(self._not_a_zip(exc)) from None
+        try:
+            self.size = os.fstat(self._zip.fp.fileno()).st_size
+            self._infos, self.others = self._check_members(set(members))
+        except BaseException:
+            self._zip.close()
+            raise
+
+    def __enter__(self) -> NpzArchive:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self._zip.close()
+
+    @property
+    def names(self) -> set[str]:
+        """The requested members this archive holds."""
+        return set(self._infos)
+
+    def read(
+        self, name: str, kinds: str, *, shape: tuple[int, ...] | None = None,
+        ndim: int | None = None, max_bytes: int | None = None,
+    ) -> np.ndarray:  # fmt: skip
+        """Member ``name`` as an array whose dtype kind is one of ``kinds`` (e.g. ``"iu"``), with
+        the given ``shape`` or ``ndim`` if any; checked against its header before allocation."""
+        info = self._infos[name]
+        if max_bytes is not None and info.file_size > max_bytes:
+            raise self.fail(f"{name} is {info.file_size:,} bytes (at most {max_bytes:,} expected)")
+        try:
+            with self._zip.open(info) as f:
+                got_shape, fortran, dtype = _read_npy_header(f)
+                self._check_header(name, got_shape, dtype, kinds, shape, ndim)
+                nbytes = math.prod(got_shape) * dtype.itemsize
+                if f.tell() + nbytes != info.file_size:
+                    raise self.fail(
+                        f"{name}: its .npy header declares {nbytes:,} bytes of {dtype} "
+                        f"{got_shape}, but its zip entry holds {info.file_size - f.tell():,}"
+                    )
+                flat = np.empty(math.prod(got_shape), dtype)
+                _read_into(f, memoryview(flat.view(np.uint8)))
+        except WfstDecodeError:
+            raise
+        except _CORRUPT as exc:
+            raise self.fail(f"{name} is corrupt ({type(exc).__name__}: {exc})") from None
+        if dtype.kind == "U":
+            _check_code_points(flat, name, self.fail)
+        return flat.reshape(got_shape, order="F" if fortran else "C")
+
+    def _check_members(self, wanted: set[str]):
+        infos, others = {}, []
+        for info in self._zip.infolist():
+            name = info.filename.removesuffix(".npy")
+            if name not in wanted or not info.filename.endswith(".npy"):
+                others.append(name)  # listed in messages, never decompressed
+                continue
+            if name in infos:
+                raise self.fail(f"member {info.filename} appears twice")
+            if info.flag_bits & 0x1:
+                raise self.fail(f"member {info.filename} is encrypted")
+            if info.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                raise self.fail(
+                    f"member {info.filename} uses zip compression method {info.compress_type} "
+                    f"(only stored and deflated members are read)"
+                )
+            stored = info.compress_type == zipfile.ZIP_STORED
+            if info.compress_size > self.size or (stored and info.file_size != info.compress_size):
+                raise self.fail(
+                    f"member {info.filename} declares {info.file_size:,} bytes "
+                    f"({info.compress_size:,} compressed) in a {self.size:,}-byte file"
+                )
+            infos[name] = info
+        total = sum(info.file_size for info in infos.values())
+        if total > max(EXPANSION_FLOOR, MAX_EXPANSION * self.size):
+            raise self.fail(
+                f"its arrays expand to {total:,} bytes from a {self.size:,}-byte file, over "
+                f"{MAX_EXPANSION}x: refused as a likely zip bomb (an uncompressed np.savez "
+                f"file is always accepted)"
+            )
+        return infos, others
+
+    def _check_header(self, name, got, dtype, kinds, shape, ndim) -> None:
+        if dtype.hasobject or dtype.kind not in kinds or dtype.itemsize == 0:
+            raise self.fail(f"{name} has dtype {dtype}; expected kind {' or '.join(kinds)}")
+        if any(d < 0 for d in got):
+            raise self.fail(f"{name} has a negative dimension {got}")
+        if shape is not None and tuple(got) != tuple(shape):
+            raise self.fail(f"{name} has shape {got}; expected {tuple(shape)}")
+        if ndim is not None and len(got) != ndim:
+            raise self.fail(f"{name} has shape {got}; expected {ndim} dimensions")
+
+    def _not_a_zip(self, exc: Exception) -> str:
+        try:
+            with open(self.path, "rb") as f:
+                head = f.read(len(_NPY_MAGIC))
+        except OSError:
+            head = b""
+        if not head:
+            return "the file is empty (not an .npz archive)"
+        if head == _NPY_MAGIC:
+            return "this is a single .npy array, not an .npz archive"
+        return f"not an .npz archive ({type(exc).__name__}: {exc})"
+
+
+def _read_npy_header(f) -> tuple[tuple[int, ...], bool, np.dtype]:
+    version = np.lib.format.read_magic(f)
+    readers = {(1, 0): np.lib.format.read_array_header_1_0,
+               (2, 0): np.lib.format.read_array_header_2_0}  # fmt: skip
+    if version not in readers:
+        raise ValueError(f".npy format version {version} is not supported")
+    with warnings.catch_warnings():  # e.g. "created on Python 2": the header is still checked
+        warnings.simplefilter("ignore")
+        return readers[version](f, max_header_size=_MAX_NPY_HEADER)
+
+
+def _read_into(f, buf: memoryview) -> None:
+    pos = 0
+    while pos < len(buf):
+        n = f.readinto(buf[pos : pos + _CHUNK])
+        if not n:
+            raise EOFError(f"data ends after {pos:,} of {len(buf):,} bytes")
+        pos += n
+
+
+def _check_code_points(flat: np.ndarray, name: str, fail: Fail) -> None:
+    """NumPy stores ``U`` strings as UTF-32 without checking them; ``tolist`` then fails with a
+    SystemError on a value past U+10FFFF, and a lone surrogate cannot be printed."""
+    codes = flat.view(np.dtype(np.uint32).newbyteorder(flat.dtype.byteorder))
+    if ((codes > 0x10FFFF) | ((codes >= 0xD800) & (codes < 0xE000))).any():
+        raise fail(f"{name} holds strings that are not valid Unicode")
+
+
+def json_object(text: str, what: str, fail: Fail) -> dict:
+    """``text`` parsed as a JSON object; ``what`` names it in the error."""
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as exc:  # RecursionError: deeply nested arrays
+        raise fail(f"{what} is not valid JSON ({type(exc).__name__}: {exc})") from None
+    if not isinstance(value, dict):
+        raise fail(f"{what} is not a JSON object (got {type(value).__name__})")
+    return value
+
+
+def read_json_file(path: str | os.PathLike, fail: Fail) -> dict:
+    """The JSON object in the file ``path`` (UTF-8, at most `MAX_JSON_BYTES`)."""
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size > MAX_JSON_BYTES:
+                raise fail(f"larger than {MAX_JSON_BYTES:,} bytes: not a file wfstdecode wrote")
+            data = f.read()
+    except OSError as exc:
+        raise fail(f"cannot read: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise fail(f"not UTF-8 text ({exc})") from None
+    return json_object(text, "the file", fail)
