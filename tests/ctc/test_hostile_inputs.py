@@ -152,8 +152,9 @@ def test_num_threads_above_the_pool_is_capped():
 
 
 def test_cancel_flag_stops_every_utterance_at_its_next_frame():
-    from wfstdecode.ctc._cpu import CANCELLED, _run
+    from wfstdecode.ctc._cpu import _run
     from wfstdecode.ctc.search import prepare_problem
+    from wfstdecode.ctc.status import CANCELLED
 
     g, lp, _ = _lexicon_case(0)
     p = prepare_problem(np.repeat(lp, 3, axis=0), None, g, CtcBeamOptions(), None)

@@ -418,3 +418,14 @@ def test_demo_replaces_its_own_graph_and_other_graphs_only_with_force(
     assert "demo" not in json.loads((graph / "build.json").read_text())
     assert main(["demo", "--out", str(graph), "--force"]) == 0
     assert hidden_siblings(graph) == []
+
+
+def test_deeply_nested_build_json_is_refused_cleanly(tmp_path):
+    """A build.json nested beyond the JSON parser's recursion limit is just "not ours"."""
+    from wfstdecode.graph.output import check_out_dir
+
+    out = tmp_path / "graph"
+    out.mkdir()
+    (out / "build.json").write_text("[" * 100_000 + "]" * 100_000)
+    with pytest.raises(WfstDecodeError, match="unreadable build.json"):
+        check_out_dir(out, force=True)

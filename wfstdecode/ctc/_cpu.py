@@ -24,11 +24,9 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ._traceback import CYCLE, MORE_PATHS, OVERFLOW, finish_paths, first_rows, grown
+from ._traceback import finish_paths, first_rows, grown, sliced_paths
 from .boost import boost_lookup
-
-NEG_CYCLE = 16  # the epsilon closure did not converge (negative-cost epsilon cycle)
-CANCELLED = 64  # stopped on request (KeyboardInterrupt in the calling thread)
+from .status import CANCELLED, DIED, NEG_CYCLE, RESULT_BITS, RETRY_BITS, raise_graph_errors
 
 _INF = np.float32(np.inf)
 
@@ -154,7 +152,7 @@ def _decode_utt(
                     c_arc[j] = a
                     c_prev[j] = si
             if n == 0:
-                return 0, status | 2, t
+                return 0, status | DIED, t
             best_emit = c_cost[0]
             for j in range(1, n):
                 if c_cost[j] < best_emit:
@@ -340,7 +338,6 @@ def _decode_batch(
 def decode_cpu(problem, num_threads: int | None = None):
     """Run the batch; returns ``RawResult`` per utterance. Utterances whose paths did not fit
     the output buffers (too long, or more than its rows) run again with larger ones."""
-    from ..errors import GraphError
     from ._problem import RawResult
 
     B = problem.batch_size
@@ -353,23 +350,13 @@ def decode_cpu(problem, num_threads: int | None = None):
         retry, again = [], 0
         for row, b in enumerate(todo):
             n, st, died = (int(x[row]) for x in (out["n"], out["status"], out["died"]))
-            if st & (OVERFLOW | MORE_PATHS):
+            if st & RETRY_BITS:
                 retry.append(b)
                 again |= st
                 continue
-            if st & NEG_CYCLE:
-                raise GraphError(f"negative-cost epsilon cycle (utterance {b}, frame {died})")
-            if st & CYCLE:
-                raise GraphError("zero-cost epsilon cycle: the traceback loops")
-            paths = [
-                (
-                    out["arcs"][row, p, : out["len"][row, p]].copy(),
-                    out["frames"][row, p, : out["len"][row, p]].copy(),
-                    float(out["cost"][row, p]),
-                )
-                for p in range(n)
-            ]
-            results[b] = RawResult(paths, st & 3, died)
+            raise_graph_errors(st, b, died)
+            paths = sliced_paths(n, *(out[k][row] for k in ("arcs", "frames", "len", "cost")))
+            results[b] = RawResult(paths, st & RESULT_BITS, died)
         todo = np.array(retry, dtype=np.int64)
         cap, rows = grown(cap, rows, again, nbest)
     return results

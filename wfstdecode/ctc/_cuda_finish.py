@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import GraphError
 from ._problem import RawResult, SearchProblem
-from ._traceback import CYCLE, MORE_PATHS, OVERFLOW, finish_paths, first_rows, grown
+from ._traceback import finish_paths, first_rows, grown, sliced_paths
+from .status import DIED, RESULT_BITS, RETRY_BITS, raise_graph_errors
 
 
 def finish(problem: SearchProblem, d, H: int, chunks, T: int) -> list[RawResult]:
     """``chunks``: per chunk ``(first frame, record start of each frame, arcs, prevs)``, record
     indices local to the chunk (an emitting arc's ``prev`` points into the previous frame's
     chunk, an epsilon arc's into its own frame's)."""
-    from . import _cuda_kernels as K
 
     g = problem.graph
     B = problem.batch_size
@@ -24,7 +23,7 @@ def finish(problem: SearchProblem, d, H: int, chunks, T: int) -> list[RawResult]
     status, died = d.status.copy_to_host(), d.died.copy_to_host()
     over_frames, first_over = d.overflow_frames.copy_to_host(), d.first_overflow.copy_to_host()
     min_beam = d.min_beam.copy_to_host()
-    act_n = np.where(status & K.DIED, 0, d.act_n.copy_to_host()).astype(np.int64)
+    act_n = np.where(status & DIED, 0, d.act_n.copy_to_host()).astype(np.int64)
     offsets = np.concatenate(([0], np.cumsum(act_n)))
     state, cost, store = _gather_survivors(d, act_n, offsets, H)
     results = []
@@ -36,10 +35,9 @@ def finish(problem: SearchProblem, d, H: int, chunks, T: int) -> list[RawResult]
                 f"{int(first_over[b])}: beam tightened to as low as {float(min_beam[b]):.3g} "
                 f"(raise CtcBeamOptions.max_candidates for the exact search)",
             )
-        if status[b] & K.NEG_CYCLE:
-            raise GraphError(f"negative-cost epsilon cycle (utterance {b}, frame {died[b]})")
-        if status[b] & K.DIED:
-            results.append(RawResult([], K.DIED, int(died[b]), notes))
+        raise_graph_errors(int(status[b]), b, int(died[b]))
+        if status[b] & DIED:
+            results.append(RawResult([], DIED, int(died[b]), notes))
             continue
         length = int(problem.lengths[b])
         lo, n = offsets[b], int(act_n[b])
@@ -55,16 +53,12 @@ def finish(problem: SearchProblem, d, H: int, chunks, T: int) -> list[RawResult]
                 length, g.final_cost, g.olabel, g.num_emitting_arcs, problem.options.nbest,
                 arcs, frames, lens, costs,
             )  # fmt: skip
-            if not st & (OVERFLOW | MORE_PATHS):
+            if not st & RETRY_BITS:
                 break
             cap, rows = grown(cap, rows, st, problem.options.nbest)
-        if st & CYCLE:
-            raise GraphError("zero-cost epsilon cycle: the traceback loops")
-        paths = [
-            (arcs[p, : lens[p]].copy(), frames[p, : lens[p]].copy(), float(costs[p]))
-            for p in range(n_paths)
-        ]
-        results.append(RawResult(paths, st & 3, -1, notes))
+        raise_graph_errors(st, b, -1)
+        results.append(RawResult(sliced_paths(n_paths, arcs, frames, lens, costs),
+                                 st & RESULT_BITS, -1, notes))  # fmt: skip
     return results
 
 

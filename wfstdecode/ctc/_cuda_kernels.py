@@ -37,6 +37,7 @@ from numba import config, cuda, float32, int32, uint32
 
 from .boost import boost_lookup
 from .options import LOG_PROB_FLOOR
+from .status import DIED, NEG_CYCLE
 
 SIM = bool(config.ENABLE_CUDASIM)
 
@@ -51,9 +52,6 @@ _INF = np.float32(np.inf)
 _HASH_MULT = np.int64(2654435761)
 _LOG_PROB_FLOOR = np.float32(LOG_PROB_FLOOR)
 
-# lane status bits (the host turns them into errors and notes)
-DIED = 2
-NEG_CYCLE = 16
 
 # ctl: the frame being run, whether this step runs it, the chunk's record buffer (0 or 1), the
 # frames the chunk has run (kept here: `info` is mapped host memory, slow to read from the GPU)

@@ -22,7 +22,8 @@ from __future__ import annotations
 import numpy as np
 
 from ..results import Hypothesis
-from ._problem import DIED, NO_FINAL, RawResult, SearchProblem
+from ._problem import RawResult, SearchProblem
+from .status import DIED, NO_FINAL
 
 NOTE_NO_FINAL = (
     "no final state survived the last frame: best partial path returned, final cost not included"

@@ -11,10 +11,6 @@ from ..decoding_graph import DecodingGraph
 from .boost import BoostTables
 from .options import LOG_PROB_FLOOR, CtcBeamOptions
 
-# RawResult.status bits
-NO_FINAL = 1  # no surviving token was in a final state: best partial path returned
-DIED = 2  # every token was pruned (or had infinite cost) at ``died_frame``
-
 
 @dataclass(frozen=True)
 class SearchProblem:
@@ -102,7 +98,7 @@ class RawResult:
                 (final cost included when the path ends in a final state) less the per-frame
                 offsets every path of the utterance shares (reference.py steps 2 and 5): only
                 differences between an utterance's paths mean anything.
-    status:     bits NO_FINAL, DIED.
+    status:     `status.RESULT_BITS`: NO_FINAL, DIED.
     died_frame: the frame at which the search died (status DIED), else -1.
     notes:      what the backend had to change (e.g. a beam tightened on overflow), for every
                 hypothesis of the utterance.

@@ -11,11 +11,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ._problem import NO_FINAL
-
-OVERFLOW = 4  # the output buffer was too short for a path: rerun with a longer one
-CYCLE = 8  # a traceback looped (zero-cost epsilon cycle)
-MORE_PATHS = 32  # the output buffer's rows were used up before nbest: rerun with more rows
+from .status import CYCLE, MORE_PATHS, NO_FINAL, OVERFLOW
 
 _INF = np.float32(np.inf)
 
@@ -23,6 +19,14 @@ _INF = np.float32(np.inf)
 def first_rows(nbest: int) -> int:
     """Output rows per utterance to try first: enough for any usual ``nbest``."""
     return min(nbest, 16)
+
+
+def sliced_paths(n_paths, arcs, frames, lens, costs) -> list:
+    """The first ``n_paths`` rows of `finish_paths` output as ``(arcs, frames, cost)`` copies."""
+    return [
+        (arcs[p, : lens[p]].copy(), frames[p, : lens[p]].copy(), float(costs[p]))
+        for p in range(n_paths)
+    ]
 
 
 def grown(cap: int, rows: int, status: int, nbest: int) -> tuple[int, int]:

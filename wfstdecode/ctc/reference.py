@@ -53,7 +53,8 @@ from collections import deque
 import numpy as np
 
 from ..errors import GraphError
-from ._problem import DIED, NO_FINAL, RawResult, SearchProblem
+from ._problem import RawResult, SearchProblem
+from .status import DIED, NO_FINAL
 
 _F32_INF = np.float32(np.inf)
 

@@ -29,6 +29,7 @@ from pathlib import Path
 from ..decoding_graph import GRAPH_FILE
 from ..errors import WfstDecodeError
 from ..fstio import write_openfst
+from ..safe_io import read_json_file
 from .tlg import TlgBuild
 
 log = logging.getLogger(__name__)
@@ -37,7 +38,6 @@ FILES = ("TLG.fst", GRAPH_FILE, "tokens.txt", "words.txt", "build.json")
 MARKER_KEY = "wfstdecode_graph_dir"  # in build.json: this directory is ours to replace
 MARKER_VERSION = 1  # the graph directory format; raised when its files change
 PARTIAL_MARKER = ".wfstdecode-partial"  # in a temporary sibling: {"pid": …, "host": …}
-MAX_REPORT_BYTES = 16 << 20  # a build.json is a few KB; a larger one is not ours
 
 
 def write_graph_dir(build: TlgBuild, out_dir: str | os.PathLike, info: dict | None = None,
@@ -117,17 +117,12 @@ def _inspect(path: Path) -> tuple[dict | None, str]:
 
 def _read_report(path: Path) -> tuple[dict | None, str]:
     """(the JSON object in ``path``, "") or (None, why it cannot be read)."""
+    if not path.is_file() or path.is_symlink():
+        return None, "has no build.json"
     try:
-        if not path.is_file() or path.is_symlink():
-            return None, "has no build.json"
-        if path.stat().st_size > MAX_REPORT_BYTES:
-            return None, "has a build.json too large to be one wfstdecode wrote"
-        report = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return read_json_file(path, WfstDecodeError), ""
+    except WfstDecodeError as exc:
         return None, f"has an unreadable build.json ({exc})"
-    if not isinstance(report, dict):
-        return None, "has a build.json that is not a JSON object"
-    return report, ""
 
 
 def _check_existing(out: Path, force: bool) -> None:
@@ -252,10 +247,10 @@ def _is_stale(path: Path) -> bool:
     if path.is_symlink() or not path.is_dir():
         return False
     try:
-        owner = json.loads((path / PARTIAL_MARKER).read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError):
+        owner = read_json_file(path / PARTIAL_MARKER, WfstDecodeError)
+    except WfstDecodeError:
         return False
-    if not isinstance(owner, dict) or owner.get("host") != socket.gethostname():
+    if owner.get("host") != socket.gethostname():
         return False  # another machine's build (shared filesystem): its pid means nothing here
     pid = owner.get("pid")
     valid = isinstance(pid, int) and not isinstance(pid, bool) and 0 < pid < 2**31
