@@ -240,7 +240,7 @@ def run_cuda(graph, lp, lengths, opts, args):
     return out
 
 
-CUDA_MODES = {  # name: (CtcBeamOptions.cuda_graphs, decode_cuda keywords)
+CUDA_MODES = {  # name: (CtcBeamOptions.cuda_graphs, CudaTuning fields)
     "default (graphs auto, 16-frame chunks, double buffer)": ("auto", {}),
     "CUDA graphs off": ("off", {}),
     "double buffering off": ("auto", {"double_buffer": False}),
@@ -257,9 +257,8 @@ def run_cuda_modes(graph, lp, lengths, opts, args, bs: int) -> None:
 
     from numba import cuda
 
-    from wfstdecode.ctc._cuda import decode_cuda, prune_block_size
-    from wfstdecode.ctc._paths import to_hypotheses
-    from wfstdecode.ctc.search import prepare_problem
+    from wfstdecode.ctc import CudaTuning
+    from wfstdecode.ctc._cuda import prune_block_size
 
     n = min(len(lp), max(bs, 32))  # small batches: 32 utterances keep the device time short
     lp, lengths = lp[:n], lengths[:n]
@@ -269,8 +268,9 @@ def run_cuda_modes(graph, lp, lengths, opts, args, bs: int) -> None:
         o = dataclasses.replace(opts, cuda_graphs=graphs)
         hyps = []
         for i in range(0, len(lp), bs):
-            p = prepare_problem(dev[i : i + bs], lengths[i : i + bs], graph, o, None, True)
-            hyps += to_hypotheses(p, decode_cuda(p, profile=profile, **run))
+            tuning = CudaTuning(profile=profile, **run)
+            hyps += decode_ctc(dev[i : i + bs], lengths[i : i + bs], graph, o, backend="cuda",
+                               tuning=tuning)  # fmt: skip
         return hyps
 
     print(f"\n| cuda mode, batch {bs}, {n} utterances (closure/prune blocks of "

@@ -4,7 +4,7 @@ Importing this package needs neither a GPU, CuPy, torch nor pynini; graph buildi
 (``wfstdecode.graph``) imports pynini, transducer decoding (``wfstdecode.transducer``) torch.
 """
 
-from .ctc import CtcBeamOptions, decode_ctc, decode_npz
+from .ctc import CpuTuning, CtcBeamOptions, CudaTuning, decode_ctc, decode_npz
 from .decoding_graph import DecodingGraph
 from .errors import (
     BackendUnavailableError,
@@ -21,7 +21,9 @@ from .symbols import SymbolTable
 
 __all__ = [
     "BackendUnavailableError",
+    "CpuTuning",
     "CtcBeamOptions",
+    "CudaTuning",
     "DecodeInputError",
     "DecodingGraph",
     "DeviceMemoryError",

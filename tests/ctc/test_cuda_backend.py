@@ -12,7 +12,7 @@ from numba import cuda
 
 from wfstdecode import OptionsError
 from wfstdecode.backends import available_ctc_backends
-from wfstdecode.ctc import CtcBeamOptions, decode_ctc
+from wfstdecode.ctc import CtcBeamOptions, CudaTuning, decode_ctc
 from wfstdecode.ctc import _cuda_kernels as K
 from wfstdecode.testing import assert_hypotheses_equal, lexicon_graph, random_graph, simulate_ctc
 
@@ -177,7 +177,7 @@ def _raw(lp, lengths, g, opts, **run):
     from wfstdecode.ctc._cuda import decode_cuda
     from wfstdecode.ctc.search import prepare_problem
 
-    return decode_cuda(prepare_problem(lp, lengths, g, opts, None), **run)
+    return decode_cuda(prepare_problem(lp, lengths, g, opts, None), CudaTuning(**run))
 
 
 def _same_raw(a, b):

@@ -181,3 +181,19 @@ def test_keyboard_interrupt_stops_a_long_cpu_decode_promptly():
     assert elapsed < 5.0, elapsed
     running = [t for t in threading.enumerate() if t.name == "wfstdecode-ctc-cpu" and t.is_alive()]
     assert not running
+
+
+def test_tuning_goes_to_the_backend_that_runs():
+    from wfstdecode.ctc import CpuTuning, CudaTuning
+
+    g, lp, lengths = _lexicon_case(0)
+    a = decode_ctc(lp, lengths, g, backend="cpu", tuning=CpuTuning(num_threads=1))
+    assert_hypotheses_equal(a, decode_ctc(lp, lengths, g, backend="cpu"), 0.0)
+    with pytest.raises(OptionsError, match=r"CudaTuning tunes another backend; .* 'cpu'"):
+        decode_ctc(lp, lengths, g, backend="cpu", tuning=CudaTuning())
+    with pytest.raises(OptionsError, match=r"'reference' \(takes no tuning\)"):
+        decode_ctc(lp, lengths, g, backend="reference", tuning=CpuTuning())
+    with pytest.raises(OptionsError, match="not both"):
+        decode_ctc(lp, lengths, g, backend="cpu", tuning=CpuTuning(), num_threads=1)
+    with pytest.raises(OptionsError, match=r"CudaTuning.frames_per_chunk must be an int >= 1"):
+        CudaTuning(frames_per_chunk=0)

@@ -27,6 +27,7 @@ from numba import njit, prange
 from ._traceback import finish_paths, first_rows, grown, sliced_paths
 from .boost import boost_lookup
 from .status import CANCELLED, DIED, NEG_CYCLE, RESULT_BITS, RETRY_BITS, raise_graph_errors
+from .tuning import CpuTuning
 
 _INF = np.float32(np.inf)
 
@@ -335,11 +336,12 @@ def _decode_batch(
             )  # fmt: skip
 
 
-def decode_cpu(problem, num_threads: int | None = None):
+def decode_cpu(problem, tuning: CpuTuning | None = None):
     """Run the batch; returns ``RawResult`` per utterance. Utterances whose paths did not fit
     the output buffers (too long, or more than its rows) run again with larger ones."""
     from ._problem import RawResult
 
+    num_threads = (tuning or CpuTuning()).num_threads
     B = problem.batch_size
     nbest = problem.options.nbest
     results: list = [None] * B

@@ -30,6 +30,7 @@ from ..errors import BackendUnavailableError, DeviceMemoryError, OptionsError
 from ._cuda_finish import finish
 from ._problem import RawResult, SearchProblem
 from .cuda_memory import cuda_memory_bytes, int32_records_fit, record_capacity, table_size
+from .tuning import CudaTuning
 
 log = logging.getLogger(__name__)
 
@@ -38,20 +39,15 @@ _KEPT: list = []  # (CUDA context, PinnedDoubleBuffer) not in use, for the next 
 _KEPT_LOCK = threading.Lock()
 
 
-def decode_cuda(
-    problem: SearchProblem, *, frames_per_chunk: int = 16, double_buffer: bool = True,
-    prune_threads: int | None = None, profile: dict | None = None,
-) -> list[RawResult]:  # fmt: skip
-    """The batched search on the GPU. ``frames_per_chunk``, ``double_buffer`` and
-    ``prune_threads`` (threads of each lane's closure/prune block; None = `prune_block_size`)
-    change speed, not results (benchmarks vary them to measure them). ``profile``, a dict, has
-    added to it the GPU milliseconds spent in expand, prune and copy (CUDA events around each
-    stage, so no CUDA graphs), the frame steps launched and the chunks that ran frames."""
+def decode_cuda(problem: SearchProblem, tuning: CudaTuning | None = None) -> list[RawResult]:
+    """The batched search on the GPU; `CudaTuning` (chunking, double buffering, block size,
+    profiling) changes its speed, never its results."""
     from numba import cuda
 
+    tuning = tuning or CudaTuning()
+    frames_per_chunk, double_buffer = tuning.frames_per_chunk, tuning.double_buffer
+    prune_threads, profile = tuning.prune_threads, tuning.profile
     g, opts = problem.graph, problem.options
-    if frames_per_chunk < 1:
-        raise OptionsError(f"frames_per_chunk must be >= 1; got {frames_per_chunk}")
     _check_prune_threads(prune_threads)
     B = problem.batch_size
     T = int(problem.lengths.max(initial=0))

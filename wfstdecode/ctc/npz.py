@@ -103,12 +103,13 @@ def decode_npz(
     boosts=None,
     backend: str = "auto",
     num_threads: int | None = None,
+    tuning=None,
 ) -> NpzDecodeResult:
     """Decode every utterance of an emissions ``.npz`` against ``graph`` with `decode_ctc`.
 
     Inputs: the file (format in the module docstring), a `DecodingGraph` whose token table matches
     the file's ``tokens`` (when present), options, boosts (one mapping ``word -> bonus`` for all
-    utterances, or one per utterance), backend and CPU threads.
+    utterances, or one per utterance), backend, and speed-only tuning (`decode_ctc`).
     Output: `NpzDecodeResult` with graph and greedy transcripts, and their WER when the file has
     reference ``texts``.
     """
@@ -133,7 +134,9 @@ def decode_npz(
     lengths = data["lengths"]
     if lengths is None:
         lengths = np.full(lp.shape[0], lp.shape[1], np.int64)
-    hyps = decode_ctc(lp, lengths, graph, options, boosts, backend, num_threads=num_threads)
+    hyps = decode_ctc(
+        lp, lengths, graph, options, boosts, backend, tuning=tuning, num_threads=num_threads
+    )
     texts = [h[0].text for h in hyps]
     greedy = (
         greedy_ctc_texts(lp, lengths, graph.tokens, blank_id(graph))

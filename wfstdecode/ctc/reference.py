@@ -59,7 +59,8 @@ from .status import DIED, NO_FINAL
 _F32_INF = np.float32(np.inf)
 
 
-def decode_reference(problem: SearchProblem) -> list[RawResult]:
+def decode_reference(problem: SearchProblem, tuning: None = None) -> list[RawResult]:
+    """The batch, one utterance after another (the reference has nothing to tune)."""
     return [_decode_one(problem, b) for b in range(problem.batch_size)]
 
 

@@ -20,6 +20,7 @@ from ._paths import to_hypotheses
 from ._problem import SearchProblem, search_costs
 from .boost import build_boost_tables, resolve_boosts
 from .options import CtcBeamOptions
+from .tuning import CpuTuning, CudaTuning, tuning_for
 
 Boosts = Mapping | Sequence[Mapping | None] | None
 
@@ -32,6 +33,7 @@ def decode_ctc(
     boosts: Boosts = None,
     backend: str = "auto",
     *,
+    tuning: CpuTuning | CudaTuning | None = None,
     num_threads: int | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode a batch of CTC log-probabilities against a decoding graph (TLG).
@@ -49,8 +51,9 @@ def decode_ctc(
                  (its arcs cost ``bonus`` less). Words not in the graph warn and are ignored.
     backend:     ``"auto"`` (cuda for GPU-resident inputs when available, else cpu),
                  ``"reference"`` (pure Python, slow), ``"cpu"`` (Numba) or ``"cuda"``.
-    num_threads: CPU backend threads (utterances decode in parallel); None = Numba's default;
-                 more than Numba's thread pool has are capped to it.
+    tuning:      speed-only settings of the backend that runs: `CpuTuning` or `CudaTuning`
+                 (None = defaults; one for another backend raises).
+    num_threads: shorthand for ``tuning=CpuTuning(num_threads)``.
 
     Returns one list per utterance of up to ``options.nbest`` `Hypothesis`, best first.
     Documented results: an empty batch gives ``[]``; a zero-length utterance gives the best path
@@ -64,19 +67,13 @@ def decode_ctc(
         raise OptionsError(f"options must be a CtcBeamOptions; got {type(options).__name__}")
     if not isinstance(graph, DecodingGraph):
         raise DecodeInputError(f"graph must be a DecodingGraph; got {type(graph).__name__}")
-    if num_threads is not None and (
-        isinstance(num_threads, bool) or not isinstance(num_threads, (int, np.integer))
-        or num_threads < 1
-    ):  # fmt: skip
-        raise OptionsError(f"num_threads must be None or an int >= 1; got {num_threads!r}")
     name = resolve_ctc_backend(backend, log_probs)
+    tuning = tuning_for(name, tuning, num_threads)
     on_device = name == "cuda" and is_device_array(log_probs)
     problem = prepare_problem(log_probs, lengths, graph, options, boosts, on_device)
     if problem.batch_size == 0:
         return []
-    decode = ctc_backend(name)
-    raw = decode(problem, num_threads=num_threads) if name == "cpu" else decode(problem)
-    return to_hypotheses(problem, raw)
+    return to_hypotheses(problem, ctc_backend(name)(problem, tuning))
 
 
 def prepare_problem(log_probs, lengths, graph, options, boosts, on_device=False) -> SearchProblem:

@@ -1,0 +1,77 @@
+"""Speed-only settings of the CTC search backends, kept apart from `CtcBeamOptions` (which holds
+what changes results): `decode_ctc(..., tuning=...)` passes one of these to its backend, so
+benchmarks and tests vary them through the public entry point. None of them changes a result."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..errors import OptionsError
+
+
+def _int_at_least(owner: str, name: str, value, low: int, allow_none: bool = False) -> None:
+    if value is None and allow_none:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        what = f"None or an int >= {low}" if allow_none else f"an int >= {low}"
+        raise OptionsError(f"{owner}.{name} must be {what}; got {value!r}")
+
+
+@dataclass(frozen=True)
+class CpuTuning:
+    """num_threads: threads decoding utterances in parallel; None = Numba's default, more than
+    Numba's pool has are capped to it."""
+
+    num_threads: int | None = None
+
+    def __post_init__(self):
+        value = self.num_threads
+        if value is not None and type(value).__module__ == "numpy":
+            value = int(value)  # a NumPy integer is as good as an int
+            object.__setattr__(self, "num_threads", value)
+        _int_at_least("CpuTuning", "num_threads", value, 1, allow_none=True)
+
+
+@dataclass(frozen=True)
+class CudaTuning:
+    """frames_per_chunk: frame steps per captured CUDA graph / record copy; double_buffer: copy a
+    chunk's records while the next chunk runs; prune_threads: threads of each utterance's
+    closure/prune block (None = chosen from the batch size, see `_cuda.prune_block_size`);
+    profile: a dict that gets the GPU milliseconds of expand, prune and copy added to it (CUDA
+    events around each stage, so CUDA graphs are off), the frame steps and the chunks run."""
+
+    frames_per_chunk: int = 16
+    double_buffer: bool = True
+    prune_threads: int | None = None
+    profile: dict | None = field(default=None, compare=False)
+
+    def __post_init__(self):
+        _int_at_least("CudaTuning", "frames_per_chunk", self.frames_per_chunk, 1)
+        _int_at_least("CudaTuning", "prune_threads", self.prune_threads, 1, allow_none=True)
+        if not isinstance(self.double_buffer, bool):
+            raise OptionsError(
+                f"CudaTuning.double_buffer must be a bool; got {self.double_buffer!r}"
+            )
+        if self.profile is not None and not isinstance(self.profile, dict):
+            raise OptionsError(f"CudaTuning.profile must be a dict or None; got {self.profile!r}")
+
+
+TUNING = {"reference": None, "cpu": CpuTuning, "cuda": CudaTuning}
+
+
+def tuning_for(backend: str, tuning, num_threads: int | None):
+    """The tuning object for the resolved ``backend``: ``tuning`` checked against it, or built
+    from the ``num_threads`` shorthand (cpu), or the backend's defaults."""
+    if num_threads is not None:
+        if tuning is not None:
+            raise OptionsError("give num_threads or tuning, not both")
+        tuning = CpuTuning(num_threads)
+    kind = TUNING[backend]
+    if tuning is None:
+        return kind() if kind is not None else None
+    if kind is None or not isinstance(tuning, kind):
+        raise OptionsError(
+            f"{type(tuning).__name__} tunes another backend; this search runs on {backend!r}"
+            + (f" (takes {kind.__name__})" if kind is not None else " (takes no tuning)")
+        )
+    return tuning
