@@ -31,9 +31,14 @@ def main(argv: list[str] | None = None) -> Path:
     p.add_argument("--spm", required=True, type=Path, help="sentencepiece .model file")
     p.add_argument("--tokens", type=Path, help="tokens.txt of the acoustic model (optional)")
     args = p.parse_args(argv)
-    tokens = SymbolTable.read(args.tokens) if args.tokens else tokens_from_sentencepiece(args.spm)
-    lexicon, skipped = sentencepiece_lexicon(arpa_words(args.arpa), args.spm, tokens)
-    return build_and_write(args, tokens, lexicon, skipped, recipe="bpe", spm=str(args.spm))
+
+    def read_inputs():
+        tokens = (
+            SymbolTable.read(args.tokens) if args.tokens else tokens_from_sentencepiece(args.spm)
+        )
+        return tokens, *sentencepiece_lexicon(arpa_words(args.arpa), args.spm, tokens)
+
+    return build_and_write(args, read_inputs, recipe="bpe", spm=str(args.spm))
 
 
 if __name__ == "__main__":

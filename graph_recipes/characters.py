@@ -18,11 +18,12 @@ def main(argv: list[str] | None = None) -> Path:
     p.add_argument("--tokens", required=True, type=Path, help="tokens.txt: <blk> 0, then chars")
     p.add_argument("--separator", default=None, help="word-separator token, e.g. '|'")
     args = p.parse_args(argv)
-    tokens = SymbolTable.read(args.tokens)
-    lexicon, skipped = spell_lexicon(arpa_words(args.arpa), tokens, args.separator)
-    return build_and_write(
-        args, tokens, lexicon, skipped, separator=args.separator, recipe="characters"
-    )
+
+    def read_inputs():
+        tokens = SymbolTable.read(args.tokens)
+        return tokens, *spell_lexicon(arpa_words(args.arpa), tokens, args.separator)
+
+    return build_and_write(args, read_inputs, separator=args.separator, recipe="characters")
 
 
 if __name__ == "__main__":

@@ -1,17 +1,19 @@
-"""Shared argument handling of the recipes: build TLG from a lexicon and write the directory."""
+"""Shared argument handling of the recipes: each reads its tokens and lexicon its own way, then
+`build_graph_dir` checks --out, builds TLG and writes the directory as the CLI does."""
 
 from __future__ import annotations
 
 import argparse
 import logging
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
-from wfstdecode.cli import print_stage
-from wfstdecode.graph import build_tlg
-from wfstdecode.graph.grammar import read_arpa_vocabulary
-from wfstdecode.graph.output import check_out_dir, write_graph_dir
+from wfstdecode.graph import build_dir  # called through the module, so a stub of it holds
+from wfstdecode.graph.build_dir import arpa_words
+from wfstdecode.progress import print_stage
+
+__all__ = ["arpa_words", "build_and_write", "parser"]
 
 
 def parser(description: str) -> argparse.ArgumentParser:
@@ -25,23 +27,23 @@ def parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
-def arpa_words(arpa: Path) -> list[str]:
-    return [w for w in read_arpa_vocabulary(arpa) if w not in ("<s>", "</s>", "<unk>")]
-
-
-def build_and_write(args, tokens, lexicon, skipped, separator=None, **info) -> Path:
+def build_and_write(args, read_inputs: Callable[[], tuple], separator=None, **info) -> Path:
+    """Build the recipe's TLG into --out. ``read_inputs`` returns (tokens, lexicon, words left
+    out); it runs after --out is checked, so a refusal comes before the lexicon is made."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    check_out_dir(args.out, args.force)  # refuse now, not after the build
-    if skipped:
-        print(
-            f"{len(skipped):,} ARPA words have no lexicon entry and are left out", file=sys.stderr
-        )
-    start = time.perf_counter()
-    build = build_tlg(tokens, lexicon, args.arpa, args.topology, separator=separator,
-                      progress=print_stage)  # fmt: skip
-    info = {"command": " ".join(sys.argv), "arpa": str(args.arpa), "topology": args.topology,
-            "separator": separator, "lexicon_entries": len(lexicon),
-            "total_seconds": round(time.perf_counter() - start, 2), **info}  # fmt: skip
-    out = write_graph_dir(build, args.out, info, force=args.force)
+
+    def inputs():
+        tokens, lexicon, skipped = read_inputs()
+        if skipped:
+            print(
+                f"{len(skipped):,} ARPA words have no lexicon entry and are left out",
+                file=sys.stderr,
+            )
+        return tokens, lexicon
+
+    out, build = build_dir.build_graph_dir(
+        args.out, inputs, args.arpa, args.topology, separator=separator, force=args.force,
+        info=info, progress=print_stage,
+    )  # fmt: skip
     print(f"wrote {out}: {build.graph.summary()}")
     return out

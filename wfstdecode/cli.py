@@ -3,53 +3,66 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import sys
-import time
 from pathlib import Path
 
+from .ctc import CtcBeamOptions
 from .errors import WfstDecodeError
+from .progress import print_stage
 
 log = logging.getLogger("wfstdecode")
 
-
-def print_stage(info: dict) -> None:
-    extra = {
-        k: v
-        for k, v in info.items()
-        if k not in ("stage", "states", "arcs", "seconds", "peak_rss_mb")
-    }
-    print(f"  {info['stage']:<14} {info['states']:>10,} states {info['arcs']:>11,} arcs "
-          f"{info['seconds']:8.2f} s  peak {info['peak_rss_mb']:8.1f} MB  {extra or ''}",
-          flush=True)  # fmt: skip
+# The CtcBeamOptions fields that `decode` exposes (as --max-active etc.) and their types; the
+# defaults are read from CtcBeamOptions itself so that the two cannot drift.
+DECODE_OPTIONS = {
+    "beam": float,
+    "max_active": int,
+    "min_active": int,
+    "acoustic_scale": float,
+    "blank_penalty": float,
+    "word_insertion_penalty": float,
+    "nbest": int,
+}
 
 
 def build_tlg_command(args: argparse.Namespace) -> Path:
-    from .graph import build_tlg, read_lexicon
-    from .graph.grammar import read_arpa_vocabulary
+    from .graph.build_dir import build_graph_dir
+
+    if args.lexicon:
+        source = {"lexicon": str(args.lexicon)}
+    else:
+        source = {"spm": str(args.spm)} if args.spm else {"chars": True}
+    out, build = build_graph_dir(
+        args.out, lambda: _read_inputs(args), args.arpa, args.topology, separator=args.separator,
+        keep_unk=args.keep_unk, push_labels=not args.no_push_labels, force=args.force,
+        info={"tokens": str(args.tokens), **source}, progress=print_stage,
+    )  # fmt: skip
+    print(f"wrote {out}: {build.graph.summary()}")
+    return out
+
+
+def _read_inputs(args: argparse.Namespace) -> tuple:
+    """(tokens, lexicon) from --tokens and --lexicon, or a lexicon that spells the ARPA's words
+    with --spm pieces or --chars."""
+    from .graph import read_lexicon
+    from .graph.build_dir import arpa_words
     from .graph.lexicon import sentencepiece_lexicon, spell_lexicon
-    from .graph.output import check_out_dir, write_graph_dir
     from .symbols import SymbolTable
 
-    start = time.perf_counter()
-    out = check_out_dir(args.out, args.force)  # refuse now, not after a long build
     tokens = SymbolTable.read(args.tokens)
     if args.lexicon:
         lexicon = read_lexicon(args.lexicon, tokens, with_probs=args.lexicon_probs)
-        source = {"lexicon": str(args.lexicon)}
     else:
-        vocabulary = [
-            w for w in read_arpa_vocabulary(args.arpa) if w not in ("<s>", "</s>", "<unk>")
-        ]
+        vocabulary = arpa_words(args.arpa)
         if args.spm:
             lexicon, skipped = sentencepiece_lexicon(
                 vocabulary, args.spm, tokens, separator=args.separator
             )
-            source = {"spm": str(args.spm)}
         else:
             lexicon, skipped = spell_lexicon(vocabulary, tokens, separator=args.separator)
-            source = {"chars": True}
         if skipped:
             shown = ", ".join(skipped[:10]) + (" …" if len(skipped) > 10 else "")
             log.warning("%d ARPA words cannot be written with the tokens; left out: %s",
@@ -57,15 +70,7 @@ def build_tlg_command(args: argparse.Namespace) -> Path:
         if not lexicon:
             raise WfstDecodeError(f"no word of {args.arpa} can be written with {args.tokens}")
     print(f"building TLG ({args.topology}) from {args.arpa}: {len(lexicon):,} lexicon entries")
-    build = build_tlg(tokens, lexicon, args.arpa, args.topology, separator=args.separator,
-                      keep_unk=args.keep_unk, push_labels=not args.no_push_labels,
-                      progress=print_stage)  # fmt: skip
-    info = {"command": " ".join(sys.argv), "tokens": str(args.tokens), "arpa": str(args.arpa),
-            **source, "topology": args.topology, "separator": args.separator,
-            "total_seconds": round(time.perf_counter() - start, 2)}  # fmt: skip
-    out = write_graph_dir(build, out, info, force=args.force)
-    print(f"wrote {out}: {build.graph.summary()}")
-    return out
+    return tokens, lexicon
 
 
 def info_command(args: argparse.Namespace) -> None:
@@ -111,15 +116,11 @@ def _parse_boost(text: str) -> tuple[str, float]:
 def decode_command(args: argparse.Namespace) -> None:
     import unicodedata
 
-    from .ctc import CtcBeamOptions, decode_npz
+    from .ctc import decode_npz
     from .decoding_graph import DecodingGraph
 
     graph = DecodingGraph.load(args.graph)
-    options = CtcBeamOptions(
-        beam=args.beam, max_active=args.max_active, min_active=args.min_active,
-        acoustic_scale=args.acoustic_scale, blank_penalty=args.blank_penalty,
-        word_insertion_penalty=args.word_insertion_penalty, nbest=args.nbest,
-    )  # fmt: skip
+    options = CtcBeamOptions(**{name: getattr(args, name) for name in DECODE_OPTIONS})
     boosts = dict(args.boost) if args.boost else None
     result = decode_npz(args.log_probs, graph, options, boosts, backend=args.backend)
 
@@ -187,13 +188,9 @@ def make_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("graph", type=Path, help="directory from build-tlg (or a TLG.npz)")
     p.add_argument("log_probs", type=Path, help=".npz with log_probs (B, T, V), lengths, texts")
-    p.add_argument("--beam", type=float, default=16.0)
-    p.add_argument("--max-active", type=int, default=10_000)
-    p.add_argument("--min-active", type=int, default=1)
-    p.add_argument("--acoustic-scale", type=float, default=1.0)
-    p.add_argument("--blank-penalty", type=float, default=0.0)
-    p.add_argument("--word-insertion-penalty", type=float, default=0.0)
-    p.add_argument("--nbest", type=int, default=1)
+    defaults = {f.name: f.default for f in dataclasses.fields(CtcBeamOptions)}
+    for name, kind in DECODE_OPTIONS.items():
+        p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=defaults[name])
     p.add_argument("--boost", type=_parse_boost, action="append", metavar="WORD=BONUS",
                    help="boost a word (positive = more likely); repeatable")  # fmt: skip
     p.add_argument("--backend", default="auto", choices=("auto", "reference", "cpu", "cuda"))

@@ -19,23 +19,19 @@ def run_demo(out: Path | None = None, backend: str = "cpu", force: bool = False)
     can be rerun); another graph directory is replaced only with ``force``, and a directory
     wfstdecode did not write never. Checked before the build, so a refusal comes at once.
     """
-    from .cli import print_stage
     from .ctc import CtcBeamOptions, decode_npz
     from .decoding_graph import DecodingGraph
-    from .graph import build_tlg, read_lexicon
-    from .graph.output import check_out_dir, write_graph_dir
-    from .symbols import SymbolTable
+    from .graph.build_dir import build_graph_dir
+    from .progress import print_stage
 
-    if out is not None:
-        out = check_out_dir(out, _may_replace(out, force))
-    tokens = SymbolTable.read(DATA / "tokens.txt")
-    lexicon = read_lexicon(DATA / "lexicon.txt", tokens)
-    print(f"building TLG (compact) from {DATA}: {len(tokens)} tokens, {len(lexicon):,} words")
-    build = build_tlg(tokens, lexicon, str(DATA / "lm.arpa.gz"), "compact", separator="|",
-                      progress=print_stage)  # fmt: skip
+    def replace(target: Path) -> bool:  # asked before the build and again before the write
+        return force or _is_demo_graph(target)
+
     with tempfile.TemporaryDirectory() as tmp:
-        replace = out is not None and _may_replace(out, force)  # again: it may have changed
-        target = write_graph_dir(build, out or Path(tmp) / "graph", {"demo": True}, force=replace)
+        target, _ = build_graph_dir(
+            out or Path(tmp) / "graph", _read_inputs, DATA / "lm.arpa.gz", "compact",
+            separator="|", force=replace, info={"demo": True}, progress=print_stage,
+        )  # fmt: skip
         print(f"wrote {target}")
         graph = DecodingGraph.load(target)
     options = CtcBeamOptions(beam=16.0, max_active=2000, acoustic_scale=2.0)
@@ -52,9 +48,20 @@ def run_demo(out: Path | None = None, backend: str = "cpu", force: bool = False)
     return {"greedy_wer": result.greedy_wer, "wer": result.wer}
 
 
-def _may_replace(out: Path, force: bool) -> bool:
-    """``force``, or ``out`` is what an earlier demo wrote (a rerun replaces its own graph)."""
+def _read_inputs() -> tuple:
+    """The shipped tokens and lexicon, announced as the build starts."""
+    from .graph import read_lexicon
+    from .symbols import SymbolTable
+
+    tokens = SymbolTable.read(DATA / "tokens.txt")
+    lexicon = read_lexicon(DATA / "lexicon.txt", tokens)
+    print(f"building TLG (compact) from {DATA}: {len(tokens)} tokens, {len(lexicon):,} words")
+    return tokens, lexicon
+
+
+def _is_demo_graph(path: Path) -> bool:
+    """Whether ``path`` is what an earlier demo wrote (a rerun replaces its own graph)."""
     from .graph.output import graph_dir_report
 
-    report = graph_dir_report(out)
-    return force or (report is not None and report.get("demo") is True)
+    report = graph_dir_report(path)
+    return report is not None and report.get("demo") is True
