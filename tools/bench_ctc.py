@@ -217,7 +217,7 @@ def run_cuda(graph, lp, lengths, opts, args):
     from numba import cuda
 
     from wfstdecode.ctc import cuda_memory_bytes
-    from wfstdecode.ctc.cuda_memory import table_size
+    from wfstdecode.ctc.cuda.memory import table_size
 
     dev = cuda.to_device(np.ascontiguousarray(lp))
     out = {}
@@ -258,7 +258,7 @@ def run_cuda_modes(graph, lp, lengths, opts, args, bs: int) -> None:
     from numba import cuda
 
     from wfstdecode.ctc import CudaTuning
-    from wfstdecode.ctc._cuda import prune_block_size
+    from wfstdecode.ctc.cuda.driver import prune_block_size
 
     n = min(len(lp), max(bs, 32))  # small batches: 32 utterances keep the device time short
     lp, lengths = lp[:n], lengths[:n]

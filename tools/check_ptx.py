@@ -71,10 +71,10 @@ def main() -> int:
     numba.cuda.dispatcher.get_current_device = lambda: _Device()
 
     from wfstdecode.ctc import CtcBeamOptions
-    from wfstdecode.ctc import _cuda as C
-    from wfstdecode.ctc import _cuda_finish as F
-    from wfstdecode.ctc import _cuda_inputs as I
-    from wfstdecode.ctc import _cuda_kernels as K
+    from wfstdecode.ctc.cuda import driver as C
+    from wfstdecode.ctc.cuda import finish as F
+    from wfstdecode.ctc.cuda import inputs as I
+    from wfstdecode.ctc.cuda import kernels as K
     from wfstdecode.ctc.search import prepare_problem
     from wfstdecode.testing import random_graph, random_log_probs
 
@@ -147,7 +147,7 @@ def _registers(ptxas: str, ptx: str, cc) -> str:
     import subprocess
     import tempfile
 
-    from wfstdecode.ctc._cuda import registers_per_warp
+    from wfstdecode.ctc.cuda.driver import registers_per_warp
 
     with tempfile.NamedTemporaryFile("w", suffix=".ptx") as f:
         f.write(ptx)

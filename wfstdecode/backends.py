@@ -16,7 +16,7 @@ CTC_BACKENDS = ("reference", "cpu", "cuda")
 _CTC_MODULES = {
     "reference": ("wfstdecode.ctc.reference", "decode_reference"),
     "cpu": ("wfstdecode.ctc._cpu", "decode_cpu"),
-    "cuda": ("wfstdecode.ctc._cuda", "decode_cuda"),
+    "cuda": ("wfstdecode.ctc.cuda.driver", "decode_cuda"),
 }
 
 
@@ -33,7 +33,7 @@ def cuda_available() -> bool:
 
 
 def _cuda_backend_present() -> bool:
-    return importlib.util.find_spec("wfstdecode.ctc._cuda") is not None
+    return importlib.util.find_spec("wfstdecode.ctc.cuda.driver") is not None
 
 
 DLPACK_CUDA = 2  # kDLCUDA, the device type ``__dlpack_device__`` reports for GPU memory
@@ -91,7 +91,7 @@ def resolve_ctc_backend(name: str, log_probs=None) -> str:
             )
         if not _cuda_backend_present():
             raise BackendUnavailableError(
-                "backend='cuda' is not built into this version of wfstdecode (wfstdecode.ctc._cuda "
+                "backend='cuda' is not built into this version of wfstdecode (wfstdecode.ctc.cuda "
                 "is missing); use backend='cpu'"
             )
     return name

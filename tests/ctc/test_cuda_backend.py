@@ -13,7 +13,7 @@ from numba import cuda
 from wfstdecode import OptionsError
 from wfstdecode.backends import available_ctc_backends
 from wfstdecode.ctc import CtcBeamOptions, CudaTuning, decode_ctc
-from wfstdecode.ctc import _cuda_kernels as K
+from wfstdecode.ctc.cuda import kernels as K
 from wfstdecode.testing import assert_hypotheses_equal, lexicon_graph, random_graph, simulate_ctc
 
 needs_cuda = pytest.mark.skipif(
@@ -80,7 +80,7 @@ def test_max_candidates_is_validated():
 
 
 def test_table_size_follows_the_options_and_the_graph():
-    from wfstdecode.ctc.cuda_memory import table_size
+    from wfstdecode.ctc.cuda.memory import table_size
 
     assert table_size(10**6, CtcBeamOptions(max_active=10_000)) == 65536  # 2 x 20000 -> 2^16
     assert table_size(10**6, CtcBeamOptions(max_candidates=1000)) == 2048
@@ -91,7 +91,7 @@ def test_cuda_memory_of_a_batch_and_the_largest_batch_that_fits():
     """The public sizing: per utterance and with host log-probs, the largest batch exact at the
     budget's edge, 0 when the graph alone does not fit, capped by int32 record indices."""
     from wfstdecode.ctc import cuda_memory_bytes, max_cuda_batch_size
-    from wfstdecode.ctc.cuda_memory import table_size
+    from wfstdecode.ctc.cuda.memory import table_size
 
     g = random_graph(1, num_states=3000, num_tokens=6)
     opts = CtcBeamOptions(max_active=500)
@@ -114,8 +114,9 @@ def test_cuda_memory_bytes_counts_what_the_search_allocates(batch):
     """cuda_memory_bytes against the device arrays a search really allocates (the graph's, and
     every per-search buffer, host log-probs uploaded): equal up to a few small control arrays,
     so a buffer added to the search without its bytes in the sizing fails here."""
-    from wfstdecode.ctc import _cuda, cuda_memory_bytes
-    from wfstdecode.ctc.cuda_memory import record_capacity, table_size
+    from wfstdecode.ctc import cuda_memory_bytes
+    from wfstdecode.ctc.cuda import driver as _cuda
+    from wfstdecode.ctc.cuda.memory import record_capacity, table_size
     from wfstdecode.ctc.search import prepare_problem
     from wfstdecode.testing import random_log_probs
 
@@ -174,7 +175,7 @@ def test_real_gpu_large_batches_equal_cpu():
 
 def _raw(lp, lengths, g, opts, **run):
     """The cuda backend's RawResults with run settings (chunking, double buffering)."""
-    from wfstdecode.ctc._cuda import decode_cuda
+    from wfstdecode.ctc.cuda.driver import decode_cuda
     from wfstdecode.ctc.search import prepare_problem
 
     return decode_cuda(prepare_problem(lp, lengths, g, opts, None), CudaTuning(**run))
@@ -220,7 +221,7 @@ def test_resident_block_size_follows_registers_and_batch():
     closure/prune kernel's 56 registers and ~22 KB of shared memory (tools/check_ptx.py): one
     1024-thread block fits per SM, two of 512, so up to 132 utterances get 1024 threads and up
     to 264 get 512."""
-    from wfstdecode.ctc._cuda import SmLimits, resident_block_size
+    from wfstdecode.ctc.cuda.driver import SmLimits, resident_block_size
 
     h100 = SmLimits(count=132, registers=65536, threads=2048, shared=233472)
     sizes = {b: resident_block_size(b, 56, 22_000, h100) for b in (1, 132, 133, 264, 265, 512)}
@@ -234,7 +235,7 @@ def test_resident_block_size_follows_registers_and_batch():
 def test_closure_prune_block_size_changes_nothing():
     """The closure/prune kernel gives the same paths, bit for bit, whatever its block size
     (the fixed point and the tie-breaks do not depend on how the block's threads share work)."""
-    from wfstdecode.ctc._cuda import prune_block_size
+    from wfstdecode.ctc.cuda.driver import prune_block_size
     from wfstdecode.testing import random_log_probs
 
     g = random_graph(6, num_states=40, num_tokens=6, arcs_per_state=4, eps_arcs_per_state=0.8)
@@ -253,7 +254,8 @@ def test_pinned_record_buffers_are_kept_across_calls(monkeypatch):
     """The pinned record memory of one call serves the next (no new pinned allocation), also
     after a call that stopped with copies not taken; calls running at once get a buffer each;
     release_cuda_buffers drops the kept ones."""
-    from wfstdecode.ctc import _cuda, release_cuda_buffers
+    from wfstdecode.ctc import release_cuda_buffers
+    from wfstdecode.ctc.cuda import driver as _cuda
     from wfstdecode.testing import random_log_probs
 
     monkeypatch.setattr(_cuda, "_KEPT", [])
@@ -333,7 +335,7 @@ def test_device_resident_log_probs_are_checked_like_host_ones():
 
 def test_cuda_graphs_option():
     from wfstdecode import BackendUnavailableError
-    from wfstdecode.ctc._cuda import _use_graphs
+    from wfstdecode.ctc.cuda.driver import _use_graphs
 
     with pytest.raises(OptionsError, match="cuda_graphs"):
         CtcBeamOptions(cuda_graphs="yes")
@@ -415,7 +417,7 @@ def test_graph_replay_loop_gives_the_same_paths(monkeypatch):
     """The host loop of the CUDA-graph path (every chunk replays all its frame steps, idle ones
     included, after a first uncaptured chunk) with the capture stood in for by a replay of the
     same launches: the paths of the plain loop."""
-    from wfstdecode.ctc import _cuda
+    from wfstdecode.ctc.cuda import driver as _cuda
     from wfstdecode.testing import random_log_probs
 
     class Replay:
@@ -447,7 +449,7 @@ def test_host_loop_orders_launches_copies_and_waits(monkeypatch, double_buffer):
     double buffering, chunk ``c`` is launched only after the stream waits for the copy-out of
     chunk ``c - 2`` (same record buffer), and each chunk is collected before the chunk that
     reuses its buffer; without, every launch waits for the previous chunk's copy."""
-    from wfstdecode.ctc import _cuda
+    from wfstdecode.ctc.cuda import driver as _cuda
     from wfstdecode.testing import random_log_probs
 
     log = []

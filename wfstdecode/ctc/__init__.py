@@ -2,7 +2,7 @@
 `decode_npz` for emissions stored in ``.npz`` files (the ``wfstdecode decode`` command), and the
 cuda backend's memory (`cuda_memory_bytes`, `max_cuda_batch_size`, `release_cuda_buffers`)."""
 
-from .cuda_memory import cuda_memory_bytes, max_cuda_batch_size, release_cuda_buffers
+from .cuda.memory import cuda_memory_bytes, max_cuda_batch_size, release_cuda_buffers
 from .npz import NpzDecodeResult, decode_npz, greedy_ctc_texts, load_log_probs_npz
 from .options import CtcBeamOptions
 from .search import decode_ctc

@@ -80,7 +80,7 @@ def prepare_problem(log_probs, lengths, graph, options, boosts, on_device=False)
     """Validate and convert the inputs of `decode_ctc` (shared by every backend). With
     ``on_device`` the log-probs stay on the GPU (checked there) for the cuda backend."""
     if on_device:
-        from ._cuda_inputs import check_device_log_probs, device_log_probs
+        from .cuda.inputs import check_device_log_probs, device_log_probs
 
         lp = device_log_probs(log_probs)
     else:

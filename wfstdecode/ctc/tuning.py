@@ -36,7 +36,7 @@ class CpuTuning:
 class CudaTuning:
     """frames_per_chunk: frame steps per captured CUDA graph / record copy; double_buffer: copy a
     chunk's records while the next chunk runs; prune_threads: threads of each utterance's
-    closure/prune block (None = chosen from the batch size, see `_cuda.prune_block_size`);
+    closure/prune block (None = chosen from the batch size, see `cuda.driver.prune_block_size`);
     profile: a dict that gets the GPU milliseconds of expand, prune and copy added to it (CUDA
     events around each stage, so CUDA graphs are off), the frame steps and the chunks run."""
 

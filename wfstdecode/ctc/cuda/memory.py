@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import sys
 
-from ..decoding_graph import DecodingGraph
-from .options import CtcBeamOptions
+from ...decoding_graph import DecodingGraph
+from ..options import CtcBeamOptions
 
 _INT32_RECORDS = 2**31 - 3  # record indices are int32: two buffers of 2 * B * H records + 2
 
@@ -78,6 +78,6 @@ def release_cuda_buffers() -> None:
     """Free the pinned host memory the cuda backend keeps between calls for its backpointer
     copies (it grows to the largest chunk of a batch: hundreds of MB for batches of hundreds).
     Buffers of calls running now stay until the next release."""
-    cuda = sys.modules.get("wfstdecode.ctc._cuda")  # nothing kept if it never ran
+    cuda = sys.modules.get("wfstdecode.ctc.cuda.driver")  # nothing kept if it never ran
     if cuda is not None:
         cuda.release_kept_buffers()

@@ -1,6 +1,6 @@
 """Numba-CUDA kernels of the cuda backend: the reference semantics (`reference.py`) as batched
 token passing, one frame at a time. Runs on a GPU and, for tests, under Numba's CUDA simulator
-(``NUMBA_ENABLE_CUDASIM=1``). Imported only by `_cuda.py`.
+(``NUMBA_ENABLE_CUDASIM=1``). Imported only by `driver.py` and `finish.py`.
 
 Per frame (lane = utterance; every array is flat, lane regions at ``lane * H``). The frame index
 lives on the device (``ctl``), so the same launches serve every frame and a chunk of frames can be
@@ -35,9 +35,9 @@ from __future__ import annotations
 import numpy as np
 from numba import config, cuda, float32, int32, uint32
 
-from .boost import boost_lookup
-from .options import LOG_PROB_FLOOR
-from .status import DIED, NEG_CYCLE
+from ..boost import boost_lookup
+from ..options import LOG_PROB_FLOOR
+from ..status import DIED, NEG_CYCLE
 
 SIM = bool(config.ENABLE_CUDASIM)
 

@@ -1,4 +1,4 @@
-"""The cuda backend, host side: device buffers, the kernel sequence of `_cuda_kernels` run in
+"""The cuda backend, host side: device buffers, the kernel sequence of `kernels` run in
 chunks of frames, each chunk's backpointer records copied to pinned host memory on a second
 stream, traceback on the host with the CPU backend's `finish_paths`.
 
@@ -10,7 +10,7 @@ alternate between chunks (double buffering): chunk ``c``'s records are copied ou
 mapped host memory. A buffer holds at least one worst-case frame; a chunk stops early rather than
 overfill it, so no record is ever lost.
 
-Memory is sized from the options (`cuda_memory`) and checked against what is free;
+Memory is sized from the options (`memory`) and checked against what is free;
 an utterance whose frame needs more than its table holds keeps going with a tightened beam and
 says so in its notes.
 """
@@ -25,12 +25,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..buffers import PinnedDoubleBuffer
-from ..errors import BackendUnavailableError, DeviceMemoryError, OptionsError
-from ._cuda_finish import finish
-from ._problem import RawResult, SearchProblem
-from .cuda_memory import cuda_memory_bytes, int32_records_fit, record_capacity, table_size
-from .tuning import CudaTuning
+from ...errors import BackendUnavailableError, DeviceMemoryError, OptionsError
+from .._problem import RawResult, SearchProblem
+from ..tuning import CudaTuning
+from .finish import finish
+from .memory import cuda_memory_bytes, int32_records_fit, record_capacity, table_size
+from .records import PinnedDoubleBuffer
 
 log = logging.getLogger(__name__)
 
@@ -126,7 +126,7 @@ def prune_block_size(batch_size: int) -> int:
     launch or where Numba cannot say."""
     from numba import cuda
 
-    from . import _cuda_kernels as K
+    from . import kernels as K
 
     if K.SIM:
         return 8
@@ -165,7 +165,7 @@ def _device_attribute(dev, *names: str) -> int:
 def _check_prune_threads(prune_threads: int | None) -> None:
     if prune_threads is None:
         return
-    from . import _cuda_kernels as K
+    from . import kernels as K
 
     limits = {} if K.SIM else K.closure_prune_kernel.get_max_threads_per_block()
     limit = min(limits.values(), default=1024)
@@ -222,7 +222,7 @@ def _use_graphs(mode: str, profile, T: int, frames_per_chunk: int) -> bool:
 
 
 def _graphs_unavailable() -> str:
-    from . import _cuda_kernels as K
+    from . import kernels as K
 
     if K.SIM:
         return "the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) cannot capture graphs"
@@ -284,7 +284,7 @@ class _Buffers:
     def __init__(self, p: SearchProblem, H: int, cap: int, frames_per_chunk: int, stream):
         from numba import cuda
 
-        from . import _cuda_kernels as K
+        from . import kernels as K
 
         B = p.batch_size
 
@@ -355,7 +355,7 @@ class _FrameSequence:
     ):  # fmt: skip
         from numba import cuda
 
-        from . import _cuda_kernels as K
+        from . import kernels as K
 
         opts = p.options
         B = p.batch_size
@@ -431,7 +431,7 @@ class _RecordCopier:
     done; the host moves them out before that slot takes chunk ``c + 2``."""
 
     def __init__(self, d: _Buffers, cap: int, pinned: PinnedDoubleBuffer):
-        from . import _cuda_kernels as K
+        from . import kernels as K
 
         self.d, self.cap, self.sim, self.pinned = d, cap, K.SIM, pinned
         self.pending: list = [None, None]  # (chunk, first frame, frame starts) in each slot
@@ -440,7 +440,7 @@ class _RecordCopier:
 
     def collect(self, c: int) -> int:
         """Start copying chunk ``c``'s records (chunks in order); the frames it ran."""
-        from . import _cuda_kernels as K
+        from . import kernels as K
 
         i = c % 2
         self.pinned.host_wait_produced(i)
@@ -498,7 +498,7 @@ def _current_context():
     # simulator makes a new one per call, for its one device.
     from numba import cuda
 
-    from . import _cuda_kernels as K
+    from . import kernels as K
 
     return None if K.SIM else cuda.current_context()
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._problem import RawResult, SearchProblem
-from ._traceback import finish_paths, first_rows, grown, sliced_paths
-from .status import DIED, RESULT_BITS, RETRY_BITS, raise_graph_errors
+from .._problem import RawResult, SearchProblem
+from .._traceback import finish_paths, first_rows, grown, sliced_paths
+from ..status import DIED, RESULT_BITS, RETRY_BITS, raise_graph_errors
 
 
 def finish(problem: SearchProblem, d, H: int, chunks, T: int) -> list[RawResult]:
@@ -90,7 +90,7 @@ def _gather_survivors(d, act_n: np.ndarray, offsets: np.ndarray, H: int):
     """Each lane's ``act_n`` survivors (state, cost, record), packed by a kernel and copied."""
     from numba import cuda
 
-    from . import _cuda_kernels as K
+    from . import kernels as K
 
     total = int(offsets[-1])
     out = [cuda.device_array(max(total, 1), dt) for dt in (np.int32, np.float32, np.int32)]
