@@ -162,26 +162,45 @@ def test_cancel_flag_stops_every_utterance_at_its_next_frame():
     assert (out["status"] & CANCELLED).all() and (out["n"] == 0).all()
 
 
-def test_keyboard_interrupt_stops_a_long_cpu_decode_promptly():
-    """Ctrl-C (simulated with interrupt_main) during a decode that takes many seconds ends it
-    within about a second, and leaves the worker free: the next decode runs at once."""
+def test_keyboard_interrupt_cancels_the_search_on_the_worker(monkeypatch):
+    """Ctrl-C (simulated with interrupt_main) while the worker runs a search: the main thread
+    raises KeyboardInterrupt and the search is told to stop (the stand-in search below only
+    returns once it sees the cancel flag, or after a minute, so a broken wiring fails)."""
+    from wfstdecode.ctc import _cpu
+
+    seen = {}
+
+    def search_until_cancelled(problem, rows_todo, cap, rows, num_threads, cancel):
+        deadline = time.monotonic() + 60
+        while not cancel[0] and time.monotonic() < deadline:
+            time.sleep(0.01)
+        seen["cancelled"] = bool(cancel[0])
+
+    g, lp, lengths = _lexicon_case(0)
+    monkeypatch.setattr(_cpu, "_run", search_until_cancelled)
+    timer = threading.Timer(0.2, _thread.interrupt_main)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        decode_ctc(lp, lengths, g, backend="cpu")
+    timer.join()
+    assert seen == {"cancelled": True}
+
+
+def test_keyboard_interrupt_stops_a_long_cpu_decode_and_leaves_the_worker_free():
+    """The same with the real search, many seconds long: interrupted, and the next decode
+    gives the reference's answer (the worker is not left busy or in a bad state)."""
     g = random_graph(7, num_states=400, num_tokens=8, arcs_per_state=6)
     lp = np.random.default_rng(7).normal(0, 1, size=(2, 60_000, 8)).astype(np.float32)
     opts = CtcBeamOptions(beam=1e6, max_active=400)  # every state active: slow on purpose
-    decode_ctc(lp[:, :5], None, g, opts, backend="cpu")  # compiled before timing
+    decode_ctc(lp[:, :5], None, g, opts, backend="cpu")  # compiled before the interrupt
     timer = threading.Timer(0.5, _thread.interrupt_main)
-    start = time.perf_counter()
     timer.start()
     with pytest.raises(KeyboardInterrupt):
         decode_ctc(lp, None, g, opts, backend="cpu")
         timer.cancel()
         pytest.fail("the decode finished before the interrupt: make the input longer")
-    elapsed = time.perf_counter() - start
     timer.join()
-    assert elapsed < 5.0, elapsed
-    start = time.perf_counter()
     short = decode_ctc(lp[:, :50], None, g, opts, backend="cpu")
-    assert time.perf_counter() - start < 5.0  # not queued behind the cancelled search
     assert_hypotheses_equal(short, decode_ctc(lp[:, :50], None, g, opts, backend="reference"))
 
 
