@@ -7,6 +7,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from wfstdecode.errors import DecodeInputError, DeviceMemoryError, OptionsError
 from wfstdecode.testing.transducer_models import (
+    greedy_variants,
     planted_batch,
     planted_transducer,
     random_transducer,
@@ -17,13 +18,7 @@ from wfstdecode.transducer.model import ModelAdapter
 from wfstdecode.transducer.options import MAX_COUNT
 
 TDT = (0, 1, 2, 3)
-OPTIONS = [
-    GreedyOptions("frame_looping"),
-    GreedyOptions("label_looping"),
-    GreedyOptions("wind", window=4),
-    GreedyOptions("label_looping", durations=TDT),
-]
-IDS = ["frame", "label", "wind", "tdt"]
+OPTIONS, IDS = greedy_variants(TDT)
 
 
 @pytest.fixture(autouse=True)

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from wfstdecode.errors import DecodeInputError
-from wfstdecode.testing.transducer_models import planted_batch, planted_transducer
+from wfstdecode.testing.transducer_models import greedy_variants, planted_batch, planted_transducer
 from wfstdecode.transducer import GreedyOptions, graphs, greedy_decode, greedy_reference
 
 pytestmark = [
@@ -37,13 +37,7 @@ def _same(a, b):
     assert [h.score for h in a] == pytest.approx([h.score for h in b], abs=1e-4)
 
 
-ALGORITHMS = [
-    GreedyOptions("frame_looping"),
-    GreedyOptions("label_looping"),
-    GreedyOptions("wind", window=4),
-    GreedyOptions("label_looping", durations=TDT),
-]
-ALGORITHM_IDS = ["frame", "label", "wind", "tdt"]
+ALGORITHMS, ALGORITHM_IDS = greedy_variants(TDT)
 
 
 @pytest.mark.parametrize("mode", _modes())

@@ -29,6 +29,7 @@ from torch import nn
 __all__ = [
     "PlantedBatch",
     "ReferenceTransducer",
+    "greedy_variants",
     "label_statistics",
     "planted_batch",
     "planted_transducer",
@@ -305,3 +306,17 @@ def label_statistics(hyps, lengths) -> dict:
     if durs:
         stats["durations"] = dict(sorted(durs.items()))
     return stats
+
+
+def greedy_variants(durations: tuple[int, ...]) -> tuple[list, list[str]]:
+    """The greedy searches transducer tests run on every case — frame-looping, label-looping,
+    WIND (window 4) and TDT with ``durations`` — and their pytest ids."""
+    from ..transducer.options import GreedyOptions
+
+    options = [
+        GreedyOptions("frame_looping"),
+        GreedyOptions("label_looping"),
+        GreedyOptions("wind", window=4),
+        GreedyOptions("label_looping", durations=durations),
+    ]
+    return options, ["frame", "label", "wind", "tdt"]
