@@ -71,8 +71,8 @@ def main() -> int:
     numba.cuda.dispatcher.get_current_device = lambda: _Device()
 
     from wfstdecode.ctc import CtcBeamOptions
+    from wfstdecode.ctc.cuda import buffers as D
     from wfstdecode.ctc.cuda import driver as C
-    from wfstdecode.ctc.cuda import finish as F
     from wfstdecode.ctc.cuda import inputs as I
     from wfstdecode.ctc.cuda import kernels as K
     from wfstdecode.ctc.search import prepare_problem
@@ -84,24 +84,24 @@ def main() -> int:
     )
     H = C.table_size(g.num_states, problem.options)
     fill, K.fill_kernel = K.fill_kernel, _NoLaunch()  # host buffers: skip the fill launches
-    d = C._Buffers(problem, H, C.record_capacity(2, H), 4, None)
+    d = D.allocate(problem, H, C.record_capacity(2, H), 4, None)
     K.fill_kernel = fill
-    run = C._FrameSequence(problem, d, C._device_graph(g, problem.arc_cost), 4, 256, None)
+    run = C.FrameSequence(problem, d, D.device_graph(problem), 4, 256, None)
     i32, i64 = np.zeros(1, np.int32), np.zeros(1, np.int64)
     f32 = np.zeros(1, np.float32)
     kernels = [
         ("expand_kernel", K.expand_kernel, (np.int32(1), *run.expand_args)),
         ("closure_prune_kernel", K.closure_prune_kernel, run.prune_args),
-        ("begin_chunk_kernel", K.begin_chunk_kernel, (d.ctl, d.rec_used, d.info)),
+        ("begin_chunk_kernel", K.begin_chunk_kernel, (d.control, d.records)),
         ("begin_frame_kernel", K.begin_frame_kernel,
-         (d.ctl, d.rec_used, d.info, run.last_frame, run.capacity, run.need)),
-        ("end_chunk_kernel", K.end_chunk_kernel, (d.ctl, d.rec_used, d.info)),
-        ("fill_kernel[int32]", K.fill_kernel, (d.h_state, np.int32(K.EMPTY))),
-        ("fill_kernel[uint64]", K.fill_kernel, (d.h_key, K.NO_KEY)),
+         (d.control, d.records, run.last_frame, run.need)),
+        ("end_chunk_kernel", K.end_chunk_kernel, (d.control, d.records)),
+        ("fill_kernel[int32]", K.fill_kernel, (d.tables.state, np.int32(D.EMPTY))),
+        ("fill_kernel[uint64]", K.fill_kernel, (d.tables.key, D.NO_KEY)),
         ("gather_survivors_kernel", K.gather_survivors_kernel,
-         (i32, i64, d.act_state, d.act_cost, d.act_store, i32, f32, i32, np.int32(H))),
+         (d.survivors, i32, i64, (i32, f32, i32), np.int32(H))),
     ]  # fmt: skip
-    assert F.finish  # the module the survivor gather serves
+    control, acoustics, *rest = run.expand_args
     for dtype in (np.float16, np.float32, np.float64):
         lp = np.zeros((2, 4, 6), dtype)
         strided = lp[:, ::2]
@@ -115,8 +115,7 @@ def main() -> int:
                 f"_gather_kernel{tag}", I._gather_kernel,
                 (layout, i64, i64, i64, f32),
             ))  # fmt: skip
-            expand = list(run.expand_args)
-            expand[1] = layout
+            expand = (control, acoustics._replace(log_probs=layout), *rest)
             kernels.append((f"expand_kernel{tag}", K.expand_kernel, (np.int32(1), *expand)))
 
     failed = 0
@@ -132,8 +131,8 @@ def main() -> int:
         fma = len(re.findall(r"\bfma\.", ptx))
         atomics = sorted(set(re.findall(r"atom\.[\w.]+", ptx)))
         regs = f", {_registers(ptxas, ptx, cc)}" if ptxas else ""
-        print(f"ok   {name}: {len(ptx.splitlines())} PTX lines, f64 ops {f64}, fma {fma}, "
-              f"{' '.join(atomics)}{regs}")  # fmt: skip
+        print(f"ok   {name} ({len(kargs)} parameters): {len(ptx.splitlines())} PTX lines, "
+              f"f64 ops {f64}, fma {fma}, {' '.join(atomics)}{regs}")  # fmt: skip
         failed += f64 > 0 and "float64" not in name  # float64 log-probs: only their loads
         failed += fma > 0  # a fused multiply-add would round costs unlike the host
     print(f"{len(kernels) - failed}/{len(kernels)} kernels compiled for sm_{cc[0]}{cc[1]}, "

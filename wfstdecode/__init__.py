@@ -4,7 +4,15 @@ Importing this package needs neither a GPU, CuPy, torch nor pynini; graph buildi
 (``wfstdecode.graph``) imports pynini, transducer decoding (``wfstdecode.transducer``) torch.
 """
 
-from .ctc import CpuTuning, CtcBeamOptions, CudaTuning, decode_ctc, decode_npz
+from .ctc import (
+    CpuTuning,
+    CtcBeamOptions,
+    CtcStreamDecoder,
+    CudaTuning,
+    EndpointRules,
+    decode_ctc,
+    decode_npz,
+)
 from .decoding_graph import DecodingGraph
 from .errors import (
     BackendUnavailableError,
@@ -23,10 +31,12 @@ __all__ = [
     "BackendUnavailableError",
     "CpuTuning",
     "CtcBeamOptions",
+    "CtcStreamDecoder",
     "CudaTuning",
     "DecodeInputError",
     "DecodingGraph",
     "DeviceMemoryError",
+    "EndpointRules",
     "GraphError",
     "Hypothesis",
     "InputFileError",

@@ -18,6 +18,11 @@ _CTC_MODULES = {
     "cpu": ("wfstdecode.ctc._cpu", "decode_cpu"),
     "cuda": ("wfstdecode.ctc.cuda.driver", "decode_cuda"),
 }
+# streaming: a class per backend with begin / advance / partial / end (see ctc/stream.py)
+_CTC_STREAM_MODULES = {
+    "reference": ("wfstdecode.ctc.reference", "ReferenceStreams"),
+    "cpu": ("wfstdecode.ctc._cpu", "CpuStreams"),
+}
 
 
 def cuda_available() -> bool:
@@ -104,3 +109,11 @@ def ctc_backend(name: str) -> Callable:
         return getattr(importlib.import_module(module), func)
     except ImportError as exc:
         raise BackendUnavailableError(f"backend {name!r} cannot be imported: {exc}") from exc
+
+
+def ctc_stream_backend(name: str) -> type:
+    """The streaming search class of a CTC backend: ``cls(tuning)`` with ``begin(problem)``,
+    ``advance([(problem, state, costs), ...])``, ``partial(problem, state)`` and
+    ``end(problem, state)``."""
+    module, cls = _CTC_STREAM_MODULES[name]
+    return getattr(importlib.import_module(module), cls)

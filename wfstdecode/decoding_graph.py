@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -166,6 +167,15 @@ class DecodingGraph:
     @property
     def num_emitting_arcs(self) -> int:
         return int(self.ne_offsets[0])
+
+    @cached_property
+    def arc_source(self) -> np.ndarray:
+        """int32 source state of each arc (computed once per graph)."""
+        states = np.arange(self.num_states, dtype=np.int32)
+        return np.concatenate((
+            np.repeat(states, np.diff(self.e_offsets)),
+            np.repeat(states, np.diff(self.ne_offsets)),
+        ))  # fmt: skip
 
     @property
     def num_tokens(self) -> int:

@@ -20,6 +20,9 @@ class Hypothesis:
     durations:       TDT durations of each token (empty for RNN-T and CTC).
     acoustic_score:  log score from the model (acoustic scale applied), or None.
     graph_score:     log score from the graph, word boosts and penalties, or None.
+    notes:           what the decoder had to change or could not do, in words.
+    stable_words:    streaming partial results: the first ``stable_words`` words can no longer
+                     change (0 for final results, where every word is final).
     """
 
     tokens: tuple[int, ...]
@@ -32,6 +35,7 @@ class Hypothesis:
     acoustic_score: float | None = None
     graph_score: float | None = None
     notes: tuple[str, ...] = field(default=())
+    stable_words: int = 0
 
     @property
     def text(self) -> str:

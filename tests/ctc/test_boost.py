@@ -2,7 +2,8 @@ import numpy as np
 import pytest
 
 from wfstdecode import DecodeInputError
-from wfstdecode.ctc.boost import boost_lookup, build_boost_tables, resolve_boosts
+from wfstdecode.ctc.boost import build_boost_tables, resolve_boosts
+from wfstdecode.ctc.bundles import LaneBoosts, SearchGraph, arc_cost
 from wfstdecode.symbols import SymbolTable
 
 WORDS = SymbolTable.from_list(["<eps>", "cat", "cap", "dog", "kubernetes"])
@@ -17,11 +18,18 @@ def test_hash_table_matches_dict(seed):
         ids = rng.choice(np.arange(1, 1000), size=n, replace=False)
         tables.append({int(w): np.float32(rng.normal()) for w in ids} or None)
     bt = build_boost_tables(tables)
+    boosts = LaneBoosts(bt.keys, bt.values, bt.offset, bt.mask)
+    # one arc per word id, static cost 1: the boosted cost is 1 - bonus
+    words = np.arange(1000, dtype=np.int32)
+    i32 = np.zeros(1000, np.int32)
+    graph = SearchGraph(0, np.zeros(1, np.float32), i32, i32, i32, i32, words,
+                        np.ones(1000, np.float32), i32, 1000)  # fmt: skip
     for b, table in enumerate(tables):
         for w in range(0, 1000):
-            got = boost_lookup(bt.keys, bt.values, bt.offset[b], bt.mask[b], w)
-            want = table.get(w, np.float32(0.0)) if table else np.float32(0.0)
-            assert got == want, (b, w)
+            got = arc_cost(graph, boosts, b, w)
+            bonus = table.get(w, np.float32(0.0)) if table and w else np.float32(0.0)
+            assert got == np.float32(np.float32(1.0) - bonus), (b, w)
+            assert arc_cost.py_func(graph, boosts, b, w) == got  # as the kernels run it
         if table:
             assert bt.mask[b] + 1 >= 2 * len(table)
 

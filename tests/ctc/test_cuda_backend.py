@@ -13,7 +13,8 @@ from numba import cuda
 from wfstdecode import OptionsError
 from wfstdecode.backends import available_ctc_backends
 from wfstdecode.ctc import CtcBeamOptions, CudaTuning, decode_ctc
-from wfstdecode.ctc.cuda import kernels as K
+from wfstdecode.ctc.cuda import primitives as P
+from wfstdecode.ctc.cuda.target import SIM
 from wfstdecode.testing import assert_hypotheses_equal, lexicon_graph, random_graph, simulate_ctc
 
 needs_cuda = pytest.mark.skipif(
@@ -25,14 +26,16 @@ needs_cuda = pytest.mark.skipif(
 def _encode(costs, arcs, bits, back, keys, arcs_back):
     i = cuda.grid(1)
     if i < costs.shape[0]:
-        bits[i] = K.ordered_bits(costs[i])
-        back[i] = K.ordered_cost(bits[i])
-        keys[i] = K.pack(costs[i], arcs[i])
-        arcs_back[i] = K.key_arc(keys[i])
+        bits[i] = P.ordered_bits(costs[i])
+        back[i] = P.ordered_cost(bits[i])
+        keys[i] = P.pack(costs[i], arcs[i])
+        arcs_back[i] = P.key_arc(keys[i])
 
 
 @needs_cuda
 def test_order_preserving_cost_bits_and_keys():
+    from wfstdecode.ctc.bundles import improves
+
     rng = np.random.default_rng(0)
     costs = np.concatenate((
         rng.normal(0, 50, 40), [0.0, -0.0, 1e-30, -1e-30, 3.4e38, -3.4e38, np.inf, 7.5, 7.5],
@@ -48,6 +51,9 @@ def test_order_preserving_cost_bits_and_keys():
     assert np.array_equal(arcs_back, arcs)
     order = np.lexsort((arcs, costs))
     assert np.all(np.diff(keys[order].astype(object)) > 0)  # keys sort as (cost, arc)
+    for i in range(n):  # the integer order of keys is the backends' recombination rule
+        for j in range(n):
+            assert (keys[i] < keys[j]) == improves(costs[i], arcs[i], costs[j], arcs[j]), (i, j)
     finite = np.isfinite(costs) & (costs != 0)
     assert np.array_equal(np.argsort(bits[finite], kind="stable"),
                           np.argsort(costs[finite], kind="stable"))  # fmt: skip
@@ -115,7 +121,7 @@ def test_cuda_memory_bytes_counts_what_the_search_allocates(batch):
     every per-search buffer, host log-probs uploaded): equal up to a few small control arrays,
     so a buffer added to the search without its bytes in the sizing fails here."""
     from wfstdecode.ctc import cuda_memory_bytes
-    from wfstdecode.ctc.cuda import driver as _cuda
+    from wfstdecode.ctc.cuda.buffers import allocate, device_graph
     from wfstdecode.ctc.cuda.memory import record_capacity, table_size
     from wfstdecode.ctc.search import prepare_problem
     from wfstdecode.testing import random_log_probs
@@ -125,12 +131,47 @@ def test_cuda_memory_bytes_counts_what_the_search_allocates(batch):
     H = table_size(g.num_states, opts)
     lp = random_log_probs(1, batch, 7, g.num_tokens)
     p = prepare_problem(lp, None, g, opts, None)
-    d = _cuda._Buffers(p, H, record_capacity(batch, H), 16, cuda.stream())
-    dg = _cuda._device_graph(g, p.arc_cost)
-    arrays = [*vars(d).values(), *dg.values()]
-    allocated = sum(a.nbytes for a in arrays if hasattr(a, "copy_to_host") and a is not d.info)
+    d = allocate(p, H, record_capacity(batch, H), 16, cuda.stream())
+    arrays = [*(a for bundle in d for a in bundle), *device_graph(p)]
+    info = d.control.info
+    allocated = sum(a.nbytes for a in arrays if hasattr(a, "copy_to_host") and a is not info)
     expected = cuda_memory_bytes(g, opts, batch, frames=7)
     assert H >= 1024 and abs(allocated - expected) <= 64 * batch + 256, (allocated, expected)
+
+
+@needs_cuda
+def test_device_graph_is_cached_per_graph_and_arc_cost_options():
+    """A graph's arrays go to the device once; its arc costs once per setting of what they are
+    computed from (blank penalty, word insertion penalty, blank: the host cache's key), the
+    last four at most; the cache keeps no graph alive."""
+    import gc
+    import weakref
+
+    from wfstdecode.ctc.cuda import buffers
+    from wfstdecode.ctc.search import prepare_problem
+    from wfstdecode.testing import random_log_probs
+
+    g = random_graph(2, num_states=20, num_tokens=5, arcs_per_state=3)
+    lp = random_log_probs(2, 1, 3, g.num_tokens)
+
+    def upload(graph, **opts):
+        p = prepare_problem(lp, None, graph, CtcBeamOptions(**opts), None)
+        return buffers.device_graph(p), p.arc_cost
+
+    first, _ = upload(g)
+    again, _ = upload(g, beam=3.0, nbest=2)  # other options, same arc costs: nothing uploaded
+    assert all(a is b for a, b in zip(first, again, strict=True))
+    penalised, costs = upload(g, word_insertion_penalty=1.5)
+    assert penalised.arc_cost is not first.arc_cost and penalised.next_state is first.next_state
+    assert np.array_equal(penalised.arc_cost.copy_to_host(), costs)
+    for k in range(1, 4):
+        upload(g, blank_penalty=float(k))
+    assert len(buffers._GRAPHS[g].arc_costs) == 4
+    assert upload(g)[0].arc_cost is not first.arc_cost  # the oldest was dropped: uploaded again
+    alive = weakref.ref(g)
+    del g, first, again, penalised
+    gc.collect()
+    assert alive() is None
 
 
 def test_explicit_cuda_without_gpu_or_simulator_raises():
@@ -242,7 +283,7 @@ def test_closure_prune_block_size_changes_nothing():
     lp = random_log_probs(6, 2, 8, g.num_tokens, peaky=1.0)
     opts = CtcBeamOptions(beam=10.0, max_active=25, nbest=3)
     base = _raw(lp, np.array([8, 5]), g, opts)
-    assert prune_block_size(2) in ((8,) if K.SIM else (256, 512, 1024))
+    assert prune_block_size(2) in ((8,) if SIM else (256, 512, 1024))
     for threads in (3, 16):
         _same_raw(base, _raw(lp, np.array([8, 5]), g, opts, prune_threads=threads))
     with pytest.raises(OptionsError, match=r"prune_threads must be in 1\.\.\d+ .*; got 2048"):
@@ -255,18 +296,18 @@ def test_pinned_record_buffers_are_kept_across_calls(monkeypatch):
     after a call that stopped with copies not taken; calls running at once get a buffer each;
     release_cuda_buffers drops the kept ones."""
     from wfstdecode.ctc import release_cuda_buffers
-    from wfstdecode.ctc.cuda import driver as _cuda
+    from wfstdecode.ctc.cuda import records
     from wfstdecode.testing import random_log_probs
 
-    monkeypatch.setattr(_cuda, "_KEPT", [])
+    monkeypatch.setattr(records, "_KEPT", [])
     g = random_graph(4, num_states=20, num_tokens=5, arcs_per_state=3, eps_arcs_per_state=0.4)
     lp = random_log_probs(4, 2, 8, g.num_tokens)
     opts = CtcBeamOptions(beam=8.0, max_active=20)
     first = _raw(lp, None, g, opts, frames_per_chunk=2)
-    assert len(_cuda._KEPT) == 1
-    kept = _cuda._KEPT[0][1]
+    assert len(records._KEPT) == 1
+    kept = records._KEPT[0][1]
     pinned = [id(a) for slot in kept._pinned for a in slot]
-    collect = _cuda._RecordCopier.collect
+    collect = records.RecordCopier.collect
 
     def stop_at_chunk_2(self, c):
         if c == 2:
@@ -274,18 +315,18 @@ def test_pinned_record_buffers_are_kept_across_calls(monkeypatch):
         return collect(self, c)
 
     with monkeypatch.context() as m:
-        m.setattr(_cuda._RecordCopier, "collect", stop_at_chunk_2)
+        m.setattr(records.RecordCopier, "collect", stop_at_chunk_2)
         with pytest.raises(RuntimeError, match="stopped"):
             _raw(lp, None, g, opts, frames_per_chunk=2)
     assert kept.holds(0) or kept.holds(1)  # left behind by the stopped call
     _same_raw(first, _raw(lp, None, g, opts, frames_per_chunk=2))
-    assert [b for _, b in _cuda._KEPT] == [kept]
+    assert [b for _, b in records._KEPT] == [kept]
     assert [id(a) for slot in kept._pinned for a in slot] == pinned
-    a, b = _cuda._take_record_buffer(False), _cuda._take_record_buffer(False)  # two at once
+    a, b = records.take_record_buffer(False), records.take_record_buffer(False)  # two at once
     assert a is kept and b is not kept
-    _cuda._keep_record_buffer(a), _cuda._keep_record_buffer(b)
+    records.keep_record_buffer(a), records.keep_record_buffer(b)
     release_cuda_buffers()
-    assert _cuda._KEPT == []
+    assert records._KEPT == []
 
 
 @needs_cuda
@@ -340,7 +381,7 @@ def test_cuda_graphs_option():
     with pytest.raises(OptionsError, match="cuda_graphs"):
         CtcBeamOptions(cuda_graphs="yes")
     assert not _use_graphs("off", None, 1000, 16)
-    if not K.SIM:
+    if not SIM:
         pytest.skip("the rest is about machines that cannot capture graphs")
     assert not _use_graphs("auto", None, 1000, 16)
     with pytest.raises(BackendUnavailableError, match="cuda_graphs='on' but the CUDA simulator"):
@@ -450,6 +491,7 @@ def test_host_loop_orders_launches_copies_and_waits(monkeypatch, double_buffer):
     chunk ``c - 2`` (same record buffer), and each chunk is collected before the chunk that
     reuses its buffer; without, every launch waits for the previous chunk's copy."""
     from wfstdecode.ctc.cuda import driver as _cuda
+    from wfstdecode.ctc.cuda import records
     from wfstdecode.testing import random_log_probs
 
     log = []
@@ -468,12 +510,12 @@ def test_host_loop_orders_launches_copies_and_waits(monkeypatch, double_buffer):
         def synchronize(self):
             pass
 
-    launch, collect = _cuda._FrameSequence.launch_chunk, _cuda._RecordCopier.collect
+    launch, collect = _cuda.FrameSequence.launch_chunk, records.RecordCopier.collect
     monkeypatch.setattr(cuda, "event", Event)
-    monkeypatch.setattr(_cuda, "_KEPT", [])  # a fresh copier
-    monkeypatch.setattr(_cuda._FrameSequence, "launch_chunk",
+    monkeypatch.setattr(records, "_KEPT", [])  # a fresh copier
+    monkeypatch.setattr(_cuda.FrameSequence, "launch_chunk",
                         lambda self, *a: log.append(("launch",)) or launch(self, *a))  # fmt: skip
-    monkeypatch.setattr(_cuda._RecordCopier, "collect",
+    monkeypatch.setattr(records.RecordCopier, "collect",
                         lambda self, c: log.append(("collect", c)) or collect(self, c))  # fmt: skip
     g = random_graph(2, num_states=20, num_tokens=5, arcs_per_state=3)
     lp = random_log_probs(2, 1, 9, g.num_tokens)

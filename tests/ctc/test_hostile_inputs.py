@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from wfstdecode.ctc import CtcBeamOptions, decode_ctc
+from wfstdecode.ctc import CpuTuning, CtcBeamOptions, decode_ctc
 from wfstdecode.ctc._problem import search_costs
 from wfstdecode.ctc.options import LOG_PROB_FLOOR
 from wfstdecode.errors import DecodeInputError, OptionsError
@@ -153,13 +153,14 @@ def test_num_threads_above_the_pool_is_capped():
 
 def test_cancel_flag_stops_every_utterance_at_its_next_frame():
     from wfstdecode.ctc._cpu import _run
+    from wfstdecode.ctc._traceback import PathRows
     from wfstdecode.ctc.search import prepare_problem
     from wfstdecode.ctc.status import CANCELLED
 
     g, lp, _ = _lexicon_case(0)
     p = prepare_problem(np.repeat(lp, 3, axis=0), None, g, CtcBeamOptions(), None)
-    out = _run(p, np.arange(3), 100, 1, None, np.ones(1, np.int32))
-    assert (out["status"] & CANCELLED).all() and (out["n"] == 0).all()
+    out = _run(p, np.arange(3), PathRows(3, 1, 100), CpuTuning(), np.ones(1, np.int32))
+    assert (out.status & CANCELLED).all() and (out.n == 0).all()
 
 
 def test_keyboard_interrupt_cancels_the_search_on_the_worker(monkeypatch):
@@ -170,7 +171,7 @@ def test_keyboard_interrupt_cancels_the_search_on_the_worker(monkeypatch):
 
     seen = {}
 
-    def search_until_cancelled(problem, rows_todo, cap, rows, num_threads, cancel):
+    def search_until_cancelled(problem, lanes, rows, tuning, cancel):
         deadline = time.monotonic() + 60
         while not cancel[0] and time.monotonic() < deadline:
             time.sleep(0.01)

@@ -6,12 +6,16 @@ from .cuda.memory import cuda_memory_bytes, max_cuda_batch_size, release_cuda_bu
 from .npz import NpzDecodeResult, decode_npz, greedy_ctc_texts, load_log_probs_npz
 from .options import CtcBeamOptions
 from .search import decode_ctc
+from .stream import CtcStreamDecoder, EndpointRule, EndpointRules
 from .tuning import CpuTuning, CudaTuning
 
 __all__ = [
     "CpuTuning",
     "CtcBeamOptions",
+    "CtcStreamDecoder",
     "CudaTuning",
+    "EndpointRule",
+    "EndpointRules",
     "NpzDecodeResult",
     "cuda_memory_bytes",
     "decode_ctc",

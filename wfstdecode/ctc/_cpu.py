@@ -1,19 +1,12 @@
-"""The CPU backend: the reference semantics (see `reference.py`) in Numba, batch-parallel over
+"""The CPU backend: the reference semantics (`reference.py`) in Numba, batch-parallel over
 utterances (``prange``), with the GIL released.
 
-Data layout, chosen so the CUDA backend can mirror it:
-
-* per utterance (lane) the tokens of the frame being built are structure-of-arrays candidates
-  ``c_state, c_cost (float32), c_arc, c_prev``; ``c_prev`` is a backpointer-store index for tokens
-  reached by an emitting arc (or -1 for the start), a candidate index for tokens reached by an
-  epsilon arc inside the frame;
-* ``state_map[S]`` maps a state to its candidate (-1: none) — the per-state recombination slot
-  (a hash table keyed by state on the GPU); recombination keeps the smallest ``(cost, arc)``;
-* after pruning, survivors and their in-frame epsilon ancestors are appended to the backpointer
-  store ``st_prev, st_arc`` (per frame, as the GPU copies each frame's backpointers to the host);
-  traceback walks it at the end;
-* max-active / min-active use an exact k-th smallest cost (``np.partition`` here; a radix select
-  over order-preserving cost bits — a cost histogram per digit — on the GPU).
+An utterance's search is `begin` (token frame 0), `advance` (any number of frames, as often as
+needed: a stream's chunks) and `end` (step 6), over a `SearchState` that holds everything between
+frames; `_decode_batch` runs the three on each whole utterance. Each frame runs the steps of
+`cpu_steps.py` in `reference.py`'s order. Memory follows the active tokens, not the length: the
+records are collected (`cpu_steps.collect_records`) whenever they reach
+`CpuTuning.collect_records_at`.
 """
 
 from __future__ import annotations
@@ -21,360 +14,219 @@ from __future__ import annotations
 import os
 import threading
 from concurrent import futures
+from typing import NamedTuple
 
 import numba
 import numpy as np
 from numba import njit, prange
 
-from ._traceback import finish_paths, first_rows, grown, sliced_paths
-from .boost import boost_lookup
-from .status import CANCELLED, DIED, NEG_CYCLE, RESULT_BITS, RETRY_BITS, raise_graph_errors
+from ._traceback import PathRows, finish_paths
+from .bundles import lane_boosts, limits, search_graph
+from .cpu_steps import (
+    Records,
+    SharedPrefix,
+    Survivors,
+    candidates,
+    closure_cutoff,
+    collect_records,
+    compact_records,
+    epsilon_closure,
+    expand,
+    keep_ancestors,
+    prepend_prefix,
+    prune_cutoff,
+    smallest,
+    start,
+)
+from .status import CANCELLED, DIED, NEG_CYCLE, OVERFLOW, RETRY_BITS
 from .tuning import CpuTuning
 
-_INF = np.float32(np.inf)
+# SearchState.counts: log-prob frames consumed, records used, the root record, prefix arcs and
+# the frames they consume, the record count that triggers the next collection, status bits, and
+# the frame the search stopped at (-1: it did not)
+FRAMES, N_REC, ROOT, N_PREFIX, PREFIX_FRAMES, COLLECT_AT, STATUS, STOPPED = range(8)
+_STOPPING = DIED | NEG_CYCLE | CANCELLED
+
+
+class SearchState(NamedTuple):
+    """One utterance between frames (a stream between chunks)."""
+
+    alive: Survivors  # the last token frame's survivors
+    records: Records
+    prefix: SharedPrefix
+    counts: np.ndarray  # int64 [8], indexed by FRAMES, N_REC, ...
+
+
+class Outcome(NamedTuple):
+    """Per lane of one `_run`: paths written, status bits, frame of death (or -1)."""
+
+    n: np.ndarray
+    status: np.ndarray
+    died: np.ndarray
 
 
 @njit(nogil=True, cache=True)
-def _grow_i32(arr, needed):
-    new = np.empty(max(2 * arr.shape[0], needed), np.int32)
-    new[: arr.shape[0]] = arr
-    return new
+def _settle(state, cands, n, best_emit, frame, graph, boosts, lane, lim, state_map):
+    """Steps 3-5 and the records of token frame ``frame``, whose ``n`` candidates are built;
+    collects the records when due. Leaves ``state_map`` all -1."""
+    counts = state.counts
+    limit = closure_cutoff(cands.cost, n, best_emit, lim)
+    if graph.ne_offsets[-1] > graph.ne_offsets[0]:
+        n, cands, converged = epsilon_closure(cands, n, limit, state_map, graph, boosts, lane)
+        if not converged:
+            state_map[cands.state[:n]] = -1
+            counts[STATUS] |= NEG_CYCLE
+            counts[STOPPED] = frame
+            return state
+    best, cutoff = prune_cutoff(cands.cost, n, lim)
+    n_alive = keep_ancestors(cands, n, cutoff, graph.num_emitting)
+    alive, records, n_rec = compact_records(cands, n, cutoff, best, n_alive, state.records,
+                                            counts[N_REC], graph.num_emitting)  # fmt: skip
+    state_map[cands.state[:n]] = -1
+    counts[N_REC] = n_rec
+    prefix = state.prefix
+    if n_rec >= counts[COLLECT_AT]:
+        prefix = _collect(alive, records, prefix, counts, graph)
+        if 2 * counts[N_REC] > counts[COLLECT_AT]:
+            counts[COLLECT_AT] *= 2
+    return SearchState(alive, records, prefix, counts)
 
 
 @njit(nogil=True, cache=True)
-def _grow_f32(arr, needed):
-    new = np.empty(max(2 * arr.shape[0], needed), np.float32)
-    new[: arr.shape[0]] = arr
-    return new
+def _collect(alive, records, prefix, counts, graph):
+    n_rec, root, prefix, n_prefix, prefix_frames = collect_records(
+        alive, records, counts[N_REC], counts[ROOT], prefix, counts[N_PREFIX],
+        counts[PREFIX_FRAMES], graph.num_emitting,
+    )  # fmt: skip
+    counts[N_REC], counts[ROOT] = n_rec, root
+    counts[N_PREFIX], counts[PREFIX_FRAMES] = n_prefix, prefix_frames
+    return prefix
 
 
 @njit(nogil=True, cache=True)
-def _kth_smallest(costs, n, k):
-    tmp = costs[:n].copy()
-    return np.partition(tmp, k - 1)[k - 1]
+def begin(graph, boosts, lane, lim, state_map, collect_at):
+    """Token frame 0 of one utterance (lane): the start state, closed and pruned."""
+    cands = candidates(256)
+    n = start(cands, state_map, graph)
+    counts = np.zeros(8, np.int64)
+    counts[COLLECT_AT] = collect_at
+    counts[STOPPED] = -1
+    empty = np.empty(0, np.int32)
+    state = SearchState(
+        Survivors(empty, np.empty(0, np.float32), empty),
+        Records(np.empty(1024, np.int32), np.empty(1024, np.int32)),
+        SharedPrefix(empty, empty), counts,
+    )  # fmt: skip
+    return _settle(state, cands, n, np.float32(0.0), 0, graph, boosts, lane, lim, state_map)
 
 
 @njit(nogil=True, cache=True)
-def _decode_utt(
-    ac, T, start, final_cost, e_off, ne_off, next_state, ilabel, olabel, arc_cost, n_emit,
-    bkeys, bvals, boff, bmask, beam, max_active, min_active, nbest, state_map,
-    out_arcs, out_frames, out_len, out_cost, cancel,
-):  # fmt: skip
-    """Decode one utterance; returns ``(number of paths, status bits, died frame)``. Checks
-    ``cancel[0]`` once per frame and stops (CANCELLED) when another thread has set it."""
-    cap = 256
-    c_state = np.empty(cap, np.int32)
-    c_cost = np.empty(cap, np.float32)
-    c_arc = np.empty(cap, np.int32)
-    c_prev = np.empty(cap, np.int32)
-    st_cap = 1024
-    st_prev = np.empty(st_cap, np.int32)
-    st_arc = np.empty(st_cap, np.int32)
-    n_st = 0
-    a_state = np.empty(64, np.int32)
-    a_cost = np.empty(64, np.float32)
-    a_store = np.empty(64, np.int32)
-    a_n = 0
-    queue = np.empty(256, np.int32)
-    nxt = np.empty(256, np.int32)
-    queued = np.zeros(256, np.bool_)
-    keep = np.zeros(256, np.bool_)
-    new_idx = np.empty(256, np.int32)
-    early = min_active <= 1
-    status = 0
-
-    # token frame 0: the start state
-    n = 1
-    c_state[0] = start
-    c_cost[0] = np.float32(0.0)
-    c_arc[0] = -1
-    c_prev[0] = -1
-    state_map[start] = 0
-    best_emit = np.float32(0.0)
-
-    for f in range(T + 1):
+def advance(state, ac, n_frames, graph, boosts, lane, lim, state_map, cancel):
+    """The next ``n_frames`` frames (search costs ``ac[:n_frames]``). Checks ``cancel[0]`` once
+    per frame and stops (CANCELLED) when another thread has set it; a search that stopped
+    (died, negative cycle, cancelled) stays stopped."""
+    counts = state.counts
+    early = lim.min_active <= 1
+    cands = candidates(max(256, 2 * state.alive.state.shape[0]))
+    for t in range(n_frames):
+        if counts[STATUS] & _STOPPING:
+            return state
         if cancel[0] != 0:
-            for j in range(n):
-                state_map[c_state[j]] = -1
-            return 0, status | CANCELLED, f
-        if f > 0:
-            # ---- emitting arcs of log-prob frame t = f - 1
-            t = f - 1
-            n = 0
-            running = _INF
-            i_best = 0
-            for i in range(1, a_n):
-                if a_cost[i] < a_cost[i_best]:
-                    i_best = i
-            if early and a_n > 8:
-                # pre-pass: the exact best emitting cost, so that no candidate beyond
-                # best + beam is ever created (results do not change; see reference.py)
-                for i in range(a_n):
-                    s = a_state[i]
-                    cu = a_cost[i]
-                    for a in range(e_off[s], e_off[s + 1]):
-                        ca = arc_cost[a]
-                        if olabel[a] != 0:
-                            ca = ca - boost_lookup(bkeys, bvals, boff, bmask, olabel[a])
-                        c = cu + (ac[t, ilabel[a] - 1] + ca)
-                        if c < running:
-                            running = c
-            for ii in range(a_n):
-                # the best token first: its arcs give a tight early cutoff (results do not change)
-                i = i_best if ii == 0 else (ii - 1 if ii <= i_best else ii)
-                s = a_state[i]
-                cu = a_cost[i]
-                si = a_store[i]
-                for a in range(e_off[s], e_off[s + 1]):
-                    ca = arc_cost[a]
-                    if olabel[a] != 0:
-                        ca = ca - boost_lookup(bkeys, bvals, boff, bmask, olabel[a])
-                    c = cu + (ac[t, ilabel[a] - 1] + ca)
-                    if not c < _INF:
-                        continue
-                    if early and c > running + beam:
-                        continue  # beyond any cutoff this frame can have
-                    if c < running:
-                        running = c
-                    d = next_state[a]
-                    j = state_map[d]
-                    if j < 0:
-                        if n == cap:
-                            cap = 2 * cap
-                            c_state = _grow_i32(c_state, cap)
-                            c_cost = _grow_f32(c_cost, cap)
-                            c_arc = _grow_i32(c_arc, cap)
-                            c_prev = _grow_i32(c_prev, cap)
-                        j = n
-                        n += 1
-                        state_map[d] = j
-                        c_state[j] = d
-                    elif not (c < c_cost[j] or (c == c_cost[j] and a < c_arc[j])):
-                        continue
-                    c_cost[j] = c
-                    c_arc[j] = a
-                    c_prev[j] = si
-            if n == 0:
-                return 0, status | DIED, t
-            best_emit = c_cost[0]
-            for j in range(1, n):
-                if c_cost[j] < best_emit:
-                    best_emit = c_cost[j]
-
-        # ---- epsilon closure below the closure cutoff
-        limit = best_emit + beam
-        if n >= max_active:  # ">=": C must not depend on the candidates dropped beyond the beam
-            kth = _kth_smallest(c_cost, n, max_active)
-            if kth < limit:
-                limit = kth
-        if min_active > 1:
-            kth = _kth_smallest(c_cost, n, min(min_active, n))
-            if kth > limit:
-                limit = kth
-        if queue.shape[0] < n:
-            queue = np.empty(max(n, 2 * queue.shape[0]), np.int32)
-        q_n = 0
-        for j in range(n):
-            if c_cost[j] <= limit:
-                queue[q_n] = j
-                q_n += 1
-        if ne_off[-1] > ne_off[0] and q_n > 0:
-            if queued.shape[0] < cap:
-                queued = np.zeros(cap, np.bool_)
-            for q in range(q_n):
-                queued[queue[q]] = True
-            rounds = 0
-            while q_n > 0:
-                rounds += 1
-                if rounds > n + 2:
-                    return 0, status | NEG_CYCLE, f
-                nx_n = 0
-                for q in range(q_n):
-                    j = queue[q]
-                    queued[j] = False
-                    s = c_state[j]
-                    for a in range(ne_off[s], ne_off[s + 1]):
-                        ca = arc_cost[a]
-                        if olabel[a] != 0:
-                            ca = ca - boost_lookup(bkeys, bvals, boff, bmask, olabel[a])
-                        c = c_cost[j] + ca
-                        if not (c <= limit and c < _INF):
-                            continue
-                        d = next_state[a]
-                        k = state_map[d]
-                        if k < 0:
-                            if n == cap:
-                                cap = 2 * cap
-                                c_state = _grow_i32(c_state, cap)
-                                c_cost = _grow_f32(c_cost, cap)
-                                c_arc = _grow_i32(c_arc, cap)
-                                c_prev = _grow_i32(c_prev, cap)
-                                if queued.shape[0] < cap:
-                                    old_q = queued
-                                    queued = np.zeros(cap, np.bool_)
-                                    queued[: old_q.shape[0]] = old_q
-                            k = n
-                            n += 1
-                            state_map[d] = k
-                            c_state[k] = d
-                        elif not (c < c_cost[k] or (c == c_cost[k] and a < c_arc[k])):
-                            continue
-                        c_cost[k] = c
-                        c_arc[k] = a
-                        c_prev[k] = j
-                        if not queued[k]:
-                            queued[k] = True
-                            if nx_n == nxt.shape[0]:
-                                nxt = _grow_i32(nxt, nx_n + 1)
-                            nxt[nx_n] = k
-                            nx_n += 1
-                queue, nxt = nxt, queue
-                q_n = nx_n
-
-        # ---- pruning
-        best = c_cost[0]
-        for j in range(1, n):
-            if c_cost[j] < best:
-                best = c_cost[j]
-        cutoff = best + beam
-        n_in = 0
-        for j in range(n):
-            if c_cost[j] <= cutoff:
-                n_in += 1
-        if n_in > max_active:
-            cutoff = _kth_smallest(c_cost, n, max_active)
-        elif n_in < min_active:
-            cutoff = _kth_smallest(c_cost, n, min(min_active, n))
-
-        # ---- keep survivors and their in-frame epsilon ancestors; store backpointers
-        if keep.shape[0] < n:
-            keep = np.zeros(max(n, 2 * keep.shape[0]), np.bool_)
-            new_idx = np.empty(keep.shape[0], np.int32)
-        keep[:n] = False
-        a_n = 0
-        for j in range(n):
-            if c_cost[j] <= cutoff:
-                keep[j] = True
-                a_n += 1
-        for j in range(n):
-            if c_cost[j] <= cutoff:
-                k = j
-                while c_arc[k] >= n_emit:
-                    k = c_prev[k]
-                    if keep[k]:
-                        break
-                    keep[k] = True
-        m = 0
-        for j in range(n):
-            if keep[j]:
-                new_idx[j] = n_st + m
-                m += 1
-        if n_st + m > st_cap:
-            st_cap = max(2 * st_cap, n_st + m)
-            st_prev = _grow_i32(st_prev, st_cap)
-            st_arc = _grow_i32(st_arc, st_cap)
-        if a_state.shape[0] < a_n:  # the previous frame's tokens are no longer needed
-            a_cap = max(a_n, 2 * a_state.shape[0])
-            a_state = np.empty(a_cap, np.int32)
-            a_cost = np.empty(a_cap, np.float32)
-            a_store = np.empty(a_cap, np.int32)
-        i = 0
-        for j in range(n):
-            if keep[j]:
-                idx = new_idx[j]
-                st_arc[idx] = c_arc[j]
-                st_prev[idx] = c_prev[j] if c_arc[j] < n_emit else new_idx[c_prev[j]]
-                if c_cost[j] <= cutoff:
-                    a_state[i] = c_state[j]
-                    a_cost[i] = c_cost[j] - best  # relative to the frame's best (reference.py)
-                    a_store[i] = idx
-                    i += 1
-        n_st += m
-        for j in range(n):
-            state_map[c_state[j]] = -1
-
-    # ---- end: rank, trace back, drop duplicate word sequences
-    n_paths, end_status = finish_paths(
-        a_state, a_cost, a_store, a_n, st_prev, st_arc, n_st, T, final_cost, olabel, n_emit,
-        nbest, out_arcs, out_frames, out_len, out_cost,
-    )  # fmt: skip
-    return n_paths, status | end_status, -1
+            counts[STATUS] |= CANCELLED
+            counts[STOPPED] = counts[FRAMES]
+            return state
+        n, cands = expand(ac[t], state.alive, cands, state_map, graph, boosts, lane, lim.beam,
+                          early)  # fmt: skip
+        if n == 0:
+            counts[STATUS] |= DIED
+            counts[STOPPED] = counts[FRAMES]
+            return state
+        best_emit = smallest(cands.cost, n)
+        state = _settle(state, cands, n, best_emit, counts[FRAMES] + 1, graph, boosts, lane, lim,
+                        state_map)  # fmt: skip
+        counts[FRAMES] += 1
+    return state
 
 
 @njit(nogil=True, cache=True)
-def _decode_into(
-    b, ac, lengths, start, final_cost, e_off, ne_off, next_state, ilabel, olabel, arc_cost, n_emit,
-    bkeys, bvals, boff, bmask, beam, max_active, min_active, nbest, state_map,
-    out_arcs, out_frames, out_len, out_cost, out_n, out_status, out_died, cancel,
-):  # fmt: skip
-    n, st, died = _decode_utt(
-        ac[b], lengths[b], start, final_cost, e_off, ne_off, next_state, ilabel, olabel,
-        arc_cost, n_emit, bkeys, bvals, boff[b], bmask[b], beam, max_active, min_active,
-        nbest, state_map, out_arcs[b], out_frames[b], out_len[b], out_cost[b], cancel,
+def end(state, graph, final_cost, nbest, out):
+    """Step 6 into ``out`` (`PathRows.lane`): ``(number of paths, status bits, stopped frame)``.
+    ``final_cost`` is the graph's, or zeros for a partial result (ranked on cost alone)."""
+    counts = state.counts
+    if counts[STATUS] & _STOPPING:
+        return 0, counts[STATUS], counts[STOPPED]
+    alive, records = state.alive, state.records
+    n_paths, status = finish_paths(
+        alive.state, alive.cost, alive.record, alive.state.shape[0], records.prev, records.arc,
+        counts[N_REC], counts[FRAMES], final_cost, graph.olabel, graph.num_emitting, nbest, *out,
     )  # fmt: skip
-    out_n[b] = n
-    out_status[b] = st
-    out_died[b] = died
+    if counts[N_PREFIX] > 0 and not status & OVERFLOW:
+        status |= prepend_prefix(state.prefix, counts[N_PREFIX], n_paths, out)
+    return n_paths, status, -1
+
+
+@njit(nogil=True, cache=True)
+def settled_prefix(state, graph):
+    """Collect the records now (results do not change), so that the prefix every survivor
+    shares — what no later frame can change — is in ``state.prefix``; returns the state."""
+    prefix = _collect(state.alive, state.records, state.prefix, state.counts, graph)
+    return SearchState(state.alive, state.records, prefix, state.counts)
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _decode_batch(
-    ac, lengths, start, final_cost, e_off, ne_off, next_state, ilabel, olabel, arc_cost, n_emit,
-    bkeys, bvals, boff, bmask, beam, max_active, min_active, nbest,
-    out_arcs, out_frames, out_len, out_cost, out_n, out_status, out_died, n_chunks, cancel,
-):  # fmt: skip
-    num_states = final_cost.shape[0]
+def _decode_batch(ac, lengths, graph, boosts, lim, rows, outcome, n_chunks, cancel, collect_at):
+    """Every lane of the call; ``rows`` are `PathRows`' arrays, ``outcome`` an `Outcome`."""
     B = lengths.shape[0]
+    # unpacked outside the prange: writes through a named tuple's field inside a prange body are
+    # lost (Numba issues #7135, #10338; still so in 0.68)
+    out_n, out_status, out_died = outcome
     # one state map per chunk of utterances (each decode leaves it all -1 again); utterances are
     # dealt to chunks round-robin
     for c in prange(n_chunks):
-        state_map = np.full(num_states, -1, np.int32)
+        state_map = np.full(graph.final_cost.shape[0], -1, np.int32)
         for b in range(c, B, n_chunks):
-            _decode_into(
-                b, ac, lengths, start, final_cost, e_off, ne_off, next_state, ilabel, olabel,
-                arc_cost, n_emit, bkeys, bvals, boff, bmask, beam, max_active, min_active, nbest,
-                state_map, out_arcs, out_frames, out_len, out_cost, out_n, out_status, out_died,
-                cancel,
-            )  # fmt: skip
+            out = (rows[0][b], rows[1][b], rows[2][b], rows[3][b])
+            state = begin(graph, boosts, b, lim, state_map, collect_at)
+            state = advance(state, ac[b], lengths[b], graph, boosts, b, lim, state_map, cancel)
+            n, status, died = end(state, graph, graph.final_cost, lim.nbest, out)
+            out_n[b] = n
+            out_status[b] = status
+            out_died[b] = died
 
 
 def decode_cpu(problem, tuning: CpuTuning | None = None):
     """Run the batch; returns ``RawResult`` per utterance. Utterances whose paths did not fit
     the output buffers (too long, or more than its rows) run again with larger ones."""
-    from ._problem import RawResult
-
-    num_threads = (tuning or CpuTuning()).num_threads
-    B = problem.batch_size
+    tuning = tuning or CpuTuning()
     nbest = problem.options.nbest
-    results: list = [None] * B
-    todo = np.arange(B)
-    cap, rows = 2 * int(problem.lengths.max(initial=0)) + 16, first_rows(nbest)
-    while len(todo):
-        out = _run_interruptibly(problem, todo, cap, rows, num_threads)
+    results: list = [None] * problem.batch_size
+    lanes = np.arange(problem.batch_size)
+    rows = PathRows.first(len(lanes), nbest, int(problem.lengths.max(initial=0)))
+    while len(lanes):
+        outcome = _run_interruptibly(problem, lanes, rows, tuning)
         retry, again = [], 0
-        for row, b in enumerate(todo):
-            n, st, died = (int(x[row]) for x in (out["n"], out["status"], out["died"]))
-            if st & RETRY_BITS:
+        for i, b in enumerate(lanes):
+            status = int(outcome.status[i])
+            if status & RETRY_BITS:
                 retry.append(b)
-                again |= st
-                continue
-            raise_graph_errors(st, b, died)
-            paths = sliced_paths(n, *(out[k][row] for k in ("arcs", "frames", "len", "cost")))
-            results[b] = RawResult(paths, st & RESULT_BITS, died)
-        todo = np.array(retry, dtype=np.int64)
-        cap, rows = grown(cap, rows, again, nbest)
+                again |= status
+            else:
+                n, died = int(outcome.n[i]), int(outcome.died[i])
+                results[b] = rows.result(i, n, status, int(b), died)
+        lanes = np.array(retry, dtype=np.int64)
+        rows = rows.grown(len(lanes), again, nbest)
     return results
 
 
-def _run_interruptibly(problem, rows_todo, cap, rows, num_threads):
+def _run_interruptibly(problem, lanes, rows, tuning):
     """`_run` on the worker thread while the main thread waits in short slices, so that Ctrl-C
     is seen within a fraction of a second (a Numba call cannot be interrupted): the search is
     told to stop at its next frame, waited for, and the KeyboardInterrupt goes on. Outside the
     main thread, which never receives KeyboardInterrupt, `_run` runs directly."""
     cancel = np.zeros(1, np.int32)
     if threading.current_thread() is not threading.main_thread():
-        return _run(problem, rows_todo, cap, rows, num_threads, cancel)
-    job = _worker().submit(_run, problem, rows_todo, cap, rows, num_threads, cancel)
+        return _run(problem, lanes, rows, tuning, cancel)
+    job = _worker().submit(_run, problem, lanes, rows, tuning, cancel)
     try:
         while True:
             try:
@@ -401,34 +253,89 @@ def _worker() -> futures.ThreadPoolExecutor:
     return _WORKER[1]
 
 
-def _run(problem, rows_todo, cap, rows, num_threads, cancel):
-    g = problem.graph
-    bt = problem.boosts
-    R = len(rows_todo)
-    out = {
-        "arcs": np.zeros((R, rows, cap), np.int32),
-        "frames": np.zeros((R, rows, cap), np.int32),
-        "len": np.zeros((R, rows), np.int64),
-        "cost": np.zeros((R, rows), np.float32),
-        "n": np.zeros(R, np.int64),
-        "status": np.zeros(R, np.int64),
-        "died": np.zeros(R, np.int64),
-    }
-    ac = problem.ac if problem.batch_size == R else problem.ac[rows_todo]
+def _run(problem, lanes, rows: PathRows, tuning: CpuTuning, cancel) -> Outcome:
+    """Search the utterances ``lanes`` (lane ``i`` = utterance ``lanes[i]``) into ``rows``."""
+    num_threads = tuning.num_threads
+    R = len(lanes)
+    outcome = Outcome(np.zeros(R, np.int64), np.zeros(R, np.int64), np.zeros(R, np.int64))
+    ac = problem.ac if problem.batch_size == R else problem.ac[lanes]
     old = numba.get_num_threads()
     if num_threads is not None:
         numba.set_num_threads(int(min(num_threads, numba.config.NUMBA_NUM_THREADS)))
     try:
         _decode_batch(
-            ac, problem.lengths[rows_todo], np.int64(g.start), g.final_cost, g.e_offsets,
-            g.ne_offsets, g.next_state, g.ilabel, g.olabel, problem.arc_cost,
-            np.int64(g.num_emitting_arcs), bt.keys, bt.values, bt.offset[rows_todo],
-            bt.mask[rows_todo], problem.beam, np.int64(problem.options.max_active),
-            np.int64(problem.options.min_active), np.int64(problem.options.nbest), out["arcs"],
-            out["frames"], out["len"], out["cost"], out["n"], out["status"], out["died"],
+            ac, problem.lengths[lanes], search_graph(problem), lane_boosts(problem, lanes),
+            limits(problem), (rows.arcs, rows.frames, rows.lens, rows.costs), outcome,
             np.int64(min(R, 4 * numba.get_num_threads())), cancel,
+            np.int64(tuning.collect_records_at),
         )  # fmt: skip
     finally:
         if num_threads is not None:
             numba.set_num_threads(old)
-    return out
+    return outcome
+
+
+class CpuStreams:
+    """The streaming interface (`stream.py`) over `begin`, `advance` and `end`: each stream is
+    one lane with its own boost table; a group of streams advances on a pool of threads (the
+    Numba functions release the GIL)."""
+
+    def __init__(self, tuning: CpuTuning | None = None):
+        self.tuning = tuning or CpuTuning()
+        self._local = threading.local()
+        self._pool: futures.ThreadPoolExecutor | None = None
+        self._cancel = np.zeros(1, np.int32)  # chunks are short: nothing to interrupt
+
+    def _state_map(self, graph) -> np.ndarray:
+        """This thread's state map for ``graph`` (all -1 between calls)."""
+        maps = getattr(self._local, "maps", None)
+        if maps is None or maps[0] is not graph:
+            maps = self._local.maps = (graph, np.full(graph.num_states, -1, np.int32))
+        return maps[1]
+
+    def begin(self, p) -> SearchState:
+        return begin(search_graph(p), lane_boosts(p), 0, limits(p), self._state_map(p.graph),
+                     np.int64(self.tuning.collect_records_at))  # fmt: skip
+
+    def _advance_one(self, job) -> SearchState:
+        p, state, ac = job
+        return advance(state, ac, len(ac), search_graph(p), lane_boosts(p), 0, limits(p),
+                       self._state_map(p.graph), self._cancel)  # fmt: skip
+
+    def advance(self, jobs) -> list[SearchState]:
+        threads = self.tuning.num_threads or numba.get_num_threads()
+        if threads == 1 or len(jobs) == 1:
+            return [self._advance_one(job) for job in jobs]
+        if self._pool is None:
+            self._pool = futures.ThreadPoolExecutor(threads, "wfstdecode-ctc-streams")
+        return list(self._pool.map(self._advance_one, jobs))
+
+    def end(self, p, state):
+        """Step 6 for one stream, with the same output retry as `decode_cpu`."""
+        g, nbest = p.graph, p.options.nbest
+        rows = PathRows.first(1, nbest, int(state.counts[FRAMES]))
+        while True:
+            n, status, died = end(state, search_graph(p), g.final_cost, np.int64(nbest),
+                                  rows.lane(0))  # fmt: skip
+            if not status & RETRY_BITS:
+                return rows.result(0, n, status, 0, died)
+            rows = rows.grown(1, status, nbest)
+
+    def partial(self, p, state):
+        """The best path on cost alone, ``(state, arcs, frames, stable arcs)``: the records are
+        collected first (hence a new state to keep), so the stable arcs are the prefix every
+        survivor shares. Arcs, frames and stable arcs are None when the search stopped."""
+        if state.counts[STATUS] & _STOPPING:
+            return state, None, None, None
+        graph = search_graph(p)
+        state = settled_prefix(state, graph)
+        no_final = np.zeros_like(p.graph.final_cost)
+        rows = PathRows.first(1, 1, int(state.counts[FRAMES]))
+        while True:
+            _, status, _ = end(state, graph, no_final, np.int64(1), rows.lane(0))
+            if not status & RETRY_BITS:
+                break
+            rows = rows.grown(1, status, 1)
+        length = int(rows.lens[0, 0])
+        arcs, frames = rows.arcs[0, 0, :length].copy(), rows.frames[0, 0, :length].copy()
+        return state, arcs, frames, int(state.counts[N_PREFIX])

@@ -73,7 +73,7 @@ def search_costs(log_probs: np.ndarray, acoustic_scale: float) -> np.ndarray:
     Every path consumes one log-prob per frame, so subtracting the frame's best ranks paths as
     the raw values do, while no magnitude of input (one frame of -1e10, say) can make float32
     costs too coarse for the beam. The cuda kernels compute the same float32 operations
-    (``cuda.kernels.acoustic_cost``) on GPU-resident log-probs. Frames past an utterance's
+    (``cuda.steps.acoustic_cost``) on GPU-resident log-probs. Frames past an utterance's
     length may hold anything; their costs are never read.
     """
     lp = np.asarray(log_probs, np.float32)

@@ -11,29 +11,51 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from .status import CYCLE, MORE_PATHS, NO_FINAL, OVERFLOW
+from ._problem import RawResult
+from .status import CYCLE, MORE_PATHS, NO_FINAL, OVERFLOW, RESULT_BITS, raise_graph_errors
 
 _INF = np.float32(np.inf)
 
 
-def first_rows(nbest: int) -> int:
-    """Output rows per utterance to try first: enough for any usual ``nbest``."""
-    return min(nbest, 16)
+class PathRows:
+    """Host buffers `finish_paths` writes into, for ``lanes`` utterances: ``rows`` paths of up to
+    ``cap`` arcs each. Both fast backends' hosts use them the same way: allocate, let the search
+    (cpu) or the host trace (cuda) fill them, turn each lane into a `RawResult` with `result`,
+    and retry the lanes whose status has a RETRY bit with `grown` buffers."""
 
+    def __init__(self, lanes: int, rows: int, cap: int):
+        self.rows, self.cap = rows, cap
+        self.arcs = np.zeros((lanes, rows, cap), np.int32)
+        self.frames = np.zeros((lanes, rows, cap), np.int32)
+        self.lens = np.zeros((lanes, rows), np.int64)
+        self.costs = np.zeros((lanes, rows), np.float32)
 
-def sliced_paths(n_paths, arcs, frames, lens, costs) -> list:
-    """The first ``n_paths`` rows of `finish_paths` output as ``(arcs, frames, cost)`` copies."""
-    return [
-        (arcs[p, : lens[p]].copy(), frames[p, : lens[p]].copy(), float(costs[p]))
-        for p in range(n_paths)
-    ]
+    @classmethod
+    def first(cls, lanes: int, nbest: int, max_frames: int) -> PathRows:
+        """The first try: rows for any usual ``nbest``, paths of twice the frames and some."""
+        return cls(lanes, min(nbest, 16), 2 * max_frames + 16)
 
+    def grown(self, lanes: int, status: int, nbest: int) -> PathRows:
+        """Buffers for a retry after OVERFLOW (longer paths) and/or MORE_PATHS (more rows)."""
+        cap = 4 * self.cap if status & OVERFLOW else self.cap
+        rows = min(nbest, 4 * self.rows) if status & MORE_PATHS else self.rows
+        return PathRows(lanes, rows, cap)
 
-def grown(cap: int, rows: int, status: int, nbest: int) -> tuple[int, int]:
-    """Path length and rows for a retry after OVERFLOW and/or MORE_PATHS."""
-    return (4 * cap if status & OVERFLOW else cap), (
-        min(nbest, 4 * rows) if status & MORE_PATHS else rows
-    )
+    def lane(self, i: int) -> tuple:
+        """Lane ``i``'s ``(arcs, frames, lens, costs)``: `finish_paths`' last four arguments."""
+        return self.arcs[i], self.frames[i], self.lens[i], self.costs[i]
+
+    def result(self, i, n_paths, status, utterance, died=-1, notes=()) -> RawResult:
+        """Lane ``i``'s first ``n_paths`` rows as a `RawResult` (copies), once its status has no
+        RETRY bit; the status bits that mean a broken graph raise `GraphError`."""
+        raise_graph_errors(status, utterance, died)
+        n = self.lens[i]
+        paths = [
+            (self.arcs[i, p, : n[p]].copy(), self.frames[i, p, : n[p]].copy(),
+             float(self.costs[i, p]))
+            for p in range(n_paths)
+        ]  # fmt: skip
+        return RawResult(paths, status & RESULT_BITS, died, notes)
 
 
 @njit(nogil=True, cache=True)

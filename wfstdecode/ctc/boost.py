@@ -13,8 +13,7 @@ same structure the GPU backend keeps on the device:
   (capacities are powers of two, at least twice the number of words), or -1 for no table.
 
 The slot of word ``w`` is ``(w * 2654435761) mod 2**32 & mask`` (Knuth's multiplicative hash), then
-the next slots in turn. `boost_lookup` is an ``@njit`` function, callable from Numba CPU code, Numba
-CUDA kernels and plain Python.
+the next slots in turn; `bundles.arc_cost` looks a word up there, in every backend.
 """
 
 from __future__ import annotations
@@ -24,28 +23,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from numba import njit
 
 from ..errors import DecodeInputError
 from .options import MAX_COST_TERM
 
 EMPTY = -1
-_HASH_MULT = 2654435761
-
-
-@njit(inline="always", nogil=True, cache=True)
-def boost_lookup(keys, values, offset, mask, word):
-    """The bonus of ``word`` in the table at ``offset`` with ``mask``, or 0.0 (float32)."""
-    if mask < 0:
-        return np.float32(0.0)
-    h = ((np.int64(word) * np.int64(_HASH_MULT)) & np.int64(0xFFFFFFFF)) & mask
-    while True:
-        k = keys[offset + h]
-        if k == word:
-            return values[offset + h]
-        if k == EMPTY:
-            return np.float32(0.0)
-        h = (h + 1) & mask
+HASH_MULT = 2654435761
 
 
 @dataclass(frozen=True)
@@ -64,7 +47,7 @@ class BoostTables:
 
 
 def _insert(keys, values, base, mask, word, bonus):
-    h = ((word * _HASH_MULT) & 0xFFFFFFFF) & mask
+    h = ((word * HASH_MULT) & 0xFFFFFFFF) & mask
     while keys[base + h] != EMPTY:
         h = (h + 1) & mask
     keys[base + h] = word

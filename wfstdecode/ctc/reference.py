@@ -61,7 +61,12 @@ _F32_INF = np.float32(np.inf)
 
 def decode_reference(problem: SearchProblem, tuning: None = None) -> list[RawResult]:
     """The batch, one utterance after another (the reference has nothing to tune)."""
-    return [_decode_one(problem, b) for b in range(problem.batch_size)]
+    results = []
+    for b in range(problem.batch_size):
+        state = begin(problem, b)
+        advance(problem, b, state, problem.ac[b][: int(problem.lengths[b])])
+        results.append(end(problem, state))
+    return results
 
 
 class _Tok:
@@ -73,9 +78,93 @@ class _Tok:
         self.cost, self.arc, self.prev = cost, arc, prev
 
 
-def _decode_one(p: SearchProblem, b: int) -> RawResult:
+class SearchState:
+    """One utterance between frames (a stream between chunks): the surviving tokens of the
+    last token frame, the log-prob frames consumed, and the frame the search died at (or
+    None)."""
+
+    __slots__ = ("alive", "died", "frames")
+
+    def __init__(self, alive: dict, frames: int = 0, died: int | None = None):
+        self.alive, self.frames, self.died = alive, frames, died
+
+
+def begin(p: SearchProblem, b: int) -> SearchState:
+    """Token frame 0 of utterance (lane) ``b``: step 1, then steps 3-5."""
+    toks = {p.graph.start: _Tok(np.float32(0.0), -1, None)}
+    return SearchState(_settle(p, toks, np.float32(0.0), _costs_of(p, b)))
+
+
+def advance(p: SearchProblem, b: int, state: SearchState, ac) -> None:
+    """Steps 2-5 for each frame of ``ac`` (search costs, frames x tokens), in place. The steps
+    are in the order the CPU backend (`_cpu.advance`) and the CUDA kernels run them. Python
+    tokens keep their ancestors alive by reference, so the fast backends' keep-ancestors and
+    compact-records steps (a backpointer store) have no counterpart here."""
+    cost_of = _costs_of(p, b)
+    for ac_t in ac:
+        if state.died is not None:
+            return
+        toks = _expand(p, state.alive, ac_t, cost_of)
+        if not toks:
+            state.died = state.frames
+        else:
+            best_emit = min(tok.cost for tok in toks.values())
+            state.alive = _settle(p, toks, best_emit, cost_of)
+        state.frames += 1
+
+
+def end(p: SearchProblem, state: SearchState) -> RawResult:
+    """Step 6."""
+    if state.died is not None:
+        return RawResult([], DIED, state.died)
+    return _finish(p, state.alive, state.frames, p.graph.num_emitting_arcs)
+
+
+class ReferenceStreams:
+    """The streaming interface (`stream.py`) over `begin`, `advance` and `end`, one lane per
+    stream."""
+
+    def __init__(self, tuning: None = None):
+        pass
+
+    def begin(self, p: SearchProblem) -> SearchState:
+        return begin(p, 0)
+
+    def advance(self, jobs) -> list[SearchState]:
+        for p, state, ac in jobs:
+            advance(p, 0, state, ac)
+        return [state for _, state, _ in jobs]
+
+    def end(self, p: SearchProblem, state: SearchState) -> RawResult:
+        return end(p, state)
+
+    def partial(self, p: SearchProblem, state: SearchState):
+        """The best surviving path on cost alone, ``(state, arcs, frames, stable arcs)``: the
+        stable arcs end at the deepest token every survivor descends from. Arcs, frames and
+        stable arcs are None when the search died."""
+        if state.died is not None:
+            return state, None, None, None
+        best = min(state.alive.items(), key=lambda kv: (kv[1].cost, kv[0]))[1]
+        arcs, frames = _trace(best, state.frames, p.graph.num_emitting_arcs)
+        chains = [_ancestry(tok) for tok in state.alive.values()]
+        shared = 0
+        while all(len(c) > shared for c in chains) and len({id(c[shared]) for c in chains}) == 1:
+            shared += 1
+        return state, arcs, frames, shared - 1  # the start token carries no arc
+
+
+def _ancestry(tok) -> list:
+    """The tokens from the start to ``tok``."""
+    chain = []
+    while tok is not None:
+        chain.append(tok)
+        tok = tok.prev
+    return chain[::-1]
+
+
+def _costs_of(p: SearchProblem, b: int):
+    """Arc cost with utterance ``b``'s word bonuses (step 2's ``arc_cost'``)."""
     g = p.graph
-    n_emit = g.num_emitting_arcs
     boost = p.boosts.dicts[b] or {}
 
     def cost_of(a):
@@ -85,35 +174,52 @@ def _decode_one(p: SearchProblem, b: int) -> RawResult:
             c = np.float32(c - boost[w])
         return c
 
-    toks = {g.start: _Tok(np.float32(0.0), -1, None)}
-    alive = _closure_and_prune(p, toks, np.float32(0.0), cost_of, n_emit)
-    ac = p.ac[b]
-    for t in range(int(p.lengths[b])):
-        new: dict[int, _Tok] = {}
-        for s, u in alive.items():
-            for a in range(g.e_offsets[s], g.e_offsets[s + 1]):
-                c = np.float32(u.cost + np.float32(ac[t, g.ilabel[a] - 1] + cost_of(a)))
-                if not c < _F32_INF:
-                    continue
-                d = int(g.next_state[a])
-                old = new.get(d)
-                if old is None or (c, a) < (old.cost, old.arc):
-                    new[d] = _Tok(c, a, u)
-        if not new:
-            return RawResult([], DIED, t)
-        best_emit = min(tok.cost for tok in new.values())
-        alive = _closure_and_prune(p, new, best_emit, cost_of, n_emit)
-    return _finish(p, alive, int(p.lengths[b]), n_emit)
+    return cost_of
 
 
-def _closure_and_prune(p, toks, best_emit, cost_of, n_emit):
-    g, opts = p.graph, p.options
+def _settle(p, toks, best_emit, cost_of) -> dict:
+    """Steps 3-5 on a token frame: closure cutoff, epsilon closure, pruning; the survivors,
+    their costs relative to the frame's best."""
+    limit = _closure_cutoff(p, toks, best_emit)
+    _epsilon_closure(p, toks, limit, cost_of)
+    best, cutoff = _prune_cutoff(p, toks)
+    alive = {s: tok for s, tok in toks.items() if tok.cost <= cutoff}
+    for tok in alive.values():
+        tok.cost = np.float32(tok.cost - best)
+    return alive
+
+
+def _expand(p, alive, ac_t, cost_of) -> dict:
+    """Step 2: the survivors' emitting arcs, recombined per destination state."""
+    g = p.graph
+    new: dict[int, _Tok] = {}
+    for s, u in alive.items():
+        for a in range(g.e_offsets[s], g.e_offsets[s + 1]):
+            c = np.float32(u.cost + np.float32(ac_t[g.ilabel[a] - 1] + cost_of(a)))
+            if not c < _F32_INF:
+                continue
+            d = int(g.next_state[a])
+            old = new.get(d)
+            if old is None or (c, a) < (old.cost, old.arc):
+                new[d] = _Tok(c, a, u)
+    return new
+
+
+def _closure_cutoff(p, toks, best_emit):
+    """Step 3."""
+    opts = p.options
     limit = np.float32(best_emit + p.beam)
     costs = sorted(tok.cost for tok in toks.values())
     if len(costs) >= opts.max_active:
         limit = min(limit, costs[opts.max_active - 1])
     if opts.min_active > 1:
         limit = max(limit, costs[min(opts.min_active, len(costs)) - 1])
+    return limit
+
+
+def _epsilon_closure(p, toks, limit, cost_of) -> None:
+    """Step 4, in place."""
+    g = p.graph
     queue = deque(s for s, tok in toks.items() if tok.cost <= limit)
     queued = set(queue)
     pops, max_pops = 0, _max_relaxations(len(toks), g)
@@ -139,6 +245,11 @@ def _closure_and_prune(p, toks, best_emit, cost_of, n_emit):
             if d not in queued:
                 queue.append(d)
                 queued.add(d)
+
+
+def _prune_cutoff(p, toks):
+    """Step 5: ``(best, cutoff)``."""
+    opts = p.options
     costs = sorted(tok.cost for tok in toks.values())
     cutoff = np.float32(costs[0] + p.beam)
     n_in = sum(1 for c in costs if c <= cutoff)
@@ -146,10 +257,7 @@ def _closure_and_prune(p, toks, best_emit, cost_of, n_emit):
         cutoff = costs[opts.max_active - 1]
     elif n_in < opts.min_active:
         cutoff = costs[min(opts.min_active, len(costs)) - 1]
-    alive = {s: tok for s, tok in toks.items() if tok.cost <= cutoff}
-    for tok in alive.values():
-        tok.cost = np.float32(tok.cost - costs[0])
-    return alive
+    return costs[0], cutoff
 
 
 def _max_relaxations(n_tokens, graph):

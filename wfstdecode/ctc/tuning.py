@@ -20,9 +20,13 @@ def _int_at_least(owner: str, name: str, value, low: int, allow_none: bool = Fal
 @dataclass(frozen=True)
 class CpuTuning:
     """num_threads: threads decoding utterances in parallel; None = Numba's default, more than
-    Numba's pool has are capped to it."""
+    Numba's pool has are capped to it. collect_records_at: an utterance's backpointer records
+    are collected (those no surviving token traces back through are dropped, and the prefix
+    every survivor shares is moved out of the store) once they number this many, then again
+    each time they double: memory follows the active tokens, not the utterance's length."""
 
     num_threads: int | None = None
+    collect_records_at: int = 1 << 16
 
     def __post_init__(self):
         value = self.num_threads
@@ -30,6 +34,7 @@ class CpuTuning:
             value = int(value)  # a NumPy integer is as good as an int
             object.__setattr__(self, "num_threads", value)
         _int_at_least("CpuTuning", "num_threads", value, 1, allow_none=True)
+        _int_at_least("CpuTuning", "collect_records_at", self.collect_records_at, 1)
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,6 @@
-"""The cuda backend, host side: device buffers, the kernel sequence of `kernels` run in
-chunks of frames, each chunk's backpointer records copied to pinned host memory on a second
-stream, traceback on the host with the CPU backend's `finish_paths`.
+"""The cuda backend, host side: the kernel sequence of `kernels` run in chunks of frames over
+the device buffers of `buffers`, each chunk's backpointer records copied to pinned host memory on
+a second stream (`records`), traceback on the host (`finish`).
 
 Chunks. The frame index lives on the device, so a chunk (up to ``frames_per_chunk`` frame steps)
 is the same sequence of launches every time: it is captured once as a CUDA graph (CuPy stream
@@ -19,24 +19,20 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import threading
-import weakref
 from dataclasses import dataclass
 
 import numpy as np
 
 from ...errors import BackendUnavailableError, DeviceMemoryError, OptionsError
+from .. import bundles
 from .._problem import RawResult, SearchProblem
 from ..tuning import CudaTuning
+from .buffers import SearchBuffers, allocate, device_graph
 from .finish import finish
 from .memory import cuda_memory_bytes, int32_records_fit, record_capacity, table_size
-from .records import PinnedDoubleBuffer
+from .records import RecordCopier, keep_record_buffer, take_record_buffer
 
 log = logging.getLogger(__name__)
-
-_GRAPHS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-_KEPT: list = []  # (CUDA context, PinnedDoubleBuffer) not in use, for the next call
-_KEPT_LOCK = threading.Lock()
 
 
 def decode_cuda(problem: SearchProblem, tuning: CudaTuning | None = None) -> list[RawResult]:
@@ -69,11 +65,10 @@ def decode_cuda(problem: SearchProblem, tuning: CudaTuning | None = None) -> lis
     )  # fmt: skip
 
     capture_stream, stream = _capture_streams() if graphs else (None, cuda.stream())
-    d = _Buffers(problem, H, cap, frames_per_chunk, stream)
+    d = allocate(problem, H, cap, frames_per_chunk, stream)
     threads = prune_threads or prune_block_size(B)
-    run = _FrameSequence(problem, d, _device_graph(g, problem.arc_cost), frames_per_chunk, threads,
-                         profile)  # fmt: skip
-    copier = _RecordCopier(d, cap, _take_record_buffer(timed=profile is not None))
+    run = FrameSequence(problem, d, device_graph(problem), frames_per_chunk, threads, profile)
+    copier = RecordCopier(d, take_record_buffer(timed=profile is not None))
     try:
         _run_chunks(run, copier, stream, capture_stream, graphs, T, frames_per_chunk,
                     double_buffer)  # fmt: skip
@@ -83,8 +78,8 @@ def decode_cuda(problem: SearchProblem, tuning: CudaTuning | None = None) -> lis
             for key, value in stages.items():
                 profile[key] = profile.get(key, 0) + value  # summed over calls
     finally:
-        _keep_record_buffer(copier.pinned)
-    return finish(problem, d, H, copier.chunks, T)
+        keep_record_buffer(copier.pinned)
+    return finish(problem, d, copier.chunks, T)
 
 
 def _run_chunks(run, copier, stream, capture_stream, graphs, T, frames_per_chunk, double_buffer):
@@ -127,8 +122,9 @@ def prune_block_size(batch_size: int) -> int:
     from numba import cuda
 
     from . import kernels as K
+    from .target import SIM
 
-    if K.SIM:
+    if SIM:
         return 8
     kernel = K.closure_prune_kernel
     try:
@@ -166,8 +162,9 @@ def _check_prune_threads(prune_threads: int | None) -> None:
     if prune_threads is None:
         return
     from . import kernels as K
+    from .target import SIM
 
-    limits = {} if K.SIM else K.closure_prune_kernel.get_max_threads_per_block()
+    limits = {} if SIM else K.closure_prune_kernel.get_max_threads_per_block()
     limit = min(limits.values(), default=1024)
     if not 1 <= prune_threads <= limit:
         raise OptionsError(
@@ -222,9 +219,9 @@ def _use_graphs(mode: str, profile, T: int, frames_per_chunk: int) -> bool:
 
 
 def _graphs_unavailable() -> str:
-    from . import kernels as K
+    from .target import SIM
 
-    if K.SIM:
+    if SIM:
         return "the CUDA simulator (NUMBA_ENABLE_CUDASIM=1) cannot capture graphs"
     try:
         import cupy
@@ -278,114 +275,34 @@ def _check_free_memory(needed: int, B: int, H: int) -> None:
         )
 
 
-class _Buffers:
-    """Every per-search device array (flat; lane ``b``'s region starts at ``b * H``)."""
-
-    def __init__(self, p: SearchProblem, H: int, cap: int, frames_per_chunk: int, stream):
-        from numba import cuda
-
-        from . import kernels as K
-
-        B = p.batch_size
-
-        def full(n, value, dtype):  # small: from the host
-            return cuda.to_device(np.full(n, value, dtype), stream=stream)
-
-        def filled(n, value, dtype):  # large: allocated and filled on the device
-            arr = cuda.device_array(n, dtype, stream=stream)
-            blocks = 1 if K.SIM else min(4096, (n + 255) // 256)
-            K.fill_kernel[blocks, 8 if K.SIM else 256, stream](arr, dtype(value))
-            return arr
-
-        def scratch(n, dtype):  # written before it is read
-            return cuda.device_array(n, dtype, stream=stream)
-
-        if p.device_lp is not None:
-            self.lp, self.neg_scale = p.device_lp, p.neg_scale
-            self.frame_max = p.device_frame_max
-        else:  # search costs from the host: kept as they are (see K.acoustic_cost)
-            self.lp, self.neg_scale = cuda.to_device(p.ac, stream=stream), np.float32(1.0)
-            self.frame_max = cuda.to_device(np.zeros(p.ac.shape[:2], np.float32), stream=stream)
-        self.lengths = cuda.to_device(p.lengths.astype(np.int32), stream=stream)
-        self.done = full(B, 0, np.int32)
-        self.bkeys = cuda.to_device(p.boosts.keys, stream=stream)
-        self.bvals = cuda.to_device(p.boosts.values, stream=stream)
-        self.boff = cuda.to_device(p.boosts.offset, stream=stream)
-        self.bmask = cuda.to_device(p.boosts.mask, stream=stream)
-        # two recombination tables (frames alternate), their candidate lists
-        self.h_state = filled(2 * B * H, K.EMPTY, np.int32)
-        self.h_key = filled(2 * B * H, K.NO_KEY, np.uint64)
-        self.h_prev = filled(2 * B * H, -1, np.int32)
-        self.h_mark = filled(2 * B * H, 0, np.int32)
-        self.c_slot = scratch(2 * B * H, np.int32)
-        self.n_cand = full(2 * B, 0, np.int32)
-        self.queue = scratch(2 * B * H, np.int32)
-        # the surviving tokens of the last frame and their emitting out-degree prefix sums
-        self.act_state = scratch(B * H, np.int32)
-        self.act_cost = scratch(B * H, np.float32)
-        self.act_store = scratch(B * H, np.int32)
-        self.act_n = full(B, 0, np.int32)
-        self.e_scan = scratch(B * (H + 1), np.int32)
-        # per lane: pruning state and what happened
-        self.best_bits = full(B, K.NO_BEST, np.uint32)
-        self.lane_beam = full(B, p.beam, np.float32)
-        self.min_beam = full(B, p.beam, np.float32)
-        self.overflow = full(B, 0, np.int32)
-        self.overflow_frames = full(B, 0, np.int32)
-        self.first_overflow = full(B, -1, np.int32)
-        self.status = full(B, 0, np.int32)
-        self.died = full(B, -1, np.int32)
-        # frame control (frame -1 "ran", buffer 1 was last: the first chunk starts frame 0 in
-        # buffer 0), the two record buffers, and each chunk's frame starts in mapped host memory
-        self.ctl = cuda.to_device(np.array([-1, 1, 1, 0], np.int32), stream=stream)  # K.CTL_*
-        self.rec_used = full(2, 0, np.int32)
-        self.rec_arc = scratch(2 * cap, np.int32)
-        self.rec_prev = scratch(2 * cap, np.int32)
-        self.info = cuda.mapped_array((2, frames_per_chunk + 3), np.int32)
-        self.info[:] = 0
-
-
-class _FrameSequence:
+class FrameSequence:
     """The launches of one chunk: `begin_chunk`, then per frame step `begin_frame`, the expand
     kernel (twice when ``min_active == 1``: best cost, then candidates) and `closure_prune`."""
 
     def __init__(
-        self, p: SearchProblem, d: _Buffers, dg: dict, frames_per_chunk: int, prune_threads: int,
-        profile,
+        self, p: SearchProblem, d: SearchBuffers, graph: bundles.SearchGraph,
+        frames_per_chunk: int, prune_threads: int, profile,
     ):  # fmt: skip
         from numba import cuda
 
         from . import kernels as K
+        from .target import SIM
 
-        opts = p.options
         B = p.batch_size
         self.K, self.d, self.frames_per_chunk = K, d, frames_per_chunk
-        self.threads = 8 if K.SIM else 256
+        self.threads = 8 if SIM else 256
         self.prune_threads = prune_threads
-        self.expand_grid = (1 if K.SIM else max(1, min(128, 8 * opts.max_active // 256)), B)
+        self.expand_grid = (1 if SIM else max(1, min(128, 8 * p.options.max_active // 256)), B)
         self.B = B
         self.last_frame = np.int32(p.lengths.max(initial=0))
-        self.need = np.int32(B * (d.h_state.shape[0] // (2 * B)))  # one worst-case frame
-        self.capacity = np.int32(d.rec_arc.shape[0] // 2)
-        H = np.int32(d.h_state.shape[0] // (2 * B))
-        early = np.int32(opts.min_active <= 1)
-        self.early = bool(early)
-        boost = (d.bkeys, d.bvals, d.boff, d.bmask)
-        lanes = (d.lengths, d.done)
+        self.need = np.int32(B * d.tables.size)  # records of one worst-case frame
+        self.early = p.options.min_active <= 1  # expand phase 0 finds the best cost first
+        limits = bundles.limits(p, index=np.int32)
         self.expand_args = (
-            d.ctl, d.lp, d.frame_max, d.neg_scale, *lanes, d.act_state, d.act_cost, d.act_n,
-            d.e_scan, dg["e_off"], dg["next_state"], dg["ilabel"], dg["arc_cost"], dg["olabel"],
-            *boost,
-            d.best_bits, d.lane_beam, early, d.h_state, d.h_key, d.c_slot, d.n_cand, d.overflow, H,
+            d.control, d.acoustics, graph, d.boosts, limits, d.lanes, d.survivors, d.tables,
         )  # fmt: skip
         self.prune_args = (
-            d.ctl, *lanes, np.int32(p.graph.start), dg["e_off"], dg["ne_off"], dg["next_state"],
-            dg["arc_cost"], dg["olabel"], dg["arc_src"], np.int32(p.graph.num_emitting_arcs),
-            *boost, p.beam, np.int32(opts.max_active), np.int32(opts.min_active), d.lane_beam,
-            d.h_state, d.h_key, d.h_prev, d.h_mark, d.c_slot, d.n_cand, d.queue, d.act_state,
-            d.act_cost, d.act_store, d.act_n, d.e_scan, d.best_bits, d.overflow, d.status,
-            d.died, d.overflow_frames, d.first_overflow, d.min_beam, d.rec_used, d.rec_arc,
-            d.rec_prev, self.capacity, H,
+            d.control, graph, d.boosts, limits, d.lanes, d.tables, d.survivors, d.records,
         )  # fmt: skip
         self.profile = profile
         self.events: list = []
@@ -393,16 +310,14 @@ class _FrameSequence:
 
     def launch_chunk(self, stream, steps: int | None = None) -> None:
         K, d = self.K, self.d
-        K.begin_chunk_kernel[1, 1, stream](d.ctl, d.rec_used, d.info)
+        K.begin_chunk_kernel[1, 1, stream](d.control, d.records)
         for _ in range(self.frames_per_chunk if steps is None else steps):
             self.launch_frame(stream)
-        K.end_chunk_kernel[1, 1, stream](d.ctl, d.rec_used, d.info)
+        K.end_chunk_kernel[1, 1, stream](d.control, d.records)
 
     def launch_frame(self, stream) -> None:
         K, d = self.K, self.d
-        K.begin_frame_kernel[1, 1, stream](
-            d.ctl, d.rec_used, d.info, self.last_frame, self.capacity, self.need
-        )
+        K.begin_frame_kernel[1, 1, stream](d.control, d.records, self.last_frame, self.need)
         marks = [self._mark(stream)]
         if self.early:
             K.expand_kernel[self.expand_grid, self.threads, stream](np.int32(0), *self.expand_args)
@@ -424,114 +339,3 @@ class _FrameSequence:
         expand = sum(a.elapsed_time(b) for a, b, _ in self.events)
         prune = sum(b.elapsed_time(c) for _, b, c in self.events)
         return {"expand": expand, "prune": prune, "frame_steps": len(self.events)}
-
-
-class _RecordCopier:
-    """Chunk ``c``'s records go to slot ``c % 2`` of a `PinnedDoubleBuffer` once its kernels are
-    done; the host moves them out before that slot takes chunk ``c + 2``."""
-
-    def __init__(self, d: _Buffers, cap: int, pinned: PinnedDoubleBuffer):
-        from . import kernels as K
-
-        self.d, self.cap, self.sim, self.pinned = d, cap, K.SIM, pinned
-        self.pending: list = [None, None]  # (chunk, first frame, frame starts) in each slot
-        self.chunks: list = []  # per chunk: (first frame, frame starts, arcs, prevs)
-        self.collected = 0
-
-    def collect(self, c: int) -> int:
-        """Start copying chunk ``c``'s records (chunks in order); the frames it ran."""
-        from . import kernels as K
-
-        i = c % 2
-        self.pinned.host_wait_produced(i)
-        info = self.d.info.copy_to_host()[i] if self.sim else np.array(self.d.info)[i]
-        n, first, used = int(info[K.INFO_FRAMES]), int(info[K.INFO_FIRST]), int(info[-1])
-        starts = info[K.INFO_STARTS : K.INFO_STARTS + n].astype(np.int64)
-        self._move_out(i)
-        lo = i * self.cap
-        self.pinned.put(i, (self.d.rec_arc[lo : lo + used], self.d.rec_prev[lo : lo + used]))
-        self.pending[i] = (c, first, starts)
-        self.collected += 1
-        return n
-
-    def _move_out(self, i: int) -> None:
-        if self.pending[i] is None:
-            return
-        c, first, starts = self.pending[i]
-        assert c == len(self.chunks), "chunks arrive in order"
-        arcs, prevs = self.pinned.take(i)
-        self.chunks.append((first, starts, arcs, prevs))
-        self.pending[i] = None
-
-    def drain(self) -> None:
-        for _, i in sorted((p[0], i) for i, p in enumerate(self.pending) if p is not None):
-            self._move_out(i)
-
-
-def _take_record_buffer(timed: bool) -> PinnedDoubleBuffer:
-    """A pinned record buffer of the current CUDA context, kept from an earlier call when one
-    is free (its pinned memory, once grown to a batch's largest chunk, is not allocated
-    again), else a new one. `_keep_record_buffer` gives it back."""
-    context = _current_context()
-    with _KEPT_LOCK:
-        i = next((i for i, (c, _) in enumerate(_KEPT) if c is context), None)
-        buffer = _KEPT.pop(i)[1] if i is not None else None
-    if buffer is None:
-        buffer = PinnedDoubleBuffer((np.int32, np.int32))
-    buffer.reset(timed)
-    return buffer
-
-
-def _keep_record_buffer(buffer: PinnedDoubleBuffer) -> None:
-    with _KEPT_LOCK:
-        _KEPT.append((_current_context(), buffer))
-
-
-def release_kept_buffers() -> None:
-    """Drop the kept pinned record buffers (those not in use); their memory is freed."""
-    with _KEPT_LOCK:
-        _KEPT.clear()
-
-
-def _current_context():
-    # Numba hands out one object per primary context (a new one after cuda.close()); the
-    # simulator makes a new one per call, for its one device.
-    from numba import cuda
-
-    from . import kernels as K
-
-    return None if K.SIM else cuda.current_context()
-
-
-def _device_graph(g, arc_cost: np.ndarray) -> dict:
-    """The graph's arrays on the device, cached per graph (and per arc-cost array)."""
-    from numba import cuda
-
-    cached = _GRAPHS.get(g)
-    if cached is None:
-        arc_src = np.concatenate((
-            np.repeat(np.arange(g.num_states, dtype=np.int32), np.diff(g.e_offsets)),
-            np.repeat(np.arange(g.num_states, dtype=np.int32), np.diff(g.ne_offsets)),
-        ))  # fmt: skip
-        cached = {
-            "e_off": cuda.to_device(g.e_offsets),
-            "ne_off": cuda.to_device(g.ne_offsets),
-            "next_state": cuda.to_device(g.next_state),
-            "ilabel": cuda.to_device(g.ilabel),
-            "olabel": cuda.to_device(g.olabel),
-            "arc_src": cuda.to_device(arc_src),
-            "costs": {},
-        }
-        _GRAPHS[g] = cached
-        fresh = True
-    else:
-        fresh = False
-    costs = cached["costs"]
-    if id(arc_cost) not in costs:
-        if len(costs) > 4:
-            costs.clear()
-        costs[id(arc_cost)] = (arc_cost, cuda.to_device(arc_cost))  # keeps the id valid
-        fresh = True
-    if fresh:  # a pageable upload may still be in flight; the capture stream does not wait for it
-        cuda.synchronize()
-    return {**cached, "arc_cost": costs[id(arc_cost)][1]}

@@ -7,25 +7,26 @@ from __future__ import annotations
 import numpy as np
 
 from .._problem import RawResult, SearchProblem
-from .._traceback import finish_paths, first_rows, grown, sliced_paths
-from ..status import DIED, RESULT_BITS, RETRY_BITS, raise_graph_errors
+from .._traceback import PathRows, finish_paths
+from ..status import DIED, RETRY_BITS, raise_graph_errors
 
 
-def finish(problem: SearchProblem, d, H: int, chunks, T: int) -> list[RawResult]:
-    """``chunks``: per chunk ``(first frame, record start of each frame, arcs, prevs)``, record
-    indices local to the chunk (an emitting arc's ``prev`` points into the previous frame's
-    chunk, an epsilon arc's into its own frame's)."""
+def finish(problem: SearchProblem, d, chunks, T: int) -> list[RawResult]:
+    """``d``: the search's `buffers.SearchBuffers`; ``chunks``: per chunk ``(first frame, record
+    start of each frame, arcs, prevs)``, record indices local to the chunk (an emitting arc's
+    ``prev`` points into the previous frame's chunk, an epsilon arc's into its own frame's)."""
 
     g = problem.graph
     B = problem.batch_size
     st_arc, st_prev, frame_base = _global_records(chunks, g.num_emitting_arcs, T)
 
-    status, died = d.status.copy_to_host(), d.died.copy_to_host()
-    over_frames, first_over = d.overflow_frames.copy_to_host(), d.first_overflow.copy_to_host()
-    min_beam = d.min_beam.copy_to_host()
-    act_n = np.where(status & DIED, 0, d.act_n.copy_to_host()).astype(np.int64)
+    lanes = d.lanes
+    status, died = lanes.status.copy_to_host(), lanes.died.copy_to_host()
+    over_frames = lanes.overflow_frames.copy_to_host()
+    first_over, min_beam = lanes.first_overflow.copy_to_host(), lanes.min_beam.copy_to_host()
+    act_n = np.where(status & DIED, 0, d.survivors.n.copy_to_host()).astype(np.int64)
     offsets = np.concatenate(([0], np.cumsum(act_n)))
-    state, cost, store = _gather_survivors(d, act_n, offsets, H)
+    state, cost, store = _gather_survivors(d.survivors, act_n, offsets, d.tables.size)
     results = []
     for b in range(B):
         notes = ()
@@ -42,23 +43,17 @@ def finish(problem: SearchProblem, d, H: int, chunks, T: int) -> list[RawResult]
         length = int(problem.lengths[b])
         lo, n = offsets[b], int(act_n[b])
         a_store = store[lo : lo + n].astype(np.int64) + frame_base[length]
-        cap, rows = 2 * T + 16, first_rows(problem.options.nbest)
+        out = PathRows.first(1, problem.options.nbest, T)
         while True:
-            arcs = np.zeros((rows, cap), np.int32)
-            frames = np.zeros_like(arcs)
-            lens = np.zeros(rows, np.int64)
-            costs = np.zeros(rows, np.float32)
             n_paths, st = finish_paths(
                 state[lo : lo + n], cost[lo : lo + n], a_store, n, st_prev, st_arc, len(st_arc),
                 length, g.final_cost, g.olabel, g.num_emitting_arcs, problem.options.nbest,
-                arcs, frames, lens, costs,
+                *out.lane(0),
             )  # fmt: skip
             if not st & RETRY_BITS:
                 break
-            cap, rows = grown(cap, rows, st, problem.options.nbest)
-        raise_graph_errors(st, b, -1)
-        results.append(RawResult(sliced_paths(n_paths, arcs, frames, lens, costs),
-                                 st & RESULT_BITS, -1, notes))  # fmt: skip
+            out = out.grown(1, st, problem.options.nbest)
+        results.append(out.result(0, n_paths, st, b, notes=notes))
     return results
 
 
@@ -86,20 +81,21 @@ def _global_records(chunks, n_emit: int, T: int):
     return st_arc, st_prev, frame_base
 
 
-def _gather_survivors(d, act_n: np.ndarray, offsets: np.ndarray, H: int):
+def _gather_survivors(survivors, act_n: np.ndarray, offsets: np.ndarray, H):
     """Each lane's ``act_n`` survivors (state, cost, record), packed by a kernel and copied."""
     from numba import cuda
 
     from . import kernels as K
+    from .target import SIM
 
     total = int(offsets[-1])
-    out = [cuda.device_array(max(total, 1), dt) for dt in (np.int32, np.float32, np.int32)]
+    out = tuple(cuda.device_array(max(total, 1), dt) for dt in (np.int32, np.float32, np.int32))
     B = len(act_n)
     if total:
-        threads = 8 if K.SIM else 256
-        blocks = 1 if K.SIM else max(1, min(64, int(act_n.max()) // threads + 1))
+        threads = 8 if SIM else 256
+        blocks = 1 if SIM else max(1, min(64, int(act_n.max()) // threads + 1))
         K.gather_survivors_kernel[(blocks, B), threads](
-            cuda.to_device(act_n.astype(np.int32)), cuda.to_device(offsets.astype(np.int64)),
-            d.act_state, d.act_cost, d.act_store, *out, np.int32(H),
+            survivors, cuda.to_device(act_n.astype(np.int32)),
+            cuda.to_device(offsets.astype(np.int64)), out, np.int32(H),
         )  # fmt: skip
     return tuple(o.copy_to_host()[:total] for o in out)

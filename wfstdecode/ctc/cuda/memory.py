@@ -38,7 +38,9 @@ def _per_utterance_and_fixed(graph: DecodingGraph, options: CtcBeamOptions, fram
     survivors = H * (4 + 4 + 4) + (H + 1) * 4
     records = 2 * 2 * H * (4 + 4)  # per utterance's share of the two record buffers
     log_probs = frames * (graph.num_tokens + 1) * 4  # float32 upload of host log-probs, maxima
-    fixed = graph.num_arcs * (4 * 5) + (graph.num_states + 1) * 16  # the graph's arrays
+    # the graph's arrays (`bundles.SearchGraph`): 5 of int32/float32 per arc, the two int64
+    # offsets and the float32 final cost per state
+    fixed = graph.num_arcs * (4 * 5) + (graph.num_states + 1) * 16 + graph.num_states * 4
     return tables + survivors + records + log_probs + 64, fixed
 
 
@@ -78,6 +80,6 @@ def release_cuda_buffers() -> None:
     """Free the pinned host memory the cuda backend keeps between calls for its backpointer
     copies (it grows to the largest chunk of a batch: hundreds of MB for batches of hundreds).
     Buffers of calls running now stay until the next release."""
-    cuda = sys.modules.get("wfstdecode.ctc.cuda.driver")  # nothing kept if it never ran
-    if cuda is not None:
-        cuda.release_kept_buffers()
+    records = sys.modules.get("wfstdecode.ctc.cuda.records")  # nothing kept if it never ran
+    if records is not None:
+        records.release_kept_buffers()

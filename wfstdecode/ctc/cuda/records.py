@@ -1,15 +1,22 @@
-"""`PinnedDoubleBuffer`: what a batched search wrote on the device, copied to pinned host memory
-on a copy stream, alternating between two slots so that the copy of step *n* overlaps the compute
-of step *n + 1* (the cuda backend's backpointer records, one chunk of frames per step). It works on
+"""The backpointer records' way to the host: `PinnedDoubleBuffer`, what a batched search wrote on
+the device copied to pinned host memory on a copy stream, alternating between two slots so that
+the copy of step *n* overlaps the compute of step *n + 1*; `RecordCopier`, the cuda search's use
+of it (one chunk of frames per step); and the pinned buffers kept between calls. It works on
 Numba device arrays and streams, so it runs under Numba's CUDA simulator too; torch / CuPy memory
 is reached through ``numba.cuda.as_cuda_array`` and ``numba.cuda.external_stream``.
 """
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from ...buffers import grown
+from .buffers import INFO_FIRST, INFO_FRAMES, INFO_STARTS
+
+_KEPT: list = []  # (CUDA context, PinnedDoubleBuffer) not in use, for the next call
+_KEPT_LOCK = threading.Lock()
 
 
 class PinnedDoubleBuffer:
@@ -117,3 +124,79 @@ class PinnedDoubleBuffer:
         event = self._event()
         event.record(self.stream)
         return event
+
+
+class RecordCopier:
+    """Chunk ``c``'s records go to slot ``c % 2`` of a `PinnedDoubleBuffer` once its kernels are
+    done; the host moves them out before that slot takes chunk ``c + 2``. ``d`` is the search's
+    `buffers.SearchBuffers`."""
+
+    def __init__(self, d, pinned: PinnedDoubleBuffer):
+        from .target import SIM
+
+        self.records, self.info, self.sim, self.pinned = d.records, d.control.info, SIM, pinned
+        self.pending: list = [None, None]  # (chunk, first frame, frame starts) in each slot
+        self.chunks: list = []  # per chunk: (first frame, frame starts, arcs, prevs)
+        self.collected = 0
+
+    def collect(self, c: int) -> int:
+        """Start copying chunk ``c``'s records (chunks in order); the frames it ran."""
+        i = c % 2
+        self.pinned.host_wait_produced(i)
+        info = self.info.copy_to_host()[i] if self.sim else np.array(self.info)[i]
+        n, first, used = int(info[INFO_FRAMES]), int(info[INFO_FIRST]), int(info[-1])
+        starts = info[INFO_STARTS : INFO_STARTS + n].astype(np.int64)
+        self._move_out(i)
+        lo = i * int(self.records.capacity)
+        self.pinned.put(i, (self.records.arc[lo : lo + used], self.records.prev[lo : lo + used]))
+        self.pending[i] = (c, first, starts)
+        self.collected += 1
+        return n
+
+    def _move_out(self, i: int) -> None:
+        if self.pending[i] is None:
+            return
+        c, first, starts = self.pending[i]
+        assert c == len(self.chunks), "chunks arrive in order"
+        arcs, prevs = self.pinned.take(i)
+        self.chunks.append((first, starts, arcs, prevs))
+        self.pending[i] = None
+
+    def drain(self) -> None:
+        for _, i in sorted((p[0], i) for i, p in enumerate(self.pending) if p is not None):
+            self._move_out(i)
+
+
+def take_record_buffer(timed: bool) -> PinnedDoubleBuffer:
+    """A pinned record buffer of the current CUDA context, kept from an earlier call when one
+    is free (its pinned memory, once grown to a batch's largest chunk, is not allocated
+    again), else a new one. `keep_record_buffer` gives it back."""
+    context = _current_context()
+    with _KEPT_LOCK:
+        i = next((i for i, (c, _) in enumerate(_KEPT) if c is context), None)
+        buffer = _KEPT.pop(i)[1] if i is not None else None
+    if buffer is None:
+        buffer = PinnedDoubleBuffer((np.int32, np.int32))
+    buffer.reset(timed)
+    return buffer
+
+
+def keep_record_buffer(buffer: PinnedDoubleBuffer) -> None:
+    with _KEPT_LOCK:
+        _KEPT.append((_current_context(), buffer))
+
+
+def release_kept_buffers() -> None:
+    """Drop the kept pinned record buffers (those not in use); their memory is freed."""
+    with _KEPT_LOCK:
+        _KEPT.clear()
+
+
+def _current_context():
+    # Numba hands out one object per primary context (a new one after cuda.close()); the
+    # simulator makes a new one per call, for its one device.
+    from numba import cuda
+
+    from .target import SIM
+
+    return None if SIM else cuda.current_context()

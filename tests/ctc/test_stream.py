@@ -1,0 +1,182 @@
+"""Streaming CTC decoding (`CtcStreamDecoder`): every stream's final result is exactly what
+`decode_ctc` (the reference backend, an independent whole-utterance search) gives on the whole
+input, for random chunkings and interleavings, more streams than lanes, per-stream boosts; partial
+results' stable words never change; endpointing; bad input."""
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wfstdecode import DecodeInputError
+from wfstdecode.ctc import CpuTuning, CtcBeamOptions, decode_ctc
+from wfstdecode.ctc.stream import CtcStreamDecoder, EndpointRule, EndpointRules
+from wfstdecode.errors import OptionsError
+from wfstdecode.testing import lexicon_graph, random_graph, random_log_probs, simulate_ctc
+
+BACKENDS = ["reference", "cpu"]
+DATA = Path(__file__).resolve().parents[2] / "wfstdecode" / "data"
+
+
+def _chunked(rng, T):
+    """Random chunk boundaries of 0..T: single frames, empty chunks and long runs alike."""
+    cuts, t = [], 0
+    while t < T:
+        step = int(rng.choice([0, 1, 1, 2, 3, 7, T]))
+        cuts.append((t, min(T, t + step)))
+        t = min(T, t + step)
+    return cuts
+
+
+def _stream_all(decoder, lp, lengths, boosts, rng, check_partials=None):
+    """Open a stream per utterance, feed random chunks in a random interleaving (several
+    streams per advance call), finish them all; returns the finals per utterance."""
+    sids = [decoder.open(boosts[b] if boosts else None) for b in range(len(lengths))]
+    pending = {b: _chunked(rng, int(lengths[b])) for b in range(len(lengths))}
+    while any(pending.values()):
+        ready = [b for b in pending if pending[b]]
+        pick = rng.choice(ready, size=int(rng.integers(1, len(ready) + 1)), replace=False)
+        chunks = {}
+        for b in pick:
+            t0, t1 = pending[b].pop(0)
+            chunks[sids[b]] = lp[b, t0:t1]
+        decoder.advance(chunks)
+        if check_partials is not None:
+            for b in pick:
+                check_partials(b, decoder.partial(sids[b]))
+    return [decoder.finish(s) for s in sids]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("seed", range(8))
+def test_streams_equal_the_offline_reference(backend, seed):
+    rng = np.random.default_rng(seed)
+    g = random_graph(seed, num_states=20, eps_arcs_per_state=1.0, word_prob=0.5)
+    B, T = 5, 14
+    lp = random_log_probs(seed, B, T, g.num_tokens)
+    lengths = rng.integers(0, T + 1, size=B)
+    boosts = [None, {1: 2.0}, None, {2: -1.0, 3: 1.5}, {1: 0.5}]
+    opts = CtcBeamOptions(beam=6.0, nbest=3, min_active=2 if seed % 2 else 1)
+    want = decode_ctc(lp, lengths, g, opts, boosts, backend="reference")
+    tuning = CpuTuning(collect_records_at=1 + seed % 3) if backend == "cpu" else None
+    decoder = CtcStreamDecoder(g, opts, backend, max_lanes=2, tuning=tuning)
+    assert _stream_all(decoder, lp, lengths, boosts, rng) == want
+
+
+def test_shipped_tlg_streams_equal_decode_ctc():
+    graph_mod = pytest.importorskip("wfstdecode.graph")
+    from wfstdecode.symbols import SymbolTable
+
+    tokens = SymbolTable.read(DATA / "tokens.txt")
+    lexicon = graph_mod.read_lexicon(DATA / "lexicon.txt", tokens)
+    g = graph_mod.build_tlg(tokens, lexicon, str(DATA / "lm.arpa.gz"), topology="compact",
+                            separator="|").graph  # fmt: skip
+    with np.load(DATA / "ocr_emissions.npz") as z:
+        lp, lengths = z["log_probs"][:12], z["lengths"][:12]
+    opts = CtcBeamOptions(beam=12.0, nbest=2)
+    want = decode_ctc(lp, lengths, g, opts, backend="cpu")
+    decoder = CtcStreamDecoder(g, opts, "cpu", max_lanes=5, tuning=CpuTuning(num_threads=2))
+    got = _stream_all(decoder, lp, lengths, None, np.random.default_rng(0))
+    assert got == want
+    assert sum(len(h[0].words) for h in got) > 30
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_stable_words_never_change_and_backends_agree(seed):
+    """After every chunk, the partial result's first ``stable_words`` words are a prefix of
+    every later partial and of the final best path; cpu and reference give the same partials."""
+    words = ["cat", "cap", "act", "tact", "pat", "apt", "tapa"]
+    g = lexicon_graph(words, word_cost=[1.0, 1.2, 2.0, 2.5, 1.1, 2.2, 2.4])
+    rng = np.random.default_rng(seed)
+    text = "".join(words[i] for i in rng.integers(len(words), size=8))
+    lp, lengths = simulate_ctc([[g.tokens.id(c) for c in text]], g.num_tokens, seed=seed,
+                               confusion_prob=0.3, noise=1.5)  # fmt: skip
+    opts = CtcBeamOptions(beam=8.0)
+    streams = {b: CtcStreamDecoder(g, opts, b) for b in BACKENDS}
+    sid = {b: d.open() for b, d in streams.items()}
+    stable_so_far: list = []
+    grew = False
+    for t0, t1 in _chunked(rng, int(lengths[0])):
+        partials = {}
+        for b, d in streams.items():
+            d.advance({sid[b]: lp[0, t0:t1]})
+            partials[b] = d.partial(sid[b])
+        assert partials["cpu"] == partials["reference"]
+        p = partials["cpu"]
+        assert p.words[: len(stable_so_far)] == tuple(stable_so_far)
+        grew |= p.stable_words > len(stable_so_far)
+        stable_so_far = list(p.words[: max(p.stable_words, len(stable_so_far))])
+    final = streams["cpu"].finish(sid["cpu"])[0]
+    assert final.words[: len(stable_so_far)] == tuple(stable_so_far)
+    assert final == decode_ctc(lp, lengths, g, opts, backend="reference")[0][0]
+    assert grew  # words did become stable along the way
+
+
+def _speech_then_blank(g, text, blank_frames, seed=0):
+    lp, lengths = simulate_ctc([[g.tokens.id(c) for c in text]], g.num_tokens, seed=seed)
+    speech = lp[0, : lengths[0]] if text else np.zeros((0, g.num_tokens), np.float32)
+    if text:  # end on the last token: the silence below is all the trailing silence
+        speech = speech[: np.flatnonzero(speech.argmax(axis=1) != 0)[-1] + 1]
+    silence = np.full((blank_frames, g.num_tokens), -30.0, np.float32)
+    silence[:, 0] = 0.0  # blank (token 0) certain
+    return np.concatenate([speech, silence])
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_endpoint_rules(backend):
+    g = lexicon_graph(["cat", "tact"], word_cost=1.0)
+    rules = EndpointRules(frame_shift=0.1)  # rule1: 2.4 s silence, rule2: 1.2 s after speech
+    d = CtcStreamDecoder(g, backend=backend, endpoint=rules)
+    speech = _speech_then_blank(g, "cattact", 0)
+    a = d.open()
+    assert d.advance({a: speech}) == {} and d.endpoint(a) is None
+    assert d.advance({a: _speech_then_blank(g, "", 11)}) == {}  # 1.1 s of silence
+    assert d.advance({a: _speech_then_blank(g, "", 1)}) == {a: "rule2"}  # 1.2 s
+    assert d.endpoint(a) == "rule2" and d.finish(a)[0].words == ("cat", "tact")
+    quiet = d.open()  # no speech: only rule1's 2.4 s end it
+    assert d.advance({quiet: _speech_then_blank(g, "", 23)}) == {}
+    assert d.advance({quiet: _speech_then_blank(g, "", 1)}) == {quiet: "rule1"}
+    long = CtcStreamDecoder(g, backend=backend, endpoint=EndpointRules(
+        frame_shift=0.1, rules=(EndpointRule(False, 0.0, 2.0),)))  # fmt: skip
+    s = long.open()
+    assert long.advance({s: speech[:19]}) == {}
+    assert long.advance({s: speech[19:21]}) == {s: "rule1"}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_bad_input_names_the_stream_and_leaves_the_others_alone(backend):
+    g = random_graph(1)
+    lp = random_log_probs(1, 2, 10, g.num_tokens)
+    d = CtcStreamDecoder(g, backend=backend)
+    a, b = d.open(), d.open()
+    d.advance({a: lp[0, :4], b: lp[1, :4]})
+    nan = lp[1, 4:8].copy()
+    nan[2, 1] = np.nan
+    cases = [
+        ({a: lp[0, 4:], 99: lp[1, 4:]}, r"stream 99 is unknown"),
+        ({a: lp[0, 4:], b: nan}, rf"stream {b}: chunk frame 2 contains NaN"),
+        ({a: lp[0, 4:, :3]}, rf"stream {a}: a chunk must be \(frames, {g.num_tokens}\)"),
+        ({a: lp[:1, 4:]}, r"a chunk must be .* got shape \(1, 6, "),  # (frames, V) only
+        ([lp[0]], r"advance takes a mapping"),
+    ]
+    for chunks, match in cases:
+        with pytest.raises(DecodeInputError, match=match):
+            d.advance(chunks)
+    d.advance({a: lp[0, 4:], b: lp[1, 4:]})  # nothing moved on the failed calls
+    want = decode_ctc(lp, None, g, backend="reference")
+    assert [d.finish(a), d.finish(b)] == want
+    with pytest.raises(DecodeInputError, match=rf"stream {a} is finished"):
+        d.advance({a: lp[0, :1]})
+    d.close(a)
+    with pytest.raises(DecodeInputError, match=rf"stream {a} is closed"):
+        d.partial(a)
+
+
+def test_options_are_checked():
+    g = random_graph(0)
+    with pytest.raises(OptionsError, match="max_lanes must be an int >= 1"):
+        CtcStreamDecoder(g, max_lanes=0)
+    with pytest.raises(OptionsError, match="cuda streaming is not available yet"):
+        CtcStreamDecoder(g, backend="cuda")
+    with pytest.raises(OptionsError, match="frame_shift must be in"):
+        EndpointRules(frame_shift=0)

@@ -1,0 +1,394 @@
+"""The steps of one frame of the CPU backend's search, one Numba function each, in
+`reference.py`'s order: `start` (step 1), `expand` (2), `closure_cutoff` (3), `epsilon_closure`
+(4), `prune_cutoff` (5), then `keep_ancestors` and `compact_records` (the backpointer store the
+reference does not need), and `collect_records`, which keeps that store as small as the active
+tokens. `_cpu.py` runs them frame by frame; the cuda backend's `cuda/steps.py` has the same
+steps under the same names (the table in `cuda/kernels.py` maps them).
+
+Data layout, chosen so the CUDA backend can mirror it:
+
+* per utterance (lane) the tokens of the frame being built are structure-of-arrays candidates
+  (`Candidates`): a token's ``prev`` is a record index for tokens reached by an emitting arc (or
+  -1 for the start), a candidate index for tokens reached by an epsilon arc inside the frame;
+* ``state_map[S]`` maps a state to its candidate (-1: none) — the per-state recombination slot
+  (a hash table keyed by state on the GPU); recombination keeps the smallest ``(cost, arc)``;
+* after pruning, survivors and their in-frame epsilon ancestors are appended to the backpointer
+  records (`Records`; per frame, as the GPU copies each frame's records to the host); the
+  survivors (`Survivors`) are the next frame's tokens and, after the last frame, what
+  `_traceback.finish_paths` ranks and traces back;
+* max-active / min-active use an exact k-th smallest cost (``np.partition`` here; a radix select
+  over order-preserving cost bits — a cost histogram per digit — on the GPU).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from .bundles import arc_cost, improves
+from .status import OVERFLOW
+
+_INF = np.float32(np.inf)
+_NO_ARC = np.int32(np.iinfo(np.int32).max)  # a new candidate's arc: any real arc improves it
+
+
+class Candidates(NamedTuple):
+    """The tokens of the frame being built; candidate ``j`` is row ``j`` of every array."""
+
+    state: np.ndarray  # int32
+    cost: np.ndarray  # float32
+    arc: np.ndarray  # int32: the arc that reached it (-1: the start)
+    prev: np.ndarray  # int32: a record (emitting arc, start) or a candidate (epsilon arc)
+    queued: np.ndarray  # bool: in the epsilon closure's next round
+    kept: np.ndarray  # bool: a survivor or an in-frame ancestor of one
+    record: np.ndarray  # int32: its record index once kept
+
+
+class Survivors(NamedTuple):
+    """The previous frame's surviving tokens: state, cost relative to that frame's best,
+    record."""
+
+    state: np.ndarray
+    cost: np.ndarray
+    record: np.ndarray
+
+
+class Records(NamedTuple):
+    """The backpointer store: record ``k`` was made by ``arc[k]`` from record ``prev[k]``."""
+
+    prev: np.ndarray
+    arc: np.ndarray
+
+
+@njit(nogil=True, cache=True)
+def candidates(cap):
+    return Candidates(
+        np.empty(cap, np.int32), np.empty(cap, np.float32), np.empty(cap, np.int32),
+        np.empty(cap, np.int32), np.zeros(cap, np.bool_), np.zeros(cap, np.bool_),
+        np.empty(cap, np.int32),
+    )  # fmt: skip
+
+
+@njit(nogil=True, cache=True)
+def _doubled(cands, n):
+    bigger = candidates(2 * cands.state.shape[0])
+    bigger.state[:n] = cands.state[:n]
+    bigger.cost[:n] = cands.cost[:n]
+    bigger.arc[:n] = cands.arc[:n]
+    bigger.prev[:n] = cands.prev[:n]
+    bigger.queued[:n] = cands.queued[:n]  # kept and record are per frame: nothing to copy
+    return bigger
+
+
+@njit(inline="always", nogil=True, cache=True)
+def _slot(cands, n, state_map, d):
+    """The candidate of state ``d``, a new one (``(+inf, _NO_ARC)``, so that any arc improves
+    it) if it has none: ``(j, n, cands)``."""
+    j = state_map[d]
+    if j < 0:
+        if n == cands.state.shape[0]:
+            cands = _doubled(cands, n)
+        j = n
+        n += 1
+        state_map[d] = j
+        cands.state[j] = d
+        cands.cost[j] = _INF
+        cands.arc[j] = _NO_ARC
+        cands.queued[j] = False
+    return j, n, cands
+
+
+@njit(nogil=True, cache=True)
+def _kth_smallest(costs, n, k):
+    tmp = costs[:n].copy()
+    return np.partition(tmp, k - 1)[k - 1]
+
+
+@njit(nogil=True, cache=True)
+def smallest(costs, n):
+    best = costs[0]
+    for j in range(1, n):
+        if costs[j] < best:
+            best = costs[j]
+    return best
+
+
+# ---- the steps of one frame, in reference.py's order ------------------------------------------
+
+
+@njit(nogil=True, cache=True)
+def start(cands, state_map, graph):
+    """Step 1: token frame 0 holds the start state at cost 0 (no arc)."""
+    cands.state[0] = graph.start
+    cands.cost[0] = np.float32(0.0)
+    cands.arc[0] = -1
+    cands.prev[0] = -1
+    cands.queued[0] = False
+    state_map[graph.start] = 0
+    return 1
+
+
+@njit(nogil=True, cache=True)
+def expand(ac_t, alive, cands, state_map, graph, boosts, lane, beam, early):
+    """Step 2: the survivors' emitting arcs into the candidates, recombined per state;
+    ``(n, cands)``. With ``early`` (``min_active == 1``) no candidate beyond the frame's
+    ``best + beam`` is created: no cutoff of this frame can keep it (results do not change)."""
+    n = 0
+    n_alive = alive.state.shape[0]
+    running = _INF
+    if early and n_alive > 8:
+        # a pre-pass for the exact best emitting cost, so that the bound is tight from the start
+        for i in range(n_alive):
+            s = alive.state[i]
+            for a in range(graph.e_offsets[s], graph.e_offsets[s + 1]):
+                c = alive.cost[i] + (ac_t[graph.ilabel[a] - 1] + arc_cost(graph, boosts, lane, a))
+                if c < running:
+                    running = c
+    i_best = 0
+    for i in range(1, n_alive):
+        if alive.cost[i] < alive.cost[i_best]:
+            i_best = i
+    for ii in range(n_alive):
+        # the best token first: its arcs give a tight early bound (results do not change)
+        i = i_best if ii == 0 else (ii - 1 if ii <= i_best else ii)
+        s = alive.state[i]
+        cost = alive.cost[i]  # read once: the stores below may alias as far as LLVM knows
+        record = alive.record[i]
+        for a in range(graph.e_offsets[s], graph.e_offsets[s + 1]):
+            c = cost + (ac_t[graph.ilabel[a] - 1] + arc_cost(graph, boosts, lane, a))
+            if not c < _INF or (early and c > running + beam):
+                continue
+            if c < running:
+                running = c
+            j, n, cands = _slot(cands, n, state_map, graph.next_state[a])
+            if improves(c, a, cands.cost[j], cands.arc[j]):
+                cands.cost[j] = c
+                cands.arc[j] = a
+                cands.prev[j] = record
+    return n, cands
+
+
+@njit(nogil=True, cache=True)
+def closure_cutoff(costs, n, best_emit, lim):
+    """Step 3: ``C``: best emitting cost + beam, lowered to the max_active-th smallest cost when
+    there are at least max_active candidates, raised to the min_active-th smallest."""
+    limit = best_emit + lim.beam
+    if n >= lim.max_active:  # ">=": C must not depend on the candidates dropped beyond the beam
+        kth = _kth_smallest(costs, n, lim.max_active)
+        if kth < limit:
+            limit = kth
+    if lim.min_active > 1:
+        kth = _kth_smallest(costs, n, min(lim.min_active, n))
+        if kth > limit:
+            limit = kth
+    return limit
+
+
+@njit(nogil=True, cache=True)
+def epsilon_closure(cands, n, limit, state_map, graph, boosts, lane):
+    """Step 4: tokens within ``limit`` relax their epsilon arcs, in rounds over a queue of the
+    candidates that improved, until none does; ``(n, cands, converged)``. More rounds than
+    candidates (+2) means a negative-cost epsilon cycle."""
+    queue = np.empty(n, np.int32)
+    q_n = 0
+    for j in range(n):
+        if cands.cost[j] <= limit:
+            queue[q_n] = j
+            q_n += 1
+            cands.queued[j] = True
+    nxt = np.empty(max(n, 1), np.int32)
+    rounds = 0
+    while q_n > 0:
+        rounds += 1
+        if rounds > n + 2:
+            return n, cands, False
+        nx_n = 0
+        for q in range(q_n):
+            j = queue[q]
+            cands.queued[j] = False
+            s = cands.state[j]
+            for a in range(graph.ne_offsets[s], graph.ne_offsets[s + 1]):
+                c = cands.cost[j] + arc_cost(graph, boosts, lane, a)
+                if not (c <= limit and c < _INF):
+                    continue
+                k, n, cands = _slot(cands, n, state_map, graph.next_state[a])
+                if not improves(c, a, cands.cost[k], cands.arc[k]):
+                    continue
+                cands.cost[k] = c
+                cands.arc[k] = a
+                cands.prev[k] = j
+                if not cands.queued[k]:
+                    cands.queued[k] = True
+                    if nx_n == nxt.shape[0]:
+                        bigger = np.empty(2 * nx_n, np.int32)
+                        bigger[:nx_n] = nxt
+                        nxt = bigger
+                    nxt[nx_n] = k
+                    nx_n += 1
+        queue, nxt = nxt, queue
+        q_n = nx_n
+    return n, cands, True
+
+
+@njit(nogil=True, cache=True)
+def prune_cutoff(costs, n, lim):
+    """Step 5: ``(best, cutoff)``: best + beam, lowered to the max_active-th best cost when more
+    tokens are within it, raised to the min_active-th best (or the worst) when fewer."""
+    best = smallest(costs, n)
+    cutoff = best + lim.beam
+    n_in = 0
+    for j in range(n):
+        if costs[j] <= cutoff:
+            n_in += 1
+    if n_in > lim.max_active:
+        cutoff = _kth_smallest(costs, n, lim.max_active)
+    elif n_in < lim.min_active:
+        cutoff = _kth_smallest(costs, n, min(lim.min_active, n))
+    return best, cutoff
+
+
+@njit(nogil=True, cache=True)
+def keep_ancestors(cands, n, cutoff, num_emitting):
+    """Mark the survivors and the in-frame epsilon ancestors they trace back through; returns
+    the number of survivors."""
+    cands.kept[:n] = False
+    n_alive = 0
+    for j in range(n):
+        if cands.cost[j] <= cutoff:
+            cands.kept[j] = True
+            n_alive += 1
+    for j in range(n):
+        if cands.cost[j] <= cutoff:
+            k = j
+            while cands.arc[k] >= num_emitting:
+                k = cands.prev[k]
+                if cands.kept[k]:
+                    break
+                cands.kept[k] = True
+    return n_alive
+
+
+@njit(nogil=True, cache=True)
+def compact_records(cands, n, cutoff, best, n_alive, records, n_rec, num_emitting):
+    """Append the kept candidates to the records (in candidate order; an epsilon arc's ``prev``
+    becomes its ancestor's record) and return the survivors, their costs relative to the frame's
+    best (reference.py step 5): ``(survivors, records, n_rec)``."""
+    m = 0
+    for j in range(n):
+        if cands.kept[j]:
+            cands.record[j] = n_rec + m
+            m += 1
+    if n_rec + m > records.prev.shape[0]:
+        cap = max(2 * records.prev.shape[0], n_rec + m)
+        grown = Records(np.empty(cap, np.int32), np.empty(cap, np.int32))
+        grown.prev[:n_rec] = records.prev[:n_rec]
+        grown.arc[:n_rec] = records.arc[:n_rec]
+        records = grown
+    alive = Survivors(np.empty(n_alive, np.int32), np.empty(n_alive, np.float32),
+                      np.empty(n_alive, np.int32))  # fmt: skip
+    i = 0
+    for j in range(n):
+        if cands.kept[j]:
+            k = cands.record[j]
+            records.arc[k] = cands.arc[j]
+            emitting = cands.arc[j] < num_emitting
+            records.prev[k] = cands.prev[j] if emitting else cands.record[cands.prev[j]]
+            if cands.cost[j] <= cutoff:
+                alive.state[i] = cands.state[j]
+                alive.cost[i] = cands.cost[j] - best
+                alive.record[i] = k
+                i += 1
+    return alive, records, n_rec + m
+
+
+# ---- bounded memory: records no survivor needs are dropped as the search goes ----------------
+
+
+class SharedPrefix(NamedTuple):
+    """The path every surviving token shares, moved out of the records: arcs and their frames
+    (`finish_paths`' convention); the root record (arc -1) stands for its end."""
+
+    arc: np.ndarray
+    frame: np.ndarray
+
+
+@njit(nogil=True, cache=True)
+def _appended(prefix, n, arc, frame):
+    if n == prefix.arc.shape[0]:
+        grown = SharedPrefix(np.empty(2 * n + 64, np.int32), np.empty(2 * n + 64, np.int32))
+        grown.arc[:n] = prefix.arc[:n]
+        grown.frame[:n] = prefix.frame[:n]
+        prefix = grown
+    prefix.arc[n] = arc
+    prefix.frame[n] = frame
+    return prefix
+
+
+@njit(nogil=True, cache=True)
+def collect_records(alive, records, n_rec, root, prefix, n_prefix, prefix_frames, num_emitting):
+    """Keep the records the survivors trace back through, renumbered in order, and move the
+    chain from the root that every one of them shares into ``prefix`` (Kaldi's token pruning
+    and partial traceback). Results do not change: tracebacks see the same arcs, the prefix's
+    then the store's. ``root`` is the record every path starts from (the start, or the end of
+    the prefix moved out before; an ancestor in the same frame can have a larger index than its
+    descendant, so it is tracked, not assumed first). Returns ``(n_rec, root, prefix, n_prefix,
+    prefix_frames)``; ``prefix_frames`` counts the emitting arcs in the prefix."""
+    used = np.zeros(n_rec, np.bool_)
+    children = np.zeros(n_rec, np.int32)
+    child = np.empty(n_rec, np.int32)
+    ends = np.zeros(n_rec, np.bool_)  # a survivor's own record: a path ends there
+    for i in range(alive.state.shape[0]):
+        k = alive.record[i]
+        ends[k] = True
+        while k >= 0 and not used[k]:
+            used[k] = True
+            parent = records.prev[k]
+            if parent >= 0:
+                children[parent] += 1
+                child[parent] = k
+            k = parent
+    while children[root] == 1 and not ends[root]:
+        used[root] = False
+        root = child[root]
+        a = records.arc[root]
+        if a < num_emitting:
+            prefix_frames += 1
+        prefix = _appended(prefix, n_prefix, a, prefix_frames - 1)
+        n_prefix += 1
+    records.arc[root] = -1
+    records.prev[root] = -1
+    new_index = np.empty(n_rec, np.int32)
+    m = 0
+    for k in range(n_rec):
+        if used[k]:
+            new_index[k] = m
+            m += 1
+    for k in range(n_rec):  # new_index[k] <= k: moving down never overwrites an unread record
+        if used[k]:
+            parent = records.prev[k]
+            records.prev[new_index[k]] = -1 if parent < 0 else new_index[parent]
+            records.arc[new_index[k]] = records.arc[k]
+    for i in range(alive.state.shape[0]):
+        alive.record[i] = new_index[alive.record[i]]
+    return m, new_index[root], prefix, n_prefix, prefix_frames
+
+
+@njit(nogil=True, cache=True)
+def prepend_prefix(prefix, n_prefix, n_paths, out):
+    """Put the shared prefix before each of the ``n_paths`` paths `finish_paths` wrote; returns
+    the OVERFLOW bit when a whole path no longer fits its row."""
+    arcs, frames, lens, _costs = out
+    for p in range(n_paths):
+        length = lens[p]
+        if n_prefix + length > arcs.shape[1]:
+            return OVERFLOW
+        tail_arcs = arcs[p, :length].copy()
+        tail_frames = frames[p, :length].copy()
+        arcs[p, n_prefix : n_prefix + length] = tail_arcs
+        frames[p, n_prefix : n_prefix + length] = tail_frames
+        arcs[p, :n_prefix] = prefix.arc[:n_prefix]
+        frames[p, :n_prefix] = prefix.frame[:n_prefix]
+        lens[p] = n_prefix + length
+    return 0

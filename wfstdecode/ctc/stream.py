@@ -1,0 +1,258 @@
+"""Streaming CTC WFST decoding: `CtcStreamDecoder` keeps one search per stream and advances any
+subset of the open streams by chunks of any size, batched, with partial results and endpointing.
+
+It runs the offline search itself, frame by frame (the backends' ``begin`` / ``advance`` /
+``end``), so a stream's final result equals `decode_ctc` on the whole input: same words,
+timestamps and score, bit for bit. Per stream the decoder keeps the search state (memory that
+follows the active tokens: see `CpuTuning.collect_records_at`) and the log-probs received so far
+(for the float64 path scores, as `decode_ctc` computes them; 4 bytes per frame and token).
+
+Streams and lanes, as Kaldi's cudadecoder has channels and lanes: any number of streams may be
+open; one `advance` runs at most ``max_lanes`` of them at a time (the rest wait for the next
+group of the same call), on the backend's threads.
+
+Partial results: the best path so far, ranked on cost alone (no final costs), with
+``Hypothesis.stable_words``: its first words lie on the prefix every surviving token shares, so
+no later chunk can change them (their end frames may still grow).
+
+Endpointing (`EndpointRules`, off by default) in the style of Kaldi's and sherpa-onnx's rules:
+an endpoint is detected when a rule's trailing silence (frames since the best path's last
+non-blank token, or since the start) and utterance length are reached, and, for rules that ask
+for it, the best path has a token at all. `advance` returns the streams that reached one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+import numpy as np
+
+from ..backends import ctc_stream_backend
+from ..decoding_graph import DecodingGraph
+from ..errors import DecodeInputError, OptionsError
+from ..results import Hypothesis
+from ._paths import _batch_hypotheses, to_hypotheses
+from ._problem import SearchProblem, search_costs
+from .options import CtcBeamOptions
+from .search import prepare_problem
+from .tuning import tuning_for
+
+
+@dataclass(frozen=True)
+class EndpointRule:
+    """Fires when the trailing silence lasts ``min_trailing_silence`` seconds, the utterance
+    ``min_utterance_length`` seconds, and (if ``must_contain_speech``) a token was decoded."""
+
+    must_contain_speech: bool
+    min_trailing_silence: float
+    min_utterance_length: float = 0.0
+
+
+@dataclass(frozen=True)
+class EndpointRules:
+    """frame_shift: seconds per log-prob frame (e.g. 0.04 for a 4x-subsampled 10 ms model).
+    rules: checked in order, the first that fires names the endpoint (``"rule1"`` ...);
+    the defaults are sherpa-onnx's: 2.4 s of silence with or without speech, 1.2 s after speech,
+    or 20 s of utterance."""
+
+    frame_shift: float
+    rules: tuple[EndpointRule, ...] = (
+        EndpointRule(False, 2.4),
+        EndpointRule(True, 1.2),
+        EndpointRule(False, 0.0, 20.0),
+    )
+
+    def __post_init__(self):
+        if not (isinstance(self.frame_shift, (int, float)) and 0 < self.frame_shift < 10):
+            raise OptionsError(f"EndpointRules.frame_shift must be in (0, 10) seconds; got "
+                               f"{self.frame_shift!r}")  # fmt: skip
+        for i, r in enumerate(self.rules):
+            if (
+                not isinstance(r, EndpointRule)
+                or r.min_trailing_silence < 0
+                or (r.min_utterance_length < 0)
+            ):
+                raise OptionsError(f"EndpointRules.rules[{i}] must be an EndpointRule with "
+                                   f"lengths >= 0; got {r!r}")  # fmt: skip
+
+    def detect(self, frames: int, trailing_silence: int, has_speech: bool) -> str | None:
+        for i, r in enumerate(self.rules):
+            if (
+                (has_speech or not r.must_contain_speech)
+                and trailing_silence * self.frame_shift >= r.min_trailing_silence
+                and frames * self.frame_shift >= r.min_utterance_length
+            ):
+                return f"rule{i + 1}"
+        return None
+
+
+class _Stream:
+    __slots__ = ("endpoint", "finished", "frames", "log_probs", "problem", "state")
+
+    def __init__(self, problem: SearchProblem, state, width: int):
+        self.problem, self.state = problem, state
+        self.log_probs = np.empty((64, width), np.float32)  # grows by doubling
+        self.frames = 0
+        self.finished = False
+        self.endpoint: str | None = None
+
+    def append(self, chunk: np.ndarray) -> None:
+        end = self.frames + len(chunk)
+        if end > len(self.log_probs):
+            grown = np.empty((max(end, 2 * len(self.log_probs)), self.log_probs.shape[1]),
+                             np.float32)  # fmt: skip
+            grown[: self.frames] = self.log_probs[: self.frames]
+            self.log_probs = grown
+        self.log_probs[self.frames : end] = chunk
+        self.frames = end
+
+    def scoring_problem(self) -> SearchProblem:
+        """The stream so far as `decode_ctc` would see it: for the paths' float64 scores."""
+        return replace(self.problem, log_probs=self.log_probs[None, : self.frames],
+                       lengths=np.array([self.frames], np.int64))  # fmt: skip
+
+
+class CtcStreamDecoder:
+    """Many streams over one graph, decoded chunk by chunk (see the module docstring).
+
+    graph:     a `DecodingGraph`; options: `CtcBeamOptions` (as `decode_ctc`).
+    backend:   ``"cpu"`` (default), ``"reference"`` or ``"auto"`` (cpu); the cuda backend has no
+               streaming yet and raises.
+    max_lanes: streams one `advance` runs at once (the rest wait for the next group).
+    tuning:    `CpuTuning` for the cpu backend (threads; record collection).
+    endpoint:  `EndpointRules`, or None for no endpointing.
+    """
+
+    def __init__(self, graph: DecodingGraph, options: CtcBeamOptions | None = None,
+                 backend: str = "cpu", *, max_lanes: int = 64, tuning=None,
+                 endpoint: EndpointRules | None = None):  # fmt: skip
+        options = CtcBeamOptions() if options is None else options
+        if not isinstance(options, CtcBeamOptions):
+            raise OptionsError(f"options must be a CtcBeamOptions; got {type(options).__name__}")
+        if not isinstance(graph, DecodingGraph):
+            raise DecodeInputError(f"graph must be a DecodingGraph; got {type(graph).__name__}")
+        if isinstance(max_lanes, bool) or not isinstance(max_lanes, int) or max_lanes < 1:
+            raise OptionsError(f"max_lanes must be an int >= 1; got {max_lanes!r}")
+        if endpoint is not None and not isinstance(endpoint, EndpointRules):
+            raise OptionsError(f"endpoint must be EndpointRules or None; got {endpoint!r}")
+        name = "cpu" if backend == "auto" else backend
+        if name not in ("reference", "cpu"):
+            raise OptionsError(f"streaming runs on the 'reference' and 'cpu' backends; got "
+                               f"{backend!r} (cuda streaming is not available yet)")  # fmt: skip
+        self.graph, self.options, self.max_lanes, self.endpoint_rules = (
+            graph, options, max_lanes, endpoint
+        )  # fmt: skip
+        self.width = graph.num_tokens if graph.tokens is not None else int(graph.ilabel.max())
+        self._search = ctc_stream_backend(name)(tuning_for(name, tuning, None))
+        self._streams: dict[int, _Stream] = {}
+        self._next_id = 0
+
+    # ----- streams ----------------------------------------------------------------------------
+    def open(self, boosts: Mapping | None = None) -> int:
+        """A new stream; ``boosts`` (word -> bonus, as `decode_ctc`) hold for its whole life."""
+        empty = np.zeros((1, 0, self.width), np.float32)
+        problem = prepare_problem(empty, None, self.graph, self.options,
+                                  None if boosts is None else [boosts])  # fmt: skip
+        sid = self._next_id
+        self._next_id += 1
+        self._streams[sid] = _Stream(problem, self._search.begin(problem), self.width)
+        return sid
+
+    def advance(self, chunks: Mapping[int, object]) -> dict[int, str]:
+        """Feed each stream its next chunk of log-probs ((frames, V), any number of frames);
+        returns ``{stream: rule}`` for the streams that reached an endpoint in this call. Every
+        chunk is checked before any stream moves: a bad one raises and changes nothing."""
+        if not isinstance(chunks, Mapping):
+            raise DecodeInputError(f"advance takes a mapping stream -> chunk; got "
+                                   f"{type(chunks).__name__}")  # fmt: skip
+        jobs = []
+        for sid, chunk in chunks.items():
+            stream = self._live(sid)
+            lp = self._checked_chunk(sid, chunk)
+            jobs.append((sid, stream, lp, search_costs(lp[None], self.options.acoustic_scale)[0]))
+        reached: dict[int, str] = {}
+        for i in range(0, len(jobs), self.max_lanes):
+            group = jobs[i : i + self.max_lanes]
+            states = self._search.advance([(s.problem, s.state, ac) for _, s, _, ac in group])
+            for (sid, stream, lp, _), state in zip(group, states, strict=True):
+                stream.state = state
+                stream.append(lp)
+                if self.endpoint_rules is not None and stream.endpoint is None:
+                    stream.endpoint = self._endpoint(stream)
+                    if stream.endpoint is not None:
+                        reached[sid] = stream.endpoint
+        return reached
+
+    def partial(self, stream: int) -> Hypothesis:
+        """The best path so far (cost alone, no final cost), ``stable_words`` marked."""
+        s = self._get(stream)
+        s.state, arcs, frames, n_stable = self._search.partial(s.problem, s.state)
+        if arcs is None:  # the search died: what finish would say
+            return to_hypotheses(s.scoring_problem(), [self._search.end(s.problem, s.state)])[0][0]
+        hyp = _batch_hypotheses(s.scoring_problem(), [(0, arcs, frames, False)])[0]
+        stable = int(np.count_nonzero(self.graph.olabel[arcs[:n_stable]]))
+        return replace(hyp, stable_words=stable)
+
+    def endpoint(self, stream: int) -> str | None:
+        """The endpoint rule the stream reached, or None."""
+        return self._get(stream).endpoint
+
+    def finish(self, stream: int) -> list[Hypothesis]:
+        """The stream's final result, exactly `decode_ctc`'s on everything it received; no more
+        chunks may follow (close it, or keep it to read `partial`)."""
+        s = self._live(stream)
+        s.finished = True
+        return to_hypotheses(s.scoring_problem(), [self._search.end(s.problem, s.state)])[0]
+
+    def close(self, stream: int) -> None:
+        """Forget the stream (finished or not)."""
+        self._get(stream)
+        del self._streams[stream]
+
+    @property
+    def streams(self) -> list[int]:
+        """The open streams (finished ones included until closed)."""
+        return list(self._streams)
+
+    def frames(self, stream: int) -> int:
+        return self._get(stream).frames
+
+    # ----- checks -----------------------------------------------------------------------------
+    def _get(self, sid) -> _Stream:
+        stream = self._streams.get(sid) if isinstance(sid, int) else None
+        if stream is None:
+            state = "closed" if isinstance(sid, int) and 0 <= sid < self._next_id else "unknown"
+            raise DecodeInputError(f"stream {sid!r} is {state}")
+        return stream
+
+    def _live(self, sid) -> _Stream:
+        stream = self._get(sid)
+        if stream.finished:
+            raise DecodeInputError(f"stream {sid} is finished: open a new stream")
+        return stream
+
+    def _checked_chunk(self, sid: int, chunk) -> np.ndarray:
+        from .search import _as_float_array  # the same conversion as decode_ctc
+
+        lp = _as_float_array(chunk)
+        if lp.ndim != 2 or lp.shape[1] != self.width:
+            raise DecodeInputError(f"stream {sid}: a chunk must be (frames, {self.width}); got "
+                                   f"shape {tuple(lp.shape)}")  # fmt: skip
+        bad = np.isnan(lp).any(axis=1) | (lp == np.inf).any(axis=1)
+        dead = (lp == -np.inf).all(axis=1) if lp.shape[1] else np.zeros(len(lp), bool)
+        for what, rows in (("NaN or +inf", bad), ("-inf in every column", dead)):
+            if rows.any():
+                t = int(np.flatnonzero(rows)[0])
+                raise DecodeInputError(f"stream {sid}: chunk frame {t} contains {what}")
+        return lp
+
+    def _endpoint(self, s: _Stream) -> str | None:
+        s.state, arcs, frames, _ = self._search.partial(s.problem, s.state)
+        if arcs is None:
+            return None
+        g, blank = self.graph, s.problem.blank_ilabel
+        emitting = arcs < g.num_emitting_arcs
+        tokens = emitting & (g.ilabel[arcs] != blank)
+        last = int(frames[tokens][-1]) + 1 if tokens.any() else 0
+        return self.endpoint_rules.detect(s.frames, s.frames - last, bool(tokens.any()))
