@@ -20,12 +20,10 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ._traceback import PathRows, finish_paths
+from ._traceback import PathRows, Records, Survivors, finish_paths
 from .bundles import lane_boosts, limits, search_graph
 from .cpu_steps import (
-    Records,
     SharedPrefix,
-    Survivors,
     candidates,
     closure_cutoff,
     collect_records,
@@ -156,10 +154,8 @@ def end(state, graph, final_cost, nbest, out):
     if counts[STATUS] & _STOPPING:
         return 0, counts[STATUS], counts[STOPPED]
     alive, records = state.alive, state.records
-    n_paths, status = finish_paths(
-        alive.state, alive.cost, alive.record, alive.state.shape[0], records.prev, records.arc,
-        counts[N_REC], counts[FRAMES], final_cost, graph.olabel, graph.num_emitting, nbest, *out,
-    )  # fmt: skip
+    n_paths, status = finish_paths(alive, records, counts[N_REC], counts[FRAMES], final_cost,
+                                   graph.olabel, graph.num_emitting, nbest, out)  # fmt: skip
     if counts[N_PREFIX] > 0 and not status & OVERFLOW:
         status |= prepend_prefix(state.prefix, counts[N_PREFIX], n_paths, out)
     return n_paths, status, -1

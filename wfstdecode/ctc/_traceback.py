@@ -1,12 +1,14 @@
 """End of a search, shared by the CPU and CUDA backends: rank the surviving tokens, trace their
 paths back through a backpointer store, drop duplicate word sequences (see `reference.py`, step 6).
 
-The store is two int32 arrays indexed alike: ``st_arc[k]`` the arc that made record ``k`` (-1 for
-the start), ``st_prev[k]`` the record it came from. ``a_store[i]`` is surviving token ``i``'s
-record.
+The store (`Records`) is two int32 arrays indexed alike: ``arc[k]`` the arc that made record
+``k`` (-1 for the start), ``prev[k]`` the record it came from; surviving token ``i`` of
+`Survivors` traces back from record ``record[i]``.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -15,6 +17,23 @@ from ._problem import RawResult
 from .status import CYCLE, MORE_PATHS, NO_FINAL, OVERFLOW, RESULT_BITS, raise_graph_errors
 
 _INF = np.float32(np.inf)
+
+
+class Survivors(NamedTuple):
+    """The surviving tokens of a token frame: state, cost relative to that frame's best, and the
+    record it traces back from."""
+
+    state: np.ndarray
+    cost: np.ndarray
+    record: np.ndarray
+
+
+class Records(NamedTuple):
+    """The backpointer store: record ``k`` was made by ``arc[k]`` (-1: the start, or the end of
+    a prefix moved out) from record ``prev[k]``."""
+
+    prev: np.ndarray
+    arc: np.ndarray
 
 
 class PathRows:
@@ -59,15 +78,17 @@ class PathRows:
 
 
 @njit(nogil=True, cache=True)
-def finish_paths(
-    a_state, a_cost, a_store, a_n, st_prev, st_arc, n_st, T, final_cost, olabel, n_emit, nbest,
-    out_arcs, out_frames, out_len, out_cost,
-):  # fmt: skip
-    """Write up to ``nbest`` paths of the ``a_n`` survivors into ``out_*`` (arcs and frames of
-    path ``p`` in ``out_arcs[p, :out_len[p]]``); returns ``(number of paths, status bits)``.
+def finish_paths(alive, records, n_rec, T, final_cost, olabel, num_emitting, nbest, out):
+    """Write up to ``nbest`` paths of the survivors ``alive`` (`Survivors`), traced back through
+    the first ``n_rec`` of ``records``, into ``out`` (`PathRows.lane`: arcs and frames of path
+    ``p`` in ``arcs[p, :lens[p]]``); returns ``(number of paths, status bits)``.
 
     The buffers may have fewer rows than ``nbest`` (a huge ``nbest`` must not allocate for
     paths that do not exist): when they run out while paths remain, MORE_PATHS says so."""
+    a_state, a_cost, a_store = alive
+    st_prev, st_arc = records
+    out_arcs, out_frames, out_len, out_cost = out
+    a_n, n_st, n_emit = a_state.shape[0], n_rec, num_emitting
     status = 0
     total = np.empty(a_n, np.float32)
     any_final = False

@@ -27,6 +27,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
+from ._traceback import Records, Survivors
 from .bundles import arc_cost, improves
 from .status import OVERFLOW
 
@@ -44,22 +45,6 @@ class Candidates(NamedTuple):
     queued: np.ndarray  # bool: in the epsilon closure's next round
     kept: np.ndarray  # bool: a survivor or an in-frame ancestor of one
     record: np.ndarray  # int32: its record index once kept
-
-
-class Survivors(NamedTuple):
-    """The previous frame's surviving tokens: state, cost relative to that frame's best,
-    record."""
-
-    state: np.ndarray
-    cost: np.ndarray
-    record: np.ndarray
-
-
-class Records(NamedTuple):
-    """The backpointer store: record ``k`` was made by ``arc[k]`` from record ``prev[k]``."""
-
-    prev: np.ndarray
-    arc: np.ndarray
 
 
 @njit(nogil=True, cache=True)

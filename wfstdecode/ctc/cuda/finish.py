@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._problem import RawResult, SearchProblem
-from .._traceback import PathRows, finish_paths
+from .._traceback import PathRows, Records, Survivors, finish_paths
 from ..status import DIED, RETRY_BITS, raise_graph_errors
 
 
@@ -19,6 +19,7 @@ def finish(problem: SearchProblem, d, chunks, T: int) -> list[RawResult]:
     g = problem.graph
     B = problem.batch_size
     st_arc, st_prev, frame_base = _global_records(chunks, g.num_emitting_arcs, T)
+    records = Records(st_prev, st_arc)
 
     lanes = d.lanes
     status, died = lanes.status.copy_to_host(), lanes.died.copy_to_host()
@@ -46,9 +47,9 @@ def finish(problem: SearchProblem, d, chunks, T: int) -> list[RawResult]:
         out = PathRows.first(1, problem.options.nbest, T)
         while True:
             n_paths, st = finish_paths(
-                state[lo : lo + n], cost[lo : lo + n], a_store, n, st_prev, st_arc, len(st_arc),
+                Survivors(state[lo : lo + n], cost[lo : lo + n], a_store), records, len(st_arc),
                 length, g.final_cost, g.olabel, g.num_emitting_arcs, problem.options.nbest,
-                *out.lane(0),
+                out.lane(0),
             )  # fmt: skip
             if not st & RETRY_BITS:
                 break
