@@ -66,7 +66,8 @@ class Outcome(NamedTuple):
 @njit(nogil=True, cache=True)
 def _settle(state, cands, n, best_emit, frame, graph, boosts, lane, lim, state_map):
     """Steps 3-5 and the records of token frame ``frame``, whose ``n`` candidates are built;
-    collects the records when due. Leaves ``state_map`` all -1."""
+    collects the records when due. Leaves ``state_map`` all -1. Returns the state and the
+    candidate buffers (grown by the closure, if it had to: the next frame reuses them)."""
     counts = state.counts
     limit = closure_cutoff(cands.cost, n, best_emit, lim)
     if graph.ne_offsets[-1] > graph.ne_offsets[0]:
@@ -75,7 +76,7 @@ def _settle(state, cands, n, best_emit, frame, graph, boosts, lane, lim, state_m
             state_map[cands.state[:n]] = -1
             counts[STATUS] |= NEG_CYCLE
             counts[STOPPED] = frame
-            return state
+            return state, cands
     best, cutoff = prune_cutoff(cands.cost, n, lim)
     n_alive = keep_ancestors(cands, n, cutoff, graph.num_emitting)
     alive, records, n_rec = compact_records(cands, n, cutoff, best, n_alive, state.records,
@@ -87,7 +88,7 @@ def _settle(state, cands, n, best_emit, frame, graph, boosts, lane, lim, state_m
         prefix = _collect(alive, records, prefix, counts, graph)
         if 2 * counts[N_REC] > counts[COLLECT_AT]:
             counts[COLLECT_AT] *= 2
-    return SearchState(alive, records, prefix, counts)
+    return SearchState(alive, records, prefix, counts), cands
 
 
 @njit(nogil=True, cache=True)
@@ -115,7 +116,7 @@ def begin(graph, boosts, lane, lim, state_map, collect_at):
         Records(np.empty(1024, np.int32), np.empty(1024, np.int32)),
         SharedPrefix(empty, empty), counts,
     )  # fmt: skip
-    return _settle(state, cands, n, np.float32(0.0), 0, graph, boosts, lane, lim, state_map)
+    return _settle(state, cands, n, np.float32(0.0), 0, graph, boosts, lane, lim, state_map)[0]
 
 
 @njit(nogil=True, cache=True)
@@ -140,8 +141,8 @@ def advance(state, ac, n_frames, graph, boosts, lane, lim, state_map, cancel):
             counts[STOPPED] = counts[FRAMES]
             return state
         best_emit = smallest(cands.cost, n)
-        state = _settle(state, cands, n, best_emit, counts[FRAMES] + 1, graph, boosts, lane, lim,
-                        state_map)  # fmt: skip
+        state, cands = _settle(state, cands, n, best_emit, counts[FRAMES] + 1, graph, boosts,
+                               lane, lim, state_map)  # fmt: skip
         counts[FRAMES] += 1
     return state
 
