@@ -52,6 +52,9 @@ from pathlib import Path
 
 import numpy as np
 
+from wfstdecode.ctc.npz import ctc_collapse
+from wfstdecode.metrics import edit_distance
+
 FONT_CANDIDATES = [
     "/usr/share/fonts/truetype/dejavu/DejaVuSans.ttf",
     "/usr/share/fonts/dejavu/DejaVuSans.ttf",
@@ -105,23 +108,7 @@ def degrade(img, rng: np.random.Generator, downscale, blur, noise) -> tuple[np.n
 
 
 def ctc_greedy(ids: np.ndarray, symbols: list[str], blank: int = 0) -> list[str]:
-    out, prev = [], -1
-    for i in ids.tolist():
-        if i != prev and i != blank:
-            out.append(symbols[i])
-        prev = i
-    return out
-
-
-def edit_distance(a, b) -> int:
-    d = list(range(len(b) + 1))
-    for i in range(1, len(a) + 1):
-        prev, d[0] = d[0], i
-        for j in range(1, len(b) + 1):
-            cur = d[j]
-            d[j] = min(d[j] + 1, d[j - 1] + 1, prev + (a[i - 1] != b[j - 1]))
-            prev = cur
-    return d[-1]
+    return [symbols[i] for i in ctc_collapse(ids, blank).tolist()]
 
 
 def error_rates(refs: list[str], hyps: list[str]) -> tuple[float, float]:

@@ -91,8 +91,9 @@ def test_nbest_distinct_word_sequences_best_first(backend):
 @pytest.mark.parametrize("seed", range(6))
 def test_batched_hypothesis_building_equals_the_one_path_version(seed):
     from wfstdecode.ctc._cpu import decode_cpu
-    from wfstdecode.ctc._paths import NOTE_NO_FINAL, path_hypothesis, to_hypotheses
+    from wfstdecode.ctc._paths import NOTE_NO_FINAL, to_hypotheses
     from wfstdecode.ctc.search import prepare_problem
+    from wfstdecode.testing.paths import path_hypothesis
 
     if seed % 2:
         g = random_graph(seed, num_states=15, eps_arcs_per_state=1.0, final_prob=0.2)

@@ -79,6 +79,13 @@ def _text(x) -> str:
     return x.decode("utf-8", "replace") if isinstance(x, bytes) else str(x)
 
 
+def ctc_collapse(ids, blank: int = 0) -> np.ndarray:
+    """Per-frame token ids as CTC reads them: repeats merged, then blanks dropped."""
+    ids = np.asarray(ids)
+    keep = (ids != blank) & np.concatenate(([True], ids[1:] != ids[:-1]))
+    return ids[keep]
+
+
 def greedy_ctc_texts(log_probs, lengths, tokens: SymbolTable, blank: int = 0) -> list[str]:
     """Best-path CTC transcripts: argmax per frame, merge repeats, drop blanks; tokens are joined
     and ``|`` becomes a space (character models); otherwise tokens are joined by spaces."""
@@ -86,9 +93,7 @@ def greedy_ctc_texts(log_probs, lengths, tokens: SymbolTable, blank: int = 0) ->
     chars = all(len(s) == 1 or s == WORD_SEPARATOR for s, i in tokens if i != blank)
     texts = []
     for b, L in enumerate(np.asarray(lengths)):
-        seq = arg[b, : int(L)]
-        keep = (seq != blank) & np.concatenate(([True], seq[1:] != seq[:-1]))
-        syms = [tokens.symbol(int(i)) for i in seq[keep]]
+        syms = [tokens.symbol(int(i)) for i in ctc_collapse(arg[b, : int(L)], blank)]
         if chars:
             texts.append(" ".join("".join(syms).replace(WORD_SEPARATOR, " ").split()))
         else:

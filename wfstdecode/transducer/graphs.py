@@ -1,4 +1,4 @@
-"""CUDA-graph drivers for the greedy loop programs of `greedy.py`.
+"""CUDA-graph drivers for the greedy loop programs of `programs.py`.
 
 "loop_bodies": ``init_``, ``outer_begin_``, ``inner_step_`` and ``outer_end_`` are each captured
 once as a `torch.cuda.CUDAGraph`; Python runs the loops and reads the two flags (one host sync
@@ -84,7 +84,7 @@ def conditional_nodes_unavailable_reason() -> str | None:
 
 def run(mode: str, adapter, enc, lengths, options, vocab):
     """Decode with a cached captured program; returns the program (its buffers hold results)."""
-    from .greedy import make_program
+    from .programs import make_program
 
     # Pad time to a multiple of TIME_BUCKET so that ragged batches share captured graphs; padded
     # frames lie beyond every length and are never read as valid.
@@ -118,7 +118,7 @@ def _ref(obj):
 
 def _warm_up(program) -> None:
     """One eager run on a side stream: allocates the lazily made tensors, initialises cuBLAS."""
-    from .greedy import run_eager
+    from .programs import run_eager
 
     stream = torch.cuda.Stream(program.rows.device)
     stream.wait_stream(torch.cuda.current_stream(program.rows.device))
@@ -144,7 +144,7 @@ class _BodyGraphs:
             self.graphs[name] = graph
 
     def replay(self) -> None:
-        from .greedy import host_flag
+        from .programs import host_flag
 
         p, g = self.program, self.graphs
         g["init_"].replay()

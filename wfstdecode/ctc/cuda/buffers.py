@@ -17,16 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from .. import bundles
-
-# ctl: the frame being run, whether this step runs it, the chunk's record buffer (0 or 1), the
-# frames the chunk has run (kept here: `info` is mapped host memory, slow to read from the GPU)
-CTL_FRAME, CTL_GO, CTL_HALF, CTL_CHUNK_FRAMES = 0, 1, 2, 3
-# info[half]: frames run, first frame, record start of each frame ..., records used (last column)
-INFO_FRAMES, INFO_FIRST, INFO_STARTS = 0, 1, 2
-
-EMPTY = -1  # a free hash-table slot
-NO_KEY = np.uint64(0xFFFFFFFFFFFFFFFF)  # a slot's key before any candidate: larger than all
-NO_BEST = np.uint32(0xFFFFFFFF)  # no best cost yet (ordered bits: larger than every cost's)
+from .layout import EMPTY, NO_BEST, NO_KEY
 
 
 class Acoustics(NamedTuple):

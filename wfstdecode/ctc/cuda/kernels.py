@@ -55,7 +55,7 @@ import numpy as np
 from numba import float32, int32, uint32
 
 from . import steps
-from .buffers import (
+from .layout import (
     CTL_CHUNK_FRAMES,
     CTL_FRAME,
     CTL_GO,

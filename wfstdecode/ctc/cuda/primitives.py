@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import float32, int32, uint32
 
-from .buffers import EMPTY, NO_BEST, NO_KEY
+from .layout import EMPTY, NO_BEST, NO_KEY
 from .target import bits_float, cuda, float_bits
 
 _LOW32 = np.uint64(0xFFFFFFFF)

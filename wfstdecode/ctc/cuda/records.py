@@ -13,7 +13,7 @@ import threading
 import numpy as np
 
 from ...buffers import grown
-from .buffers import INFO_FIRST, INFO_FRAMES, INFO_STARTS
+from .layout import INFO_FIRST, INFO_FRAMES, INFO_STARTS
 
 _KEPT: list = []  # (CUDA context, PinnedDoubleBuffer) not in use, for the next call
 _KEPT_LOCK = threading.Lock()

@@ -24,7 +24,7 @@ from numba import float32
 from .. import bundles
 from ..options import LOG_PROB_FLOOR
 from ..status import DIED, NEG_CYCLE
-from .buffers import NO_BEST
+from .layout import NO_BEST
 from .primitives import (
     add_candidate,
     block_exclusive_scan,

@@ -1,0 +1,73 @@
+"""An oracle for `wfstdecode.ctc._paths.to_hypotheses`: the `Hypothesis` of one path, built path
+by path with plain NumPy (`to_hypotheses` builds a whole batch's at once)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..results import Hypothesis
+
+
+def path_hypothesis(problem, b, arcs, frames, final=True, notes=()) -> Hypothesis:
+    """Utterance ``b``'s path ``arcs`` (with ``frames``) of ``problem`` as a `Hypothesis`, the
+    final cost included when ``final``."""
+    g = problem.graph
+    arcs = np.asarray(arcs, np.int64)
+    frames = np.asarray(frames, np.int64)
+    n_emit = g.num_emitting_arcs
+    emitting = arcs < n_emit
+    em_arcs = arcs[emitting]
+    em_frames = frames[emitting]
+    ilab = g.ilabel[em_arcs].astype(np.int64)
+    src = np.searchsorted(g.e_offsets, em_arcs, side="right") - 1
+    self_loop = src == g.next_state[em_arcs]
+    blank = problem.blank_ilabel
+    same_as_prev = np.zeros(len(em_arcs), bool)
+    same_as_prev[1:] = ilab[1:] == ilab[:-1]
+    new_token = (ilab != blank) & ~(self_loop & same_as_prev)
+    tokens = tuple(int(x) for x in ilab[new_token] - 1)
+    timestamps = tuple(int(x) for x in em_frames[new_token])
+
+    # words and their spans
+    olab = g.olabel[arcs]
+    word_pos = np.flatnonzero(olab != 0)
+    pos_emitting = np.flatnonzero(emitting)  # path positions of emitting arcs
+    nonblank_pos = pos_emitting[ilab != blank]
+    nonblank_frames = em_frames[ilab != blank]
+    newtok_pos = pos_emitting[new_token]
+    newtok_frames = em_frames[new_token]
+    word_ids = tuple(int(w) for w in olab[word_pos])
+    nxt = np.append(word_pos[1:], len(arcs))
+    first = np.searchsorted(newtok_pos, word_pos)  # first new token at or after the output arc
+    has_token = first < len(newtok_pos)
+    has_token[has_token] = newtok_pos[first[has_token]] < nxt[has_token]
+    last = np.searchsorted(nonblank_pos, nxt) - 1  # last non-blank frame before the next word
+    starts = np.where(has_token, newtok_frames[np.minimum(first, len(newtok_pos) - 1)]
+                      if len(newtok_pos) else 0, np.maximum(frames[word_pos], 0))  # fmt: skip
+    ends = np.where(has_token, nonblank_frames[np.maximum(last, 0)] if len(nonblank_pos) else 0,
+                    starts)  # fmt: skip
+    spans = [(int(a), int(e)) for a, e in zip(starts.tolist(), ends.tolist(), strict=True)]
+    words = tuple(g.words.symbol(w) if g.words is not None else str(w) for w in word_ids)
+
+    # scores
+    ac = problem.acoustic_costs(np.full(len(em_frames), b), em_frames, ilab - 1)
+    acoustic = -float(np.sum(ac.astype(np.float64)))
+    bonuses = problem.boosts.dicts[b] or {}
+    arc_total = float(np.sum(problem.arc_cost[arcs].astype(np.float64)))
+    if bonuses:
+        arc_total -= sum(float(bonuses.get(int(w), 0.0)) for w in olab[word_pos])
+    if final:
+        last = int(g.next_state[arcs[-1]]) if len(arcs) else g.start
+        arc_total += float(g.final_cost[last])
+    graph_score = -arc_total
+    return Hypothesis(
+        tokens=tokens,
+        timestamps=timestamps,
+        score=acoustic + graph_score,
+        words=words,
+        word_ids=word_ids,
+        word_timestamps=tuple(spans),
+        acoustic_score=acoustic,
+        graph_score=graph_score,
+        notes=tuple(notes),
+    )
