@@ -15,13 +15,13 @@ from .errors import BackendUnavailableError
 CTC_BACKENDS = ("reference", "cpu", "cuda")
 _CTC_MODULES = {
     "reference": ("wfstdecode.ctc.reference", "decode_reference"),
-    "cpu": ("wfstdecode.ctc._cpu", "decode_cpu"),
+    "cpu": ("wfstdecode.ctc.cpu", "decode_cpu"),
     "cuda": ("wfstdecode.ctc.cuda.driver", "decode_cuda"),
 }
 # streaming: a class per backend with begin / advance / partial / end (see ctc/stream.py)
 _CTC_STREAM_MODULES = {
     "reference": ("wfstdecode.ctc.reference", "ReferenceStreams"),
-    "cpu": ("wfstdecode.ctc._cpu", "CpuStreams"),
+    "cpu": ("wfstdecode.ctc.cpu", "CpuStreams"),
 }
 
 

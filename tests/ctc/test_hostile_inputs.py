@@ -98,7 +98,7 @@ def test_extreme_magnitudes_equal_the_reference(backend, make):
 def test_long_utterance_costs_stay_small():
     """Cost offsets: after 20,000 frames the search's path costs are still within a few beams
     of zero, while the path's score is in the tens of thousands."""
-    from wfstdecode.ctc._cpu import decode_cpu
+    from wfstdecode.ctc.cpu import decode_cpu
     from wfstdecode.ctc.search import prepare_problem
 
     g, lp, lengths = _lexicon_case(3, repeat=700)
@@ -152,8 +152,8 @@ def test_num_threads_above_the_pool_is_capped():
 
 
 def test_cancel_flag_stops_every_utterance_at_its_next_frame():
-    from wfstdecode.ctc._cpu import _run
     from wfstdecode.ctc._traceback import PathRows
+    from wfstdecode.ctc.cpu import _run
     from wfstdecode.ctc.search import prepare_problem
     from wfstdecode.ctc.status import CANCELLED
 
@@ -167,7 +167,7 @@ def test_keyboard_interrupt_cancels_the_search_on_the_worker(monkeypatch):
     """Ctrl-C (simulated with interrupt_main) while the worker runs a search: the main thread
     raises KeyboardInterrupt and the search is told to stop (the stand-in search below only
     returns once it sees the cancel flag, or after a minute, so a broken wiring fails)."""
-    from wfstdecode.ctc import _cpu
+    from wfstdecode.ctc import cpu
 
     seen = {}
 
@@ -178,7 +178,7 @@ def test_keyboard_interrupt_cancels_the_search_on_the_worker(monkeypatch):
         seen["cancelled"] = bool(cancel[0])
 
     g, lp, lengths = _lexicon_case(0)
-    monkeypatch.setattr(_cpu, "_run", search_until_cancelled)
+    monkeypatch.setattr(cpu, "_run", search_until_cancelled)
     timer = threading.Timer(0.2, _thread.interrupt_main)
     timer.start()
     with pytest.raises(KeyboardInterrupt):

@@ -90,8 +90,8 @@ def test_nbest_distinct_word_sequences_best_first(backend):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_batched_hypothesis_building_equals_the_one_path_version(seed):
-    from wfstdecode.ctc._cpu import decode_cpu
     from wfstdecode.ctc._paths import NOTE_NO_FINAL, to_hypotheses
+    from wfstdecode.ctc.cpu import decode_cpu
     from wfstdecode.ctc.search import prepare_problem
     from wfstdecode.testing.paths import path_hypothesis
 

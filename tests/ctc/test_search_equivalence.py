@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from wfstdecode.ctc import CtcBeamOptions, decode_ctc
-from wfstdecode.ctc._cpu import decode_cpu
+from wfstdecode.ctc.cpu import decode_cpu
 from wfstdecode.ctc.reference import decode_reference
 from wfstdecode.testing import (
     assert_hypotheses_equal,

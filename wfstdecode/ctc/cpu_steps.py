@@ -2,7 +2,7 @@
 `reference.py`'s order: `start` (step 1), `expand` (2), `closure_cutoff` (3), `epsilon_closure`
 (4), `prune_cutoff` (5), then `keep_ancestors` and `compact_records` (the backpointer store the
 reference does not need), and `collect_records`, which keeps that store as small as the active
-tokens. `_cpu.py` runs them frame by frame; the cuda backend's `cuda/steps.py` has the same
+tokens. `cpu.py` runs them frame by frame; the cuda backend's `cuda/steps.py` has the same
 steps under the same names (the table in `cuda/kernels.py` maps them).
 
 Data layout, chosen so the CUDA backend can mirror it:

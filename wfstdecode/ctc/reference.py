@@ -97,7 +97,7 @@ def begin(p: SearchProblem, b: int) -> SearchState:
 
 def advance(p: SearchProblem, b: int, state: SearchState, ac) -> None:
     """Steps 2-5 for each frame of ``ac`` (search costs, frames x tokens), in place. The steps
-    are in the order the CPU backend (`_cpu.advance`) and the CUDA kernels run them. Python
+    are in the order the CPU backend (`cpu.advance`) and the CUDA kernels run them. Python
     tokens keep their ancestors alive by reference, so the fast backends' keep-ancestors and
     compact-records steps (a backpointer store) have no counterpart here."""
     cost_of = _costs_of(p, b)
