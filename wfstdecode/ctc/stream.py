@@ -35,7 +35,7 @@ from ..results import Hypothesis
 from ._paths import _batch_hypotheses, to_hypotheses
 from ._problem import SearchProblem, search_costs
 from .options import CtcBeamOptions
-from .search import prepare_problem
+from .search import _as_float_array, prepare_problem
 from .tuning import tuning_for
 
 
@@ -216,6 +216,7 @@ class CtcStreamDecoder:
         return list(self._streams)
 
     def frames(self, stream: int) -> int:
+        """Log-prob frames the stream has received."""
         return self._get(stream).frames
 
     # ----- checks -----------------------------------------------------------------------------
@@ -233,9 +234,7 @@ class CtcStreamDecoder:
         return stream
 
     def _checked_chunk(self, sid: int, chunk) -> np.ndarray:
-        from .search import _as_float_array  # the same conversion as decode_ctc
-
-        lp = _as_float_array(chunk)
+        lp = _as_float_array(chunk)  # the same conversion as decode_ctc
         if lp.ndim != 2 or lp.shape[1] != self.width:
             raise DecodeInputError(f"stream {sid}: a chunk must be (frames, {self.width}); got "
                                    f"shape {tuple(lp.shape)}")  # fmt: skip
