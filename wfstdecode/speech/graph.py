@@ -1,0 +1,77 @@
+"""The shipped speech graph: a phone TLG of hama's tokens, a 72k-word en-us lexicon and a pruned
+en-us trigram (``wfstdecode/data/speech``), built once on first use into a cache directory.
+
+The cache key is a hash of the inputs and the build settings, so a changed input builds anew
+beside the old graph and a finished graph is never rebuilt. The directory appears only when
+complete (`build_graph_dir`), so two processes building at once both end with a valid graph.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from importlib.resources import files
+from pathlib import Path
+
+from ..errors import WfstDecodeError
+from .phone_model import WORD_BOUNDARY
+
+DATA = Path(str(files("wfstdecode") / "data" / "speech"))
+CLIPS = DATA / "clips"
+TOPOLOGY = "compact"
+_INPUTS = ("tokens.txt", "lexicon.txt.gz", "lm.arpa.gz")
+_RECIPE = f"phones_hama/{TOPOLOGY}/separator={WORD_BOUNDARY}/v1"
+
+
+def cache_root() -> Path:
+    """``$WFSTDECODE_CACHE``, else ``$XDG_CACHE_HOME/wfstdecode``, else ``~/.cache/wfstdecode``."""
+    if os.environ.get("WFSTDECODE_CACHE"):
+        return Path(os.environ["WFSTDECODE_CACHE"])
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    return (Path(xdg) if xdg else Path.home() / ".cache") / "wfstdecode"
+
+
+def speech_graph_dir(cache: str | os.PathLike | None = None, verbose: bool = True,
+                     data: Path = DATA) -> Path:  # fmt: skip
+    """The directory of the shipped speech graph, built first if the cache does not hold it
+    (about 15-30 s and 1 GB of memory; with ``verbose``, a line per build stage)."""
+    from ..graph.build_dir import build_graph_dir
+    from ..graph.output import is_graph_dir
+    from ..progress import print_stage
+
+    digest = hashlib.sha256(_RECIPE.encode())
+    for name in _INPUTS:
+        digest.update(name.encode() + b"\0" + (data / name).read_bytes())
+    key = digest.hexdigest()[:16]
+    target = Path(cache if cache is not None else cache_root()) / f"speech-graph-{key}"
+    if is_graph_dir(target):
+        return target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    if verbose:
+        print(f"building the speech graph once, into {target} (about 20 s, 1 GB)", flush=True)
+    try:
+        out, _ = build_graph_dir(
+            target, lambda: _read_inputs(data), data / "lm.arpa.gz", TOPOLOGY,
+            separator=WORD_BOUNDARY, info={"speech_graph": key, "recipe": _RECIPE},
+            progress=print_stage if verbose else None,
+        )  # fmt: skip
+    except WfstDecodeError:
+        if is_graph_dir(target):  # another process finished the same build first
+            return target
+        raise
+    return out
+
+
+def _read_inputs(data: Path) -> tuple:
+    from ..graph import read_lexicon
+    from ..symbols import SymbolTable
+
+    tokens = SymbolTable.read(data / "tokens.txt")
+    return tokens, read_lexicon(data / "lexicon.txt.gz", tokens)
+
+
+def load_speech_graph(cache: str | os.PathLike | None = None, verbose: bool = True):
+    """The shipped speech graph as a `DecodingGraph` (built into the cache on first use)."""
+    from ..decoding_graph import DecodingGraph
+
+    return DecodingGraph.load(speech_graph_dir(cache, verbose))

@@ -1,0 +1,108 @@
+"""hama's waveform -> phone CTC model (PyPI ``hama``, Apache-2.0) behind the toolkit's conventions:
+log-prob column ``t`` is ``tokens.txt`` id ``t`` with the blank first, as `decode_ctc` expects.
+
+hama 1.7.0's model: 16 kHz mono input, one output frame per 320 samples (20 ms), 191 classes —
+189 IPA phones and markers of its G2P vocabulary, the word boundary ``<wb>`` and the blank.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from functools import cached_property
+
+import numpy as np
+
+from ..errors import BackendUnavailableError, DecodeInputError
+from ..symbols import BLANK, SymbolTable
+from .audio import load_audio
+
+WORD_BOUNDARY = "<wb>"
+HAMA_VERSION = "1.7.0"
+# hama's vocabulary has a space class; tokens.txt cannot hold whitespace.
+_RENAMED = {" ": "<space>"}
+
+
+def hama_token_names(classes: Sequence[str], blank: str = "<blank>") -> list[str]:
+    """tokens.txt names for hama's output classes: the blank first as ``<blk>``, then the others
+    in hama's order (renamed where tokens.txt cannot hold them)."""
+    return [BLANK] + [_RENAMED.get(c, c) for c in classes if c != blank]
+
+
+def _import_hama():
+    try:
+        import hama
+    except ImportError:
+        raise BackendUnavailableError(
+            "speech input needs PyPI hama (the phone CTC model): pip install 'wfstdecode[speech]'"
+        ) from None
+    return hama
+
+
+class HamaPhoneModel:
+    """Audio -> per-frame phone log-probabilities (natural log, each frame sums to one)."""
+
+    sample_rate = 16000
+    frame_seconds = 0.02
+
+    def __init__(self):
+        hama = _import_hama()
+        self._model = hama.ASRModel()
+        classes = list(self._model.decoder_tokens)
+        self._blank = self._model.blank_id
+        # Column order that puts the blank first; the rest keep hama's order.
+        self._columns = np.array(
+            [self._blank] + [i for i in range(len(classes)) if i != self._blank]
+        )
+        self.tokens = SymbolTable.from_list(hama_token_names(classes, classes[self._blank]))
+
+    @cached_property
+    def word_boundary_id(self) -> int:
+        return self.tokens.id(WORD_BOUNDARY)
+
+    def log_probs_of(self, samples: np.ndarray) -> np.ndarray:
+        """(T, V) float32 log-probs of one utterance of mono samples at `sample_rate`."""
+        samples = np.asarray(samples, np.float32).reshape(-1)
+        if samples.size < 2 * 320:  # the model's convolutions need a few frames of input
+            raise DecodeInputError(
+                f"audio of {samples.size} samples is too short for the phone model "
+                f"(at least 640 samples, 40 ms at {self.sample_rate} Hz)"
+            )
+        session = self._model.session
+        log_probs, lengths = session.run(
+            ["log_probs", "out_lengths"],
+            {"waveform": samples[None], "waveform_lengths": np.array([samples.size], np.int64)},
+        )
+        length = int(np.asarray(lengths).reshape(-1)[0])
+        return np.ascontiguousarray(log_probs[0, :length][:, self._columns], dtype=np.float32)
+
+    def log_probs(self, utterances: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+        """Padded ``(log_probs[B, T, V], lengths[B])`` of several utterances (one model call each:
+        hama's engine runs one waveform at a time). Padding frames are certain blanks."""
+        rows = [self.log_probs_of(u) for u in utterances]
+        return pad_log_probs(rows, len(self.tokens))
+
+    def log_probs_of_file(self, path: str | os.PathLike) -> np.ndarray:
+        return self.log_probs_of(load_audio(path, self.sample_rate))
+
+    def greedy_phones(self, log_probs: np.ndarray) -> list[list[str]]:
+        """Best-path phones of one utterance's (T, V) log-probs, grouped into words at ``<wb>``."""
+        from ..ctc.npz import ctc_collapse
+
+        words: list[list[str]] = [[]]
+        for token in ctc_collapse(np.argmax(log_probs, axis=1)):
+            if token == self.word_boundary_id:
+                words.append([])
+            else:
+                words[-1].append(self.tokens.symbol(int(token)))
+        return [w for w in words if w]
+
+
+def pad_log_probs(rows: Sequence[np.ndarray], vocab: int) -> tuple[np.ndarray, np.ndarray]:
+    """Stack (T_b, V) arrays into (B, T_max, V) with blank-certain padding, and their lengths."""
+    lengths = np.array([len(r) for r in rows], np.int64)
+    out = np.full((len(rows), int(lengths.max(initial=1)), vocab), -1e30, np.float32)
+    out[:, :, 0] = 0.0
+    for b, r in enumerate(rows):
+        out[b, : len(r)] = r
+    return out, lengths

@@ -1,0 +1,174 @@
+"""RNN-T and TDT training losses in plain PyTorch; autograd supplies the gradient.
+
+Both compute the forward variables alpha in log space. Unreachable cells hold the finite
+`_NEG` instead of -inf: logaddexp/logsumexp of all -inf inputs has a NaN gradient, a
+finite stand-in has a harmless one. Padding beyond the lengths is overwritten before the
+recursion, so garbage there (even NaN) changes neither the loss nor the gradient.
+"""
+
+import torch
+from torch import Tensor
+
+_NEG = -1.0e30  # "log 0"; finite so that every backward stays NaN-free
+
+
+def _prepare(logits, targets, logit_lengths, target_lengths):
+    """Upcast half precision, mask padded frames/labels; returns (logits, targets)."""
+    if logits.dim() != 4 or targets.dim() != 2:
+        raise ValueError("expected logits [B, T, U+1, V] and targets [B, U]")
+    B, T, U1, _ = logits.shape
+    if targets.shape != (B, U1 - 1):
+        raise ValueError(f"targets shape {tuple(targets.shape)} != {(B, U1 - 1)}")
+    if logits.dtype in (torch.float16, torch.bfloat16):
+        logits = logits.float()  # the alpha sums need more than 8-11 mantissa bits
+    dev = logits.device
+    t_ok = torch.arange(T, device=dev)[None, :] < logit_lengths[:, None]
+    u_ok = torch.arange(U1, device=dev)[None, :] <= target_lengths[:, None]
+    ok = (t_ok[:, :, None] & u_ok[:, None, :])[..., None]
+    # Zeros (not the caller's padding) beyond the lengths: keeps NaN/inf padding out of
+    # the unused cells, whose zero gradients would otherwise multiply a NaN.
+    logits = torch.where(ok, logits, torch.zeros((), dtype=logits.dtype, device=dev))
+    targets = torch.where(u_ok[:, 1:], targets, torch.zeros_like(targets))
+    return logits, targets
+
+
+def _label_logp(logp: Tensor, targets: Tensor) -> Tensor:
+    """log p(y_{u+1} | t, u) as [B, T, U+1]; the last column (no next label) is `_NEG`."""
+    B, T, U1, _ = logp.shape
+    idx = targets[:, None, :, None].expand(B, T, U1 - 1, 1)
+    emit = logp[:, :, :-1].gather(-1, idx).squeeze(-1)
+    return torch.nn.functional.pad(emit, (0, 1), value=_NEG)
+
+
+def _reduce(loss: Tensor, reduction: str) -> Tensor:
+    if reduction == "mean":
+        return loss.mean()
+    if reduction == "sum":
+        return loss.sum()
+    if reduction == "none":
+        return loss
+    raise ValueError(f"unknown reduction {reduction!r}")
+
+
+def _shift_u(x: Tensor) -> Tensor:
+    """x[:, u] -> x[:, u-1] along the label axis: a label emission moves u to u+1."""
+    return torch.nn.functional.pad(x[:, :-1], (1, 0), value=_NEG)
+
+
+def rnnt_loss(
+    logits: Tensor,
+    targets: Tensor,
+    logit_lengths: Tensor,
+    target_lengths: Tensor,
+    blank_id: int,
+    reduction: str = "mean",
+) -> Tensor:
+    """RNN-T negative log-likelihood (Graves 2012), summed over all alignments.
+
+    logits: [B, T, U+1, V] unnormalised joint outputs (log_softmax is applied here);
+    targets: int64 [B, U]; logit_lengths, target_lengths: int64 [B] with
+    1 <= T_b <= T and 0 <= U_b <= U. A label keeps the frame, a blank advances it:
+    alpha[t, u] = logaddexp(alpha[t-1, u] + blank(t-1, u), alpha[t, u-1] + y_u(t, u-1)),
+    loss_b = -(alpha[T_b-1, U_b] + blank(T_b-1, U_b)). reduction: "mean" (of the
+    per-utterance losses), "sum" or "none" ([B]). Half inputs are computed in float32.
+    """
+    logits, targets = _prepare(logits, targets, logit_lengths, target_lengths)
+    B, T, U1, _ = logits.shape
+    logp = logits.log_softmax(-1)
+    blank = logp[..., blank_id]
+    emit = _label_logp(logp, targets)
+
+    # Skew to anti-diagonals: row n, column u holds cell (t = n - u, u). Every cell of
+    # diagonal n depends only on diagonal n-1, so one vector step per diagonal.
+    dev = logits.device
+    n_diag = T + U1 - 1
+    u = torch.arange(U1, device=dev)
+    t = torch.arange(n_diag, device=dev)[:, None] - u[None, :]
+    valid = (t >= 0) & (t < T)
+    tc = t.clamp(0, T - 1)
+    blank_d = torch.where(valid, blank[:, tc, u], _NEG)
+    emit_d = torch.where(valid, emit[:, tc, u], _NEG)
+
+    zero_col = torch.where(u == 0, 0.0, _NEG).to(logp.dtype)
+    diags = [zero_col.expand(B, U1)]
+    for n in range(1, n_diag):
+        prev = diags[-1]
+        # Blank from (t-1, u): same column; label from (t, u-1): previous column.
+        cur = torch.logaddexp(prev + blank_d[:, n - 1], _shift_u(prev + emit_d[:, n - 1]))
+        # Off-grid cells (t < 0 or t >= T) back to _NEG, not drifting to n * _NEG.
+        diags.append(torch.where(valid[n], cur, _NEG))
+    alpha = torch.stack(diags, 1)  # [B, n_diag, U+1]
+
+    b = torch.arange(B, device=dev)
+    last_t = logit_lengths - 1
+    ll = alpha[b, last_t + target_lengths, target_lengths] + blank[b, last_t, target_lengths]
+    return _reduce(-ll, reduction)
+
+
+def tdt_loss(
+    logits: Tensor,
+    targets: Tensor,
+    logit_lengths: Tensor,
+    target_lengths: Tensor,
+    blank_id: int,
+    durations: tuple[int, ...],
+    sigma: float = 0.0,
+    reduction: str = "mean",
+    final_blank: bool = True,
+) -> Tensor:
+    """Token-and-duration transducer loss (Xu et al. 2023), summed over all alignments.
+
+    logits: [B, T, U+1, V + len(durations)]: the first V are token logits (blank among
+    them), the rest duration logits, each group log-softmaxed on its own; the token
+    log-probs are then lowered by `sigma` (the paper's logit under-normalisation, blank
+    included). Shapes and reductions as in `rnnt_loss`.
+
+    From state (t, u) with t < T_b, emitting k-th duration d = durations[k] costs
+    log p_tok + log p_dur[k] and moves a label y_{u+1} to (t + d, u + 1) (any d, 0
+    included) and a blank to (t + d, u) (d >= 1 only). Nothing may jump past T_b; the
+    utterance ends in (T_b, U_b). final_blank=True (NeMo's convention) counts only paths
+    whose last step is a blank landing on frame T_b; False also accepts a last label
+    landing there. RNN-T is the special case where labels always take d = 0 and blanks
+    d = 1, which no label-independent duration head expresses, so the losses differ for
+    every `durations`. Utterances no path fits (no 0 in `durations` and T_b too short)
+    get a loss of about 1e30.
+    """
+    durations = tuple(int(d) for d in durations)
+    if len(set(durations)) != len(durations) or min(durations) < 0 or max(durations) < 1:
+        raise ValueError(f"durations must be distinct, >= 0 and include one >= 1: {durations}")
+    logits, targets = _prepare(logits, targets, logit_lengths, target_lengths)
+    B, T, U1, _ = logits.shape
+    n_dur = len(durations)
+    logp = logits[..., :-n_dur].log_softmax(-1) - sigma
+    dur = logits[..., -n_dur:].log_softmax(-1)
+    blank_w = logp[..., blank_id, None] + dur  # [B, T, U+1, K]
+    label_w = _label_logp(logp, targets)[..., None] + dur
+    k0 = durations.index(0) if 0 in durations else None
+    jumps = [(k, d) for k, d in enumerate(durations) if d >= 1]
+
+    def chain(pre: Tensor, t: int) -> Tensor:
+        # Labels with d = 0 stay in row t, so alpha[t, u] = logsumexp over u' <= u of
+        # pre[u'] + w[u'] + ... + w[u-1]: one logcumsumexp against the prefix sums C.
+        w = label_w[:, t, :-1, k0]
+        c = torch.nn.functional.pad(w.cumsum(-1), (1, 0))
+        return c + torch.logcumsumexp(pre - c, -1)
+
+    dev = logits.device
+    start = torch.where(torch.arange(U1, device=dev) == 0, 0.0, _NEG).to(logp.dtype)
+    rows = [start.expand(B, U1)]
+    if k0 is not None:
+        rows[0] = chain(rows[0], 0)
+    ends = [torch.full_like(rows[0], _NEG)]  # arrivals from earlier frames, per row
+    for t in range(1, T + 1):
+        src = [(k, t - d) for k, d in jumps if d <= t]
+        by_blank = torch.stack([rows[s] + blank_w[:, s, :, k] for k, s in src]).logsumexp(0)
+        by_label = torch.stack([rows[s] + label_w[:, s, :, k] for k, s in src]).logsumexp(0)
+        pre = torch.logaddexp(by_blank, _shift_u(by_label))
+        ends.append(by_blank if final_blank else pre)
+        # Frame t itself may still emit labels with d = 0 (a no-op past the last frame).
+        rows.append(chain(pre, t) if k0 is not None and t < T else pre)
+
+    # Loss from the arrivals only: a d = 0 label emitted at frame T_b would be past the end.
+    end = torch.stack(ends, 1)  # [B, T+1, U+1]
+    ll = end[torch.arange(B, device=dev), logit_lengths, target_lengths]
+    return _reduce(-ll, reduction)
