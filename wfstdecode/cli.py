@@ -157,27 +157,35 @@ def demo_command(args: argparse.Namespace) -> None:
 
 def transcribe_command(args: argparse.Namespace) -> None:
     from .decoding_graph import DecodingGraph
+    from .models import load_speech_transducer
     from .speech.phone_model import HamaPhoneModel
-    from .speech.transcribe import SPEECH_OPTIONS, transcribe, word_times
+    from .speech.transcribe import SPEECH_OPTIONS, iter_transcribe, word_times
 
     defaults = dataclasses.asdict(SPEECH_OPTIONS)
     given = {n: v for n in DECODE_OPTIONS if (v := getattr(args, n)) is not None}
     options = CtcBeamOptions(**{**defaults, **given})
     model = HamaPhoneModel()
-    graph = DecodingGraph.load(args.graph) if args.graph else None
-    results = transcribe(args.audio, graph, options, backend=args.backend, model=model)
-    for path, hyps in zip(args.audio, results, strict=True):
+    if args.transducer:
+        if args.graph or any(getattr(args, n) is not None for n in DECODE_OPTIONS):
+            raise WfstDecodeError("--transducer decodes greedily without a graph: --graph and "
+                                  "the CTC search options do not apply")  # fmt: skip
+        frame_seconds = load_speech_transducer(args.transducer).frame_seconds
+        results = iter_transcribe(args.audio, model=model, kind=args.transducer)
+    else:
+        graph = DecodingGraph.load(args.graph) if args.graph else None
+        frame_seconds = model.frame_seconds
+        results = iter_transcribe(args.audio, graph, options, backend=args.backend, model=model)
+    for path, hyps in results:
         for rank, hyp in enumerate(hyps):
             if args.json:
                 record = {"path": str(path), "text": hyp.text, "score": round(hyp.score, 3),
-                          "words": word_times(hyp, model.frame_seconds)}  # fmt: skip
+                          "words": word_times(hyp, frame_seconds)}  # fmt: skip
                 if len(hyps) > 1:
                     record["rank"] = rank + 1
-                print(json.dumps(record, ensure_ascii=False))
+                print(json.dumps(record, ensure_ascii=False), flush=True)
             else:
-                print(
-                    f"{path}\t{hyp.text}" if len(hyps) == 1 else f"{path}\t{rank + 1}\t{hyp.text}"
-                )
+                rank_field = f"{rank + 1}\t" if len(hyps) > 1 else ""
+                print(f"{path}\t{rank_field}{hyp.text}", flush=True)
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -237,6 +245,8 @@ def make_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("audio", type=Path, nargs="+", help="WAV files (FLAC/OGG with soundfile)")
     p.add_argument("--graph", type=Path, help="graph directory over hama's tokens.txt")
+    p.add_argument("--transducer", choices=("rnnt", "tdt"),
+                   help="the shipped character transducer instead of a graph (greedy)")  # fmt: skip
     for name, kind in DECODE_OPTIONS.items():
         p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None,
                        help="default: the speech defaults (SPEECH_OPTIONS)")  # fmt: skip

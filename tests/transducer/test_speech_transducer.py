@@ -11,7 +11,9 @@ from wfstdecode.transducer import GreedyOptions, TransducerModel, greedy_decode,
 @pytest.mark.parametrize("durations", [(), (0, 1, 2, 3, 4)])
 def test_protocol_sequence_and_round_trip(tmp_path, durations):
     torch.manual_seed(0)
-    model = SpeechTransducer(enc_dim=32, pred_dim=24, joint_dim=16, durations=durations).eval()
+    model = SpeechTransducer(
+        enc_dim=32, pred_dim=24, joint_dim=16, durations=durations, bidirectional=bool(durations)
+    ).eval()
     assert isinstance(model, TransducerModel)
     labels = torch.tensor([[3, 4, 1, 5], [7, 7, 2, 0]])
     seq = model.predict_sequence(labels)

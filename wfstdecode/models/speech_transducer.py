@@ -1,9 +1,9 @@
 """A small character RNN-T / TDT over hama's phone posteriors, trained by tools/train_transducer.py.
 
-Encoder: hama's per-frame log-probs (191 classes, 20 ms), two frames stacked into one 40 ms frame,
-a linear layer and a unidirectional LSTM. Predictor and joint:
-`LstmTransducer` (an LSTM layer; ReLU of the summed projections, then tokens and TDT durations),
-which satisfies `TransducerModel` with the projection methods.
+Encoder: hama's per-frame posteriors (191 classes, 20 ms), two frames stacked into one 40 ms frame,
+a linear layer and an LSTM (bidirectional in the shipped models: offline decoding). Predictor and
+joint: `LstmTransducer` (an LSTM layer; ReLU of the summed projections, then tokens and TDT
+durations), which satisfies `TransducerModel` with the projection methods.
 """
 
 from __future__ import annotations
@@ -31,25 +31,27 @@ CHARS = ("<blk>", "|", "'", *"abcdefghijklmnopqrstuvwxyz")
 class SpeechTransducer(LstmTransducer):
     def __init__(
         self, in_dim: int = 191, enc_dim: int = 256, pred_dim: int = 192, joint_dim: int = 256,
-        durations: tuple[int, ...] = (), enc_layers: int = 2,
+        durations: tuple[int, ...] = (), enc_layers: int = 2, bidirectional: bool = False,
     ):  # fmt: skip
         super().__init__(len(CHARS), enc_dim, pred_dim, joint_dim, len(durations), blank_id=0)
         self.config = {"in_dim": in_dim, "enc_dim": enc_dim, "pred_dim": pred_dim,
                        "joint_dim": joint_dim, "durations": list(durations),
-                       "enc_layers": enc_layers}  # fmt: skip
+                       "enc_layers": enc_layers, "bidirectional": bidirectional}  # fmt: skip
         self.tokens = SymbolTable.from_list(CHARS)
         self.durations = tuple(durations)
         self.frame_seconds = 0.02 * STACK
         self.enc_in = nn.Linear(in_dim * STACK, enc_dim)
-        self.encoder = nn.LSTM(enc_dim, enc_dim, num_layers=enc_layers, batch_first=True)
+        hidden = enc_dim // 2 if bidirectional else enc_dim  # the directions are concatenated
+        self.encoder = nn.LSTM(enc_dim, hidden, num_layers=enc_layers, batch_first=True,
+                               bidirectional=bidirectional)  # fmt: skip
 
     def encode(self, log_probs: torch.Tensor, lengths: torch.Tensor):
         """hama log-probs [B, T, 191] -> (encoder output [B, T', enc_dim], lengths T')."""
         B, T, V = log_probs.shape
         T2 = (T + STACK - 1) // STACK
-        # Log-probs run down to -100 and below; clamped and scaled into [-1, 1] they keep the
-        # ranking of the likely classes without saturating the LSTM.
-        x = (log_probs.clamp(min=-20.0) + 10.0) / 10.0
+        # Posteriors, not log-probs: the unlikely classes' log-probs (-10 to -100) are mostly
+        # noise that swamps the few classes that matter, and saturate the LSTM.
+        x = log_probs.exp()
         x = torch.nn.functional.pad(x, (0, 0, 0, T2 * STACK - T), value=0.0)
         x = torch.relu(self.enc_in(x.reshape(B, T2, V * STACK)))
         enc, _ = self.encoder(x)

@@ -11,9 +11,9 @@ from ..errors import DecodeInputError
 from ..results import Hypothesis
 from .phone_model import HamaPhoneModel, pad_log_probs
 
-# Defaults for hama's posteriors: they are peaky and well calibrated, so acoustic scale 1 with
-# the LM at full weight (tuned on held-out synthetic speech, bench/speech_ctc.md).
-SPEECH_OPTIONS = CtcBeamOptions(beam=16.0, max_active=4000, acoustic_scale=1.0)
+# Defaults for hama's posteriors with the shipped graph: acoustic scale 1.25 (LM weight 0.8) is
+# the best on held-out synthetic speech (flite, bench/speech_ctc.md); not tuned on the real clips.
+SPEECH_OPTIONS = CtcBeamOptions(beam=16.0, max_active=4000, acoustic_scale=1.25)
 BATCH = 16  # utterances per decode call: bounds the padded log-prob array
 
 
@@ -29,15 +29,31 @@ def transcribe(
 
     graph:  a `DecodingGraph` over the model's tokens (e.g. built by
             ``graph_recipes/phones_hama.py``); None: the shipped speech graph, built on first use.
-    Every file is read and run through the phone model before the search, so a bad file is
-    reported (by `InputFileError`, naming it) before any decoding.
+    A file that cannot be read raises `InputFileError` naming it.
     """
+    return [
+        hyps for _, hyps in iter_transcribe(paths, graph, options, backend=backend, model=model)
+    ]
+
+
+def iter_transcribe(paths, graph=None, options=None, *, backend="auto", model=None, kind=None):
+    """``(path, hypotheses)`` per file as each batch of `BATCH` files is decoded, so memory
+    holds one batch's log-probs; ``kind`` ``"rnnt"`` / ``"tdt"``: the shipped transducer instead
+    of a graph (`transcribe_transducer`)."""
     from .graph import load_speech_graph
 
     model = model or HamaPhoneModel()
-    rows = [model.log_probs_of_file(p) for p in paths]
-    graph = graph if graph is not None else load_speech_graph()
-    return decode_log_probs(rows, graph, options, backend=backend, model=model)
+    if kind is None:
+        graph = graph if graph is not None else load_speech_graph()
+    paths = list(paths)
+    for lo in range(0, len(paths), BATCH):
+        batch = paths[lo : lo + BATCH]
+        rows = [model.log_probs_of_file(p) for p in batch]
+        if kind is None:
+            results = decode_log_probs(rows, graph, options, backend=backend, model=model)
+        else:
+            results = _decode_transducer(rows, kind, len(model.tokens))
+        yield from zip(batch, results, strict=True)
 
 
 def decode_log_probs(rows, graph, options=None, *, backend="auto", model=None):
@@ -53,6 +69,55 @@ def decode_log_probs(rows, graph, options=None, *, backend="auto", model=None):
         log_probs, lengths = pad_log_probs(rows[lo : lo + BATCH], num_tokens)
         out += decode_ctc(log_probs, lengths, graph, options or SPEECH_OPTIONS, backend=backend)
     return out
+
+
+def transcribe_transducer(
+    paths: Sequence[str | os.PathLike], kind: str = "rnnt", *, model: HamaPhoneModel | None = None
+) -> list[list[Hypothesis]]:
+    """Decode audio files with a shipped character transducer (``"rnnt"`` or ``"tdt"``) over
+    hama's posteriors, greedily; each `Hypothesis` gets the words its characters spell, with
+    the frames of each word's first and last character (40 ms frames)."""
+    return [hyps for _, hyps in iter_transcribe(paths, model=model, kind=kind)]
+
+
+def _decode_transducer(rows, kind: str, num_tokens: int) -> list[list[Hypothesis]]:
+    import torch
+
+    from ..models import load_speech_transducer
+    from ..transducer import GreedyOptions, greedy_decode
+
+    transducer = _transducers.get(kind) or _transducers.setdefault(
+        kind, load_speech_transducer(kind)
+    )
+    log_probs, lengths = pad_log_probs(rows, num_tokens)
+    with torch.inference_mode():
+        enc, enc_lengths = transducer.encode(torch.from_numpy(log_probs), torch.from_numpy(lengths))
+        hyps = greedy_decode(transducer, enc, enc_lengths,
+                             GreedyOptions(durations=transducer.durations or None))  # fmt: skip
+    return [[spelled_words(h, transducer.tokens)] for h in hyps]
+
+
+_transducers: dict = {}  # loaded once per process
+
+
+def spelled_words(hyp: Hypothesis, tokens, separator: str = "|") -> Hypothesis:
+    """``hyp`` with the words its character tokens spell (split at ``separator``) and each
+    word's (first, last) character frame."""
+    import dataclasses
+
+    words, spans, chars, first, last = [], [], [], None, None
+    for token, frame in [*zip(hyp.tokens, hyp.timestamps, strict=True), (None, None)]:
+        symbol = tokens.symbol(int(token)) if token is not None else separator
+        if symbol == separator:
+            if chars:
+                words.append("".join(chars))
+                spans.append((first, last))
+            chars, first = [], None
+            continue
+        chars.append(symbol)
+        first = frame if first is None else first
+        last = frame
+    return dataclasses.replace(hyp, words=tuple(words), word_timestamps=tuple(spans))
 
 
 def word_times(hyp: Hypothesis, frame_seconds: float) -> list[dict]:
