@@ -7,6 +7,12 @@ table with speed-ups over frame-looping, and writes it as markdown with the devi
 
     python tools/bench_transducer.py --device cpu --out bench/transducer_cpu.md
     python tools/bench_transducer.py --device cuda --out bench/transducer_cuda.md
+    python tools/bench_speech_ctc.py --write-npz /tmp/speech    # hama log-probs of the speech sets
+    python tools/bench_transducer.py --speech /tmp/speech/flite.npz --out bench/transducer_speech_cpu.md
+
+With ``--speech``, the workload is the shipped trained character RNN-T / TDT
+(`wfstdecode.models.load_speech_transducer`) on real posteriors, and each row also reports its
+word error rate against the set's transcripts.
 """
 
 from __future__ import annotations
@@ -106,15 +112,53 @@ def device_name(device: str) -> str:
     return f"{model} ({torch.get_num_threads()} torch threads)"
 
 
+def speech_workload(path, dev, dtype):
+    """The shipped trained models and their encoder outputs for a set of hama log-probs."""
+    import numpy as np
+
+    from wfstdecode.models import load_speech_transducer
+
+    with np.load(path) as z:
+        log_probs, lengths, texts = z["log_probs"], z["lengths"], [str(t) for t in z["texts"]]
+    models, data = {}, {}
+    for kind in ("rnnt", "tdt"):
+        model = load_speech_transducer(kind)
+        with torch.inference_mode():
+            enc, enc_len = model.encode(torch.from_numpy(log_probs), torch.from_numpy(lengths))
+        models[kind] = model.to(dev, dtype)
+        order = torch.argsort(enc_len, descending=True).to(dev)
+        data[kind] = (enc.to(dev, dtype), enc_len.to(dev), order)
+    return models, data, texts
+
+
+def word_error_rate(model, hyps, refs) -> float:
+    from wfstdecode.metrics import edit_distance
+
+    errors = sum(
+        edit_distance(r.split(), model.text(h.tokens).split())
+        for h, r in zip(hyps, refs, strict=True)
+    )
+    return 100 * errors / sum(len(r.split()) for r in refs)
+
+
 def report(args, dev, command, frames, table, stats, load) -> str:
+    if args.speech:
+        workload = (
+            f"{len(args.refs)} utterances of `{args.speech}`, {frames} encoder frames (40 ms) in "
+            "all; the shipped trained character RNN-T and TDT (`wfstdecode.models`, BiLSTM encoder "
+            "over hama's posteriors, LSTM predictor 192, joint 256, 29 tokens, TDT durations 0-4)"
+        )
+    else:
+        workload = (
+            f"{args.utterances} utterances, {frames} encoder frames in all (longest {args.frames}); "
+            "planted-alignment models from `wfstdecode.testing.transducer_models`: LSTM predictor "
+            "640, joint 640, vocabulary 1025 (blank included), TDT durations 0-4"
+        )
     return (
         "# Transducer greedy decoding, decoder only\n\n"
         f"- device: {dev}, {device_name(dev)}; torch {torch.__version__}; {args.dtype}\n"
         f"- command: `{command}`\n"
-        f"- workload: {args.utterances} utterances, {frames} encoder frames in all (longest "
-        f"{args.frames}); planted-alignment models from "
-        "`wfstdecode.testing.transducer_models`: LSTM predictor 640, joint 640, vocabulary "
-        "1025 (blank included), TDT durations 0-4; batches formed longest first; the encoder "
+        f"- workload: {workload}; batches formed longest first; the encoder "
         f"output is given, only decoding is timed; best of {args.repeats} runs after a warm-up, "
         "the runs taken round-robin over all cells.\n"
         f"- clock: {args.clock} time ("
@@ -160,6 +204,8 @@ def main(argv=None):
         "(default: process on CPU, wall on CUDA)",
     )
     ap.add_argument("--out", help="markdown file to write")
+    ap.add_argument("--speech", metavar="NPZ", help="the shipped trained models on these hama "
+                    "log-probs (log_probs, lengths, texts), with WER")  # fmt: skip
     args = ap.parse_args(argv)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -168,8 +214,10 @@ def main(argv=None):
         args.clock = "wall" if dev == "cuda" else "process"
     sizes = [int(b) for b in args.batch_sizes.split(",")]
 
-    models, data = {}, {}
-    for kind, durs in (("rnnt", None), ("tdt", TDT)):
+    models, data, args.refs = {}, {}, None
+    if args.speech:
+        models, data, args.refs = speech_workload(args.speech, dev, dtype)
+    for kind, durs in (("rnnt", None), ("tdt", TDT)) if not args.speech else ():
         models[kind] = planted_transducer(
             1025, 640, 640, 640, durations=durs, seed=1, dtype=dtype
         ).to(dev)
@@ -191,7 +239,9 @@ def main(argv=None):
                 for a, b in zip(hyps, ref, strict=True)
             )
             stats.setdefault(kind, label_statistics(hyps, lengths.tolist()))
-            cells.append({"name": name, "bs": bs, "run": run, "exact": exact, "best": float("inf")})
+            wer = word_error_rate(models[kind], hyps, args.refs) if args.refs else None
+            cells.append({"name": name, "bs": bs, "run": run, "exact": exact, "best": float("inf"),
+                          "wer": wer})  # fmt: skip
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
     for _ in range(args.repeats):
         for cell in cells:
@@ -202,18 +252,23 @@ def main(argv=None):
             f"exact={cell['exact']}"
         )
     base_time = {c["bs"]: c["best"] for c in cells if c["name"] == "frame_looping"}
-    rows = {}
+    rows, wers = {}, {}
     for c in cells:
         rows.setdefault(c["name"], []).append((c["best"], c["exact"]))
+        wers.setdefault(c["name"], c["wer"])
     rows = list(rows.items())
 
     header = "| algorithm | " + " | ".join(f"B={b}: ms (× frame-looping)" for b in sizes) + " |"
     lines = [header, "|" + "---|" * (len(sizes) + 1)]
+    if args.refs:
+        lines = [header[:-1] + "| WER % |", "|" + "---|" * (len(sizes) + 2)]
     for name, cells in rows:
         parts = []
         for bs, (secs, exact) in zip(sizes, cells, strict=True):
             ratio = base_time[bs] / secs
             parts.append(f"{secs * 1e3:.0f} ({ratio:.2f}×){'' if exact else ' NOT EXACT'}")
+        if args.refs:
+            parts.append(f"{wers[name]:.1f}")
         lines.append(f"| {name} | " + " | ".join(parts) + " |")
     table = "\n".join(lines)
     print()

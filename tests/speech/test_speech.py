@@ -192,3 +192,21 @@ def test_phones_hama_recipe_spells_new_words_with_g2p(tmp_path):
     graph = DecodingGraph.load(out)
     assert {"he", "was", "kubernetes"} <= {s for s, _ in graph.words}
     assert graph.metadata["separator"] == "<wb>" and graph.num_tokens == 191
+
+
+@pytest.mark.parametrize("kind", ["rnnt", "tdt"])
+def test_shipped_transducers_transcribe_the_librivox_clips(kind, model):
+    from wfstdecode.speech.transcribe import transcribe_transducer
+
+    hyps = transcribe_transducer(WAVS, kind, model=model)
+    refs = [REFS[w.stem] for w in WAVS]
+    chars = sum(len(" ".join(r)) for r in refs)
+    char_errors = sum(
+        edit_distance(" ".join(r), h[0].text) for r, h in zip(refs, hyps, strict=True)
+    )
+    # Measured CER on these clips: bench/transducer_speech.md. An untrained or mis-loaded
+    # model is at ~100 %.
+    assert char_errors / chars < 0.45, [h[0].text for h in hyps]
+    for h in hyps:
+        assert h[0].text.split() == list(h[0].words)
+        assert all(s <= e for s, e in h[0].word_timestamps)

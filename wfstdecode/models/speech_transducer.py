@@ -32,18 +32,21 @@ class SpeechTransducer(LstmTransducer):
     def __init__(
         self, in_dim: int = 191, enc_dim: int = 256, pred_dim: int = 192, joint_dim: int = 256,
         durations: tuple[int, ...] = (), enc_layers: int = 2, bidirectional: bool = False,
+        dropout: float = 0.0,
     ):  # fmt: skip
         super().__init__(len(CHARS), enc_dim, pred_dim, joint_dim, len(durations), blank_id=0)
         self.config = {"in_dim": in_dim, "enc_dim": enc_dim, "pred_dim": pred_dim,
                        "joint_dim": joint_dim, "durations": list(durations),
-                       "enc_layers": enc_layers, "bidirectional": bidirectional}  # fmt: skip
+                       "enc_layers": enc_layers, "bidirectional": bidirectional,
+                       "dropout": dropout}  # fmt: skip
         self.tokens = SymbolTable.from_list(CHARS)
         self.durations = tuple(durations)
         self.frame_seconds = 0.02 * STACK
         self.enc_in = nn.Linear(in_dim * STACK, enc_dim)
         hidden = enc_dim // 2 if bidirectional else enc_dim  # the directions are concatenated
         self.encoder = nn.LSTM(enc_dim, hidden, num_layers=enc_layers, batch_first=True,
-                               bidirectional=bidirectional)  # fmt: skip
+                               bidirectional=bidirectional, dropout=dropout)  # fmt: skip
+        self.dropout = nn.Dropout(dropout)  # training only (eval() turns it off)
 
     def encode(self, log_probs: torch.Tensor, lengths: torch.Tensor):
         """hama log-probs [B, T, 191] -> (encoder output [B, T', enc_dim], lengths T')."""
@@ -53,8 +56,9 @@ class SpeechTransducer(LstmTransducer):
         # noise that swamps the few classes that matter, and saturate the LSTM.
         x = log_probs.exp()
         x = torch.nn.functional.pad(x, (0, 0, 0, T2 * STACK - T), value=0.0)
-        x = torch.relu(self.enc_in(x.reshape(B, T2, V * STACK)))
+        x = self.dropout(torch.relu(self.enc_in(x.reshape(B, T2, V * STACK))))
         enc, _ = self.encoder(x)
+        enc = self.dropout(enc)
         return enc, (lengths + STACK - 1) // STACK
 
     def predict_sequence(self, labels: torch.Tensor) -> torch.Tensor:
