@@ -100,11 +100,11 @@ def test_transcribe_the_librivox_clips(model, speech_graph):
         assert starts == sorted(starts) and all(s <= e for s, e in hyp.word_timestamps)
 
 
-def test_graph_cache_is_built_once_and_keyed_by_its_inputs(tmp_path, speech_graph):
-    data = tmp_path / "data"
+def tiny_speech_data(data: Path) -> str:
+    """A copy of the shipped speech data with a 5-word LM, so that a build takes a second;
+    returns the ARPA text."""
     data.mkdir()
     shutil.copy(DATA / "tokens.txt", data)
-    # A tiny LM over a few shipped words, so that each build takes a second.
     words = ["he", "was", "not", "a", "man"]
     with gzip.open(DATA / "lexicon.txt.gz", "rt", encoding="utf-8") as f:
         lex = [line for line in f if line.split()[0] in words]
@@ -112,6 +112,12 @@ def test_graph_cache_is_built_once_and_keyed_by_its_inputs(tmp_path, speech_grap
     uni = "\n".join(f"-1.0\t{w}" for w in [*words, "</s>"])
     arpa = f"\\data\\\nngram 1={len(words) + 2}\n\n\\1-grams:\n-99\t<s>\n{uni}\n\n\\end\\\n"
     (data / "lm.arpa.gz").write_bytes(gzip.compress(arpa.encode()))
+    return arpa
+
+
+def test_graph_cache_is_built_once_and_keyed_by_its_inputs(tmp_path):
+    data = tmp_path / "data"
+    arpa = tiny_speech_data(data)
     cache = tmp_path / "cache"
     first = speech_graph_dir(cache, verbose=False, data=data)
     assert is_graph_dir(first) and first.parent == cache
@@ -121,6 +127,28 @@ def test_graph_cache_is_built_once_and_keyed_by_its_inputs(tmp_path, speech_grap
     (data / "lm.arpa.gz").write_bytes(gzip.compress(arpa.replace("-1.0\the", "-0.5\the").encode()))
     second = speech_graph_dir(cache, verbose=False, data=data)
     assert second != first and is_graph_dir(first) and is_graph_dir(second)
+
+
+def _build_into(cache, data, queue):
+    queue.put(str(speech_graph_dir(cache, verbose=False, data=data)))
+
+
+def test_two_processes_building_the_same_graph_both_get_it(tmp_path):
+    import multiprocessing
+
+    data = tmp_path / "data"
+    tiny_speech_data(data)
+    ctx = multiprocessing.get_context("spawn")
+    queue = ctx.Queue()
+    procs = [ctx.Process(target=_build_into, args=(tmp_path / "c", data, queue)) for _ in range(2)]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0, 0]
+    first, second = queue.get(timeout=5), queue.get(timeout=5)
+    assert first == second and is_graph_dir(first)
+    assert [p.name for p in (tmp_path / "c").iterdir()] == [Path(first).name]  # nothing left over
 
 
 def test_bad_audio_and_wrong_graph_are_named(tmp_path, model, speech_graph):

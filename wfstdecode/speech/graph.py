@@ -35,11 +35,13 @@ def speech_graph_dir(cache: str | os.PathLike | None = None, verbose: bool = Tru
                      data: Path = DATA) -> Path:  # fmt: skip
     """The directory of the shipped speech graph, built first if the cache does not hold it
     (about 15-30 s and 1 GB of memory; with ``verbose``, a line per build stage)."""
+    from ..decoding_graph import FORMAT_VERSION
     from ..graph.build_dir import build_graph_dir
-    from ..graph.output import is_graph_dir
+    from ..graph.output import MARKER_VERSION, is_graph_dir
     from ..progress import print_stage
 
-    digest = hashlib.sha256(_RECIPE.encode())
+    # the builder's formats too: a toolkit that writes graphs differently builds a new one
+    digest = hashlib.sha256(f"{_RECIPE}/{MARKER_VERSION}/{FORMAT_VERSION}".encode())
     for name in _INPUTS:
         digest.update(name.encode() + b"\0" + (data / name).read_bytes())
     key = digest.hexdigest()[:16]
