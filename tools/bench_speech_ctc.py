@@ -38,7 +38,7 @@ import numpy as np
 from wfstdecode import CtcBeamOptions, DecodingGraph, SymbolTable
 from wfstdecode.graph import read_lexicon
 from wfstdecode.graph.build_dir import build_graph_dir
-from wfstdecode.metrics import edit_distance
+from wfstdecode.metrics import word_error_rate
 from wfstdecode.speech.audio import load_audio
 from wfstdecode.speech.graph import CLIPS, DATA, load_speech_graph
 from wfstdecode.speech.phone_model import WORD_BOUNDARY, HamaPhoneModel, pad_log_probs
@@ -98,11 +98,7 @@ def lookup_words(model, rows) -> list[list[str]]:
 
 
 def wer(refs, hyps) -> float:
-    return (
-        100
-        * sum(edit_distance(r, h) for r, h in zip(refs, hyps, strict=True))
-        / sum(map(len, refs))
-    )
+    return 100 * word_error_rate(refs, hyps)
 
 
 def main(argv=None) -> int:

@@ -131,14 +131,12 @@ def speech_workload(path, dev, dtype):
     return models, data, texts
 
 
-def word_error_rate(model, hyps, refs) -> float:
-    from wfstdecode.metrics import edit_distance
+def speech_wer(model, hyps, refs) -> float:
+    from wfstdecode.metrics import word_error_rate
 
-    errors = sum(
-        edit_distance(r.split(), model.text(h.tokens).split())
-        for h, r in zip(hyps, refs, strict=True)
+    return 100 * word_error_rate(
+        [r.split() for r in refs], [model.text(h.tokens).split() for h in hyps]
     )
-    return 100 * errors / sum(len(r.split()) for r in refs)
 
 
 def report(args, dev, command, frames, table, stats, load) -> str:
@@ -239,7 +237,7 @@ def main(argv=None):
                 for a, b in zip(hyps, ref, strict=True)
             )
             stats.setdefault(kind, label_statistics(hyps, lengths.tolist()))
-            wer = word_error_rate(models[kind], hyps, args.refs) if args.refs else None
+            wer = speech_wer(models[kind], hyps, args.refs) if args.refs else None
             cells.append({"name": name, "bs": bs, "run": run, "exact": exact, "best": float("inf"),
                           "wer": wer})  # fmt: skip
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")

@@ -142,32 +142,38 @@ def _targets(model, texts):
 
 
 def _batch(items):
-    T = max(len(f) for f, _ in items)
-    x = np.zeros((len(items), T, items[0][0].shape[1]), np.float32)
-    for i, (f, _) in enumerate(items):
-        x[i, : len(f)] = f
-    return torch.from_numpy(x), torch.tensor([len(f) for f, _ in items]), [t for _, t in items]
+    """(log-probs [B, T, V], lengths, texts), padded as the toolkit pads (`pad_log_probs`)."""
+    from wfstdecode.speech.phone_model import pad_log_probs
+
+    log_probs, lengths = pad_log_probs([f for f, _ in items], items[0][0].shape[1])
+    return torch.from_numpy(log_probs), torch.from_numpy(lengths), [t for _, t in items]
 
 
-def greedy_texts(model, items, batch=32) -> list[str]:
+def greedy(model, items, batch=32):
+    """Greedy hypotheses of every item and the encoder lengths."""
     from wfstdecode.transducer import GreedyOptions, greedy_decode
 
     options = GreedyOptions(durations=model.durations or None)
-    out = []
+    hyps, lengths = [], []
     with torch.inference_mode():
         for lo in range(0, len(items), batch):
-            x, lengths, _ = _batch(items[lo : lo + batch])
-            enc, enc_len = model.encode(x, lengths)
-            out += [model.text(h.tokens) for h in greedy_decode(model, enc, enc_len, options)]
-    return out
+            x, xl, _ = _batch(items[lo : lo + batch])
+            enc, enc_len = model.encode(x, xl)
+            hyps += greedy_decode(model, enc, enc_len, options)
+            lengths += enc_len.tolist()
+    return hyps, lengths
+
+
+def greedy_texts(model, items) -> list[str]:
+    return [model.text(h.tokens) for h in greedy(model, items)[0]]
 
 
 def error_rates(refs, hyps) -> tuple[float, float]:
-    from wfstdecode.metrics import edit_distance
+    """(WER %, CER %) of text lines."""
+    from wfstdecode.metrics import word_error_rate
 
-    w = sum(edit_distance(r.split(), h.split()) for r, h in zip(refs, hyps, strict=True))
-    c = sum(edit_distance(list(r), list(h)) for r, h in zip(refs, hyps, strict=True))
-    return 100 * w / sum(len(r.split()) for r in refs), 100 * c / sum(len(r) for r in refs)
+    words = word_error_rate([r.split() for r in refs], [h.split() for h in hyps])
+    return 100 * words, 100 * word_error_rate([list(r) for r in refs], [list(h) for h in hyps])
 
 
 def train(args) -> None:
@@ -285,15 +291,8 @@ def evaluate(args) -> None:
     ]
     for kind in ("rnnt", "tdt"):
         model = load_speech_transducer(kind)
-        options = GreedyOptions(durations=model.durations or None)
         for name, items in sets.items():
-            hyps, lengths = [], []
-            with torch.inference_mode():
-                for lo in range(0, len(items), 32):
-                    x, xl, _ = _batch(items[lo : lo + 32])
-                    enc, enc_len = model.encode(x, xl)
-                    hyps += greedy_decode(model, enc, enc_len, options)
-                    lengths += enc_len.tolist()
+            hyps, lengths = greedy(model, items)
             wer, cer = error_rates([t for _, t in items], [model.text(h.tokens) for h in hyps])
             st = label_statistics(hyps, lengths)
             several = (st["labels_in_frame"][2] + st["labels_in_frame"]["3+"]) / st["frames"]

@@ -157,7 +157,7 @@ def demo_command(args: argparse.Namespace) -> None:
 
 def transcribe_command(args: argparse.Namespace) -> None:
     from .decoding_graph import DecodingGraph
-    from .models import load_speech_transducer
+    from .models.speech_transducer import FRAME_SECONDS as TRANSDUCER_FRAME_SECONDS
     from .speech.phone_model import HamaPhoneModel
     from .speech.transcribe import SPEECH_OPTIONS, iter_transcribe, word_times
 
@@ -169,7 +169,7 @@ def transcribe_command(args: argparse.Namespace) -> None:
         if args.graph or any(getattr(args, n) is not None for n in DECODE_OPTIONS):
             raise WfstDecodeError("--transducer decodes greedily without a graph: --graph and "
                                   "the CTC search options do not apply")  # fmt: skip
-        frame_seconds = load_speech_transducer(args.transducer).frame_seconds
+        frame_seconds = TRANSDUCER_FRAME_SECONDS
         results = iter_transcribe(args.audio, model=model, kind=args.transducer)
     else:
         graph = DecodingGraph.load(args.graph) if args.graph else None

@@ -70,3 +70,17 @@ def test_a_few_steps_of_the_losses_fit_a_tiny_task(durations):
         hyps = greedy_decode(model, enc, enc_len, GreedyOptions(durations=durations or None))
     right = sum(list(h.tokens) == targets[i].tolist() for i, h in enumerate(hyps))
     assert right >= 6, [h.tokens for h in hyps]
+
+
+def test_encoder_output_does_not_depend_on_the_batch():
+    """A BiLSTM's backward direction must start at each utterance's own end, not in the padding."""
+    torch.manual_seed(2)
+    model = SpeechTransducer(enc_dim=32, pred_dim=8, joint_dim=8, bidirectional=True).eval()
+    short, long = torch.randn(1, 13, 191).log_softmax(-1), torch.randn(1, 40, 191).log_softmax(-1)
+    batch = torch.zeros(2, 40, 191)
+    batch[0, :13], batch[1] = short[0], long[0]
+    with torch.no_grad():
+        alone, n_alone = model.encode(short, torch.tensor([13]))
+        both, n_both = model.encode(batch, torch.tensor([13, 40]))
+    assert n_alone.tolist() == [7] and n_both.tolist() == [7, 20]
+    torch.testing.assert_close(both[0, :7], alone[0], atol=1e-5, rtol=1e-5)

@@ -24,6 +24,7 @@ from .transducer import LstmTransducer
 
 WEIGHTS = Path(str(files("wfstdecode") / "data" / "transducer"))
 STACK = 2  # hama frames per encoder frame
+FRAME_SECONDS = 0.02 * STACK
 # Character targets: blank, word separator, apostrophe, a-z (the OCR model's token set).
 CHARS = ("<blk>", "|", "'", *"abcdefghijklmnopqrstuvwxyz")
 
@@ -41,7 +42,7 @@ class SpeechTransducer(LstmTransducer):
                        "dropout": dropout}  # fmt: skip
         self.tokens = SymbolTable.from_list(CHARS)
         self.durations = tuple(durations)
-        self.frame_seconds = 0.02 * STACK
+        self.frame_seconds = FRAME_SECONDS
         self.enc_in = nn.Linear(in_dim * STACK, enc_dim)
         hidden = enc_dim // 2 if bidirectional else enc_dim  # the directions are concatenated
         self.encoder = nn.LSTM(enc_dim, hidden, num_layers=enc_layers, batch_first=True,
@@ -54,12 +55,23 @@ class SpeechTransducer(LstmTransducer):
         T2 = (T + STACK - 1) // STACK
         # Posteriors, not log-probs: the unlikely classes' log-probs (-10 to -100) are mostly
         # noise that swamps the few classes that matter, and saturate the LSTM.
-        x = log_probs.exp()
+        valid = (
+            torch.arange(T, device=log_probs.device)[None, :]
+            < lengths.to(log_probs.device)[:, None]
+        )
+        x = log_probs.exp() * valid[..., None]  # frames past an utterance's end read as zeros
         x = torch.nn.functional.pad(x, (0, 0, 0, T2 * STACK - T), value=0.0)
         x = self.dropout(torch.relu(self.enc_in(x.reshape(B, T2, V * STACK))))
-        enc, _ = self.encoder(x)
-        enc = self.dropout(enc)
-        return enc, (lengths + STACK - 1) // STACK
+        out_lengths = (lengths + STACK - 1) // STACK
+        # Packed, so that the backward direction starts at each utterance's own last frame:
+        # padding would otherwise change the output, and with it the batch's composition.
+        packed = nn.utils.rnn.pack_padded_sequence(
+            x, out_lengths.clamp(min=1).cpu(), batch_first=True, enforce_sorted=False
+        )
+        enc, _ = nn.utils.rnn.pad_packed_sequence(
+            self.encoder(packed)[0], batch_first=True, total_length=T2
+        )
+        return self.dropout(enc), out_lengths
 
     def predict_sequence(self, labels: torch.Tensor) -> torch.Tensor:
         """Training: predictor outputs [B, U+1, H] for blank followed by ``labels`` [B, U]."""

@@ -3,6 +3,7 @@ another is given), and the figures the demo and the benchmark print."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 
@@ -83,12 +84,9 @@ def transcribe_transducer(
 def _decode_transducer(rows, kind: str, num_tokens: int) -> list[list[Hypothesis]]:
     import torch
 
-    from ..models import load_speech_transducer
     from ..transducer import GreedyOptions, greedy_decode
 
-    transducer = _transducers.get(kind) or _transducers.setdefault(
-        kind, load_speech_transducer(kind)
-    )
+    transducer = _shipped_transducer(kind)
     log_probs, lengths = pad_log_probs(rows, num_tokens)
     with torch.inference_mode():
         enc, enc_lengths = transducer.encode(torch.from_numpy(log_probs), torch.from_numpy(lengths))
@@ -97,7 +95,11 @@ def _decode_transducer(rows, kind: str, num_tokens: int) -> list[list[Hypothesis
     return [[spelled_words(h, transducer.tokens)] for h in hyps]
 
 
-_transducers: dict = {}  # loaded once per process
+@functools.cache
+def _shipped_transducer(kind: str):
+    from ..models import load_speech_transducer
+
+    return load_speech_transducer(kind)  # loaded once per process
 
 
 def spelled_words(hyp: Hypothesis, tokens, separator: str = "|") -> Hypothesis:
