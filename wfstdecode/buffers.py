@@ -120,6 +120,14 @@ class BatchedSequences:
             buf.scatter_(1, index, src.to(buf.dtype).unsqueeze(1))
         self.lengths += mask
 
+    def reorder_(self, rows: torch.Tensor) -> None:
+        """Row b becomes what row ``rows[b]`` was (a beam search's survivors taking their
+        parents' histories); no host synchronisation."""
+        for name, buf in self.data.items():
+            self.data[name] = buf.index_select(0, rows)
+        self.lengths = self.lengths.index_select(0, rows)
+        self.scores = self.scores.index_select(0, rows)
+
     def add_scores_(self, mask: torch.Tensor, delta: torch.Tensor) -> None:
         """``scores[b] += delta[b]`` where ``mask[b]``, without a host synchronisation."""
         import torch

@@ -9,32 +9,13 @@ read between the bodies, touch the host — exactly what the CUDA-graph modes re
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
 from wfstdecode.buffers import BatchedSequences
+from wfstdecode.testing.host_sync import NoHostSync
 from wfstdecode.testing.transducer_models import planted_batch, planted_transducer
 from wfstdecode.transducer import GreedyOptions, greedy_reference
 from wfstdecode.transducer.greedy import make_program
 from wfstdecode.transducer.model import ModelAdapter
-
-aten = torch.ops.aten
-SYNCING = {
-    aten._local_scalar_dense.default,
-    aten.nonzero.default,
-    aten.masked_select.default,
-    aten.unique_consecutive.default,
-    aten._unique2.default,
-}
-
-
-class NoHostSync(TorchDispatchMode):
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        boolean_index = func in (aten.index.Tensor, aten.index_put_.default) and any(
-            isinstance(i, torch.Tensor) and i.dtype == torch.bool for i in args[1]
-        )
-        if func in SYNCING or boolean_index:
-            raise AssertionError(f"host sync inside a loop body: {func}")
-        return func(*args, **(kwargs or {}))
 
 
 def test_the_mode_catches_syncs():

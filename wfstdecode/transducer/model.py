@@ -15,8 +15,10 @@ taken as the vocabulary.
 
 State: whatever ``init_state`` returns — a tensor or a (nested) tuple / list of tensors whose
 batch dimension is ``model.state_batch_dim`` (default 0; ``nn.LSTM`` states use 1). A model with
-another layout provides ``select_state(mask, new, old)``. ``predict`` must return a state of the
-same structure and shapes (the loops copy it into fixed tensors), and ``predict`` and ``joint``
+another layout provides ``select_state(mask, new, old)`` and, for beam search,
+``index_state(state, rows)`` (the state of the given batch rows). ``predict`` must return a
+state of the same structure and shapes (the loops copy it into fixed tensors), and ``predict``
+and ``joint``
 outputs of the same shapes on every call: a changed shape raises `DecodeInputError` (torch would
 broadcast it). For the CUDA-graph modes, ``predict`` and ``joint`` must not synchronise with the
 host (no ``.item()``, no boolean masks).
@@ -31,7 +33,7 @@ import torch
 
 from ..errors import DecodeInputError
 
-__all__ = ["TransducerModel", "copy_state_", "select_state"]
+__all__ = ["TransducerModel", "copy_state_", "index_state", "select_state"]
 
 
 @runtime_checkable
@@ -54,6 +56,19 @@ def select_state(model, mask: torch.Tensor, new: Any, old: Any) -> Any:
         return custom(mask, new, old)
     dim = getattr(model, "state_batch_dim", 0)
     return _map2(new, old, lambda n, o: torch.where(_bcast(mask, _same(n, o), dim), n, o))
+
+
+def index_state(model, state: Any, rows: torch.Tensor) -> Any:
+    """The state of rows ``rows`` (beam searches: each hypothesis takes its parent's state).
+
+    A model whose state has no batch dimension at ``state_batch_dim`` provides
+    ``index_state(state, rows)``.
+    """
+    custom = getattr(model, "index_state", None)
+    if custom is not None:
+        return custom(state, rows)
+    dim = getattr(model, "state_batch_dim", 0)
+    return _map2(state, state, lambda s, _: s.index_select(dim, rows))
 
 
 def copy_state_(dst: Any, src: Any) -> None:

@@ -7,7 +7,14 @@ from typing import Literal
 
 from ..errors import OptionsError
 
-__all__ = ["ALGORITHMS", "CUDA_GRAPH_MODES", "DEFAULT_WINDOW", "MAX_COUNT", "GreedyOptions"]
+__all__ = [
+    "ALGORITHMS",
+    "CUDA_GRAPH_MODES",
+    "DEFAULT_WINDOW",
+    "MAX_COUNT",
+    "GreedyOptions",
+    "check_durations",
+]
 
 ALGORITHMS = ("frame_looping", "label_looping", "wind")
 CUDA_GRAPH_MODES = ("off", "loop_bodies", "full", "auto")
@@ -75,27 +82,11 @@ class GreedyOptions:
             self._check_durations()
 
     def _check_durations(self):
-        durs = self.durations
-        try:
-            durs = tuple(durs)
-        except TypeError:
-            raise OptionsError(f"durations must be a sequence of ints; got {durs!r}") from None
-        object.__setattr__(self, "durations", durs)
+        object.__setattr__(self, "durations", check_durations(self.durations))
         if self.algorithm != "label_looping":
             raise OptionsError(
                 f"durations (TDT) need algorithm='label_looping'; got algorithm={self.algorithm!r}"
             )
-        bad = [
-            d
-            for d in durs
-            if isinstance(d, bool) or not isinstance(d, int) or not 0 <= d <= MAX_COUNT
-        ]
-        if not durs or bad:
-            raise OptionsError(f"durations must be non-negative ints <= {MAX_COUNT}; got {durs!r}")
-        if len(set(durs)) != len(durs):
-            raise OptionsError(f"durations must be distinct; got {durs!r}")
-        if max(durs) == 0:
-            raise OptionsError(f"durations need a positive value to advance in time; got {durs!r}")
 
     @property
     def effective_window(self) -> int:
@@ -108,3 +99,21 @@ class GreedyOptions:
         """The window a decode of ``frames`` frames uses: a longer one would score only padding
         (``window=10**6`` would allocate gigabytes per step)."""
         return min(self.effective_window, max(frames, 1))
+
+
+def check_durations(durations) -> tuple[int, ...]:
+    """TDT durations as a tuple, or `OptionsError` naming what is wrong with them."""
+    try:
+        durs = tuple(durations)
+    except TypeError:
+        raise OptionsError(f"durations must be a sequence of ints; got {durations!r}") from None
+    bad = [
+        d for d in durs if isinstance(d, bool) or not isinstance(d, int) or not 0 <= d <= MAX_COUNT
+    ]
+    if not durs or bad:
+        raise OptionsError(f"durations must be non-negative ints <= {MAX_COUNT}; got {durs!r}")
+    if len(set(durs)) != len(durs):
+        raise OptionsError(f"durations must be distinct; got {durs!r}")
+    if max(durs) == 0:
+        raise OptionsError(f"durations need a positive value to advance in time; got {durs!r}")
+    return durs

@@ -1,0 +1,227 @@
+"""Transducer beam searches against exhaustive enumeration, the per-utterance reference,
+greedy decoding, and themselves (batch against each utterance alone)."""
+
+import math
+
+import pytest
+import torch
+
+from wfstdecode.testing.transducer_models import (
+    planted_batch,
+    planted_transducer,
+    random_transducer,
+)
+from wfstdecode.testing.transducer_oracles import exhaustive_sequences
+from wfstdecode.transducer import (
+    BeamOptions,
+    GreedyOptions,
+    beam_decode,
+    beam_reference,
+    greedy_decode,
+)
+
+TDT = (0, 1, 2)
+# (algorithm, its own options) covering every search and its parameters
+SEARCHES = [
+    ("standard", {}),
+    ("maes", {}),
+    ("maes", {"maes_steps": 3, "expansion_beta": 0, "expansion_gamma": 1.0}),
+    ("tokenwise", {"segment_size": 1}),
+    ("tokenwise", {"segment_size": 3}),
+    ("alsd", {}),
+    ("alsd", {"max_tokens": 2}),
+    ("wind", {"window": 1}),
+    ("wind", {"window": 3}),
+    ("alsd", {"durations": TDT}),
+]
+IDS = ["-".join([a, *(f"{k}{v}" for k, v in kw.items())]) for a, kw in SEARCHES]
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+
+def tiny(seed, vocab=3, frames=4, durations=None, batch=1):
+    model = random_transducer(vocab, 6, 5, 7, n_durations=len(durations or ()), seed=seed)
+    gen = torch.Generator().manual_seed(seed + 1000)
+    return model, torch.randn(batch, frames, 6, generator=gen) * 3
+
+
+def key(h):
+    return h.tokens, h.timestamps, h.durations
+
+
+def assert_same(got, want, tol=1e-4):
+    assert len(got) == len(want)
+    for b, (g, w) in enumerate(zip(got, want, strict=True)):
+        assert [key(h) for h in g] == [key(h) for h in w], f"utterance {b}"
+        for hg, hw in zip(g, w, strict=True):
+            assert hg.score == pytest.approx(hw.score, abs=tol), f"utterance {b}"
+
+
+def oracle_frames(options) -> int:
+    """Frames that keep the enumeration small (2 labels, up to 2 per frame: 511 prefixes)."""
+    if options.algorithm == "wind" or (options.rounds > 2 and options.sums_alignments):
+        return 3  # 127 prefixes
+    return 4
+
+
+def oracle(model, enc, options):
+    """Every label sequence's exact score under the search's own scoring and bounds."""
+    S = options.effective_segment
+    per_block = options.rounds if options.sums_alignments else options.max_symbols_per_frame
+    merge = "sum" if options.sums_alignments else "max"
+    scores = exhaustive_sequences(model, enc, options.durations, per_block, S, merge)
+    if options.max_tokens is not None:
+        scores = {y: s for y, s in scores.items() if len(y) <= options.max_tokens}
+    return scores
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize(("algorithm", "own"), SEARCHES, ids=IDS)
+def test_a_wide_beam_finds_the_exhaustive_best(algorithm, own, seed):
+    """With room for every sequence, the n best equal the enumeration's n best, exactly."""
+    own = dict(own)
+    if algorithm == "maes":  # no expansion pruning, so that nothing is lost
+        own.update(expansion_gamma=math.inf, expansion_beta=0)
+    beam = 150 if algorithm == "wind" else 600  # room for every prefix (wind: per frame)
+    options = BeamOptions(
+        algorithm, beam_size=beam, nbest=6, length_norm=False, max_symbols_per_frame=2, **own
+    )
+    model, enc = tiny(seed, frames=oracle_frames(options), durations=options.durations)
+    exact = oracle(model, enc[0], options)
+    want = sorted(exact.items(), key=lambda item: -item[1])[:6]
+    for search in (beam_decode, beam_reference):
+        got = search(model, enc, torch.tensor([enc.shape[1]]), options)[0]
+        assert [h.tokens for h in got] == [y for y, _ in want]
+        assert [h.score for h in got] == pytest.approx([s for _, s in want], abs=1e-5)
+
+
+@pytest.mark.parametrize("beam", [1, 2, 3])
+@pytest.mark.parametrize(("algorithm", "own"), SEARCHES, ids=IDS)
+def test_a_score_never_exceeds_its_sequence_exact_score(algorithm, own, beam):
+    """A pruned search sums fewer alignments, or keeps one: never more than the exact score."""
+    options = BeamOptions(algorithm, beam_size=beam, nbest=beam, max_symbols_per_frame=2, **own)
+    frames = oracle_frames(options)
+    model, enc = tiny(7, frames=frames, durations=options.durations)
+    exact = oracle(model, enc[0], options)
+    for h in beam_decode(model, enc, torch.tensor([frames]), options)[0]:
+        assert h.score <= exact[h.tokens] + 1e-5
+
+
+@pytest.mark.parametrize("beam", [1, 2, 4])
+@pytest.mark.parametrize(("algorithm", "own"), SEARCHES, ids=IDS)
+def test_batched_equals_reference(algorithm, own, beam):
+    """The batched search and the per-utterance specification agree hypothesis for
+    hypothesis (tokens, timestamps, durations, scores), empty utterances included."""
+    for seed in range(3):
+        model, enc = tiny(seed, vocab=6, frames=9, durations=own.get("durations"), batch=4)
+        lengths = torch.tensor([9, 0, 5, 7])
+        options = BeamOptions(algorithm, beam_size=beam, nbest=beam, max_symbols_per_frame=2, **own)
+        assert_same(
+            beam_decode(model, enc, lengths, options), beam_reference(model, enc, lengths, options)
+        )
+
+
+@pytest.fixture(scope="module")
+def planted():
+    model = planted_transducer(40, 64, 64, 64, seed=1)
+    pb = planted_batch(model, 6, 40, seed=3)
+    return model, pb.enc, pb.lengths
+
+
+@pytest.fixture(scope="module")
+def planted_tdt():
+    model = planted_transducer(40, 64, 64, 64, durations=(0, 1, 2, 3, 4), seed=2)
+    pb = planted_batch(model, 6, 40, seed=4)
+    return model, pb.enc, pb.lengths
+
+
+@pytest.mark.parametrize(("algorithm", "own"), SEARCHES, ids=IDS)
+def test_planted_batch_equals_reference_and_each_utterance_alone(
+    algorithm, own, planted, planted_tdt
+):
+    model, enc, lengths = planted_tdt if own.get("durations") else planted
+    own = {**own, "durations": (0, 1, 2, 3, 4)} if own.get("durations") else own
+    options = BeamOptions(algorithm, beam_size=4, nbest=3, **own)
+    batched = beam_decode(model, enc, lengths, options)
+    assert_same(batched, beam_reference(model, enc, lengths, options))
+    alone = [
+        beam_decode(model, enc[b : b + 1], lengths[b : b + 1], options)[0]
+        for b in range(len(lengths))
+    ]
+    assert_same(batched, alone)
+    if "max_tokens" not in own:
+        assert sum(len(h[0].tokens) for h in batched) > 20  # the planted labels come out
+
+
+def test_tokenwise_segment_one_is_standard():
+    """Keren: segment size 1 is the standard breadth-first search (written separately in the
+    reference as Eq. 1; the batched search runs the token-wise equations)."""
+    for seed in range(3):
+        model, enc = tiny(seed, vocab=6, frames=9, batch=3)
+        lengths = torch.tensor([9, 6, 8])
+        standard = BeamOptions("standard", beam_size=3, nbest=3)
+        tokenwise = BeamOptions("tokenwise", beam_size=3, nbest=3, segment_size=1)
+        assert_same(
+            beam_decode(model, enc, lengths, tokenwise),
+            beam_reference(model, enc, lengths, standard),
+        )
+
+
+def same_label_bound(algorithm, own):
+    """Greedy allows 10 labels per frame (its default); MAES gets as many rounds, so that the
+    greedy path lies in its search space."""
+    return {**own, "maes_steps": 10} if algorithm == "maes" else own
+
+
+@pytest.mark.parametrize(("algorithm", "own"), SEARCHES, ids=IDS)
+def test_beam_one_is_greedy(algorithm, own, planted, planted_tdt):
+    """With one hypothesis every search takes the best move each time: on a trained-like
+    (planted) model that is the greedy path. (WIND compares a label now with blanks and a
+    label later, so on a flat untrained model its one-best move can differ from greedy.)"""
+    tdt = bool(own.get("durations"))
+    model, enc, lengths = planted_tdt if tdt else planted
+    if algorithm == "tokenwise" and own.get("segment_size", 3) > 1:
+        pytest.skip("a segment sums over emission frames: not one path")
+    if "max_tokens" in own:
+        pytest.skip("max_tokens cuts the path")
+    own = {**own, "durations": (0, 1, 2, 3, 4)} if tdt else own
+    greedy = greedy_decode(model, enc, lengths, GreedyOptions(durations=own.get("durations")))
+    options = BeamOptions(algorithm, beam_size=1, **same_label_bound(algorithm, own))
+    beam = beam_decode(model, enc, lengths, options)
+    assert_same([[h] for h in greedy], beam)
+
+
+@pytest.mark.parametrize(("algorithm", "own"), SEARCHES, ids=IDS)
+def test_beam_best_is_not_below_greedy(algorithm, own, planted, planted_tdt):
+    """By the search's own scoring (the greedy path's score, exact for the summing searches),
+    the beam's best is at least as good as greedy's."""
+    tdt = bool(own.get("durations"))
+    model, enc, lengths = planted_tdt if tdt else planted
+    own = {**own, "durations": (0, 1, 2, 3, 4)} if tdt else own
+    greedy = greedy_decode(model, enc, lengths, GreedyOptions(durations=own.get("durations")))
+    options = BeamOptions(
+        algorithm, beam_size=4, length_norm=False, **same_label_bound(algorithm, own)
+    )
+    for g, hyps in zip(greedy, beam_decode(model, enc, lengths, options), strict=True):
+        if options.max_tokens is not None and len(g.tokens) > options.max_tokens:
+            continue
+        assert hyps[0].score >= g.score - 1e-6
+
+
+def test_nbest_distinct_best_first_and_length_norm():
+    model, enc = tiny(3, vocab=5, frames=8, batch=2)
+    lengths = torch.tensor([8, 6])
+    for algorithm in ("standard", "alsd"):
+        for norm in (False, True):
+            options = BeamOptions(algorithm, beam_size=6, nbest=6, length_norm=norm)
+            for hyps in beam_decode(model, enc, lengths, options):
+                assert len({h.tokens for h in hyps}) == len(hyps) > 1
+                rank = [h.score / max(len(h.tokens), 1) if norm else h.score for h in hyps]
+                assert rank == sorted(rank, reverse=True)
+                assert all(h.notes[0] == f"algorithm={algorithm}" for h in hyps)

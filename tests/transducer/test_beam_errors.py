@@ -1,0 +1,149 @@
+"""Beam search options that cannot work, bad inputs and bad model outputs raise clear errors;
+the per-step bodies never read a tensor on the host (CPU proof, as for greedy)."""
+
+import math
+
+import pytest
+import torch
+from torch.utils._python_dispatch import _disable_current_modes
+
+from wfstdecode.errors import DecodeInputError, OptionsError
+from wfstdecode.testing.host_sync import NoHostSync
+from wfstdecode.testing.transducer_models import (
+    planted_batch,
+    planted_transducer,
+    random_transducer,
+)
+from wfstdecode.transducer import BeamOptions, beam_decode, beam_reference
+from wfstdecode.transducer.beam import alignment, rows, segment, window
+
+ALL = [
+    BeamOptions("standard", beam_size=3),
+    BeamOptions("maes", beam_size=3),
+    BeamOptions("tokenwise", beam_size=3, segment_size=2),
+    BeamOptions("alsd", beam_size=3),
+    BeamOptions("wind", beam_size=3, window=3),
+    BeamOptions("alsd", beam_size=3, durations=(0, 1, 2)),
+]
+ALL_IDS = ["standard", "maes", "tokenwise", "alsd", "wind", "tdt"]
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"algorithm": "beam"}, "algorithm must be one of"),
+        ({"beam_size": 0}, "beam_size"),
+        ({"beam_size": True}, "beam_size"),
+        ({"nbest": 5, "beam_size": 4}, "nbest=5 exceeds beam_size=4"),
+        ({"length_norm": 1}, "length_norm"),
+        ({"max_symbols_per_frame": 0}, "max_symbols_per_frame"),
+        ({"algorithm": "alsd", "window": 4}, "window=4 is only used by algorithm 'wind'"),
+        ({"algorithm": "wind", "window": 0}, "window"),
+        ({"algorithm": "standard", "segment_size": 2}, "segment_size.*'tokenwise'"),
+        ({"algorithm": "tokenwise", "segment_size": 1.5}, "segment_size"),
+        ({"algorithm": "standard", "max_tokens": 3}, "max_tokens.*'alsd' or 'wind'"),
+        ({"algorithm": "alsd", "maes_steps": 2}, "maes_steps.*'maes'"),
+        ({"algorithm": "maes", "expansion_gamma": -1.0}, "expansion_gamma"),
+        ({"algorithm": "maes", "expansion_gamma": math.nan}, "expansion_gamma"),
+        ({"algorithm": "maes", "expansion_beta": -1}, "expansion_beta"),
+        ({"algorithm": "wind", "durations": (0, 1)}, "durations.*'alsd'"),
+        ({"algorithm": "standard", "durations": (0, 1)}, "durations.*'alsd'"),
+        ({"algorithm": "alsd", "durations": (0, 0)}, "distinct"),
+        ({"algorithm": "alsd", "durations": (0,)}, "positive"),
+    ],
+)
+def test_impossible_options_raise(kwargs, match):
+    with pytest.raises(OptionsError, match=match):
+        BeamOptions(**kwargs)
+
+
+def test_options_are_frozen_and_derived_values():
+    options = BeamOptions("maes", beam_size=4, durations=None)
+    with pytest.raises(AttributeError):
+        options.beam_size = 3
+    assert (options.rounds, options.expansions, options.gamma) == (2, 6, 2.3)
+    assert BeamOptions("tokenwise", segment_size=4, max_symbols_per_frame=2).rounds == 8
+    assert BeamOptions("alsd", durations=[0, 1]).durations == (0, 1)
+    assert BeamOptions("wind").effective_window == 8
+    assert not BeamOptions("alsd").sums_alignments and BeamOptions("standard").sums_alignments
+
+
+@pytest.fixture(scope="module")
+def model():
+    return random_transducer(vocab_size=12, enc_dim=24)
+
+
+def test_bad_inputs_raise_as_for_greedy(model):
+    enc, lengths = torch.randn(2, 7, 24), torch.full((2,), 7)
+    with pytest.raises(DecodeInputError, match=r"enc must be a tensor \(B, T, D\)"):
+        beam_decode(model, enc[0], lengths)
+    with pytest.raises(DecodeInputError, match="enc_lengths must lie in"):
+        beam_decode(model, enc, torch.tensor([7, 8]))
+    bad = enc.clone()
+    bad[1, 3, 5] = math.nan
+    with pytest.raises(DecodeInputError, match=r"frame 3 of utterance 1"):
+        beam_decode(model, bad, lengths)
+    with pytest.raises(OptionsError, match="options must be BeamOptions"):
+        beam_decode(model, enc, lengths, {"beam_size": 4})
+    with pytest.raises(DecodeInputError, match="joint width"):
+        beam_decode(model, enc, lengths, BeamOptions("alsd", durations=(0, 1, 2)))
+    assert beam_decode(model, enc[:0], lengths[:0]) == []
+
+
+class Poisoned(torch.nn.Module):
+    """The model, with NaN in one logit of the joint from its n-th call on."""
+
+    def __init__(self, inner, from_call):
+        super().__init__()
+        self.inner, self.from_call, self.calls = inner, from_call, 0
+        self.blank_id, self.vocab_size = inner.blank_id, inner.vocab_size
+        self.state_batch_dim = inner.state_batch_dim
+
+    def init_state(self, batch_size, device):
+        return self.inner.init_state(batch_size, device)
+
+    def predict(self, labels, state):
+        return self.inner.predict(labels, state)
+
+    def joint(self, enc, pred):
+        self.calls += 1
+        logits = self.inner.joint(enc, pred)
+        if self.calls >= self.from_call:
+            logits = logits.clone()
+            logits[:, 1] = math.nan
+        return logits
+
+
+@pytest.mark.parametrize("options", ALL, ids=ALL_IDS)
+def test_non_finite_logits_raise(options):
+    inner = random_transducer(vocab_size=6, enc_dim=24, n_durations=len(options.durations or ()))
+    enc, lengths = torch.randn(2, 6, 24), torch.tensor([6, 4])
+    with pytest.raises(DecodeInputError, match="non-finite logits.*beam search of utterance"):
+        beam_decode(Poisoned(inner, from_call=3), enc, lengths, options)
+
+
+@pytest.mark.parametrize("options", ALL, ids=ALL_IDS)
+def test_search_bodies_never_sync(options, monkeypatch):
+    """Everything between the loop flags runs under a mode that raises on host syncs (the
+    predictor runs on all rows, as it does on CUDA)."""
+
+    def flag(value):
+        with _disable_current_modes():
+            return bool(value)
+
+    for module in (alignment, segment, window):
+        monkeypatch.setattr(module, "host_flag", flag)
+    monkeypatch.setattr(rows, "COMPACT_ON_CPU", False)
+    results = rows.BeamRows.results
+
+    def unchecked_results(self, *args, **kwargs):
+        with _disable_current_modes():
+            return results(self, *args, **kwargs)
+
+    monkeypatch.setattr(rows.BeamRows, "results", unchecked_results)
+    model = planted_transducer(30, 64, 64, 64, durations=options.durations, seed=5)
+    pb = planted_batch(model, 4, 30, min_frames=0, seed=5)
+    with NoHostSync():
+        got = beam_decode(model, pb.enc, pb.lengths, options)
+    want = beam_reference(model, pb.enc, pb.lengths, options)
+    assert [[h.tokens for h in hyps] for hyps in got] == [[h.tokens for h in hyps] for hyps in want]

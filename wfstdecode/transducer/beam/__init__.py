@@ -1,0 +1,57 @@
+"""Batched transducer beam searches: `beam_decode` with `BeamOptions`.
+
+Two families (see `BeamOptions`): frame-synchronous searches whose scores sum over
+alignments ("standard", "tokenwise", "maes"; `segment.py`) and searches whose scores are one
+alignment's ("alsd": `alignment.py`, "wind": `window.py`). `reference.py` is the per-utterance
+specification both are tested against. Imports run beam -> segment / window -> alignment -> rows.
+"""
+
+from __future__ import annotations
+
+from ...errors import OptionsError
+from ..inputs import check_inputs, check_joint
+from ..model import ModelAdapter
+from .alignment import alignment_search
+from .options import BEAM_ALGORITHMS, BeamOptions
+from .reference import beam_reference
+from .segment import segment_search
+from .window import window_search
+
+__all__ = ["BEAM_ALGORITHMS", "BeamOptions", "beam_decode", "beam_reference"]
+
+
+def beam_decode(model, enc, enc_lengths, options: BeamOptions | None = None):
+    """Beam-search a batch of encoder outputs with an RNN-T or TDT model.
+
+    model, enc, enc_lengths: as `greedy_decode` (a `TransducerModel`, (B, T, D), (B,)).
+    options: `BeamOptions`.
+
+    Returns, per utterance, up to ``options.nbest`` `Hypothesis` objects, best first, with
+    distinct token sequences: tokens, timestamps, durations (TDT), score (log-probability: summed
+    over the alignments the search merged for "standard" / "tokenwise" / "maes", one
+    alignment's for "alsd" / "wind"; see `BeamOptions`), and notes. Timestamps: the frame of each
+    label in the alignment the score belongs to ("alsd", "wind"; for the summing searches the
+    best contribution's), for "tokenwise" the frame of the segment where the label's emission
+    was most probable.
+    """
+    import torch
+
+    if options is None:
+        options = BeamOptions()
+    if not isinstance(options, BeamOptions):
+        raise OptionsError(f"options must be BeamOptions; got {type(options).__name__}")
+    enc, lengths = check_inputs(model, enc, enc_lengths)
+    if enc.shape[0] == 0:
+        return []
+    adapter = ModelAdapter(model)
+    notes = (f"algorithm={options.algorithm}", f"beam_size={options.beam_size}")
+    if options.algorithm == "wind":
+        notes += (f"window={min(options.effective_window, max(enc.shape[1], 1))}",)
+    if options.algorithm == "tokenwise":
+        notes += (f"segment_size={options.effective_segment}",)
+    with torch.inference_mode():
+        vocab = check_joint(adapter, enc, options.durations)
+        search = {"alsd": alignment_search, "wind": window_search}.get(
+            options.algorithm, segment_search
+        )
+        return search(adapter, enc, lengths, options, vocab, notes)

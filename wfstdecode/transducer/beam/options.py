@@ -1,0 +1,170 @@
+"""`BeamOptions`: every knob of transducer beam search that changes results, validated once."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Literal
+
+from ...errors import OptionsError
+from ..options import DEFAULT_WINDOW, MAX_COUNT, check_durations
+
+__all__ = ["BEAM_ALGORITHMS", "BeamOptions"]
+
+BEAM_ALGORITHMS = ("standard", "tokenwise", "maes", "alsd", "wind")
+# Searches whose hypothesis score sums over the alignments of its tokens (prefix merging), and
+# those whose score is one alignment's (identical hypotheses keep the better alignment).
+SUMMING = ("standard", "tokenwise", "maes")
+DEFAULT_SEGMENT = 3
+
+
+@dataclass(frozen=True)
+class BeamOptions:
+    """Options of `beam_decode`.
+
+    algorithm — two families share every other option:
+
+      Frame-synchronous, scores sum over alignments (identical token sequences are merged by
+      log-sum-exp as they reach the end of a frame, "prefix merging"):
+      "standard"  breadth-first search (Graves 2012 as run in Keren's paper, ref. [7]): per frame,
+                  up to ``max_symbols_per_frame`` rounds; each round extends the beam's
+                  hypotheses by the ``beam_size`` best labels over all of them, and moves every
+                  hypothesis past the frame with its blank.
+      "tokenwise" Keren's token-wise search: the same over segments of ``segment_size`` frames
+                  whose joint calls are batched; a label's emission frame becomes a distribution
+                  over the segment (Eq. 3-7). ``segment_size=1`` is "standard". At most
+                  ``max_symbols_per_frame * segment_size`` labels per segment.
+      "maes"      modified adaptive expansion search (Kim et al. 2021): "standard" with at most
+                  ``maes_steps`` labels per frame, ``beam_size + expansion_beta`` label
+                  expansions per round, and only labels whose score is within
+                  ``expansion_gamma`` of the hypothesis' best expansion (blank included).
+
+      One alignment per hypothesis, its score that alignment's log-probability (identical
+      hypotheses keep the better alignment: Viterbi recombination); hypotheses that reach the
+      last frame join a final set of ``beam_size`` (Saon et al.'s F), and a hypothesis below
+      its worst member is dropped:
+      "alsd"      alignment-length synchronous search (Saon et al. 2020): every step extends
+                  each beam hypothesis by one blank or one label (TDT: one token with one
+                  duration), so the beam compares hypotheses of equal frames + labels.
+      "wind"      WIND beam search (Algorithm 3): hypotheses wait by the frame they read next;
+                  each step extends the ``beam_size`` best at the earliest frame by their
+                  ``beam_size`` best moves in a window of ``window`` frames — a label at any
+                  frame of the window after blanks before it, or blanks over the whole window.
+                  ``window=1`` is its frame-synchronous (non-windowed) form. RNN-T only.
+
+    beam_size:   hypotheses kept per utterance.
+    nbest:       hypotheses returned per utterance, best first (<= beam_size).
+    length_norm: rank the final hypotheses by score / number of tokens (NeMo's score_norm,
+                 Graves' final choice); the search itself compares raw log-probabilities.
+    max_symbols_per_frame: labels one hypothesis may emit at one frame (a blank must follow).
+    durations:   TDT duration values; supported by "alsd" (a token moves its duration on, a blank
+                 at least one frame).
+    window:      "wind" only; frames scored per step (default 8).
+    segment_size: "tokenwise" only; frames per segment (default 3).
+    max_tokens:  "alsd" / "wind" only: no hypothesis grows longer (ALSD's u_max); None: no bound.
+    maes_steps, expansion_beta, expansion_gamma: "maes" only (defaults 2, 2, 2.3 as NeMo's).
+    """
+
+    algorithm: Literal["standard", "tokenwise", "maes", "alsd", "wind"] = "alsd"
+    beam_size: int = 4
+    nbest: int = 1
+    length_norm: bool = True
+    max_symbols_per_frame: int = 10
+    durations: tuple[int, ...] | None = None
+    window: int | None = None
+    segment_size: int | None = None
+    max_tokens: int | None = None
+    maes_steps: int | None = None
+    expansion_beta: int | None = None
+    expansion_gamma: float | None = None
+
+    def __post_init__(self):
+        if self.algorithm not in BEAM_ALGORITHMS:
+            raise OptionsError(
+                f"algorithm must be one of {BEAM_ALGORITHMS}; got {self.algorithm!r}"
+            )
+        _check_int("beam_size", self.beam_size, 1)
+        _check_int("nbest", self.nbest, 1)
+        if self.nbest > self.beam_size:
+            raise OptionsError(
+                f"nbest={self.nbest} exceeds beam_size={self.beam_size}: a beam holds only "
+                "beam_size hypotheses"
+            )
+        if not isinstance(self.length_norm, bool):
+            raise OptionsError(f"length_norm must be True or False; got {self.length_norm!r}")
+        _check_int("max_symbols_per_frame", self.max_symbols_per_frame, 1)
+        own = {
+            "window": ("wind",),
+            "segment_size": ("tokenwise",),
+            "max_tokens": ("alsd", "wind"),
+            "maes_steps": ("maes",),
+            "expansion_beta": ("maes",),
+            "expansion_gamma": ("maes",),
+            "durations": ("alsd",),
+        }
+        for name, algorithms in own.items():
+            if getattr(self, name) is not None and self.algorithm not in algorithms:
+                raise OptionsError(
+                    f"{name}={getattr(self, name)!r} is only used by algorithm "
+                    f"{' or '.join(map(repr, algorithms))}; got algorithm={self.algorithm!r}"
+                )
+        for name in ("window", "segment_size", "maes_steps"):
+            if getattr(self, name) is not None:
+                _check_int(name, getattr(self, name), 1)
+        if self.max_tokens is not None:
+            _check_int("max_tokens", self.max_tokens, 0)
+        if self.expansion_beta is not None:
+            _check_int("expansion_beta", self.expansion_beta, 0)
+        gamma = self.expansion_gamma
+        if gamma is not None and (
+            isinstance(gamma, bool)
+            or not isinstance(gamma, int | float)
+            or math.isnan(gamma)
+            or gamma < 0
+        ):
+            raise OptionsError(
+                f"expansion_gamma must be a number >= 0 (inf allowed); got {gamma!r}"
+            )
+        if self.durations is not None:
+            object.__setattr__(self, "durations", check_durations(self.durations))
+
+    @property
+    def sums_alignments(self) -> bool:
+        """Whether a hypothesis' score sums over its alignments (else: one alignment's)."""
+        return self.algorithm in SUMMING
+
+    @property
+    def effective_window(self) -> int:
+        if self.algorithm != "wind":
+            return 1
+        return DEFAULT_WINDOW if self.window is None else self.window
+
+    @property
+    def effective_segment(self) -> int:
+        if self.algorithm != "tokenwise":
+            return 1
+        return DEFAULT_SEGMENT if self.segment_size is None else self.segment_size
+
+    @property
+    def rounds(self) -> int:
+        """Label rounds per segment of the frame-synchronous searches (labels per segment)."""
+        if self.algorithm == "maes":
+            return 2 if self.maes_steps is None else self.maes_steps
+        return self.max_symbols_per_frame * self.effective_segment
+
+    @property
+    def expansions(self) -> int:
+        """Label expansions kept per round of the frame-synchronous searches."""
+        beta = self.expansion_beta if self.algorithm == "maes" else 0
+        return self.beam_size + (2 if beta is None else beta)
+
+    @property
+    def gamma(self) -> float:
+        if self.algorithm != "maes":
+            return math.inf
+        return 2.3 if self.expansion_gamma is None else float(self.expansion_gamma)
+
+
+def _check_int(name: str, value, low: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_COUNT:
+        raise OptionsError(f"{name} must be an int in [{low}, {MAX_COUNT}]; got {value!r}")

@@ -1,0 +1,167 @@
+"""Beam hypotheses of a batch as fixed-shape rows: utterance b owns rows b*K .. b*K+K-1.
+
+`BeamRows` keeps what every beam search carries per hypothesis — the token history
+(`BatchedSequences`: labels, timestamps, TDT durations; the scores), a hash of the labels for
+recombination, the predictor output and state — and moves it as one: `reorder_` makes each row
+a copy of a parent row, `emit_` appends a label where a mask says and runs the predictor for
+those rows only. Nothing here reads a device value on the host except where it says so.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ...buffers import BatchedSequences
+from ...errors import DecodeInputError
+from ...results import Hypothesis
+from ..model import ModelAdapter, index_state, select_state
+
+__all__ = ["HASH_BASE", "BeamRows", "best_distinct", "recombine"]
+
+# On CPU the predictor runs on the emitting rows only; False runs it on all rows, as on CUDA
+# (the tests' proof that the loop bodies never read a device value on the host).
+COMPACT_ON_CPU = True
+
+# Rolling hash of a label sequence: h' = h * HASH_BASE + label + 1 (int64, wrapping). Two
+# sequences recombine only if their hashes and lengths agree.
+HASH_BASE = 1_000_003
+
+
+class BeamRows:
+    def __init__(self, adapter: ModelAdapter, batch: int, width: int, device, tdt: bool):
+        self.adapter, self.B, self.K = adapter, batch, width
+        n = batch * width
+        self.n = n
+        fields = {"labels": torch.long, "timestamps": torch.long}
+        if tdt:
+            fields["durations"] = torch.long
+        self.seqs = BatchedSequences(n, 16, fields, device, score_dtype=torch.float64)
+        self.hash = torch.zeros(n, dtype=torch.long, device=device)
+        # Only the first row of each utterance starts alive (the empty hypothesis).
+        first = torch.arange(n, device=device) % width == 0
+        self.seqs.scores = torch.where(first, 0.0, -math.inf).to(torch.float64)
+        model = adapter.model
+        blank = torch.full((n,), adapter.blank_id, dtype=torch.long, device=device)
+        self.pred, self.state = adapter.predict(blank, model.init_state(n, device))
+
+    @property
+    def scores(self) -> torch.Tensor:
+        return self.seqs.scores
+
+    @scores.setter
+    def scores(self, value: torch.Tensor) -> None:
+        self.seqs.scores = value
+
+    @property
+    def lengths(self) -> torch.Tensor:
+        return self.seqs.lengths
+
+    def reorder_(self, rows: torch.Tensor) -> None:
+        """Row i becomes a copy of row ``rows[i]``."""
+        self.seqs.reorder_(rows)
+        self.hash = self.hash.index_select(0, rows)
+        self.pred = self.pred.index_select(0, rows)
+        self.state = index_state(self.adapter.model, self.state, rows)
+
+    def emit_(self, mask: torch.Tensor, labels: torch.Tensor, **fields) -> None:
+        """Append ``labels`` (and the other fields) where ``mask``; feed them to the predictor.
+
+        On CPU the predictor runs on the emitting rows only (finding them reads the mask);
+        on CUDA, or for a model with its own state layout, it runs on all rows and the
+        emitting ones are kept (`torch.where`): no host sync.
+        """
+        self.seqs.append_(mask, labels=labels, **fields)
+        self.hash = torch.where(mask, self.hash * HASH_BASE + labels + 1, self.hash)
+        model = self.adapter.model
+        custom = hasattr(model, "select_state") or hasattr(model, "index_state")
+        if labels.device.type == "cpu" and COMPACT_ON_CPU and not custom:
+            rows = mask.nonzero().squeeze(1)
+            if rows.numel() == 0:
+                return
+            sub = index_state(model, self.state, rows)
+            pred, state = self.adapter.predict(labels.index_select(0, rows), sub)
+            self.pred = self.pred.index_copy(0, rows, pred)
+            self.state = _index_copy(model, self.state, rows, state)
+            return
+        pred, state = self.adapter.predict(labels, self.state)
+        self.pred = torch.where(mask.unsqueeze(1), pred, self.pred)
+        self.state = select_state(model, mask, state, self.state)
+
+    def results(self, options, notes, first: int, count: int) -> list[list[Hypothesis]]:
+        """Each utterance's ``nbest`` best distinct label sequences among its rows
+        ``first .. first + count - 1`` (the finished ones); one host copy."""
+        lengths, scores, fields = self.seqs.to_lists()
+        out = []
+        for b in range(self.B):
+            best: dict[tuple, int] = {}
+            for i in range(b * self.K + first, b * self.K + first + count):
+                if scores[i] == -math.inf:
+                    continue  # an empty slot
+                tokens = tuple(fields["labels"][i])
+                if tokens not in best or scores[i] > scores[best[tokens]]:
+                    best[tokens] = i
+            if any(not math.isfinite(scores[i]) for i in best.values()) or not best:
+                raise DecodeInputError(
+                    f"model.joint returned non-finite logits (NaN, +inf, or -inf for every "
+                    f"token) in the beam search of utterance {b}, from finite encoder output: "
+                    "check the model's predictor, projections and joint"
+                )
+
+            def rank(i: int) -> float:
+                return scores[i] / max(lengths[i], 1) if options.length_norm else scores[i]
+
+            chosen = sorted(best.values(), key=rank, reverse=True)[: options.nbest]
+            durs = fields.get("durations")
+            out.append(
+                [
+                    Hypothesis(
+                        tokens=tuple(fields["labels"][i]),
+                        timestamps=tuple(fields["timestamps"][i]),
+                        durations=tuple(durs[i]) if durs else (),
+                        score=scores[i],
+                        acoustic_score=scores[i],
+                        notes=tuple(notes),
+                    )
+                    for i in chosen
+                ]
+            )
+        return out
+
+
+def _index_copy(model, state, rows, sub):
+    dim = getattr(model, "state_batch_dim", 0)
+    if isinstance(state, torch.Tensor):
+        return state.index_copy(dim, rows, sub)
+    if isinstance(state, tuple | list):
+        return type(state)(_index_copy(model, s, rows, u) for s, u in zip(state, sub, strict=True))
+    if isinstance(state, dict):
+        return {k: _index_copy(model, state[k], rows, sub[k]) for k in state}
+    return state
+
+
+def recombine(values, keys, merge: str):
+    """Recombine hypotheses with equal keys: each group is represented by its best member
+    (ties: the earlier), scored by the best ("max": Viterbi) or the log-sum-exp ("sum") of the
+    group; the other members get -inf.
+
+    values: (B, M) scores (-inf: none); keys: tuple of (B, M) tensors that together identify a
+    hypothesis.
+    """
+    M = values.shape[1]
+    same = torch.ones((*values.shape, M), dtype=torch.bool, device=values.device)
+    for part in keys:
+        same &= part.unsqueeze(2) == part.unsqueeze(1)
+    mine, other = values.unsqueeze(2), values.unsqueeze(1)  # [b, i, j]: i against j
+    earlier = torch.ones(M, M, dtype=torch.bool, device=values.device).tril(-1)
+    outranked = (same & ((other > mine) | ((other == mine) & earlier))).any(2)
+    if merge == "sum":
+        values = torch.where(same, other, -math.inf).logsumexp(2)
+    return torch.where(outranked, -math.inf, values)
+
+
+def best_distinct(values, keys, k: int, merge: str):
+    """`recombine`, then the ``k`` best per utterance: (B, k) scores, best first, and their
+    positions in M."""
+    return recombine(values, keys, merge).topk(k, dim=1)

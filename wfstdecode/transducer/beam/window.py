@@ -1,0 +1,105 @@
+"""Batched WIND beam search (the WIND paper's Algorithm 3), RNN-T, B x (P pool + K final)
+hypotheses in fixed-shape rows (`BeamRows`), P = K * (W + 1).
+
+Hypotheses wait in a pool, each at the frame it reads next; a step takes, per utterance, the
+K best of the earliest frame's hypotheses ("t = min(t2hyps.keys())"), scores their moves in a
+window of W frames (`alignment.score_moves`), keeps each one's K best moves (line 13), sends
+the moves that reach the last frame to the final set (`alignment.merge_final`) and puts the
+others back into the pool. The pool keeps, per frame, the K best distinct hypotheses that beat
+the K-th final score (Viterbi recombination by labels, frame and labels emitted at the frame;
+keeping the K best per frame as hypotheses arrive selects the same ones as the paper's pruning
+when a frame's turn comes). Every pool hypothesis reads a frame in [t, t + W], so K per frame
+fit in P rows. `reference._window_search` is the same per utterance.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..programs import host_flag
+from .alignment import (
+    Beam,
+    Kept,
+    apply_step_,
+    decode_moves,
+    finishing_moves,
+    merge_final,
+    score_moves,
+)
+from .rows import BeamRows, recombine
+
+__all__ = ["window_search"]
+
+
+def window_search(adapter, enc, lengths, options, vocab, notes):
+    B, T, _ = enc.shape
+    K, dev = options.beam_size, enc.device
+    W = min(options.effective_window, max(T, 1))
+    P = K * (W + 1)
+    R = P + K
+    rows = BeamRows(adapter, B, R, dev, tdt=False)
+    s = Beam.start(rows, lengths, R, final=P)
+    first = (torch.arange(B, device=dev) * R).unsqueeze(1)
+    pool_rows, final_rows = (
+        first + torch.arange(P, device=dev),
+        first + P + torch.arange(K, device=dev),
+    )
+    enc_p = adapter.encoder(enc)
+    while host_flag((rows.scores[pool_rows] > -math.inf).any()):
+        score, frame = rows.scores[pool_rows], s.frame[pool_rows]  # (B, P)
+        live = score > -math.inf
+        earliest = torch.where(live, frame, torch.iinfo(frame.dtype).max).amin(1, keepdim=True)
+        current = live & (frame == earliest)
+        cur_score, cur_pick = torch.where(current, score, -math.inf).topk(K, dim=1)
+        expand = pool_rows.gather(1, cur_pick)
+        moves = score_moves(
+            adapter, rows, s, expand, cur_score.view(-1), enc_p, options, vocab, W, None
+        )
+        moves = _k_best_per_row(moves.view(B * K, -1), K).view(B, -1)
+        finishing = finishing_moves(rows, s, expand, moves.view(B * K, W, vocab), W, None).view(
+            B, -1
+        )
+        final_best, final_pick, f_move = merge_final(
+            rows, s, expand, moves, finishing, final_rows, vocab, W, None
+        )
+        threshold = final_best[:, -1:]
+        g_values, g_move = decode_moves(rows, s, expand, moves, ~finishing, K * K, vocab, W, None)
+        # Candidates for the pool: the hypotheses waiting at later frames, and the new moves.
+        waiting = torch.where(live & ~current, score, -math.inf)
+        cand = {
+            "parent": torch.cat([pool_rows, g_move["parent"]], 1),
+            "label": torch.cat([torch.zeros_like(pool_rows), g_move["label"]], 1),
+            "is_label": torch.cat([torch.zeros_like(current), g_move["is_label"]], 1),
+            "emit_frame": torch.cat([torch.zeros_like(pool_rows), g_move["emit_frame"]], 1),
+            "frame": torch.cat([frame, g_move["frame"]], 1),
+            "count": torch.cat([s.count[pool_rows], g_move["count"]], 1),
+            "hash": torch.cat([rows.hash[pool_rows], g_move["hash"]], 1),
+            "length": torch.cat([rows.lengths[pool_rows], g_move["length"]], 1),
+        }
+        values = torch.cat([waiting, g_values], 1)
+        values = torch.where(values > threshold, values, -math.inf)
+        keys = (cand["hash"], cand["length"], cand["frame"], cand["count"])
+        values = _k_best_per_frame(recombine(values, keys, merge="max"), cand["frame"], K)
+        pool_best, pool_pick = values.topk(P, dim=1)
+        kept = Kept(cand, pool_pick, pool_best)
+        apply_step_(rows, s, kept, f_move, final_pick, final_best, final_rows, tdt=False)
+    return rows.results(options, notes, first=P, count=K)
+
+
+def _k_best_per_row(moves, k):
+    """Keep each row's ``k`` best moves (Algorithm 3, line 13); the rest -inf."""
+    best, index = moves.topk(min(k, moves.shape[1]), dim=1)
+    return torch.full_like(moves, -math.inf).scatter(1, index, best)
+
+
+def _k_best_per_frame(values, frame, k):
+    """Keep, per utterance and frame, the ``k`` best of ``values`` (B, M); the rest -inf."""
+    M = values.shape[1]
+    mine, other = values.unsqueeze(2), values.unsqueeze(1)
+    earlier = torch.ones(M, M, dtype=torch.bool, device=values.device).tril(-1)
+    above = (other > mine) | ((other == mine) & earlier)
+    same_frame = frame.unsqueeze(2) == frame.unsqueeze(1)
+    rank = (above & same_frame & (other > -math.inf)).sum(2)
+    return torch.where(rank < k, values, -math.inf)
