@@ -141,6 +141,37 @@ def decode_command(args: argparse.Namespace) -> None:
               file=sys.stderr)  # fmt: skip
 
 
+def decode_transducer_command(args: argparse.Namespace) -> None:
+    from .transducer import BeamOptions, GreedyOptions
+    from .transducer.files import decode_transducer_npz, load_transducer_model
+
+    model = load_transducer_model(args.model)
+    if args.beam_size is None:
+        if args.nbest != 1 or args.beam_algorithm is not None:
+            raise WfstDecodeError("--nbest and --beam-algorithm need --beam-size")
+        options = GreedyOptions()
+    else:
+        options = BeamOptions(args.beam_algorithm or "alsd", beam_size=args.beam_size,
+                              nbest=args.nbest)  # fmt: skip
+    result = decode_transducer_npz(model, args.npz, options)
+    for utt, hyps in zip(result.ids, result.hypotheses, strict=True):
+        for rank, hyp in enumerate(hyps):
+            text = model.text(hyp.tokens) if hasattr(model, "text") else ""
+            if args.json:
+                record = {"id": utt, "tokens": list(hyp.tokens), "timestamps": list(hyp.timestamps),
+                          "score": round(hyp.score, 4), "text": text}  # fmt: skip
+                if hyp.durations:
+                    record["durations"] = list(hyp.durations)
+                if len(hyps) > 1:
+                    record["rank"] = rank + 1
+                print(json.dumps(record, ensure_ascii=False), flush=True)
+            else:
+                tag = utt if len(hyps) == 1 else f"{utt}-{rank + 1}"
+                print(f"{tag}\t{hyp.score:.3f}\t{text}", flush=True)
+    if result.wer is not None:
+        print(f"WER {100 * result.wer:.2f}%", file=sys.stderr)
+
+
 def demo_command(args: argparse.Namespace) -> None:
     if args.ocr:
         from .demo import run_demo
@@ -167,11 +198,19 @@ def transcribe_command(args: argparse.Namespace) -> None:
     model = HamaPhoneModel()
     if args.transducer:
         if args.graph or any(getattr(args, n) is not None for n in DECODE_OPTIONS):
-            raise WfstDecodeError("--transducer decodes greedily without a graph: --graph and "
-                                  "the CTC search options do not apply")  # fmt: skip
+            raise WfstDecodeError("--transducer decodes without a graph: --graph and the CTC "
+                                  "search options do not apply")  # fmt: skip
         frame_seconds = TRANSDUCER_FRAME_SECONDS
-        results = iter_transcribe(args.audio, model=model, kind=args.transducer)
+        beam = None
+        if args.beam_size is not None:
+            from .transducer import BeamOptions
+
+            beam = BeamOptions(args.beam_algorithm, beam_size=args.beam_size)
+        results = iter_transcribe(args.audio, model=model, kind=args.transducer, beam=beam)
     else:
+        if args.beam_size is not None:
+            raise WfstDecodeError("--beam-size is the transducer beam search (with --transducer); "
+                                  "the graph search's width is --beam / --max-active")  # fmt: skip
         graph = DecodingGraph.load(args.graph) if args.graph else None
         frame_seconds = model.frame_seconds
         results = iter_transcribe(args.audio, graph, options, backend=args.backend, model=model)
@@ -238,6 +277,23 @@ def make_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=decode_command)
 
     p = sub.add_parser(
+        "decode-transducer", help="decode a saved encoder output with a saved transducer",
+        description="Prints ID<tab>SCORE<tab>TEXT per utterance (ID-RANK with --nbest > 1), or "
+        "with --json one object per line with tokens, frames (and TDT durations). The .npz "
+        "holds 'enc' (B, T, D) encoder outputs, or 'log_probs' (B, T, V) hama posteriors for "
+        "the speech transducers to encode; optional 'lengths', 'ids', 'texts' (then WER).",
+    )  # fmt: skip
+    p.add_argument("model", help="rnnt or tdt (shipped), or a SpeechTransducer .npz")
+    p.add_argument("npz", type=Path, help=".npz with enc or log_probs (see above)")
+    p.add_argument("--beam-size", type=int, default=None, metavar="K",
+                   help="beam search of K hypotheses (default: greedy)")  # fmt: skip
+    p.add_argument("--beam-algorithm", default=None, metavar="NAME",
+                   help="standard, tokenwise, maes, alsd (default), wind")  # fmt: skip
+    p.add_argument("--nbest", type=int, default=1, help="hypotheses per utterance")
+    p.add_argument("--json", action="store_true", help="JSON lines")
+    p.set_defaults(func=decode_transducer_command)
+
+    p = sub.add_parser(
         "transcribe", help="audio files -> words (hama phone model + a phone TLG)",
         description="Prints PATH<tab>WORDS per file (PATH<tab>RANK<tab>WORDS with --nbest > 1), "
         "or with --json one object per line with word start/end times in seconds. Without "
@@ -247,6 +303,10 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--graph", type=Path, help="graph directory over hama's tokens.txt")
     p.add_argument("--transducer", choices=("rnnt", "tdt"),
                    help="the shipped character transducer instead of a graph (greedy)")  # fmt: skip
+    p.add_argument("--beam-size", type=int, default=None, metavar="K",
+                   help="--transducer: beam search of K hypotheses, not greedy")  # fmt: skip
+    p.add_argument("--beam-algorithm", default="alsd", metavar="NAME",
+                   help="standard, tokenwise, maes, alsd (default), wind")  # fmt: skip
     for name, kind in DECODE_OPTIONS.items():
         p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None,
                        help="default: the speech defaults (SPEECH_OPTIONS)")  # fmt: skip

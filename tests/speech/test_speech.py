@@ -186,6 +186,20 @@ def test_transcribe_cli_lines_and_json(speech_graph_path):
     assert all(0 <= s < e <= 6.0 for s, e in times)  # the clip is 3.0 s long
 
 
+def test_transcribe_cli_transducer_beam():
+    cmd = [sys.executable, "-m", "wfstdecode.cli", "transcribe", str(WAVS[0])]
+    run = subprocess.run
+    out = run([*cmd, "--transducer", "rnnt", "--beam-size", "3", "--json"], capture_output=True,
+              text=True, check=True)  # fmt: skip
+    record = json.loads(out.stdout)
+    assert record["path"] == str(WAVS[0]) and record["text"] and record["words"]
+    bad = run([*cmd, "--beam-size", "3"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "--beam-size is the transducer beam search" in bad.stderr
+    bad = run([*cmd, "--transducer", "tdt", "--beam-size", "2", "--beam-algorithm", "wind"],
+              capture_output=True, text=True)  # fmt: skip
+    assert bad.returncode != 0 and "durations" in bad.stderr and "Traceback" not in bad.stderr
+
+
 def test_synthetic_speech_from_flite(model, speech_graph):
     from wfstdecode.testing.speech import missing_synthesizers, synthesize
 
@@ -238,3 +252,22 @@ def test_shipped_transducers_transcribe_the_librivox_clips(kind, model):
     for h in hyps:
         assert h[0].text.split() == list(h[0].words)
         assert all(s <= e for s, e in h[0].word_timestamps)
+
+
+def test_transducer_beam_search_transcribes_the_clips(model):
+    """``--beam-size`` (issue 19's contract): the beam search's words, not worse than greedy
+    by more than noise on these clips (bench/transducer_beam.md has the WER per search)."""
+    from wfstdecode.speech.transcribe import transcribe_transducer
+    from wfstdecode.transducer import BeamOptions
+
+    refs = [REFS[w.stem] for w in WAVS]
+    greedy = transcribe_transducer(WAVS, "tdt", model=model)
+    beam = transcribe_transducer(
+        WAVS, "tdt", BeamOptions("alsd", beam_size=4, nbest=2), model=model
+    )
+    assert all(len(h) == 2 and h[0].text != h[1].text for h in beam)
+
+    def errors(hyps):
+        return sum(edit_distance(r, h[0].text.split()) for r, h in zip(refs, hyps, strict=True))
+
+    assert errors(beam) <= errors(greedy) + 2, [h[0].text for h in beam]

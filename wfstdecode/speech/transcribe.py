@@ -37,10 +37,12 @@ def transcribe(
     ]
 
 
-def iter_transcribe(paths, graph=None, options=None, *, backend="auto", model=None, kind=None):
+def iter_transcribe(
+    paths, graph=None, options=None, *, backend="auto", model=None, kind=None, beam=None
+):
     """``(path, hypotheses)`` per file as each batch of `BATCH` files is decoded, so memory
     holds one batch's log-probs; ``kind`` ``"rnnt"`` / ``"tdt"``: the shipped transducer instead
-    of a graph (`transcribe_transducer`)."""
+    of a graph, greedy or with ``beam`` (`transcribe_transducer`)."""
     from .graph import load_speech_graph
 
     model = model or HamaPhoneModel()
@@ -53,7 +55,7 @@ def iter_transcribe(paths, graph=None, options=None, *, backend="auto", model=No
         if kind is None:
             results = decode_log_probs(rows, graph, options, backend=backend, model=model)
         else:
-            results = _decode_transducer(rows, kind, len(model.tokens))
+            results = _decode_transducer(rows, kind, len(model.tokens), beam)
         yield from zip(batch, results, strict=True)
 
 
@@ -73,26 +75,37 @@ def decode_log_probs(rows, graph, options=None, *, backend="auto", model=None):
 
 
 def transcribe_transducer(
-    paths: Sequence[str | os.PathLike], kind: str = "rnnt", *, model: HamaPhoneModel | None = None
+    paths: Sequence[str | os.PathLike],
+    kind: str = "rnnt",
+    beam=None,
+    *,
+    model: HamaPhoneModel | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode audio files with a shipped character transducer (``"rnnt"`` or ``"tdt"``) over
-    hama's posteriors, greedily; each `Hypothesis` gets the words its characters spell, with
-    the frames of each word's first and last character (40 ms frames)."""
-    return [hyps for _, hyps in iter_transcribe(paths, model=model, kind=kind)]
+    hama's posteriors: greedily, or with ``beam`` (`BeamOptions`; its durations are the
+    model's) the beam search's ``nbest``; each `Hypothesis` gets the words its characters
+    spell, with the frames of each word's first and last character (40 ms frames)."""
+    return [hyps for _, hyps in iter_transcribe(paths, model=model, kind=kind, beam=beam)]
 
 
-def _decode_transducer(rows, kind: str, num_tokens: int) -> list[list[Hypothesis]]:
+def _decode_transducer(rows, kind: str, num_tokens: int, beam=None) -> list[list[Hypothesis]]:
+    import dataclasses
+
     import torch
 
-    from ..transducer import GreedyOptions, greedy_decode
+    from ..transducer import GreedyOptions, beam_decode, greedy_decode
 
     transducer = _shipped_transducer(kind)
+    durations = transducer.durations or None
     log_probs, lengths = pad_log_probs(rows, num_tokens)
     with torch.inference_mode():
         enc, enc_lengths = transducer.encode(torch.from_numpy(log_probs), torch.from_numpy(lengths))
-        hyps = greedy_decode(transducer, enc, enc_lengths,
-                             GreedyOptions(durations=transducer.durations or None))  # fmt: skip
-    return [[spelled_words(h, transducer.tokens)] for h in hyps]
+        if beam is None:
+            hyps = greedy_decode(transducer, enc, enc_lengths, GreedyOptions(durations=durations))
+            return [[spelled_words(h, transducer.tokens)] for h in hyps]
+        beam = dataclasses.replace(beam, durations=durations)
+        nbests = beam_decode(transducer, enc, enc_lengths, beam)
+    return [[spelled_words(h, transducer.tokens) for h in hyps] for hyps in nbests]
 
 
 @functools.cache

@@ -152,10 +152,10 @@ class Kept:
     best: torch.Tensor
 
 
-def apply_step_(rows, s, kept, f_move, final_pick, final_best, final_rows, tdt) -> None:
+def apply_step_(rows, s, kept, f_move, final_pick, final_best, final_rows, tdt, lazy=False) -> None:
     """Rebuild the rows: each utterance's first rows from the kept candidates, its last K
     from the final set (an unchanged final row where ``final_pick < K``, else a finishing
-    move); rows that moved by a label append it and run the predictor."""
+    move); rows that moved by a label append it and run the predictor (``lazy``: later)."""
     K = final_rows.shape[1]
     from_final = final_pick < K
     f_pick = (final_pick - K).clamp(min=0)
@@ -172,7 +172,7 @@ def apply_step_(rows, s, kept, f_move, final_pick, final_best, final_rows, tdt) 
     fields = {"timestamps": new_rows("emit_frame", zeros)}
     if tdt:
         fields["durations"] = new_rows("duration", zeros)
-    rows.emit_(emit, new_rows("label", zeros), **fields)
+    rows.emit_(emit, new_rows("label", zeros), lazy=lazy, **fields)
     s.frame = new_rows("frame", s.length.view(rows.B, rows.K)[:, :K])
     s.count = new_rows("count", zeros)
 

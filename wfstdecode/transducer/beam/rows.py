@@ -45,6 +45,8 @@ class BeamRows:
         model = adapter.model
         blank = torch.full((n,), adapter.blank_id, dtype=torch.long, device=device)
         self.pred, self.state = adapter.predict(blank, model.init_state(n, device))
+        # Labels appended but not yet fed to the predictor (`emit_(..., lazy=True)`).
+        self.pending = torch.zeros(n, dtype=torch.bool, device=device)
 
     @property
     def scores(self) -> torch.Tensor:
@@ -64,30 +66,45 @@ class BeamRows:
         self.hash = self.hash.index_select(0, rows)
         self.pred = self.pred.index_select(0, rows)
         self.state = index_state(self.adapter.model, self.state, rows)
+        self.pending = self.pending.index_select(0, rows)
 
-    def emit_(self, mask: torch.Tensor, labels: torch.Tensor, **fields) -> None:
-        """Append ``labels`` (and the other fields) where ``mask``; feed them to the predictor.
-
-        On CPU the predictor runs on the emitting rows only (finding them reads the mask);
-        on CUDA, or for a model with its own state layout, it runs on all rows and the
-        emitting ones are kept (`torch.where`): no host sync.
-        """
+    def emit_(self, mask: torch.Tensor, labels: torch.Tensor, lazy=False, **fields) -> None:
+        """Append ``labels`` (and the other fields) where ``mask`` and feed them to the
+        predictor — or, ``lazy``, only mark them pending (`feed_pending_` feeds them when the
+        row is about to be expanded: WIND creates many hypotheses it never expands)."""
         self.seqs.append_(mask, labels=labels, **fields)
         self.hash = torch.where(mask, self.hash * HASH_BASE + labels + 1, self.hash)
+        self.pending |= mask
+        if not lazy:
+            self.feed_pending_(torch.arange(self.n, device=mask.device))
+
+    def feed_pending_(self, rows: torch.Tensor) -> None:
+        """Run the predictor on the pending labels of ``rows``.
+
+        On CPU the predictor runs on the pending rows only (finding them reads the mask);
+        on CUDA, or for a model with its own state layout, it runs on all ``rows`` and the
+        pending ones are kept (`torch.where`): no host sync.
+        """
         model = self.adapter.model
+        last = (self.seqs.lengths - 1).clamp(min=0).unsqueeze(1)
         custom = hasattr(model, "select_state") or hasattr(model, "index_state")
-        if labels.device.type == "cpu" and COMPACT_ON_CPU and not custom:
-            rows = mask.nonzero().squeeze(1)
+        if rows.device.type == "cpu" and COMPACT_ON_CPU and not custom:
+            rows = rows[self.pending[rows]]  # (a host sync: fine on CPU)
             if rows.numel() == 0:
                 return
+            labels = self.seqs["labels"].gather(1, last).squeeze(1).index_select(0, rows)
             sub = index_state(model, self.state, rows)
-            pred, state = self.adapter.predict(labels.index_select(0, rows), sub)
+            pred, state = self.adapter.predict(labels, sub)
             self.pred = self.pred.index_copy(0, rows, pred)
             self.state = _index_copy(model, self.state, rows, state)
+            self.pending = self.pending.index_fill(0, rows, False)
             return
+        labels = self.seqs["labels"].gather(1, last).squeeze(1)
+        mask = torch.zeros_like(self.pending).index_fill(0, rows, True) & self.pending
         pred, state = self.adapter.predict(labels, self.state)
         self.pred = torch.where(mask.unsqueeze(1), pred, self.pred)
         self.state = select_state(model, mask, state, self.state)
+        self.pending = self.pending & ~mask
 
     def results(self, options, notes, first: int, count: int) -> list[list[Hypothesis]]:
         """Each utterance's ``nbest`` best distinct label sequences among its rows

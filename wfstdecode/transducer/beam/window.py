@@ -54,6 +54,7 @@ def window_search(adapter, enc, lengths, options, vocab, notes):
         current = live & (frame == earliest)
         cur_score, cur_pick = torch.where(current, score, -math.inf).topk(K, dim=1)
         expand = pool_rows.gather(1, cur_pick)
+        rows.feed_pending_(expand.view(-1))
         moves = score_moves(
             adapter, rows, s, expand, cur_score.view(-1), enc_p, options, vocab, W, None
         )
@@ -84,7 +85,7 @@ def window_search(adapter, enc, lengths, options, vocab, notes):
         values = _k_best_per_frame(recombine(values, keys, merge="max"), cand["frame"], K)
         pool_best, pool_pick = values.topk(P, dim=1)
         kept = Kept(cand, pool_pick, pool_best)
-        apply_step_(rows, s, kept, f_move, final_pick, final_best, final_rows, tdt=False)
+        apply_step_(rows, s, kept, f_move, final_pick, final_best, final_rows, tdt=False, lazy=True)
     return rows.results(options, notes, first=P, count=K)
 
 

@@ -1,0 +1,80 @@
+"""``wfstdecode decode-transducer``: a saved encoder output (or hama posteriors) decoded with a
+shipped or saved transducer, greedy or beam; bad files get errors naming them."""
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+
+from wfstdecode.errors import InputFileError
+from wfstdecode.models import load_speech_transducer
+from wfstdecode.transducer import BeamOptions, GreedyOptions, beam_decode, greedy_decode
+from wfstdecode.transducer.files import decode_transducer_npz
+
+
+def posteriors(seed=0, batch=3, frames=60):
+    gen = np.random.default_rng(seed)
+    logits = gen.normal(size=(batch, frames, 191)).astype(np.float32) * 3
+    log_probs = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+    return log_probs, np.array([frames, frames - 17, 9])
+
+
+def run(*args):
+    cmd = [sys.executable, "-m", "wfstdecode.cli", "decode-transducer", *map(str, args)]
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+@pytest.mark.parametrize("kind", ["rnnt", "tdt"])
+def test_encoder_output_file_equals_the_library(tmp_path, kind):
+    model = load_speech_transducer(kind)
+    log_probs, lengths = posteriors()
+    with torch.inference_mode():
+        enc, enc_len = model.encode(torch.from_numpy(log_probs), torch.from_numpy(lengths))
+    np.savez(tmp_path / "enc.npz", enc=enc.numpy(), lengths=enc_len.numpy(), ids=["a", "b", "c"])
+    np.savez(tmp_path / "lp.npz", log_probs=log_probs, lengths=lengths)
+    durations = model.durations or None
+    options = BeamOptions("alsd", beam_size=3, nbest=2, durations=durations)
+    want = beam_decode(model, enc, enc_len, options)
+    got = decode_transducer_npz(
+        model, tmp_path / "enc.npz", BeamOptions("alsd", beam_size=3, nbest=2)
+    )
+    assert [[h.tokens for h in hyps] for hyps in got.hypotheses] == [
+        [h.tokens for h in hyps] for hyps in want
+    ]
+    assert got.ids == ["a", "b", "c"] and got.wer is None
+    from_posteriors = decode_transducer_npz(model, tmp_path / "lp.npz")
+    greedy = greedy_decode(model, enc, enc_len, GreedyOptions(durations=durations))
+    assert [h[0].tokens for h in from_posteriors.hypotheses] == [h.tokens for h in greedy]
+
+    out = run(kind, tmp_path / "enc.npz", "--beam-size", 3, "--nbest", 2, "--json")
+    assert out.returncode == 0, out.stderr
+    records = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [(r["id"], r["rank"]) for r in records] == [(u, k) for u in "abc" for k in (1, 2)]
+    assert [r["tokens"] for r in records] == [list(h.tokens) for hyps in want for h in hyps]
+    assert all(("durations" in r) == (kind == "tdt") for r in records if r["tokens"])
+
+
+def test_saved_model_texts_and_wer(tmp_path):
+    model = load_speech_transducer("rnnt")
+    model.save(tmp_path / "mine.npz")
+    log_probs, lengths = posteriors(1)
+    np.savez(tmp_path / "lp.npz", log_probs=log_probs, lengths=lengths, texts=["x", "y", "z"])
+    out = run(tmp_path / "mine.npz", tmp_path / "lp.npz")
+    assert out.returncode == 0, out.stderr
+    assert len(out.stdout.splitlines()) == 3 and "WER" in out.stderr
+
+
+def test_bad_files_and_options(tmp_path):
+    np.savez(tmp_path / "none.npz", x=np.zeros(3))
+    with pytest.raises(InputFileError, match="none.npz.*no 'enc' or 'log_probs'"):
+        decode_transducer_npz(load_speech_transducer("rnnt"), tmp_path / "none.npz")
+    np.savez(tmp_path / "len.npz", enc=np.zeros((2, 5, 4), np.float32), lengths=[5, 9])
+    with pytest.raises(InputFileError, match=r"lengths\[1\] = 9 is outside 0..T=5"):
+        decode_transducer_npz(load_speech_transducer("rnnt"), tmp_path / "len.npz")
+    out = run("rnnt", tmp_path / "len.npz", "--nbest", 2)
+    assert out.returncode != 0 and "--nbest and --beam-algorithm need --beam-size" in out.stderr
+    out = run(tmp_path / "missing.npz", tmp_path / "len.npz")
+    assert out.returncode != 0 and "missing.npz" in out.stderr and "Traceback" not in out.stderr

@@ -1,0 +1,166 @@
+"""Benchmark transducer beam searches against greedy decoding: WER and decoding time, as the
+WIND paper's Table 3 (decoder only; the encoder output is given).
+
+Workloads, in one run: the planted-alignment models of `tools/bench_transducer.py` (LSTM
+predictor 640, joint 640, vocabulary 1025; time only, no transcripts) and, per ``--speech``
+file, the shipped trained character RNN-T and TDT on real hama posteriors (WER against the
+file's transcripts). Rows: greedy label-looping and every beam search at beams 2/4/8, TDT
+greedy and TDT ALSD; columns: WER and CPU time at each batch size. Every cell is run once for
+its result, then timed ``--repeats`` times round-robin over all cells (best kept), so load from
+elsewhere on the machine hits every row alike.
+
+    python tools/bench_speech_ctc.py --write-npz /tmp/speech   # hama log-probs of the sets
+    python tools/bench_transducer_beam.py --speech /tmp/speech/flite.npz \\
+        --speech /tmp/speech/librivox.npz --out bench/transducer_beam.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import sys
+import time
+from functools import partial
+
+import torch
+from bench_transducer import TDT, device_name, speech_wer, speech_workload
+
+from wfstdecode.testing.transducer_models import planted_batch, planted_transducer
+from wfstdecode.transducer import BeamOptions, GreedyOptions, beam_decode, greedy_decode
+
+
+def variants(beams, segments, window):
+    """(row name, model kind, options): greedy first, then each search at each beam."""
+    rows = [("greedy (label-looping)", "rnnt", GreedyOptions())]
+    for beam in beams:
+        rows += [
+            (f"standard, beam {beam}", "rnnt", BeamOptions("standard", beam_size=beam)),
+            *(
+                (
+                    f"tokenwise S={s}, beam {beam}",
+                    "rnnt",
+                    BeamOptions("tokenwise", beam_size=beam, segment_size=s),
+                )
+                for s in (segments if beam == 4 else [3])  # every segment size at beam 4
+            ),
+            (f"maes, beam {beam}", "rnnt", BeamOptions("maes", beam_size=beam)),
+            (f"alsd, beam {beam}", "rnnt", BeamOptions("alsd", beam_size=beam)),
+            (
+                f"wind w={window}, beam {beam}",
+                "rnnt",
+                BeamOptions("wind", beam_size=beam, window=window),
+            ),
+        ]
+    rows.append(("TDT greedy (label-looping)", "tdt", GreedyOptions(durations=TDT)))
+    rows += [
+        (f"TDT alsd, beam {beam}", "tdt", BeamOptions("alsd", beam_size=beam, durations=TDT))
+        for beam in beams
+    ]
+    return rows
+
+
+def decode_all(model, enc, lengths, order, batch_size, options):
+    """Best hypothesis per utterance, decoded in batches of ``batch_size`` (longest first)."""
+    best = [None] * len(order)
+    lengths_cpu = lengths.cpu()
+    for start in range(0, len(order), batch_size):
+        idx = order[start : start + batch_size]
+        n = int(lengths_cpu[idx].max())
+        if isinstance(options, GreedyOptions):
+            out = greedy_decode(model, enc[idx, :n], lengths[idx], options)
+        else:
+            out = [hyps[0] for hyps in beam_decode(model, enc[idx, :n], lengths[idx], options)]
+        for i, h in zip(idx.tolist(), out, strict=True):
+            best[i] = h
+    return best
+
+
+def planted_workload(utterances, frames):
+    models, data = {}, {}
+    for kind, durs in (("rnnt", None), ("tdt", TDT)):
+        models[kind] = planted_transducer(1025, 640, 640, 640, durations=durs, seed=1)
+        pb = planted_batch(models[kind], utterances, frames, seed=2)
+        data[kind] = (pb.enc, pb.lengths, torch.argsort(pb.lengths, descending=True))
+    return models, data, None
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--speech", action="append", default=[], metavar="NPZ")
+    ap.add_argument("--utterances", type=int, default=32, help="planted workload")
+    ap.add_argument("--frames", type=int, default=200, help="planted: longest utterance")
+    ap.add_argument("--beams", default="2,4,8")
+    ap.add_argument("--segments", default="2,3,5", help="tokenwise segment sizes at beam 4")
+    ap.add_argument("--speech-utterances", type=int, default=0, help="first N of each set (0: all)")
+    ap.add_argument("--window", type=int, default=8)
+    ap.add_argument("--batch-sizes", default="1,32")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--no-planted", action="store_true")
+    ap.add_argument("--out")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)  # CPU seconds of one core: comparable rows
+    beams = [int(b) for b in args.beams.split(",")]
+    segments = [int(s) for s in args.segments.split(",")]
+    sizes = [int(b) for b in args.batch_sizes.split(",")]
+    workloads = (
+        [] if args.no_planted else [("planted", planted_workload(args.utterances, args.frames))]
+    )
+    workloads += [
+        (os.path.basename(p), speech_workload(p, "cpu", torch.float32)) for p in args.speech
+    ]
+    cells = []
+    for wname, (models, data, refs) in workloads:
+        for name, kind, options in variants(beams, segments, args.window):
+            enc, lengths, order = data[kind]
+            for bs in sizes:
+                run = partial(decode_all, models[kind], enc, lengths, order, bs, options)
+                hyps = run()
+                wer = speech_wer(models[kind], hyps, refs) if refs else None
+                cells.append({"workload": wname, "name": name, "bs": bs, "run": run, "wer": wer,
+                              "best": float("inf"), "frames": int(lengths.sum())})  # fmt: skip
+                print(f"{wname:14s} {name:32s} B={bs:<3d} WER={wer}", flush=True)
+    load = os.getloadavg()[0]
+    for _ in range(args.repeats):
+        for cell in cells:
+            t0 = time.process_time()
+            cell["run"]()
+            cell["best"] = min(cell["best"], time.process_time() - t0)
+    tables = []
+    for wname, _ in workloads:
+        mine = [c for c in cells if c["workload"] == wname]
+        greedy = {c["bs"]: c["best"] for c in mine if c["name"].startswith("greedy")}
+        header = "| search | WER % | " + " | ".join(f"B={b}: s (÷ greedy)" for b in sizes) + " |"
+        lines = [f"### {wname} ({mine[0]['frames']} encoder frames)", "", header,
+                 "|" + "---|" * (len(sizes) + 2)]  # fmt: skip
+        rows = {}
+        for c in mine:
+            rows.setdefault(c["name"], {})[c["bs"]] = c
+        for name, by_bs in rows.items():
+            wer = next(iter(by_bs.values()))["wer"]
+            parts = [f"{by_bs[b]['best']:.2f} ({by_bs[b]['best'] / greedy[b]:.2f})" for b in sizes]
+            lines.append(
+                f"| {name} | {'–' if wer is None else f'{wer:.1f}'} | " + " | ".join(parts) + " |"
+            )
+        tables.append("\n".join(lines))
+        print("\n" + tables[-1])
+    command = "python " + " ".join(shlex.quote(a) for a in [sys.argv[0], *(argv or sys.argv[1:])])
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write(
+                "# Transducer beam searches against greedy: WER and CPU time\n\n"
+                f"- command: `{command}`\n"
+                f"- machine: {device_name('cpu')}; torch {torch.__version__}; 1 torch thread; "
+                f"1-min load average when timing began: {load:.2f}\n"
+                f"- cells: CPU seconds (this process) to decode the whole set, best of "
+                f"{args.repeats} runs taken round-robin over all cells, and in brackets the ratio "
+                "to greedy label-looping at the same batch size (TDT rows: to TDT greedy). WER of "
+                "the best hypothesis (length-normalised scores, NeMo's default), no LM.\n\n"
+                + "\n\n".join(tables)
+                + "\n"
+            )
+        print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,111 @@
+"""Decode a saved ``.npz`` with a saved transducer — the library side of
+``wfstdecode decode-transducer``.
+
+File format (``np.load`` without pickle): either ``enc`` float (B, T, D), the encoder output,
+or ``log_probs`` float (B, T, V), the hama phone posteriors the shipped speech transducers
+encode themselves (`wfstdecode.models.SpeechTransducer.encode`); optional ``lengths`` int (B,)
+(default: all T), ``ids`` (B,) utterance names, ``texts`` (B,) references (then WER).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from ..errors import InputFileError
+from ..results import Hypothesis
+from ..safe_io import NpzArchive
+
+__all__ = ["TransducerFileResult", "decode_transducer_npz", "load_transducer_model"]
+
+
+@dataclass(frozen=True)
+class TransducerFileResult:
+    """ids, hypotheses (per utterance, best first), texts of the best, references or None, and
+    the corpus WER (None without references)."""
+
+    ids: list[str]
+    hypotheses: list[list[Hypothesis]]
+    texts: list[str]
+    references: list[str] | None
+    wer: float | None
+
+
+def load_transducer_model(name: str | os.PathLike):
+    """``"rnnt"`` / ``"tdt"``: a shipped speech transducer; else a `SpeechTransducer` ``.npz``
+    saved with ``SpeechTransducer.save``."""
+    from ..models import SpeechTransducer, load_speech_transducer
+
+    if str(name) in ("rnnt", "tdt"):
+        return load_speech_transducer(str(name))
+    return SpeechTransducer.load(name)
+
+
+def decode_transducer_npz(model, path: str | os.PathLike, options=None) -> TransducerFileResult:
+    """Decode every utterance of ``path``: greedily (``options`` None or `GreedyOptions`) or
+    with `BeamOptions`; the durations are the model's (``model.durations``: TDT)."""
+    import dataclasses
+
+    import torch
+
+    from ..metrics import word_error_rate
+    from . import BeamOptions, GreedyOptions, beam_decode, greedy_decode
+
+    arrays = _read(path)
+    durations = tuple(getattr(model, "durations", ()) or ()) or None
+    with torch.inference_mode():
+        if "enc" in arrays:
+            enc, lengths = torch.from_numpy(arrays["enc"]), torch.from_numpy(arrays["lengths"])
+        else:
+            if not callable(getattr(model, "encode", None)):
+                raise InputFileError(path, None, "holds log_probs, but the model has no encoder: "
+                                     "save the encoder output as 'enc'")  # fmt: skip
+            enc, lengths = model.encode(
+                torch.from_numpy(arrays["log_probs"]), torch.from_numpy(arrays["lengths"])
+            )
+        if isinstance(options, BeamOptions):
+            options = dataclasses.replace(options, durations=durations)
+            hyps = beam_decode(model, enc, lengths.long(), options)
+        else:
+            options = dataclasses.replace(options or GreedyOptions(), durations=durations)
+            hyps = [[h] for h in greedy_decode(model, enc, lengths.long(), options)]
+    spell = getattr(model, "text", None)
+    texts = [spell(h[0].tokens) if spell else " ".join(map(str, h[0].tokens)) for h in hyps]
+    refs = arrays.get("texts")
+    wer = None
+    if refs is not None:
+        wer = word_error_rate([r.split() for r in refs], [t.split() for t in texts])
+    return TransducerFileResult(arrays["ids"], hyps, texts, refs, wer)
+
+
+def _read(path) -> dict:
+    def fail(message: str) -> InputFileError:
+        return InputFileError(path, None, message)
+
+    with NpzArchive(path, ("enc", "log_probs", "lengths", "ids", "texts"), fail) as z:
+        name = "enc" if "enc" in z.names else "log_probs" if "log_probs" in z.names else None
+        if name is None:
+            raise fail(f"no 'enc' or 'log_probs' array (has {', '.join(z.others) or 'none'})")
+        data = z.read(name, "f", ndim=3)
+        B, T, _ = data.shape
+        out = {name: data.astype("float32", copy=False)}
+        if "lengths" in z.names:
+            lengths = z.read("lengths", "iu", shape=(B,))
+            bad = (lengths < 0) | (lengths > T)
+            if bad.any():
+                b = int(bad.argmax())
+                raise fail(f"lengths[{b}] = {lengths[b]} is outside 0..T={T}")
+            out["lengths"] = lengths.astype("int64")
+        else:
+            import numpy as np
+
+            out["lengths"] = np.full(B, T, dtype="int64")
+        for key in ("ids", "texts"):
+            if key in z.names:
+                out[key] = [_text(x) for x in z.read(key, "USiu", shape=(B,)).tolist()]
+    out.setdefault("ids", [f"utt{b:04d}" for b in range(B)])
+    return out
+
+
+def _text(x) -> str:
+    return x.decode("utf-8", "replace") if isinstance(x, bytes) else str(x)
