@@ -10,6 +10,8 @@ table with speed-ups over frame-looping, and writes it as markdown with the devi
     python tools/bench_speech_ctc.py --write-npz /tmp/speech    # hama log-probs of the speech sets
     python tools/bench_transducer.py --speech /tmp/speech/flite.npz --out bench/transducer_speech_cpu.md
 
+Beam searches against greedy: `tools/bench_transducer_beam.py`.
+
 With ``--speech``, the workload is the shipped trained character RNN-T / TDT
 (`wfstdecode.models.load_speech_transducer`) on real posteriors, and each row also reports its
 word error rate against the set's transcripts.
@@ -32,7 +34,7 @@ from wfstdecode.testing.transducer_models import (
     planted_batch,
     planted_transducer,
 )
-from wfstdecode.transducer import GreedyOptions, greedy_decode
+from wfstdecode.transducer import BeamOptions, GreedyOptions, beam_decode, greedy_decode
 
 TDT = (0, 1, 2, 3, 4)
 CLOCKS = {"wall": time.perf_counter, "process": time.process_time}
@@ -79,13 +81,17 @@ def variants(device: str, window: int):
 
 
 def decode_all(model, enc, lengths, order, batch_size, opts):
-    """Decode every utterance in batches of ``batch_size`` (longest first); hyps in input order."""
+    """Decode every utterance in batches of ``batch_size`` (longest first); hyps in input order
+    (`BeamOptions`: the best hypothesis of each)."""
     hyps = [None] * len(order)
     lengths_cpu = lengths.cpu()
     for start in range(0, len(order), batch_size):
         idx = order[start : start + batch_size]
         n = int(lengths_cpu[idx.cpu()].max())  # host copy: no device sync per batch
-        out = greedy_decode(model, enc[idx, :n], lengths[idx], opts)
+        if isinstance(opts, BeamOptions):
+            out = [h[0] for h in beam_decode(model, enc[idx, :n], lengths[idx], opts)]
+        else:
+            out = greedy_decode(model, enc[idx, :n], lengths[idx], opts)
         for i, h in zip(idx.tolist(), out, strict=True):
             hyps[i] = h
     return hyps

@@ -24,10 +24,10 @@ import time
 from functools import partial
 
 import torch
-from bench_transducer import TDT, device_name, speech_wer, speech_workload
+from bench_transducer import TDT, decode_all, device_name, speech_wer, speech_workload
 
 from wfstdecode.testing.transducer_models import planted_batch, planted_transducer
-from wfstdecode.transducer import BeamOptions, GreedyOptions, beam_decode, greedy_decode
+from wfstdecode.transducer import BeamOptions, GreedyOptions
 
 
 def variants(beams, segments, window):
@@ -58,22 +58,6 @@ def variants(beams, segments, window):
         for beam in beams
     ]
     return rows
-
-
-def decode_all(model, enc, lengths, order, batch_size, options):
-    """Best hypothesis per utterance, decoded in batches of ``batch_size`` (longest first)."""
-    best = [None] * len(order)
-    lengths_cpu = lengths.cpu()
-    for start in range(0, len(order), batch_size):
-        idx = order[start : start + batch_size]
-        n = int(lengths_cpu[idx].max())
-        if isinstance(options, GreedyOptions):
-            out = greedy_decode(model, enc[idx, :n], lengths[idx], options)
-        else:
-            out = [hyps[0] for hyps in beam_decode(model, enc[idx, :n], lengths[idx], options)]
-        for i, h in zip(idx.tolist(), out, strict=True):
-            best[i] = h
-    return best
 
 
 def planted_workload(utterances, frames):

@@ -37,14 +37,6 @@ SEARCHES = [
 IDS = ["-".join([a, *(f"{k}{v}" for k, v in kw.items())]) for a, kw in SEARCHES]
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def tiny(seed, vocab=3, frames=4, durations=None, batch=1):
     model = random_transducer(vocab, 6, 5, 7, n_durations=len(durations or ()), seed=seed)
     gen = torch.Generator().manual_seed(seed + 1000)

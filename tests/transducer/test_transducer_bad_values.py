@@ -21,14 +21,6 @@ TDT = (0, 1, 2, 3)
 OPTIONS, IDS = greedy_variants(TDT)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
 def models():
     return {d: planted_transducer(30, 64, 64, 64, durations=d, seed=5) for d in (None, TDT)}

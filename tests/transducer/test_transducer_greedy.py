@@ -16,14 +16,6 @@ from wfstdecode.transducer.model import ModelAdapter
 TDT = (0, 1, 2, 3, 4)
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)  # small ops: threads only add contention
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
 def rnnt():
     return planted_transducer(40, 128, 128, 128, seed=1)

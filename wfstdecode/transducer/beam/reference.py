@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from ...results import Hypothesis
@@ -271,12 +272,7 @@ def _kth(done: dict, k: int) -> float:
 
 
 def _logaddexp(a: float, b: float) -> float:
-    if a == -math.inf:
-        return b
-    if b == -math.inf:
-        return a
-    hi, lo = max(a, b), min(a, b)
-    return hi + math.log1p(math.exp(lo - hi))
+    return float(np.logaddexp(a, b))
 
 
 def _logsumexp(values) -> float:
