@@ -55,3 +55,18 @@ def test_append_needs_every_field():
 
 def test_grown_doubles_until_it_holds():
     assert grown(4, 4) == 4 and grown(4, 5) == 8 and grown(4, 33) == 64 and grown(0, 3) == 4
+
+
+def test_reorder_copies_whole_rows_and_appends_continue():
+    seqs = BatchedSequences(3, 2, FIELDS)
+    for step, mask in enumerate([[True, True, False], [True, False, False]]):
+        seqs.append_(
+            torch.tensor(mask), labels=torch.tensor([1, 2, 3]) + 10 * step, timestamps=step
+        )
+    seqs.add_scores_(torch.tensor([True, True, True]), torch.tensor([-1.0, -2.0, -3.0]))
+    seqs.reorder_(torch.tensor([1, 0, 0]))  # row 0 <- old row 1; rows 1 and 2 <- old row 0
+    seqs.append_(torch.tensor([True, False, True]), labels=7, timestamps=5)  # grows the storage
+    lengths, scores, fields = seqs.to_lists()
+    assert lengths == [2, 2, 3] and scores == [-2.0, -1.0, -1.0]
+    assert fields["labels"] == [[2, 7], [1, 11], [1, 11, 7]]
+    assert fields["timestamps"] == [[0, 5], [0, 1], [0, 1, 5]]
