@@ -158,24 +158,39 @@ def _index_copy(model, state, rows, sub):
     return state
 
 
+_MIX = -7046029254386353131  # 0x9E3779B97F4A7C15 (the golden-ratio constant) as an int64
+
+
 def recombine(values, keys, merge: str):
     """Recombine hypotheses with equal keys: each group is represented by its best member
     (ties: the earlier), scored by the best ("max": Viterbi) or the log-sum-exp ("sum") of the
     group; the other members get -inf.
 
-    values: (B, M) scores (-inf: none); keys: tuple of (B, M) tensors that together identify a
-    hypothesis.
+    values: (B, M) scores (-inf: none); keys: tuple of (B, M) integer tensors that together
+    identify a hypothesis. Two stable sorts (by score, then by key) put each group together,
+    best member first: O(M log M), where comparing all pairs would be O(M^2).
     """
-    M = values.shape[1]
-    same = torch.ones((*values.shape, M), dtype=torch.bool, device=values.device)
-    for part in keys:
-        same &= part.unsqueeze(2) == part.unsqueeze(1)
-    mine, other = values.unsqueeze(2), values.unsqueeze(1)  # [b, i, j]: i against j
-    earlier = torch.ones(M, M, dtype=torch.bool, device=values.device).tril(-1)
-    outranked = (same & ((other > mine) | ((other == mine) & earlier))).any(2)
+    B, M = values.shape
+    dev = values.device
+    key = torch.zeros_like(keys[0])
+    for part in keys:  # one int64 per hypothesis (a collision merges two: ~M^2 / 2^64)
+        key = key * _MIX + part
+    by_score = values.argsort(dim=1, descending=True, stable=True)
+    key_sorted, by_key = key.gather(1, by_score).sort(dim=1, stable=True)
+    order = by_score.gather(1, by_key)  # positions grouped by key, best of each group first
+    first = torch.ones(B, M, dtype=torch.bool, device=dev)
+    first[:, 1:] = key_sorted[:, 1:] != key_sorted[:, :-1]
+    ordered = values.gather(1, order)
     if merge == "sum":
-        values = torch.where(same, other, -math.inf).logsumexp(2)
-    return torch.where(outranked, -math.inf, values)
+        group = first.long().cumsum(1) - 1  # group index of each sorted position
+        peak = torch.full_like(ordered, -math.inf).scatter_reduce(1, group, ordered, "amax")
+        base = peak.gather(1, group)
+        safe = torch.where(base > -math.inf, base, 0.0)
+        mass = torch.zeros_like(ordered).scatter_add(1, group, (ordered - safe).exp())
+        total = (mass.log() + torch.where(peak > -math.inf, peak, 0.0)).gather(1, group)
+        ordered = torch.where(base > -math.inf, total, -math.inf)
+    kept = torch.where(first, ordered, -math.inf)
+    return torch.full_like(values, -math.inf).scatter(1, order, kept)
 
 
 def best_distinct(values, keys, k: int, merge: str):
