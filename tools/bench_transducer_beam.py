@@ -113,7 +113,12 @@ def main(argv=None):
     tables = []
     for wname, _ in workloads:
         mine = [c for c in cells if c["workload"] == wname]
-        greedy = {c["bs"]: c["best"] for c in mine if c["name"].startswith("greedy")}
+        greedy = {  # TDT rows against TDT greedy
+            (tdt, c["bs"]): c["best"]
+            for tdt in (False, True)
+            for c in mine
+            if c["name"] == ("TDT greedy (label-looping)" if tdt else "greedy (label-looping)")
+        }
         header = "| search | WER % | " + " | ".join(f"B={b}: s (÷ greedy)" for b in sizes) + " |"
         lines = [f"### {wname} ({mine[0]['frames']} encoder frames)", "", header,
                  "|" + "---|" * (len(sizes) + 2)]  # fmt: skip
@@ -122,7 +127,11 @@ def main(argv=None):
             rows.setdefault(c["name"], {})[c["bs"]] = c
         for name, by_bs in rows.items():
             wer = next(iter(by_bs.values()))["wer"]
-            parts = [f"{by_bs[b]['best']:.2f} ({by_bs[b]['best'] / greedy[b]:.2f})" for b in sizes]
+            base = [greedy[name.startswith("TDT"), b] for b in sizes]
+            parts = [
+                f"{by_bs[b]['best']:.2f} ({by_bs[b]['best'] / g:.2f})"
+                for b, g in zip(sizes, base, strict=True)
+            ]
             lines.append(
                 f"| {name} | {'–' if wer is None else f'{wer:.1f}'} | " + " | ".join(parts) + " |"
             )
