@@ -27,9 +27,10 @@ class BeamOptions:
       Frame-synchronous, scores sum over alignments (identical token sequences are merged by
       log-sum-exp as they reach the end of a frame, "prefix merging"):
       "standard"  breadth-first search (Graves 2012 as run in Keren's paper, ref. [7]): per frame,
-                  up to ``max_symbols_per_frame`` rounds; each round extends the beam's
-                  hypotheses by the ``beam_size`` best labels over all of them, and moves every
-                  hypothesis past the frame with its blank.
+                  up to ``max_symbols_per_frame`` rounds; each round moves every hypothesis
+                  past the frame with its blank (the ``beam_size`` best finished ones are kept)
+                  and extends them by the ``beam_size`` best labels over all of them that beat
+                  the worst kept finished score. The last round takes blanks only.
       "tokenwise" Keren's token-wise search: the same over segments of ``segment_size`` frames
                   whose joint calls are batched; a label's emission frame becomes a distribution
                   over the segment (Eq. 3-7). ``segment_size=1`` is "standard". At most
