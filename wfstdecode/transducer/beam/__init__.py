@@ -8,6 +8,8 @@ specification both are tested against. Imports run beam -> segment / window -> a
 
 from __future__ import annotations
 
+import torch
+
 from ...errors import OptionsError
 from ..inputs import check_inputs, check_joint
 from ..model import ModelAdapter
@@ -34,8 +36,6 @@ def beam_decode(model, enc, enc_lengths, options: BeamOptions | None = None):
     best contribution's), for "tokenwise" the frame of the segment where the label's emission
     was most probable.
     """
-    import torch
-
     if options is None:
         options = BeamOptions()
     if not isinstance(options, BeamOptions):
