@@ -205,10 +205,12 @@ def transcribe_command(args: argparse.Namespace) -> None:
         if args.beam_size is not None:
             from .transducer import BeamOptions
 
-            beam = BeamOptions(args.beam_algorithm, beam_size=args.beam_size)
+            beam = BeamOptions(args.beam_algorithm or "alsd", beam_size=args.beam_size)
+        elif args.beam_algorithm is not None:
+            raise WfstDecodeError("--beam-algorithm needs --beam-size")
         results = iter_transcribe(args.audio, model=model, kind=args.transducer, beam=beam)
     else:
-        if args.beam_size is not None:
+        if args.beam_size is not None or args.beam_algorithm is not None:
             raise WfstDecodeError("--beam-size is the transducer beam search (with --transducer); "
                                   "the graph search's width is --beam / --max-active")  # fmt: skip
         graph = DecodingGraph.load(args.graph) if args.graph else None
@@ -302,10 +304,10 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("audio", type=Path, nargs="+", help="WAV files (FLAC/OGG with soundfile)")
     p.add_argument("--graph", type=Path, help="graph directory over hama's tokens.txt")
     p.add_argument("--transducer", choices=("rnnt", "tdt"),
-                   help="the shipped character transducer instead of a graph (greedy)")  # fmt: skip
+                   help="the shipped character transducer instead of a graph")  # fmt: skip
     p.add_argument("--beam-size", type=int, default=None, metavar="K",
-                   help="--transducer: beam search of K hypotheses, not greedy")  # fmt: skip
-    p.add_argument("--beam-algorithm", default="alsd", metavar="NAME",
+                   help="--transducer: beam search of K hypotheses (default: greedy)")  # fmt: skip
+    p.add_argument("--beam-algorithm", default=None, metavar="NAME",
                    help="standard, tokenwise, maes, alsd (default), wind")  # fmt: skip
     for name, kind in DECODE_OPTIONS.items():
         p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None,
