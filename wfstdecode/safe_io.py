@@ -108,6 +108,26 @@ class NpzArchive:
             _check_code_points(flat, name, self.fail)
         return flat.reshape(got_shape, order="F" if fortran else "C")
 
+    def read_lengths(self, batch: int, frames: int) -> np.ndarray:
+        """The optional ``lengths`` member, (batch,) ints in 0..frames; all ``frames`` when
+        absent."""
+        if "lengths" not in self.names:
+            return np.full(batch, frames, dtype=np.int64)
+        lengths = self.read("lengths", "iu", shape=(batch,))
+        bad = (lengths < 0) | (lengths > frames)
+        if bad.any():
+            b = int(bad.argmax())
+            raise self.fail(f"lengths[{b}] = {lengths[b]} is outside 0..T={frames}")
+        return lengths.astype(np.int64)
+
+    def read_texts(self, name: str, size: int) -> list[str] | None:
+        """The optional member ``name`` as ``size`` strings (bytes decoded as UTF-8, numbers
+        written out); None when absent."""
+        if name not in self.names:
+            return None
+        values = self.read(name, "USiu", shape=(size,)).tolist()
+        return [x.decode("utf-8", "replace") if isinstance(x, bytes) else str(x) for x in values]
+
     def _check_members(self, wanted: set[str]):
         infos, others = {}, []
         for info in self._zip.infolist():

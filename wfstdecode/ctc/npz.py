@@ -55,28 +55,15 @@ def load_log_probs_npz(path: str | os.PathLike) -> dict:
         B, T, V = lp.shape
         if V == 0:
             raise fail(f"log_probs has shape {lp.shape}: no token columns")
-        out = {"log_probs": lp, "lengths": None}
-        if "lengths" in z.names:
-            out["lengths"] = lengths = z.read("lengths", "iu", shape=(B,))
-            bad = (lengths < 0) | (lengths > T)
-            if bad.any():
-                b = int(bad.argmax())
-                raise fail(f"lengths[{b}] = {lengths[b]} is outside 0..T={T}")
+        out = {"log_probs": lp, "lengths": z.read_lengths(B, T) if "lengths" in z.names else None}
         for key, size in zip(_TEXT_ARRAYS, (B, B, V), strict=True):
-            if key in z.names:
-                out[key] = [_text(x) for x in z.read(key, "USiu", shape=(size,)).tolist()]
-            else:
-                out[key] = None
+            out[key] = z.read_texts(key, size)
     if out["ids"] is None:
         out["ids"] = [f"utt{b:04d}" for b in range(B)]
     return out
 
 
 _TEXT_ARRAYS = ("texts", "ids", "tokens")  # (B,), (B,), (V,)
-
-
-def _text(x) -> str:
-    return x.decode("utf-8", "replace") if isinstance(x, bytes) else str(x)
 
 
 def ctc_collapse(ids, blank: int = 0) -> np.ndarray:

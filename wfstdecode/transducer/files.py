@@ -88,24 +88,7 @@ def _read(path) -> dict:
             raise fail(f"no 'enc' or 'log_probs' array (has {', '.join(z.others) or 'none'})")
         data = z.read(name, "f", ndim=3)
         B, T, _ = data.shape
-        out = {name: data.astype("float32", copy=False)}
-        if "lengths" in z.names:
-            lengths = z.read("lengths", "iu", shape=(B,))
-            bad = (lengths < 0) | (lengths > T)
-            if bad.any():
-                b = int(bad.argmax())
-                raise fail(f"lengths[{b}] = {lengths[b]} is outside 0..T={T}")
-            out["lengths"] = lengths.astype("int64")
-        else:
-            import numpy as np
-
-            out["lengths"] = np.full(B, T, dtype="int64")
-        for key in ("ids", "texts"):
-            if key in z.names:
-                out[key] = [_text(x) for x in z.read(key, "USiu", shape=(B,)).tolist()]
-    out.setdefault("ids", [f"utt{b:04d}" for b in range(B)])
+        out = {name: data.astype("float32", copy=False), "lengths": z.read_lengths(B, T)}
+        out["texts"] = z.read_texts("texts", B)
+        out["ids"] = z.read_texts("ids", B) or [f"utt{b:04d}" for b in range(B)]
     return out
-
-
-def _text(x) -> str:
-    return x.decode("utf-8", "replace") if isinstance(x, bytes) else str(x)

@@ -89,9 +89,10 @@ def score_moves(
     frame, count = s.frame[beam], s.count[beam]
     length, live = s.length[beam], score > -math.inf
     pred = rows.pred.index_select(0, beam)
-    can_label = live & (count < options.max_symbols_per_frame)
+    may_grow = live  # a label is allowed at all: within max_tokens
     if options.max_tokens is not None:
-        can_label &= rows.lengths[beam] < options.max_tokens
+        may_grow = live & (rows.lengths[beam] < options.max_tokens)
+    can_label = may_grow & (count < options.max_symbols_per_frame)  # ... at frame t
     frames = frame.unsqueeze(1) + torch.arange(window, device=enc_p.device)  # (n, W)
     valid = frames < length.unsqueeze(1)
     utt = beam // rows.K
@@ -110,9 +111,7 @@ def score_moves(
     before = blank_lp.cumsum(1) - blank_lp  # blanks at the window's frames before j
     moves = score.view(n, 1, 1) + before.unsqueeze(2) + lp  # (n, W, V): label k at t + j
     # At a frame after t the label count starts again; at t it must stay within the limit.
-    label_ok = valid & live.unsqueeze(1)
-    if options.max_tokens is not None:
-        label_ok &= (rows.lengths[beam] < options.max_tokens).unsqueeze(1)
+    label_ok = valid & may_grow.unsqueeze(1)
     label_ok[:, 0] &= can_label
     moves = torch.where(label_ok.unsqueeze(2), moves, -math.inf)
     moves[:, :, blank] = -math.inf
