@@ -430,3 +430,24 @@ def test_deeply_nested_build_json_is_refused_cleanly(tmp_path):
     (out / "build.json").write_text("[" * 100_000 + "]" * 100_000)
     with pytest.raises(WfstDecodeError, match="unreadable build.json"):
         check_out_dir(out, force=True)
+
+
+def test_a_directory_written_meanwhile_by_another_process_is_left_alone(
+    tmp_path, tiny_build, monkeypatch
+):
+    """Two builds of one target: the one that renames second gets a clear error (not a raw
+    OSError), the first one's graph stays, and no temporary sibling is left."""
+    out = tmp_path / "g"
+    rename = os.replace
+
+    def other_process_wins(src, dst):
+        if dst == out and not out.exists():  # written between the last check and the rename
+            out.mkdir()
+            (out / "TLG.npz").write_text("theirs")
+        rename(src, dst)
+
+    monkeypatch.setattr(output_mod.os, "replace", other_process_wins)
+    with pytest.raises(WfstDecodeError, match="written by another process"):
+        write_graph_dir(tiny_build, out)
+    assert (out / "TLG.npz").read_text() == "theirs"
+    assert hidden_siblings(out) == []

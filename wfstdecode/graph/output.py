@@ -18,6 +18,7 @@ gone (and puts back an old graph whose replacement never arrived), and nothing e
 from __future__ import annotations
 
 import contextlib
+import errno
 import json
 import logging
 import os
@@ -189,7 +190,15 @@ def _swap_in(tmp: Path, out: Path) -> None:
     """Rename ``tmp`` to ``out``. An old graph dir is renamed aside first and removed only once
     the new one is in place; if that rename fails, the old one is put back."""
     if not os.path.lexists(out) or not any(out.iterdir()):
-        os.replace(tmp, out)  # rename(2) replaces an empty directory atomically
+        try:
+            os.replace(tmp, out)  # rename(2) replaces an empty directory atomically
+        except OSError as exc:
+            if exc.errno not in (errno.ENOTEMPTY, errno.EEXIST):
+                raise
+            # Another process wrote ``out`` since the check above: theirs stays.
+            raise WfstDecodeError(
+                f"{out} was written by another process while this build ran; left as it is"
+            ) from None
         return
     old = _make_sibling(out, "old")
     os.replace(out, old / out.name)
