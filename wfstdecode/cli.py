@@ -141,6 +141,25 @@ def decode_command(args: argparse.Namespace) -> None:
               file=sys.stderr)  # fmt: skip
 
 
+def decode_corpus_command(args: argparse.Namespace) -> int:
+    from .corpus import CtcCorpusDecoder, decode_corpus, print_summary
+
+    decoder = CtcCorpusDecoder(
+        str(args.graph), CtcBeamOptions(**{name: getattr(args, name) for name in DECODE_OPTIONS}),
+        dict(args.boost) if args.boost else None, backend=args.backend,
+        num_threads=args.threads_per_worker, mmap=not args.no_mmap, frame_shift=args.frame_shift,
+    )  # fmt: skip
+    summary = decode_corpus(
+        args.manifest, args.out, decoder, workers=args.workers, executor=args.executor,
+        address=args.address, max_attempts=args.max_attempts, force=args.force,
+        verify=args.verify, progress="quiet" if args.quiet else "auto",
+    )  # fmt: skip
+    print_summary(summary, args.out)
+    if summary.interrupted:
+        return 130
+    return 0 if summary.ok else 1
+
+
 def decode_transducer_command(args: argparse.Namespace) -> None:
     from .transducer import BeamOptions, GreedyOptions
     from .transducer.files import decode_transducer_npz, load_transducer_model
@@ -279,6 +298,42 @@ def make_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=decode_command)
 
     p = sub.add_parser(
+        "decode-corpus", help="decode many .npz shards on Ray (or local processes), resumably",
+        description="Decodes every shard MANIFEST lists (a JSONL of {\"shard\": path}, a "
+        "directory of .npz files, a glob, or one .npz; shards as `decode` reads them) into "
+        "OUT/NAME.jsonl, one line per utterance: id, text, words with frames (and seconds with "
+        "--frame-shift), scores, notes, and ref/errors when the shard has texts. Finished shards "
+        "are skipped on a rerun; a shard whose worker dies is retried; a corrupt shard is "
+        "reported. OUT/summary.json sums up the run. Exit status 1 if any shard failed.",
+    )  # fmt: skip
+    p.add_argument("manifest", help="shards: JSONL manifest, directory, glob or .npz")
+    p.add_argument("--graph", required=True, type=Path, help="graph directory (or TLG.npz)")
+    p.add_argument("--out", required=True, type=Path, help="output directory (new, or a run's)")
+    for name, kind in DECODE_OPTIONS.items():
+        p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=defaults[name])
+    p.add_argument("--boost", type=_parse_boost, action="append", metavar="WORD=BONUS",
+                   help="boost a word in every utterance; repeatable")  # fmt: skip
+    p.add_argument("--backend", default="cpu", choices=("cpu", "cuda", "reference"),
+                   help="cuda: one GPU per worker")  # fmt: skip
+    p.add_argument("--executor", default="auto", choices=("auto", "ray", "local"),
+                   help="auto: Ray when installed, else local processes")  # fmt: skip
+    p.add_argument("--address", help="Ray cluster to join (e.g. auto, ray://head:10001); "
+                   "default: start Ray on this machine")  # fmt: skip
+    p.add_argument("--workers", type=int, help="workers (default: CPUs / threads, or GPUs)")
+    p.add_argument("--threads-per-worker", type=int, default=1, help="Numba threads (cpu)")
+    p.add_argument("--max-attempts", type=int, default=3,
+                   help="tries per shard if its worker dies or an error may pass")  # fmt: skip
+    p.add_argument("--frame-shift", type=float, help="seconds per frame: word times, RTFx")
+    p.add_argument("--no-mmap", action="store_true",
+                   help="read the graph in each worker (default: map, share pages)")  # fmt: skip
+    p.add_argument("--verify", action="store_true",
+                   help="hash every input to find changed shards (else size, mtime)")  # fmt: skip
+    p.add_argument("--force", action="store_true",
+                   help="OUT has a run with other settings: decode all again")  # fmt: skip
+    p.add_argument("--quiet", action="store_true", help="no progress; problems and summary only")
+    p.set_defaults(func=decode_corpus_command)
+
+    p = sub.add_parser(
         "decode-transducer", help="decode a saved encoder output with a saved transducer",
         description="Prints ID<tab>SCORE<tab>TEXT per utterance (ID-RANK with --nbest > 1), or "
         "with --json one object per line with tokens, frames (and TDT durations). The .npz "
@@ -336,7 +391,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")  # fmt: skip
     try:
-        args.func(args)
+        status = args.func(args)
     except (WfstDecodeError, OSError) as exc:  # not Exception: a bug should show its traceback
         if isinstance(exc, OSError) and exc.filename is not None:
             exc = f"{exc.filename}: {exc.strerror or exc}"  # FILE: what, like the other errors
@@ -345,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("wfstdecode: interrupted; nothing was written", file=sys.stderr)
         return 130
-    return 0
+    return status if isinstance(status, int) else 0  # build-tlg returns its Path
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ import numpy as np
 
 from .errors import GraphError, WfstDecodeError
 from .fstio import FstArrays, read_openfst, write_openfst
-from .safe_io import MAX_JSON_BYTES, NpzArchive, json_object
+from .safe_io import MAX_JSON_BYTES, NpzArchive, json_object, write_aligned_npz
 from .symbols import SymbolTable
 
 GRAPH_FILE = "TLG.npz"
@@ -109,7 +109,8 @@ class DecodingGraph:
 
     # ----- persistence --------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> None:
-        """Write one self-contained ``.npz`` (symbol tables included)."""
+        """Write one self-contained, uncompressed ``.npz`` (symbol tables included) whose arrays
+        are aligned in the file, so that ``load(..., mmap=True)`` maps them."""
         arrays = {name: getattr(self, name) for name in _ARRAY_FIELDS}
         for name in ("tokens", "words"):
             table = getattr(self, name)
@@ -119,15 +120,17 @@ class DecodingGraph:
         meta = {"format_version": FORMAT_VERSION, "start": self.start, **self.metadata}
         arrays["metadata_json"] = np.array(json.dumps(meta))
         with open(path, "wb") as f:
-            np.savez(f, **arrays)
+            write_aligned_npz(f, arrays)
 
     @classmethod
-    def load(cls, path: str | os.PathLike) -> DecodingGraph:
+    def load(cls, path: str | os.PathLike, *, mmap: bool = False) -> DecodingGraph:
         """Load a ``.npz`` written by `save`, or a directory from ``wfstdecode build-tlg``.
 
         A corrupt or hostile file raises `GraphError` naming it; array sizes are checked against
         each other and against the file's size before anything is decompressed (see
-        `wfstdecode.safe_io`)."""
+        `wfstdecode.safe_io`). With ``mmap`` the per-arc and per-state arrays are memory-mapped
+        copy-on-write where the file stores them uncompressed and aligned (`save` does): every
+        process that loads one graph file shares its pages. Other arrays are read."""
         path = Path(path)
         if path.is_dir():
             path = path / GRAPH_FILE
@@ -140,14 +143,15 @@ class DecodingGraph:
             if missing:
                 raise fail(f"not a wfstdecode graph (missing {', '.join(missing)})")
             meta = _read_metadata(z, fail)
-            arrays = {"final_cost": z.read("final_cost", "f", ndim=1)}
+            read = z.map if mmap else z.read
+            arrays = {"final_cost": read("final_cost", "f", ndim=1)}
             n = len(arrays["final_cost"])
             for name in ("e_offsets", "ne_offsets"):
-                arrays[name] = z.read(name, "iu", shape=(n + 1,))
+                arrays[name] = read(name, "iu", shape=(n + 1,))
             num_arcs = int(arrays["ne_offsets"][-1])  # checked again by _validate
             for name in ("next_state", "weight", "ilabel", "olabel"):
                 kinds = "f" if _ARRAY_FIELDS[name] == np.float32 else "iu"
-                arrays[name] = z.read(name, kinds, shape=(num_arcs,))
+                arrays[name] = read(name, kinds, shape=(num_arcs,))
             tables = {t: _read_table(z, t, fail) for t in ("tokens", "words")
                       if f"{t}_symbols" in z.names}  # fmt: skip
         try:

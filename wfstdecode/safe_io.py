@@ -38,6 +38,8 @@ EXPANSION_FLOOR = 64 << 20  # small archives may expand this far whatever their 
 MAX_JSON_BYTES = 16 << 20  # metadata and build reports are a few KB
 _CHUNK = 1 << 22
 _NPY_MAGIC = b"\x93NUMPY"
+_LOCAL_HEADER_SIZE = 30
+_PADDING_FIELD_ID = 0xD935  # the extra-field id Android's zipalign uses for alignment padding
 _MAX_NPY_HEADER = 10_000  # numpy's own limit (header lengths beyond it need allow_pickle)
 # What zipfile and numpy's header parser raise on corrupt bytes (GraphError etc. are ValueErrors,
 # so callers' errors are re-raised before this tuple is tried). TokenError: numpy retries a
@@ -106,6 +108,42 @@ class NpzArchive:
             raise self.fail(f"{name} is corrupt ({type(exc).__name__}: {exc})") from None
         if dtype.kind == "U":
             _check_code_points(flat, name, self.fail)
+        return flat.reshape(got_shape, order="F" if fortran else "C")
+
+    def map(
+        self, name: str, kinds: str, *, shape: tuple[int, ...] | None = None,
+        ndim: int | None = None,
+    ) -> np.ndarray:  # fmt: skip
+        """Member ``name`` as `read` gives it, but memory-mapped copy-on-write when it is stored
+        uncompressed with its data aligned for its dtype: processes that map one file share its
+        pages in the page cache instead of holding a copy each. Other members are read. The CRC
+        is checked over the mapped bytes, so a mapped member is as trusted as a read one."""
+        info = self._infos[name]
+        if info.compress_type != zipfile.ZIP_STORED:
+            return self.read(name, kinds, shape=shape, ndim=ndim)
+        try:
+            with self._zip.open(info) as f:
+                got_shape, fortran, dtype = _read_npy_header(f)
+                header = f.tell()
+            self._check_header(name, got_shape, dtype, kinds, shape, ndim)
+            count = math.prod(got_shape)
+            if header + count * dtype.itemsize != info.file_size:
+                return self.read(name, kinds, shape=shape, ndim=ndim)  # read() names the mismatch
+            start = _member_data_offset(self._zip.fp, info)
+            if count == 0 or dtype.kind == "U" or (start + header) % dtype.alignment:
+                return self.read(name, kinds, shape=shape, ndim=ndim)
+            with open(self.path, "rb") as raw:
+                raw.seek(start)
+                crc = zlib.crc32(raw.read(header))
+            flat = np.memmap(self.path, dtype, mode="c", offset=start + header, shape=(count,))
+            for lo in range(0, flat.nbytes, _CHUNK):
+                crc = zlib.crc32(flat.view(np.uint8)[lo : lo + _CHUNK], crc)
+        except WfstDecodeError:
+            raise
+        except _CORRUPT as exc:
+            raise self.fail(f"{name} is corrupt ({type(exc).__name__}: {exc})") from None
+        if crc != info.CRC:
+            raise self.fail(f"{name} is corrupt (its bytes do not match the zip entry's CRC)")
         return flat.reshape(got_shape, order="F" if fortran else "C")
 
     def read_lengths(self, batch: int, frames: int) -> np.ndarray:
@@ -192,6 +230,36 @@ def _read_npy_header(f) -> tuple[tuple[int, ...], bool, np.dtype]:
     with warnings.catch_warnings():  # e.g. "created on Python 2": the header is still checked
         warnings.simplefilter("ignore")
         return readers[version](f, max_header_size=_MAX_NPY_HEADER)
+
+
+def _member_data_offset(fp, info: zipfile.ZipInfo) -> int:
+    """File offset of a member's first data byte: after its local header, whose name and extra
+    field lengths may differ from the central directory's."""
+    fp.seek(info.header_offset)
+    local = fp.read(_LOCAL_HEADER_SIZE)
+    if len(local) != _LOCAL_HEADER_SIZE or local[:4] != b"PK\x03\x04":
+        raise zipfile.BadZipFile(f"no local header for {info.filename}")
+    name_len, extra_len = struct.unpack("<HH", local[26:30])
+    return info.header_offset + _LOCAL_HEADER_SIZE + name_len + extra_len
+
+
+def write_aligned_npz(f, arrays: dict[str, np.ndarray], align: int = 64) -> None:
+    """Write ``arrays`` as an uncompressed ``.npz`` (``np.load`` reads it) whose members' data
+    start at multiples of ``align`` bytes in the file, so that `NpzArchive.map` can map them
+    (``np.savez`` leaves members at arbitrary offsets). The padding is an extra field of the
+    local header, which zip readers skip."""
+    with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+        for name, value in arrays.items():
+            arr = np.asanyarray(value)
+            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
+            info.compress_type = zipfile.ZIP_STORED
+            # zipfile appends a 20-byte zip64 field to the local header (force_zip64 below);
+            # the .npy header itself is padded by numpy to a multiple of 64 bytes.
+            fixed = zf.fp.tell() + _LOCAL_HEADER_SIZE + len(info.filename.encode()) + 20
+            pad = -(fixed + 4) % align
+            info.extra = struct.pack("<HH", _PADDING_FIELD_ID, pad) + bytes(pad)
+            with zf.open(info, "w", force_zip64=True) as member:
+                np.lib.format.write_array(member, arr, allow_pickle=False)
 
 
 def _read_into(f, buf: memoryview) -> None:

@@ -131,3 +131,51 @@ def test_graph_validation_errors(tmp_path):
     np.savez(tmp_path / "y.npz", a=np.zeros(2))
     with pytest.raises(GraphError, match="not a wfstdecode graph"):
         DecodingGraph.load(tmp_path / "y.npz")
+
+
+def test_memory_mapped_load(demo_build, tmp_path):
+    """save() aligns every member, load(mmap=True) maps the graph arrays (pages shared between
+    processes) and decodes exactly as a read graph; a flipped byte still fails the CRC check; a
+    graph written by np.savez (unaligned members) is read instead of mapped."""
+    import zipfile
+
+    from wfstdecode.ctc import decode_ctc
+    from wfstdecode.decoding_graph import _ARRAY_FIELDS
+    from wfstdecode.safe_io import _member_data_offset
+    from wfstdecode.testing import random_log_probs
+
+    g = demo_build.graph
+    path = tmp_path / "g.npz"
+    g.save(path)
+    with zipfile.ZipFile(path) as z:
+        for info in z.infolist():
+            with z.open(info) as f:
+                np.lib.format.read_magic(f)
+                np.lib.format.read_array_header_1_0(f)
+                assert (_member_data_offset(z.fp, info) + f.tell()) % 64 == 0, info.filename
+    mapped, read = DecodingGraph.load(path, mmap=True), DecodingGraph.load(path)
+    for name in _ARRAY_FIELDS:
+        arr = getattr(mapped, name)
+        assert isinstance(arr.base, np.memmap) or isinstance(arr.base.base, np.memmap), name
+        np.testing.assert_array_equal(arr, getattr(read, name))
+    lp = random_log_probs(1, 2, 30, g.num_tokens, peaky=4.0)
+    a = decode_ctc(lp, None, mapped, backend="cpu")
+    b = decode_ctc(lp, None, read, backend="cpu")
+    assert [h[0].words for h in a] == [h[0].words for h in b]
+    assert [h[0].score for h in a] == [h[0].score for h in b]
+
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as z:
+        info = z.getinfo("next_state.npy")
+        offset = _member_data_offset(z.fp, info) + info.file_size - 1000
+    data[offset] ^= 0xFF
+    bad = tmp_path / "bad.npz"
+    bad.write_bytes(data)
+    with pytest.raises(GraphError, match=r"bad\.npz: next_state is corrupt"):
+        DecodingGraph.load(bad, mmap=True)
+
+    plain = tmp_path / "plain.npz"
+    with zipfile.ZipFile(path) as z:
+        np.savez(plain, **{i.filename[:-4]: np.load(z.open(i)) for i in z.infolist()})
+    unaligned = DecodingGraph.load(plain, mmap=True)
+    np.testing.assert_array_equal(unaligned.weight, read.weight)

@@ -28,7 +28,8 @@ WORD_SEPARATOR = "|"
 @dataclass(frozen=True)
 class NpzDecodeResult:
     """ids, hypotheses (per utterance, best first), graph transcripts, greedy CTC transcripts,
-    references (or None) and the corpus WERs (None without references)."""
+    references (or None), the corpus WERs (None without references) and the frames of each
+    utterance."""
 
     ids: list[str]
     hypotheses: list[list[Hypothesis]]
@@ -37,6 +38,7 @@ class NpzDecodeResult:
     references: list[str] | None
     wer: float | None
     greedy_wer: float | None
+    lengths: list[int]
 
 
 def load_log_probs_npz(path: str | os.PathLike) -> dict:
@@ -126,9 +128,12 @@ def decode_npz(
     lengths = data["lengths"]
     if lengths is None:
         lengths = np.full(lp.shape[0], lp.shape[1], np.int64)
-    hyps = decode_ctc(
-        lp, lengths, graph, options, boosts, backend, tuning=tuning, num_threads=num_threads
-    )
+    try:
+        hyps = decode_ctc(
+            lp, lengths, graph, options, boosts, backend, tuning=tuning, num_threads=num_threads
+        )
+    except DecodeInputError as exc:  # e.g. a width the graph cannot read: name the file
+        raise DecodeInputError(f"{path}: {exc}") from None
     texts = [h[0].text for h in hyps]
     greedy = (
         greedy_ctc_texts(lp, lengths, graph.tokens, blank_id(graph))
@@ -141,7 +146,9 @@ def decode_npz(
         ref_words = [r.split() for r in refs]
         wer = word_error_rate(ref_words, [t.split() for t in texts])
         greedy_wer = word_error_rate(ref_words, [t.split() for t in greedy])
-    return NpzDecodeResult(data["ids"], hyps, texts, greedy, refs, wer, greedy_wer)
+    return NpzDecodeResult(
+        data["ids"], hyps, texts, greedy, refs, wer, greedy_wer, [int(n) for n in lengths]
+    )
 
 
 def _has(table: SymbolTable, idx: int) -> bool:

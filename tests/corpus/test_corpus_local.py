@@ -1,0 +1,216 @@
+"""decode-corpus on local worker processes (the executor without Ray): results, failures,
+retries, resuming, and the output directory's guarantees."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from wfstdecode.cli import main
+from wfstdecode.corpus import CtcCorpusDecoder, decode_corpus, read_manifest
+from wfstdecode.errors import WfstDecodeError
+from wfstdecode.testing.corpus import FaultyDecoder, assert_outputs_match, output_records
+
+
+def run(corpus, out, decoder=None, manifest=None, **kw):
+    decoder = decoder or CtcCorpusDecoder(str(corpus.graph_path))
+    kw.setdefault("workers", 2)
+    return decode_corpus(manifest or corpus.shard_dir, out, decoder, executor="local",
+                         progress="quiet", **kw)  # fmt: skip
+
+
+def test_results_equal_single_process_decode(corpus, tmp_path):
+    summary = run(corpus, tmp_path / "out")
+    assert summary.ok and sorted(summary.decoded) == sorted(p.stem for p in corpus.shards)
+    assert_outputs_match(corpus, tmp_path / "out")
+    assert summary.utterances == sum(len(v) for v in corpus.expected.values())
+    refs = [json.loads(x) for p in corpus.shards
+            for x in (tmp_path / "out" / f"{p.stem}.jsonl").read_text().splitlines()]  # fmt: skip
+    errors = sum(r["errors"] for r in refs)
+    assert summary.wer == pytest.approx(errors / sum(len(r["ref"].split()) for r in refs))
+    saved = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert saved["utterances"] == summary.utterances and saved["failed"] == []
+
+
+def test_rerun_skips_finished_shards_and_redoes_changed_ones(corpus, tmp_path):
+    shards = tmp_path / "shards"
+    shutil.copytree(corpus.shard_dir, shards)
+    out = tmp_path / "out"
+    decoder = CtcCorpusDecoder(str(corpus.graph_path))
+    first = run(corpus, out, decoder, manifest=shards)
+    assert len(first.decoded) == len(corpus.shards)
+    again = run(corpus, out, decoder, manifest=shards)
+    assert again.decoded == [] and len(again.skipped) == len(corpus.shards)
+    assert again.utterances == first.utterances and again.wer == first.wer
+    # A new shard's contents under an old name, and a hand-damaged output: both decoded again.
+    shutil.copy(corpus.shards[0], shards / corpus.shards[1].name)
+    (out / f"{corpus.shards[2].stem}.jsonl").write_text("{}\n")
+    third = run(corpus, out, decoder, manifest=shards)
+    assert sorted(third.decoded) == sorted([corpus.shards[1].stem, corpus.shards[2].stem])
+    replaced = output_records(out / f"{corpus.shards[1].stem}.jsonl")
+    assert [k for _, k in replaced] == corpus.expected[corpus.shards[0].stem]
+    # Same size and mtime but other bytes: only --verify sees it.
+    target = shards / corpus.shards[3].name
+    st = target.stat()
+    data = bytearray(target.read_bytes())
+    with np.load(target) as z:
+        arrays = dict(z)
+    arrays["log_probs"] = arrays["log_probs"][:, :, ::-1].copy()
+    np.savez(target, **arrays)
+    assert target.stat().st_size == len(data)
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert run(corpus, out, decoder, manifest=shards).decoded == []
+    assert run(corpus, out, decoder, manifest=shards, verify=True).decoded == [target.stem]
+
+
+def test_corrupt_and_missing_shards_are_reported_not_fatal(corpus, tmp_path):
+    shards = tmp_path / "shards"
+    shutil.copytree(corpus.shard_dir, shards)
+    (shards / "garbage.npz").write_bytes(b"not a zip at all")
+    good = corpus.shards[0].read_bytes()
+    (shards / "truncated.npz").write_bytes(good[: len(good) // 2])
+    np.savez(shards / "wrong_width.npz", log_probs=np.zeros((1, 4, 3), np.float32))
+    manifest = tmp_path / "manifest.jsonl"
+    lines = [{"shard": f"shards/{p.name}"} for p in sorted(shards.iterdir())]
+    lines.append({"shard": "shards/missing.npz"})
+    manifest.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    summary = run(corpus, tmp_path / "out", manifest=manifest)
+    failed = {f["name"]: f for f in summary.failed}
+    assert sorted(failed) == ["garbage", "missing", "truncated", "wrong_width"]
+    assert all(f["attempts"] == 1 and f["shard"] in f["error"] for f in failed.values())
+    assert "V=3" in failed["wrong_width"]["error"]
+    assert sorted(summary.decoded) == sorted(p.stem for p in corpus.shards)
+    assert_outputs_match(corpus, tmp_path / "out")
+    assert not (tmp_path / "out" / "garbage.jsonl").exists()
+    assert not summary.ok
+
+
+def test_a_worker_that_crashes_once_loses_and_duplicates_nothing(corpus, tmp_path):
+    base = CtcCorpusDecoder(str(corpus.graph_path))
+    (tmp_path / "state").mkdir()
+    crash = FaultyDecoder(base, "crash_once", str(tmp_path / "state"), corpus.shards[2].stem)
+    summary = run(corpus, tmp_path / "out", crash)
+    assert summary.ok and summary.retries == 1
+    assert sorted(summary.decoded) == sorted(p.stem for p in corpus.shards)
+    assert_outputs_match(corpus, tmp_path / "out")
+    done = json.loads((tmp_path / "out" / f"{corpus.shards[2].stem}.done.json").read_text())
+    assert done["attempts"] == 2
+
+
+def test_a_shard_that_always_kills_its_worker_fails_after_max_attempts(corpus, tmp_path):
+    base = CtcCorpusDecoder(str(corpus.graph_path))
+    (tmp_path / "state").mkdir()
+    crash = FaultyDecoder(base, "crash_always", str(tmp_path / "state"), corpus.shards[0].stem)
+    summary = run(corpus, tmp_path / "out", crash, max_attempts=2)
+    assert [f["name"] for f in summary.failed] == [corpus.shards[0].stem]
+    assert summary.failed[0]["attempts"] == 2 and "exit code 3" in summary.failed[0]["error"]
+    assert len(summary.decoded) == len(corpus.shards) - 1
+
+
+INTERRUPTED_RUN = """
+import sys
+from wfstdecode.corpus import CtcCorpusDecoder, decode_corpus
+from wfstdecode.testing.corpus import FaultyDecoder
+if __name__ == "__main__":
+    graph, shards, out, state = sys.argv[1:]
+    slow = FaultyDecoder(CtcCorpusDecoder(graph), "slow", state, seconds=0.5)
+    s = decode_corpus(shards, out, slow, workers=1, executor="local", progress="log")
+    print("INTERRUPTED" if s.interrupted else "COMPLETE", len(s.decoded), flush=True)
+"""
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+def test_rerun_after_an_interrupted_run_decodes_only_the_missing_shards(corpus, tmp_path, sig):
+    out, state = tmp_path / "out", tmp_path / "state"
+    state.mkdir()
+    script = tmp_path / "run.py"
+    script.write_text(INTERRUPTED_RUN)
+    args = [sys.executable, str(script), str(corpus.graph_path), str(corpus.shard_dir), str(out),
+            str(state)]  # fmt: skip
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 120
+    while not list(out.glob("*.done.json")) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(sig)
+    stdout, stderr = proc.communicate(timeout=60)
+    finished = sorted(p.name.removesuffix(".done.json") for p in out.glob("*.done.json"))
+    assert 1 <= len(finished) < len(corpus.shards), stderr
+    if sig == signal.SIGINT:
+        assert stdout.startswith("INTERRUPTED"), (stdout, stderr)
+        assert json.loads((out / "summary.json").read_text())["interrupted"] is True
+    summary = run(corpus, out)
+    assert sorted(summary.skipped) == finished
+    assert sorted(summary.decoded) == sorted(set(p.stem for p in corpus.shards) - set(finished))
+    assert_outputs_match(corpus, out)
+    assert not list(out.rglob("*.wfstdecode-partial"))
+
+
+def test_output_directory_guards(corpus, tmp_path):
+    decoder = CtcCorpusDecoder(str(corpus.graph_path))
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(WfstDecodeError, match="not a decode-corpus output"):
+        run(corpus, foreign, decoder)
+    assert (foreign / "notes.txt").read_text() == "mine"
+    out = tmp_path / "out"
+    run(corpus, out, decoder, manifest=corpus.shards[0])
+    from wfstdecode.ctc import CtcBeamOptions
+
+    wider = CtcCorpusDecoder(str(corpus.graph_path), CtcBeamOptions(beam=20.0))
+    with pytest.raises(WfstDecodeError, match="differing: options"):
+        run(corpus, out, wider, manifest=corpus.shards[0])
+    assert run(corpus, out, wider, manifest=corpus.shards[0], force=True).decoded == ["shard00"]
+    from wfstdecode.corpus.ledger import OutputDir
+
+    with OutputDir(out, wider.config()), pytest.raises(WfstDecodeError, match="another"):
+        run(corpus, out, wider)
+
+
+def test_manifest_forms(corpus, tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    shutil.copy(corpus.shards[0], tmp_path / "a" / "x.npz")
+    shutil.copy(corpus.shards[1], tmp_path / "b" / "x.npz")
+    names = [s.name for s in read_manifest(tmp_path)]
+    assert names == ["a/x", "b/x"]
+    assert [s.name for s in read_manifest(str(tmp_path / "*" / "x.npz"))] == names
+    bad = tmp_path / "m.jsonl"
+    bad.write_text('{"shard": "a/x.npz"}\n\n{"shard": "a/x.npz"}\n')
+    with pytest.raises(WfstDecodeError, match=r"m.jsonl:3: a/x.npz is listed twice"):
+        read_manifest(bad)
+    bad.write_text('{"path": "a/x.npz"}\n')
+    with pytest.raises(WfstDecodeError, match=r"m.jsonl:1: expected"):
+        read_manifest(bad)
+    with pytest.raises(WfstDecodeError, match="no file matches"):
+        read_manifest(str(tmp_path / "*.nothing"))
+    out = tmp_path / "out"
+    run(corpus, out, manifest=tmp_path)
+    ids = [i for i, _ in output_records(out / "a" / "x.jsonl")]
+    assert ids == [f"a/x-{n}" for n in range(len(ids))]
+
+
+def test_cli(corpus, tmp_path, capsys):
+    out = tmp_path / "out"
+    args = ["decode-corpus", str(corpus.shard_dir), "--graph", str(corpus.graph_path), "--out",
+            str(out), "--executor", "local", "--workers", "2", "--frame-shift", "0.04",
+            "--quiet"]  # fmt: skip
+    assert main(args) == 0
+    printed = capsys.readouterr().out
+    assert f"{len(corpus.shards)} shards decoded, 0 already done, 0 failed" in printed
+    assert "RTFx" in printed and "WER" in printed
+    first = json.loads((out / "shard00.jsonl").read_text().splitlines()[0])
+    word = first["words"][0]
+    assert word["start"] == round(word["start_frame"] * 0.04, 3)
+    assert main(args) == 0 and "0 shards decoded, 6 already done" in capsys.readouterr().out
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "broken.npz").write_bytes(b"x")
+    args[1] = str(tmp_path / "bad")
+    assert main([*args[:5], str(tmp_path / "out2"), *args[6:]]) == 1
+    assert "FAILED" in capsys.readouterr().out

@@ -1,0 +1,72 @@
+"""decode-corpus on a real local Ray (2 CPUs): the same results as one process, and nothing lost
+or duplicated when an actor crashes or is killed from outside mid-shard."""
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from wfstdecode.corpus import CtcCorpusDecoder, decode_corpus
+from wfstdecode.testing.corpus import FaultyDecoder, assert_outputs_match
+
+ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'wfstdecode[ray]')")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def local_ray():
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    yield
+    ray.shutdown()
+
+
+def run(corpus, out, decoder, **kw):
+    return decode_corpus(corpus.shard_dir, out, decoder, executor="ray", progress="quiet", **kw)
+
+
+def test_ray_results_equal_single_process_decode(corpus, tmp_path):
+    summary = run(corpus, tmp_path / "out", CtcCorpusDecoder(str(corpus.graph_path)))
+    assert summary.ok and summary.executor == "ray" and summary.workers == 2
+    assert sorted(summary.decoded) == sorted(p.stem for p in corpus.shards)
+    assert_outputs_match(corpus, tmp_path / "out")
+    workers = {json.loads(p.read_text())["worker"] for p in (tmp_path / "out").glob("*.done.json")}
+    assert len(workers) == 2  # both actors took shards
+
+
+def test_an_actor_that_crashes_once_loses_and_duplicates_nothing(corpus, tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    base = CtcCorpusDecoder(str(corpus.graph_path))
+    crash = FaultyDecoder(base, "crash_once", str(state), corpus.shards[1].stem)
+    summary = run(corpus, tmp_path / "out", crash)
+    assert summary.ok and summary.retries == 1
+    assert_outputs_match(corpus, tmp_path / "out")
+
+
+def test_killing_an_actor_mid_shard_loses_and_duplicates_nothing(corpus, tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    base = CtcCorpusDecoder(str(corpus.graph_path))
+    target = corpus.shards[3].stem
+    blocking = FaultyDecoder(base, "wait_for_kill", str(state), target)
+    killed = []
+
+    def killer():
+        started = Path(state) / "started"
+        deadline = time.monotonic() + 120
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        if started.exists():
+            ray.kill(ray.get_actor(started.read_text()), no_restart=True)
+            killed.append(started.read_text())
+
+    thread = threading.Thread(target=killer)
+    thread.start()
+    summary = run(corpus, tmp_path / "out", blocking)
+    thread.join()
+    assert killed, "the blocking shard never started"
+    assert summary.ok and summary.retries == 1
+    assert_outputs_match(corpus, tmp_path / "out")
+    done = json.loads((tmp_path / "out" / f"{target}.done.json").read_text())
+    assert done["attempts"] == 2

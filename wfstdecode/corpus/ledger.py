@@ -1,0 +1,195 @@
+"""The output directory of a corpus decode: what is done, written so that a crash at any instant
+leaves every shard either finished (and provably so) or to be decoded again.
+
+``OUT/run.json`` holds the config that changes results; a run with another config is refused
+(``force`` replaces it, and then every shard is decoded again). Per shard, ``OUT/NAME.jsonl`` is
+written to a temporary file, synced and renamed; then ``OUT/NAME.done.json`` records the input's
+size, mtime and SHA-256, the output's SHA-256, the config digest and the shard's counts, the same
+way. A shard is finished only when its done file matches the run's config, its output file's
+digest and its input (size and mtime, else the input's digest); anything else is decoded again
+and its output replaced. One run at a time holds ``OUT/.lock``. Only files this module wrote are
+ever replaced or removed (``run.json`` says the directory is one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import fcntl
+import hashlib
+import json
+import os
+import time
+from pathlib import Path
+
+from ..errors import WfstDecodeError
+from ..safe_io import read_json_file
+from .manifest import Shard
+from .shards import ShardOutput, input_id
+
+RUN_FILE = "run.json"
+SUMMARY_FILE = "summary.json"
+LOCK_FILE = ".lock"
+OUTPUT_SUFFIX = ".jsonl"
+DONE_SUFFIX = ".done.json"
+PARTIAL_SUFFIX = ".wfstdecode-partial"
+MARKER_KEY = "wfstdecode_corpus"  # in run.json: this directory is a corpus decode's output
+FORMAT_VERSION = 1
+
+
+class OutputDir:
+    """An output directory opened for one run (a context manager holding its lock)."""
+
+    def __init__(self, out: str | os.PathLike, config: dict, force: bool = False):
+        self.path = Path(out)
+        self.config = config
+        self.digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
+        if self.path.exists() and not self.path.is_dir():
+            raise WfstDecodeError(f"{self.path}: exists and is not a directory")
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._lock = open(self.path / LOCK_FILE, "a")  # noqa: SIM115 (held for the run)
+        try:
+            fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock.close()
+            raise WfstDecodeError(
+                f"{self.path}: another decode-corpus run is writing here"
+            ) from None
+        try:
+            self._claim(force)
+            self._remove_partials()
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self) -> OutputDir:
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._lock.close()  # releases the flock
+
+    def output_path(self, shard: Shard) -> Path:
+        return self.path / f"{shard.name}{OUTPUT_SUFFIX}"
+
+    def done_path(self, shard: Shard) -> Path:
+        return self.path / f"{shard.name}{DONE_SUFFIX}"
+
+    def finished(self, shard: Shard, verify: bool = False) -> dict | None:
+        """The done record of ``shard`` if its output is complete and was decoded from the
+        shard's current contents with this run's config, else None. ``verify`` hashes every
+        input instead of trusting an unchanged size and mtime."""
+        done = self.done_path(shard)
+        if not done.is_file():
+            return None
+        try:
+            record = read_json_file(done, WfstDecodeError)
+            if record.get("config_sha256") != self.digest:
+                return None
+            if _sha256(self.output_path(shard)) != record["output_sha256"]:
+                return None
+            st = os.stat(shard.path)
+            if not verify and (st.st_size, st.st_mtime_ns) == (
+                record["input"]["bytes"], record["input"]["mtime_ns"]
+            ):  # fmt: skip
+                return record
+            return record if input_id(shard.path).sha256 == record["input"]["sha256"] else None
+        except (OSError, WfstDecodeError, KeyError, TypeError):
+            return None  # unreadable: decode again (and the error, if lasting, shows then)
+
+    def write(self, shard: Shard, output: ShardOutput, attempts: int) -> dict:
+        """Write a decoded shard's output, then its done record; returns the record."""
+        target = self.output_path(shard)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        data = output.text.encode("utf-8")
+        _write_atomically(target, data)
+        record = {
+            "shard": str(shard.path),
+            "name": shard.name,
+            "input": dataclasses.asdict(output.input),
+            "output_sha256": hashlib.sha256(data).hexdigest(),
+            "config_sha256": self.digest,
+            "utterances": output.utterances,
+            "frames": output.frames,
+            "errors": output.errors,
+            "ref_words": output.ref_words,
+            "wall_seconds": round(output.wall_seconds, 4),
+            "cpu_seconds": round(output.cpu_seconds, 4),
+            "worker": output.worker,
+            "attempts": attempts,
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        }
+        _write_atomically(self.done_path(shard), _json_bytes(record))
+        return record
+
+    def write_summary(self, summary: dict) -> Path:
+        path = self.path / SUMMARY_FILE
+        _write_atomically(path, _json_bytes(summary))
+        return path
+
+    def _claim(self, force: bool) -> None:
+        run = self.path / RUN_FILE
+        if run.is_file():
+            previous = read_json_file(run, lambda m: WfstDecodeError(f"{run}: {m}"))
+            if previous.get(MARKER_KEY) != FORMAT_VERSION:
+                raise WfstDecodeError(f"{run}: not written by wfstdecode decode-corpus; "
+                                      f"choose another --out")  # fmt: skip
+            if previous.get("config") == self.config:
+                return
+            if not force:
+                old = previous.get("config") or {}
+                keys = {*old, *self.config}
+                changed = sorted(k for k in keys if old.get(k) != self.config.get(k))
+                raise WfstDecodeError(
+                    f"{self.path} holds the output of a run with other settings (differing: "
+                    f"{', '.join(changed)}); use another --out, or --force to decode every shard "
+                    f"again with these"
+                )
+        else:
+            others = [p.name for p in self.path.iterdir() if p.name != LOCK_FILE]
+            if others:
+                raise WfstDecodeError(
+                    f"{self.path}: not empty and not a decode-corpus output (holds "
+                    f"{', '.join(sorted(others)[:5])}); choose a new or empty directory"
+                )
+        _write_atomically(run, _json_bytes({MARKER_KEY: FORMAT_VERSION, "config": self.config}))
+
+    def _remove_partials(self) -> None:
+        """Temporary files of a run that was killed while writing (ours: this run holds the lock
+        and only this module names files so)."""
+        for p in self.path.rglob(f"*{PARTIAL_SUFFIX}"):
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+
+
+def _write_atomically(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}{PARTIAL_SUFFIX}")
+    try:
+        with open(tmp, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(fd)  # the rename itself survives a power cut
+    finally:
+        os.close(fd)
+
+
+def _json_bytes(value: dict) -> bytes:
+    return (json.dumps(value, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()

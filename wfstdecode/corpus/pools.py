@@ -1,0 +1,275 @@
+"""Worker pools for a corpus decode: Ray actors, or local processes when Ray is absent.
+
+Both keep one shard in flight per worker, so when a worker dies the driver knows exactly which
+shard it was decoding (that shard is retried; no other is touched), and both replace a dead worker
+with a fresh one. Each worker loads the decoder (the graph) once, when it starts.
+
+``next_event`` reports what happened to a shard: ``done`` (its `ShardOutput`), ``error`` (an
+exception in the decoder; ``permanent`` when retrying cannot help, e.g. a corrupt file) or
+``died`` (the worker was killed, crashed or ran out of memory). A decoder that cannot be loaded
+at all raises `WfstDecodeError` from ``next_event``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import multiprocessing
+import multiprocessing.connection
+import os
+import signal
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..errors import WfstDecodeError
+from .shards import PERMANENT_ERRORS
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class Job:
+    index: int  # in the manifest
+    path: Path
+    name: str  # the shard's output name; default utterance ids start with it
+    attempts: int = 0  # started so far
+
+
+@dataclass(frozen=True)
+class Event:
+    job: Job
+    kind: str  # "done", "error" or "died"
+    value: object  # ShardOutput for "done", else the error message
+    permanent: bool = False
+
+
+def run_shard(decode, path: Path, name: str) -> tuple:
+    """What a worker sends back for one shard: ("done", output) or ("error", message,
+    permanent). The message of a `WfstDecodeError` already names the file."""
+    try:
+        return ("done", decode(path, name))
+    except Exception as exc:
+        message = str(exc) if isinstance(exc, WfstDecodeError) else f"{type(exc).__name__}: {exc}"
+        return ("error", message, isinstance(exc, PERMANENT_ERRORS))
+
+
+def _event(job: Job, reply: tuple) -> Event:
+    if reply[0] == "init_error":
+        raise WfstDecodeError(f"a worker could not load the decoder: {reply[1]}")
+    if reply[0] == "done":
+        return Event(job, "done", reply[1])
+    return Event(job, "error", reply[1], reply[2])
+
+
+# ----- local processes ------------------------------------------------------------------------
+def _serve(conn, decoder) -> None:
+    """A local worker's main loop: load once, then decode the paths it is sent until None."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the driver's to handle
+    try:
+        decode = decoder.load()
+    except Exception as exc:
+        conn.send(("init_error", f"{type(exc).__name__}: {exc}"))
+        return
+    conn.send(("ready",))
+    while True:
+        try:
+            job = conn.recv()
+        except (EOFError, OSError):
+            return
+        if job is None:
+            return
+        conn.send(run_shard(decode, *job))
+
+
+class _Process:
+    def __init__(self, ctx, decoder):
+        self.conn, child = ctx.Pipe()
+        self.proc = ctx.Process(target=_serve, args=(child, decoder), daemon=True)
+        self.proc.start()
+        child.close()
+        self.job: Job | None = None
+        self.ready = False  # loaded the decoder: a death after this is the shard's doing
+
+    def receive(self) -> tuple | None:
+        """The next reply to a job, or None if there is none yet (a "ready" is taken in
+        passing); raises EOFError or OSError when the worker is gone."""
+        while self.conn.poll():
+            reply = self.conn.recv()
+            if reply[0] != "ready":
+                return reply
+            self.ready = True
+        return None
+
+    def stop(self, kill: bool = False) -> None:
+        if kill:
+            self.proc.kill()
+        else:
+            with contextlib.suppress(OSError):
+                self.conn.send(None)
+        self.proc.join(timeout=None if not kill else 5)
+        self.conn.close()
+
+
+class LocalPool:
+    """``workers`` processes (started with ``spawn``: no thread or lock state is inherited)."""
+
+    kind = "local"
+
+    def __init__(self, decoder, workers: int):
+        self._ctx = multiprocessing.get_context("spawn")
+        self._decoder = decoder
+        self.size = workers
+        self._workers = [_Process(self._ctx, decoder) for _ in range(workers)]
+
+    def idle(self) -> int:
+        return sum(w.job is None for w in self._workers)
+
+    def pids(self) -> list[int]:
+        return [w.proc.pid for w in self._workers]
+
+    def submit(self, job: Job) -> None:
+        worker = next(w for w in self._workers if w.job is None)
+        worker.job = job
+        with contextlib.suppress(OSError):  # a dead worker: next_event reports it
+            worker.conn.send((job.path, job.name))
+
+    def next_event(self, timeout: float | None) -> Event | None:
+        busy = [w for w in self._workers if w.job is not None]
+        if not busy:
+            return None
+        waitables = [w.conn for w in busy] + [w.proc.sentinel for w in busy]
+        ready = multiprocessing.connection.wait(waitables, timeout)
+        for i, w in enumerate(self._workers):
+            if w.job is None or (w.conn not in ready and w.proc.sentinel not in ready):
+                continue
+            try:
+                reply = w.receive()
+                if reply is not None:
+                    job, w.job = w.job, None
+                    return _event(job, reply)
+                if w.proc.is_alive():
+                    continue  # it only said "ready"
+            except (EOFError, OSError):
+                pass
+            job, w.job = w.job, None
+            w.proc.join(timeout=5)
+            reason = _exit_reason(w.proc.exitcode)
+            w.conn.close()
+            if not w.ready:
+                raise WfstDecodeError(
+                    f"a worker process exited while loading the decoder ({reason}); when "
+                    f"decode_corpus is called from a script, the script must guard it with "
+                    f"'if __name__ == \"__main__\":' (local workers are spawned processes)"
+                )
+            self._workers[i] = _Process(self._ctx, self._decoder)
+            return Event(job, "died", f"worker process {w.proc.pid} died ({reason})")
+        return None
+
+    def close(self, kill: bool = False) -> None:
+        for w in self._workers:
+            w.stop(kill=kill or w.job is not None)
+
+
+def _exit_reason(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"signal {-code}"
+    return f"exit code {code}"
+
+
+# ----- Ray ------------------------------------------------------------------------------------
+class _RayWorker:
+    """The actor: loads the decoder once; a failure to load is reported, not raised, so that the
+    driver can tell it from a crash."""
+
+    def __init__(self, decoder):
+        try:
+            self._decode, self._error = decoder.load(), None
+        except Exception as exc:
+            self._decode, self._error = None, f"{type(exc).__name__}: {exc}"
+
+    def run(self, path: Path, name: str) -> tuple:
+        if self._error is not None:
+            return ("init_error", self._error)
+        return run_shard(self._decode, path, name)
+
+    def pid(self) -> int:
+        return os.getpid()
+
+
+class RayPool:
+    """``workers`` Ray actors with ``num_cpus`` / ``num_gpus`` each. Connects to the cluster at
+    ``address`` (None: start a local one, or use the one this process already joined)."""
+
+    kind = "ray"
+
+    def __init__(self, decoder, workers: int | None, *, address: str | None = None,
+                 num_cpus: float = 1, num_gpus: float = 0):  # fmt: skip
+        import ray
+
+        if not ray.is_initialized():
+            ray.init(address=address, log_to_driver=False, include_dashboard=False)
+        elif address is not None:
+            log.warning("Ray is already initialised in this process; --address %s is ignored",
+                        address)  # fmt: skip
+        self._ray = ray
+        if workers is None:
+            resources = ray.cluster_resources()
+            workers = int(resources.get("GPU", 0) // num_gpus) if num_gpus else int(
+                resources.get("CPU", 1) // max(num_cpus, 1e-9)
+            )  # fmt: skip
+            if workers < 1:
+                raise WfstDecodeError(
+                    f"the Ray cluster has too few resources for one worker ({num_cpus} CPUs, "
+                    f"{num_gpus} GPUs): {resources}"
+                )
+        self.size = workers
+        self._decoder = decoder
+        self._options = dict(num_cpus=num_cpus, num_gpus=num_gpus, max_restarts=0)
+        self._run_id = uuid.uuid4().hex[:8]
+        self._started = 0
+        self._actors = [self._start() for _ in range(workers)]
+        self._busy: dict = {}  # ObjectRef -> (actor slot, job)
+
+    def _start(self):
+        name = f"wfstdecode-corpus-{self._run_id}-{self._started}"
+        self._started += 1
+        remote = self._ray.remote(_RayWorker).options(name=name, **self._options)
+        return remote.remote(self._decoder)
+
+    def idle(self) -> int:
+        return self.size - len(self._busy)
+
+    def pids(self) -> list[int]:
+        return self._ray.get([a.pid.remote() for a in self._actors])
+
+    def submit(self, job: Job) -> None:
+        taken = {slot for slot, _ in self._busy.values()}
+        slot = next(i for i in range(self.size) if i not in taken)
+        self._busy[self._actors[slot].run.remote(job.path, job.name)] = (slot, job)
+
+    def next_event(self, timeout: float | None) -> Event | None:
+        ray = self._ray
+        if not self._busy:
+            return None
+        ready, _ = ray.wait(list(self._busy), num_returns=1, timeout=timeout)
+        if not ready:
+            return None
+        slot, job = self._busy.pop(ready[0])
+        try:
+            return _event(job, ray.get(ready[0]))
+        except ray.exceptions.RayError as exc:  # actor died, worker crashed, out of memory, ...
+            ray.kill(self._actors[slot], no_restart=True)
+            self._actors[slot] = self._start()
+            reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            return Event(job, "died", f"Ray worker died ({type(exc).__name__}: {reason})")
+
+    def close(self, kill: bool = False) -> None:
+        for actor in self._actors:
+            self._ray.kill(actor, no_restart=True)
+        self._busy.clear()

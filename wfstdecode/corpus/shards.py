@@ -1,0 +1,233 @@
+"""The worker side of a corpus decode: one shard in, its JSONL lines and counts out.
+
+`CtcCorpusDecoder` is the picklable description a worker receives (graph path and options); its
+`load` runs once per worker and returns the function that decodes shards against the graph it
+loaded. Any picklable object with ``load()`` returning ``(shard path, shard name) ->
+ShardOutput`` and a ``config()`` describing what changes results can stand in for it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import socket
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import DecodeInputError, InputFileError, OptionsError
+from ..metrics import edit_distance
+from ..results import Hypothesis
+
+HASH_CHUNK = 1 << 22
+# Errors a shard raises on every attempt: retrying cannot help, so it fails at once.
+PERMANENT_ERRORS = (InputFileError, DecodeInputError, OptionsError)
+
+
+class ShardChangedError(RuntimeError):
+    """The shard's file changed while it was being decoded (retried: the next attempt reads the
+    new contents)."""
+
+
+@dataclass(frozen=True)
+class InputId:
+    """What identifies a shard's contents: size, modification time and SHA-256."""
+
+    bytes: int
+    mtime_ns: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class ShardOutput:
+    """A decoded shard: ``text`` its JSONL (one line per utterance, in the shard's order) and the
+    counts the summary adds up (``errors`` / ``ref_words`` when it has reference texts)."""
+
+    text: str
+    utterances: int
+    frames: int
+    input: InputId
+    wall_seconds: float
+    cpu_seconds: float
+    worker: str
+    errors: int | None = None
+    ref_words: int | None = None
+
+
+@dataclass(frozen=True)
+class CtcCorpusDecoder:
+    """Decode ``.npz`` log-prob shards (as ``wfstdecode decode`` reads them) against a graph.
+
+    graph:       a graph directory or ``TLG.npz``;
+    options:     `CtcBeamOptions` (None = defaults); boosts: one ``word -> bonus`` mapping;
+    backend:     as `decode_ctc` (``"cuda"`` on GPU workers);
+    num_threads: Numba threads per worker (cpu backend);
+    mmap:        map the graph file (pages shared by the workers of a node) instead of reading it;
+    frame_shift: seconds per frame: word times in seconds besides frames, and RTFx.
+    """
+
+    graph: str
+    options: object = None
+    boosts: Mapping[str, float] | None = None
+    backend: str = "cpu"
+    num_threads: int | None = 1
+    mmap: bool = True
+    frame_shift: float | None = None
+    _graph_id: str = field(default="", compare=False, repr=False)
+
+    def __post_init__(self):
+        from ..ctc import CtcBeamOptions
+        from ..decoding_graph import GRAPH_FILE
+
+        options = CtcBeamOptions() if self.options is None else self.options
+        if not isinstance(options, CtcBeamOptions):
+            raise OptionsError(f"options must be a CtcBeamOptions; got {type(options).__name__}")
+        if self.frame_shift is not None and not (
+            math.isfinite(self.frame_shift) and self.frame_shift > 0
+        ):
+            raise OptionsError(f"frame_shift must be a positive number of seconds; got "
+                               f"{self.frame_shift}")  # fmt: skip
+        path = Path(self.graph)
+        path = path / GRAPH_FILE if path.is_dir() else path
+        object.__setattr__(self, "options", options)
+        object.__setattr__(self, "graph", str(path.absolute()))
+        object.__setattr__(self, "_graph_id", graph_content_id(path))
+        object.__setattr__(self, "boosts", self._known_boosts())
+
+    def _known_boosts(self) -> dict | None:
+        """The boosts of words the graph has. Checked here, in the driver, so that a bad graph
+        or bonus fails before any worker starts and unknown words warn once, not per shard."""
+        from ..ctc.boost import resolve_boosts
+        from ..decoding_graph import DecodingGraph
+
+        graph = DecodingGraph.load(self.graph, mmap=True)
+        if not self.boosts:
+            return None
+        known = resolve_boosts(self.boosts, 1, graph.words)[0] or {}
+
+        def word_id(key):
+            if not isinstance(key, str):
+                return key
+            return graph.words.get(key) if graph.words is not None else None
+
+        return {k: float(v) for k, v in self.boosts.items() if word_id(k) in known} or None
+
+    def config(self) -> dict:
+        """Everything that changes the output (the backend and thread count do not): a run's
+        outputs are reused only by a run with the same config."""
+        return {
+            "decoder": "ctc",
+            "graph_content": self._graph_id,  # not its path: a moved graph is the same graph
+            "options": dataclasses.asdict(self.options),
+            "boosts": {str(k): v for k, v in self.boosts.items()} if self.boosts else None,
+            "frame_shift": self.frame_shift,
+        }
+
+    def load(self) -> Callable[[Path], ShardOutput]:
+        """Load the graph (once per worker) and return the shard decoder."""
+        from ..decoding_graph import DecodingGraph
+
+        graph = DecodingGraph.load(self.graph, mmap=self.mmap)
+        return lambda path, name: self._decode(graph, Path(path), name)
+
+    def _decode(self, graph, path: Path, name: str) -> ShardOutput:
+        from ..ctc.npz import decode_npz
+
+        before = input_id(path)
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = decode_npz(path, graph, self.options, self.boosts, backend=self.backend,
+                            num_threads=self.num_threads)  # fmt: skip
+        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+        if _stat_id(path) != (before.bytes, before.mtime_ns):
+            raise ShardChangedError(f"{path} changed while it was being decoded")
+        ids = result.ids if _has_ids(path) else [f"{name}-{i}" for i in range(len(result.ids))]
+        refs = result.references or [None] * len(result.ids)
+        records = [
+            utterance_record(utt, hyps, frames, ref, self.frame_shift)
+            for utt, hyps, frames, ref in zip(
+                ids, result.hypotheses, result.lengths, refs, strict=True
+            )
+        ]
+        lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+        counted = result.references is not None
+        return ShardOutput(
+            text=lines, utterances=len(records), frames=sum(result.lengths), input=before,
+            wall_seconds=wall, cpu_seconds=cpu, worker=f"{socket.gethostname()}:{os.getpid()}",
+            errors=sum(r["errors"] for r in records) if counted else None,
+            ref_words=sum(len(r.split()) for r in refs) if counted else None,
+        )  # fmt: skip
+
+
+def utterance_record(
+    utt: str, hyps: list[Hypothesis], frames: int, reference: str | None,
+    frame_shift: float | None,
+) -> dict:  # fmt: skip
+    """One output line: the best hypothesis' words (with frames, and seconds given a frame
+    shift), scores (null when no path survived: see ``notes``), the other n-best entries, and the
+    reference with the word errors when the shard has one."""
+    best = hyps[0] if hyps else Hypothesis((), (), -math.inf, notes=("no hypothesis",))
+    words = []
+    for word, (start, end) in zip(best.words, best.word_timestamps, strict=True):
+        entry = {"word": word, "start_frame": start, "end_frame": end}
+        if frame_shift is not None:
+            entry["start"] = round(start * frame_shift, 3)
+            entry["end"] = round((end + 1) * frame_shift, 3)
+        words.append(entry)
+    record = {
+        "id": utt, "text": best.text, "words": words, "score": _finite(best.score),
+        "acoustic_score": _finite(best.acoustic_score), "graph_score": _finite(best.graph_score),
+        "frames": frames, "notes": list(best.notes),
+    }  # fmt: skip
+    if len(hyps) > 1:
+        record["nbest"] = [{"text": h.text, "score": _finite(h.score)} for h in hyps]
+    if reference is not None:
+        record["ref"] = reference
+        record["errors"] = edit_distance(reference.split(), best.text.split())
+    return record
+
+
+def _has_ids(path: Path) -> bool:
+    from ..safe_io import NpzArchive
+
+    with NpzArchive(path, ("ids",), lambda m: InputFileError(path, None, m)) as z:
+        return "ids" in z.names
+
+
+def _finite(x: float | None) -> float | None:
+    return x if x is not None and math.isfinite(x) else None
+
+
+def input_id(path: Path) -> InputId:
+    """Size, mtime and SHA-256 of ``path``, read in chunks. A file that is missing, a directory
+    or not readable raises `InputFileError` (retrying cannot help); other OSErrors pass."""
+    digest = hashlib.sha256()
+    try:
+        size, mtime = _stat_id(path)
+        with open(path, "rb") as f:
+            while chunk := f.read(HASH_CHUNK):
+                digest.update(chunk)
+    except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
+        raise InputFileError(path, None, f"cannot read: {exc.strerror}") from None
+    return InputId(size, mtime, digest.hexdigest())
+
+
+def _stat_id(path: Path) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns
+
+
+def graph_content_id(path: Path) -> str:
+    """A digest of a graph file's contents from its zip directory (each member's name, size and
+    CRC-32), so that identifying a multi-gigabyte graph reads kilobytes, not the file."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            entries = sorted((i.filename, i.file_size, i.CRC) for i in z.infolist())
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise InputFileError(path, None, f"cannot read the graph ({exc})") from None
+    return hashlib.sha256(repr(entries).encode()).hexdigest()
