@@ -118,6 +118,7 @@ class OutputDir:
             "wall_seconds": round(output.wall_seconds, 4),
             "cpu_seconds": round(output.cpu_seconds, 4),
             "worker": output.worker,
+            "worker_memory_mb": output.memory_mb,
             "attempts": attempts,
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         }

@@ -102,12 +102,13 @@ class _Process:
         return None
 
     def stop(self, kill: bool = False) -> None:
-        if kill:
-            self.proc.kill()
-        else:
+        if not kill:
             with contextlib.suppress(OSError):
                 self.conn.send(None)
-        self.proc.join(timeout=None if not kill else 5)
+            self.proc.join(timeout=30)
+        if self.proc.is_alive():  # asked to, or deaf to the request
+            self.proc.kill()
+            self.proc.join(timeout=5)
         self.conn.close()
 
 
@@ -203,13 +204,14 @@ class _RayWorker:
 
 
 class RayPool:
-    """``workers`` Ray actors with ``num_cpus`` / ``num_gpus`` each. Connects to the cluster at
+    """``workers`` Ray actors (default: as many as the cluster's CPUs or GPUs hold; never more
+    than ``at_most``) with ``num_cpus`` / ``num_gpus`` each. Connects to the cluster at
     ``address`` (None: start a local one, or use the one this process already joined)."""
 
     kind = "ray"
 
     def __init__(self, decoder, workers: int | None, *, address: str | None = None,
-                 num_cpus: float = 1, num_gpus: float = 0):  # fmt: skip
+                 num_cpus: float = 1, num_gpus: float = 0, at_most: int | None = None):  # fmt: skip
         import ray
 
         if not ray.is_initialized():
@@ -228,12 +230,12 @@ class RayPool:
                     f"the Ray cluster has too few resources for one worker ({num_cpus} CPUs, "
                     f"{num_gpus} GPUs): {resources}"
                 )
-        self.size = workers
+        self.size = min(workers, at_most or workers)  # no actor that would get no shard
         self._decoder = decoder
         self._options = dict(num_cpus=num_cpus, num_gpus=num_gpus, max_restarts=0)
         self._run_id = uuid.uuid4().hex[:8]
         self._started = 0
-        self._actors = [self._start() for _ in range(workers)]
+        self._actors = [self._start() for _ in range(self.size)]
         self._busy: dict = {}  # ObjectRef -> (actor slot, job)
 
     def _start(self):

@@ -98,7 +98,7 @@ def decode_corpus(
         bar = Progress(shards, pending, progress)
         bar.skipped(len(summary.skipped))
         if pending:
-            pool = _make_pool(executor, decoder, workers, address)
+            pool = _make_pool(executor, decoder, workers, address, at_most=len(pending))
             summary.executor, summary.workers = pool.kind, pool.size
             try:
                 _drive(pool, pending, max_attempts, shards, outdir, records, summary, bar)
@@ -116,7 +116,7 @@ def decode_corpus(
     return summary
 
 
-def _make_pool(executor, decoder, workers, address):
+def _make_pool(executor, decoder, workers, address, at_most: int):
     threads = getattr(decoder, "num_threads", None) or 1
     gpu = getattr(decoder, "backend", "") == "cuda"
     if executor in ("auto", "ray"):
@@ -128,10 +128,10 @@ def _make_pool(executor, decoder, workers, address):
                                       "(or --executor local)") from None  # fmt: skip
         else:
             return RayPool(decoder, workers, address=address, num_cpus=threads,
-                           num_gpus=1 if gpu else 0)  # fmt: skip
-    if gpu and workers is None:
-        workers = 1
-    return LocalPool(decoder, workers or max(1, (os.cpu_count() or 1) // threads))
+                           num_gpus=1 if gpu else 0, at_most=at_most)  # fmt: skip
+    if workers is None:
+        workers = 1 if gpu else max(1, (os.cpu_count() or 1) // threads)
+    return LocalPool(decoder, min(workers, at_most))
 
 
 def _drive(pool, pending, max_attempts, shards, outdir, records, summary, bar) -> None:

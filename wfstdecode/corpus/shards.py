@@ -56,6 +56,7 @@ class ShardOutput:
     worker: str
     errors: int | None = None
     ref_words: int | None = None
+    memory_mb: dict = field(default_factory=dict)  # `worker_memory` after the shard
 
 
 @dataclass(frozen=True)
@@ -159,6 +160,7 @@ class CtcCorpusDecoder:
             wall_seconds=wall, cpu_seconds=cpu, worker=f"{socket.gethostname()}:{os.getpid()}",
             errors=sum(r["errors"] for r in records) if counted else None,
             ref_words=sum(len(r.split()) for r in refs) if counted else None,
+            memory_mb=worker_memory(),
         )  # fmt: skip
 
 
@@ -218,6 +220,22 @@ def input_id(path: Path) -> InputId:
 def _stat_id(path: Path) -> tuple[int, int]:
     st = os.stat(path)
     return st.st_size, st.st_mtime_ns
+
+
+def worker_memory() -> dict:
+    """This process's memory in MB from Linux's ``/proc/self/smaps_rollup`` ({} elsewhere):
+    ``rss``; ``pss`` (shared pages split among the processes that map them: what the node
+    really spends on this worker); ``anonymous`` (private heap: a graph that was read, not
+    mapped, is here); ``file`` (``rss - anonymous``: mapped files, a mapped graph included)."""
+    try:
+        with open("/proc/self/smaps_rollup") as f:
+            fields = dict(line.split(":", 1) for line in f if ":" in line and "-" not in line[:12])
+    except OSError:
+        return {}
+    kb = {k: int(v.split()[0]) for k, v in fields.items() if v.strip().endswith("kB")}
+    rss, anon = kb.get("Rss", 0), kb.get("Anonymous", 0)
+    return {"rss": round(rss / 1024, 1), "pss": round(kb.get("Pss", 0) / 1024, 1),
+            "anonymous": round(anon / 1024, 1), "file": round((rss - anon) / 1024, 1)}  # fmt: skip
 
 
 def graph_content_id(path: Path) -> str:
