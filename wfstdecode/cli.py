@@ -151,7 +151,8 @@ def decode_corpus_command(args: argparse.Namespace) -> int:
     )  # fmt: skip
     summary = decode_corpus(
         args.manifest, args.out, decoder, workers=args.workers, executor=args.executor,
-        address=args.address, max_attempts=args.max_attempts, force=args.force,
+        address=args.address, max_attempts=args.max_attempts,
+        shard_timeout=args.shard_timeout, force=args.force,
         verify=args.verify, progress="quiet" if args.quiet else "auto",
     )  # fmt: skip
     print_summary(summary, args.out)
@@ -323,6 +324,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads-per-worker", type=int, default=1, help="Numba threads (cpu)")
     p.add_argument("--max-attempts", type=int, default=3,
                    help="tries per shard if its worker dies or an error may pass")  # fmt: skip
+    p.add_argument("--shard-timeout", type=float, metavar="SECONDS",
+                   help="stop a worker that holds a shard this long; retry the shard")  # fmt: skip
     p.add_argument("--frame-shift", type=float, help="seconds per frame: word times, RTFx")
     p.add_argument("--no-mmap", action="store_true",
                    help="read the graph in each worker (default: map, share pages)")  # fmt: skip

@@ -214,3 +214,45 @@ def test_cli(corpus, tmp_path, capsys):
     args[1] = str(tmp_path / "bad")
     assert main([*args[:5], str(tmp_path / "out2"), *args[6:]]) == 1
     assert "FAILED" in capsys.readouterr().out
+
+
+def test_a_shard_that_hangs_is_stopped_at_the_timeout_and_reported(corpus, tmp_path):
+    base = CtcCorpusDecoder(str(corpus.graph_path))
+    (tmp_path / "state").mkdir()
+    hang = FaultyDecoder(base, "hang", str(tmp_path / "state"), corpus.shards[1].stem)
+    started = time.monotonic()
+    summary = run(corpus, tmp_path / "out", hang, max_attempts=2, shard_timeout=4.0)
+    assert time.monotonic() - started < 60
+    assert [f["name"] for f in summary.failed] == [corpus.shards[1].stem]
+    assert summary.failed[0]["attempts"] == 2
+    assert "no result after 4 s" in summary.failed[0]["error"]
+    assert len(summary.decoded) == len(corpus.shards) - 1
+
+
+def test_progress_bar_and_log_lines():
+    import io
+    from pathlib import Path
+
+    from wfstdecode.corpus.manifest import Shard
+    from wfstdecode.corpus.pools import Job
+    from wfstdecode.corpus.progress import Progress
+    from wfstdecode.corpus.shards import InputId, ShardOutput
+
+    shards = [Shard(Path("/nonexistent/a.npz"), "a"), Shard(Path("/nonexistent/b.npz"), "b")]
+    jobs = [Job(0, shards[0].path, "a"), Job(1, shards[1].path, "b")]
+    output = ShardOutput("", 7, 700, InputId(1000, 0, ""), 0.5, 0.5, "host:1")
+    stream = io.StringIO()
+    bar = Progress(shards, jobs, "bar", stream)
+    bar.bytes_total = 2000  # the shards do not exist: sizes as if they did
+    bar.finished(shards[0], output)
+    assert "1/2 shards | 7 utt | 700 frames" in stream.getvalue() and "ETA" in stream.getvalue()
+    bar.failed(shards[1], "broken")
+    bar.close()
+    assert "FAILED b: broken\n" in stream.getvalue() and stream.getvalue().endswith("\n")
+    log = io.StringIO()
+    lines = Progress(shards, jobs, "auto", log)  # not a terminal: one line per shard
+    lines.finished(shards[0], output)
+    assert log.getvalue() == "[1/2] a: 7 utterances, 700 frames, 0.5 s\n"
+    quiet = io.StringIO()
+    Progress(shards, jobs, "quiet", quiet).finished(shards[0], output)
+    assert quiet.getvalue() == ""

@@ -70,3 +70,14 @@ def test_killing_an_actor_mid_shard_loses_and_duplicates_nothing(corpus, tmp_pat
     assert_outputs_match(corpus, tmp_path / "out")
     done = json.loads((tmp_path / "out" / f"{target}.done.json").read_text())
     assert done["attempts"] == 2
+
+
+def test_an_actor_that_hangs_is_replaced_at_the_timeout(corpus, tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    base = CtcCorpusDecoder(str(corpus.graph_path))
+    hang = FaultyDecoder(base, "hang", str(state), corpus.shards[0].stem)
+    summary = run(corpus, tmp_path / "out", hang, max_attempts=1, shard_timeout=5.0)
+    assert [f["name"] for f in summary.failed] == [corpus.shards[0].stem]
+    assert "no result after 5 s" in summary.failed[0]["error"]
+    assert len(summary.decoded) == len(corpus.shards) - 1

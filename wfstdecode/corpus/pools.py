@@ -6,8 +6,9 @@ with a fresh one. Each worker loads the decoder (the graph) once, when it starts
 
 ``next_event`` reports what happened to a shard: ``done`` (its `ShardOutput`), ``error`` (an
 exception in the decoder; ``permanent`` when retrying cannot help, e.g. a corrupt file) or
-``died`` (the worker was killed, crashed or ran out of memory). A decoder that cannot be loaded
-at all raises `WfstDecodeError` from ``next_event``.
+``died`` (the worker was killed, crashed or ran out of memory, or held the shard longer than
+``shard_timeout`` seconds: then it is stopped and replaced). A decoder that cannot be loaded at
+all raises `WfstDecodeError` from ``next_event``.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import multiprocessing
 import multiprocessing.connection
 import os
 import signal
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +36,7 @@ class Job:
     path: Path
     name: str  # the shard's output name; default utterance ids start with it
     attempts: int = 0  # started so far
+    submitted: float = 0.0  # time.monotonic() when handed to a worker
 
 
 @dataclass(frozen=True)
@@ -52,6 +55,23 @@ def run_shard(decode, path: Path, name: str) -> tuple:
     except Exception as exc:
         message = str(exc) if isinstance(exc, WfstDecodeError) else f"{type(exc).__name__}: {exc}"
         return ("error", message, isinstance(exc, PERMANENT_ERRORS))
+
+
+def _wait_time(jobs, shard_timeout: float | None, timeout: float | None) -> float | None:
+    """How long to wait for a reply before the first in-flight shard runs out of time."""
+    if shard_timeout is None or not jobs:
+        return timeout
+    left = min(j.submitted for j in jobs) + shard_timeout - time.monotonic()
+    return max(0.0, left if timeout is None else min(timeout, left))
+
+
+def _overdue(job: Job | None, shard_timeout: float | None) -> bool:
+    return (job is not None and shard_timeout is not None
+            and time.monotonic() - job.submitted >= shard_timeout)  # fmt: skip
+
+
+def _timed_out(job: Job, shard_timeout: float, worker: str) -> Event:
+    return Event(job, "died", f"no result after {shard_timeout:g} s; {worker} was stopped")
 
 
 def _event(job: Job, reply: tuple) -> Event:
@@ -117,9 +137,10 @@ class LocalPool:
 
     kind = "local"
 
-    def __init__(self, decoder, workers: int):
+    def __init__(self, decoder, workers: int, shard_timeout: float | None = None):
         self._ctx = multiprocessing.get_context("spawn")
         self._decoder = decoder
+        self._shard_timeout = shard_timeout
         self.size = workers
         self._workers = [_Process(self._ctx, decoder) for _ in range(workers)]
 
@@ -132,6 +153,7 @@ class LocalPool:
     def submit(self, job: Job) -> None:
         worker = next(w for w in self._workers if w.job is None)
         worker.job = job
+        job.submitted = time.monotonic()
         with contextlib.suppress(OSError):  # a dead worker: next_event reports it
             worker.conn.send((job.path, job.name))
 
@@ -140,7 +162,8 @@ class LocalPool:
         if not busy:
             return None
         waitables = [w.conn for w in busy] + [w.proc.sentinel for w in busy]
-        ready = multiprocessing.connection.wait(waitables, timeout)
+        wait = _wait_time([w.job for w in busy], self._shard_timeout, timeout)
+        ready = multiprocessing.connection.wait(waitables, wait)
         for i, w in enumerate(self._workers):
             if w.job is None or (w.conn not in ready and w.proc.sentinel not in ready):
                 continue
@@ -165,6 +188,12 @@ class LocalPool:
                 )
             self._workers[i] = _Process(self._ctx, self._decoder)
             return Event(job, "died", f"worker process {w.proc.pid} died ({reason})")
+        for i, w in enumerate(self._workers):
+            if _overdue(w.job, self._shard_timeout):
+                job, w.job = w.job, None
+                w.stop(kill=True)
+                self._workers[i] = _Process(self._ctx, self._decoder)
+                return _timed_out(job, self._shard_timeout, f"worker process {w.proc.pid}")
         return None
 
     def close(self, kill: bool = False) -> None:
@@ -211,7 +240,8 @@ class RayPool:
     kind = "ray"
 
     def __init__(self, decoder, workers: int | None, *, address: str | None = None,
-                 num_cpus: float = 1, num_gpus: float = 0, at_most: int | None = None):  # fmt: skip
+                 num_cpus: float = 1, num_gpus: float = 0, at_most: int | None = None,
+                 shard_timeout: float | None = None):  # fmt: skip
         import ray
 
         if not ray.is_initialized():
@@ -233,6 +263,7 @@ class RayPool:
         self.size = min(workers, at_most or workers)  # no actor that would get no shard
         self._decoder = decoder
         self._options = dict(num_cpus=num_cpus, num_gpus=num_gpus, max_restarts=0)
+        self._shard_timeout = shard_timeout
         self._run_id = uuid.uuid4().hex[:8]
         self._started = 0
         self._actors = [self._start() for _ in range(self.size)]
@@ -253,23 +284,33 @@ class RayPool:
     def submit(self, job: Job) -> None:
         taken = {slot for slot, _ in self._busy.values()}
         slot = next(i for i in range(self.size) if i not in taken)
+        job.submitted = time.monotonic()
         self._busy[self._actors[slot].run.remote(job.path, job.name)] = (slot, job)
 
     def next_event(self, timeout: float | None) -> Event | None:
         ray = self._ray
         if not self._busy:
             return None
-        ready, _ = ray.wait(list(self._busy), num_returns=1, timeout=timeout)
+        wait = _wait_time([job for _, job in self._busy.values()], self._shard_timeout, timeout)
+        ready, _ = ray.wait(list(self._busy), num_returns=1, timeout=wait)
         if not ready:
+            for ref, (slot, job) in list(self._busy.items()):
+                if _overdue(job, self._shard_timeout):
+                    del self._busy[ref]
+                    self._replace(slot)
+                    return _timed_out(job, self._shard_timeout, "its Ray actor")
             return None
         slot, job = self._busy.pop(ready[0])
         try:
             return _event(job, ray.get(ready[0]))
         except ray.exceptions.RayError as exc:  # actor died, worker crashed, out of memory, ...
-            ray.kill(self._actors[slot], no_restart=True)
-            self._actors[slot] = self._start()
+            self._replace(slot)
             reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
             return Event(job, "died", f"Ray worker died ({type(exc).__name__}: {reason})")
+
+    def _replace(self, slot: int) -> None:
+        self._ray.kill(self._actors[slot], no_restart=True)
+        self._actors[slot] = self._start()
 
     def close(self, kill: bool = False) -> None:
         for actor in self._actors:

@@ -56,8 +56,8 @@ class CorpusSummary:
 
 def decode_corpus(
     manifest, out, decoder, *, workers: int | None = None, executor: str = "auto",
-    address: str | None = None, max_attempts: int = 3, force: bool = False,
-    verify: bool = False, progress: str = "auto",
+    address: str | None = None, max_attempts: int = 3, shard_timeout: float | None = None,
+    force: bool = False, verify: bool = False, progress: str = "auto",
 ) -> CorpusSummary:  # fmt: skip
     """Decode every shard ``manifest`` lists (see `read_manifest`) with ``decoder`` (a
     `CtcCorpusDecoder`) into ``out``: ``OUT/NAME.jsonl`` per shard, ``OUT/summary.json``.
@@ -68,6 +68,8 @@ def decode_corpus(
                   cores);
     max_attempts: tries per shard when its worker dies or it fails with a transient error (a
                   corrupt shard fails at once);
+    shard_timeout: seconds a worker may hold a shard (from handing it over, the worker's
+                  start-up included for its first) before it is stopped and the shard retried;
     force:        reuse an output directory written with another config (every shard is decoded
                   again); verify: hash every input instead of trusting unchanged size and mtime;
     progress:     ``"bar"`` (a terminal line), ``"log"`` (a line per shard), ``"quiet"`` or
@@ -81,6 +83,9 @@ def decode_corpus(
         raise OptionsError(f"executor must be one of {', '.join(EXECUTORS)}; got {executor!r}")
     if max_attempts < 1:
         raise OptionsError(f"max_attempts must be at least 1; got {max_attempts}")
+    if shard_timeout is not None and not shard_timeout > 0:
+        raise OptionsError(f"shard_timeout must be a positive number of seconds; got "
+                           f"{shard_timeout}")  # fmt: skip
     if workers is not None and workers < 1:
         raise OptionsError(f"workers must be at least 1; got {workers}")
     shards = read_manifest(manifest)
@@ -98,7 +103,7 @@ def decode_corpus(
         bar = Progress(shards, pending, progress)
         bar.skipped(len(summary.skipped))
         if pending:
-            pool = _make_pool(executor, decoder, workers, address, at_most=len(pending))
+            pool = _make_pool(executor, decoder, workers, address, len(pending), shard_timeout)
             summary.executor, summary.workers = pool.kind, pool.size
             try:
                 _drive(pool, pending, max_attempts, shards, outdir, records, summary, bar)
@@ -116,7 +121,7 @@ def decode_corpus(
     return summary
 
 
-def _make_pool(executor, decoder, workers, address, at_most: int):
+def _make_pool(executor, decoder, workers, address, at_most: int, shard_timeout):
     threads = getattr(decoder, "num_threads", None) or 1
     gpu = getattr(decoder, "backend", "") == "cuda"
     if executor in ("auto", "ray"):
@@ -128,10 +133,11 @@ def _make_pool(executor, decoder, workers, address, at_most: int):
                                       "(or --executor local)") from None  # fmt: skip
         else:
             return RayPool(decoder, workers, address=address, num_cpus=threads,
-                           num_gpus=1 if gpu else 0, at_most=at_most)  # fmt: skip
+                           num_gpus=1 if gpu else 0, at_most=at_most,
+                           shard_timeout=shard_timeout)  # fmt: skip
     if workers is None:
         workers = 1 if gpu else max(1, (os.cpu_count() or 1) // threads)
-    return LocalPool(decoder, min(workers, at_most))
+    return LocalPool(decoder, min(workers, at_most), shard_timeout)
 
 
 def _drive(pool, pending, max_attempts, shards, outdir, records, summary, bar) -> None:

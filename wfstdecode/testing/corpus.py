@@ -87,6 +87,7 @@ class FaultyDecoder:
     * ``"crash_always"``: it exits every time;
     * ``"wait_for_kill"``: the first time, it writes its Ray actor's name to ``state_dir/started``
       and sleeps (up to a minute) for the test to kill it; later attempts decode;
+    * ``"hang"``: it sleeps an hour, every time (for shard timeouts);
     * ``"slow"``: every shard sleeps ``seconds`` first (to interrupt a run midway).
 
     ``state_dir`` remembers across processes what has happened."""
@@ -107,6 +108,8 @@ class FaultyDecoder:
             first = self._first_time(name)
             if self.mode == "slow":
                 time.sleep(self.seconds)
+            elif name == self.shard and self.mode == "hang":
+                time.sleep(3600)
             elif name == self.shard and (self.mode == "crash_always" or first):
                 if self.mode == "wait_for_kill":
                     import ray
