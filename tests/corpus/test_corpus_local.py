@@ -119,7 +119,7 @@ from wfstdecode.corpus import CtcCorpusDecoder, decode_corpus
 from wfstdecode.testing.corpus import FaultyDecoder
 if __name__ == "__main__":
     graph, shards, out, state = sys.argv[1:]
-    slow = FaultyDecoder(CtcCorpusDecoder(graph), "slow", state, seconds=0.5)
+    slow = FaultyDecoder(CtcCorpusDecoder(graph), "slow", state, seconds=1.5)
     s = decode_corpus(shards, out, slow, workers=1, executor="local", progress="log")
     print("INTERRUPTED" if s.interrupted else "COMPLETE", len(s.decoded), flush=True)
 """
@@ -256,3 +256,13 @@ def test_progress_bar_and_log_lines():
     quiet = io.StringIO()
     Progress(shards, jobs, "quiet", quiet).finished(shards[0], output)
     assert quiet.getvalue() == ""
+
+
+def test_without_ray_auto_runs_local_processes_and_ray_is_refused(corpus, tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if Ray were not installed
+    decoder = CtcCorpusDecoder(str(corpus.graph_path))
+    summary = decode_corpus(corpus.shards[0], tmp_path / "out", decoder, executor="auto",
+                            progress="quiet")  # fmt: skip
+    assert summary.ok and summary.executor == "local" and summary.workers == 1
+    with pytest.raises(WfstDecodeError, match=r"pip install 'wfstdecode\[ray\]'"):
+        decode_corpus(corpus.shards[1], tmp_path / "out2", decoder, executor="ray")

@@ -1,5 +1,10 @@
 """Worker pools for a corpus decode: Ray actors, or local processes when Ray is absent.
 
+Ray Core actors driven from here, rather than Ray Data's ``map_batches``: the driver must know
+which shard a dead worker held, to retry that shard alone a bounded number of times and report it
+when it keeps failing, while Ray Data retries actor tasks by its own rules and fails the whole
+dataset when a task gives up (and needs pyarrow and pandas besides).
+
 Both keep one shard in flight per worker, so when a worker dies the driver knows exactly which
 shard it was decoding (that shard is retried; no other is touched), and both replace a dead worker
 with a fresh one. Each worker loads the decoder (the graph) once, when it starts.
