@@ -22,7 +22,6 @@ import contextlib
 import logging
 import multiprocessing
 import multiprocessing.connection
-import os
 import signal
 import time
 import uuid
@@ -152,9 +151,6 @@ class LocalPool:
     def idle(self) -> int:
         return sum(w.job is None for w in self._workers)
 
-    def pids(self) -> list[int]:
-        return [w.proc.pid for w in self._workers]
-
     def submit(self, job: Job) -> None:
         worker = next(w for w in self._workers if w.job is None)
         worker.job = job
@@ -233,9 +229,6 @@ class _RayWorker:
             return ("init_error", self._error)
         return run_shard(self._decode, path, name)
 
-    def pid(self) -> int:
-        return os.getpid()
-
 
 class RayPool:
     """``workers`` Ray actors (default: as many as the cluster's CPUs or GPUs hold; never more
@@ -282,9 +275,6 @@ class RayPool:
 
     def idle(self) -> int:
         return self.size - len(self._busy)
-
-    def pids(self) -> list[int]:
-        return self._ray.get([a.pid.remote() for a in self._actors])
 
     def submit(self, job: Job) -> None:
         taken = {slot for slot, _ in self._busy.values()}
