@@ -16,7 +16,9 @@ class Hypothesis:
     timestamps:      frame index of each token, aligned with ``tokens``.
     score:           total log score, ``acoustic_score + graph_score`` where both are known.
     words, word_ids: the output words of a word-level graph (empty for token-level decoders).
-    word_timestamps: ``(start_frame, end_frame)`` of each word, inclusive, aligned with ``words``.
+    word_timestamps: ``(start_frame, end_frame)`` of each word, inclusive, aligned with ``words``:
+                     CTC graphs with a word separator give the first frame of the word's first
+                     token and the last frame of its last token (`wfstdecode.ctc._paths`).
     durations:       TDT durations of each token (empty for RNN-T and CTC).
     acoustic_score:  log score from the model (acoustic scale applied), or None.
     graph_score:     log score from the graph, word boosts and penalties, or None.

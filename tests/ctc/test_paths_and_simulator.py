@@ -118,3 +118,98 @@ def test_batched_hypothesis_building_equals_the_one_path_version(seed):
                 assert getattr(x, field) == getattr(y, field), field
             for field in ("score", "acoustic_score", "graph_score"):
                 assert getattr(x, field) == pytest.approx(getattr(y, field), abs=1e-9)
+
+
+@pytest.fixture(scope="module")
+def separator_graph(tmp_path_factory):
+    """A character TLG with '|' between words, output labels pushed (so a word's output arc need
+    not sit on its first letter)."""
+    from wfstdecode import SymbolTable
+    from wfstdecode.graph import build_tlg
+    from wfstdecode.graph.lexicon import spell_lexicon
+    from wfstdecode.testing.lm import random_arpa
+
+    words = ["see", "sea", "a", "as", "seas", "ease", "tea", "eat", "set"]
+    tokens = SymbolTable.from_list(["<blk>", "|", *sorted(set("".join(words)))])
+    arpa = tmp_path_factory.mktemp("sep") / "lm.arpa"
+    arpa.write_text(random_arpa(words, order=2, seed=4))
+    lexicon, _ = spell_lexicon(words, tokens, "|")
+    return build_tlg(tokens, lexicon, str(arpa), "normal", separator="|").graph, words
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_word_times_span_the_tokens_that_spell_the_word(separator_graph, seed):
+    """With a separator, word i's span runs from its first letter's first frame to its last
+    letter's last frame: the letters in the span spell the word, separators are outside it, and
+    the batched hypotheses equal the one-path oracle."""
+    from wfstdecode.ctc._paths import to_hypotheses
+    from wfstdecode.ctc.cpu import decode_cpu
+    from wfstdecode.ctc.search import prepare_problem
+    from wfstdecode.testing.paths import path_hypothesis
+
+    g, words = separator_graph
+    rng = np.random.default_rng(seed)
+    sentences = [list(rng.choice(words, size=int(rng.integers(1, 5)))) for _ in range(6)]
+    sep = g.tokens.id("|")
+    seqs = [[t for w in s for t in [*(g.tokens.id(c) for c in w), sep]][:-1] for s in sentences]
+    lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=seed, frames_per_token=(1, 3),
+                               blanks_between=(0, 2), noise=0.5)  # fmt: skip
+    p = prepare_problem(lp, lengths, g, CtcBeamOptions(beam=12.0), None)
+    raw = decode_cpu(p)
+    hyps = to_hypotheses(p, raw)
+    moved = 0
+    right = 0
+    for b, (h,) in enumerate(hyps):
+        right += list(h.words) == sentences[b]
+        arcs, frames = raw[b].paths[0][:2]
+        oracle = path_hypothesis(p, b, arcs, frames)
+        assert oracle.word_timestamps == h.word_timestamps
+        # the token each frame of the path reads (blank included), from its emitting arcs
+        label = {f: g.ilabel[a] - 1 for a, f in zip(arcs, frames, strict=True)
+                 if a < g.num_emitting_arcs}  # fmt: skip
+        for word, (start, end) in zip(h.words, h.word_timestamps, strict=True):
+            inside = [t for t, f in zip(h.tokens, h.timestamps, strict=True) if start <= f <= end]
+            assert "".join(g.tokens.symbol(t) for t in inside) == word
+            assert label[start] == g.tokens.id(word[0]) and label[end] == g.tokens.id(word[-1])
+            assert label.get(start - 1) != label[start]  # the letter's first frame
+            assert label.get(end + 1) != label[end]  # and its last (normal topology)
+        word_arc_frames = [f for a, f in zip(arcs, frames, strict=True) if g.olabel[a]]
+        moved += sum(f != s for f, (s, _) in zip(word_arc_frames, h.word_timestamps, strict=True))
+    assert moved  # label pushing moved output arcs off the first letters: the case that matters
+    assert right >= 4  # mostly the sentences simulated
+
+
+def test_shipped_ocr_word_times_follow_the_letters(tmp_path):
+    """Issue 16's example: in the shipped OCR data, "as" is spelled a(2) s(4) |(6)."""
+    from wfstdecode.ctc import decode_npz
+    from wfstdecode.demo import run_demo  # noqa: F401  (the demo builds this graph)
+    from wfstdecode.graph import read_lexicon
+    from wfstdecode.graph.build_dir import build_graph_dir
+    from wfstdecode.symbols import SymbolTable
+    from wfstdecode.testing.data import PACKAGE_DATA
+
+    def inputs():
+        tokens = SymbolTable.read(PACKAGE_DATA / "tokens.txt")
+        return tokens, read_lexicon(PACKAGE_DATA / "lexicon.txt", tokens)
+
+    _, build = build_graph_dir(tmp_path / "g", inputs, PACKAGE_DATA / "lm.arpa.gz", "compact",
+                                 separator="|")  # fmt: skip
+    result = decode_npz(PACKAGE_DATA / "ocr_emissions.npz", build.graph,
+                        CtcBeamOptions(beam=16.0, max_active=2000, acoustic_scale=2.0))  # fmt: skip
+    found = 0
+    for hyps in result.hypotheses:
+        h = hyps[0]
+        for i, (word, (start, end)) in enumerate(zip(h.words, h.word_timestamps, strict=True)):
+            letters = [(g, f) for g, f in zip(h.tokens, h.timestamps, strict=True)
+                       if start <= f <= end]  # fmt: skip
+            spelled = "".join(build.graph.tokens.symbol(t) for t, _ in letters)
+            if h.notes and i == len(h.words) - 1:  # a line cut short: no final state reached
+                assert word.startswith(spelled)
+            else:
+                assert spelled == word
+            found += 1
+    # Issue 16's example: the first line's "lots" is l(1) o(3) t(5) s(7) |(8); the word's
+    # output arc sits at frame 7 after label pushing (reported as (7, 8) before).
+    first = result.hypotheses[0][0]
+    assert first.words[0] == "lots" and first.word_timestamps[0] == (1, 7)
+    assert found > 300

@@ -4,12 +4,18 @@ Tokens: the path takes exactly one emitting arc per frame. Frame ``t`` emits its
 arc is blank, or it is a repeat — the arc is a self-loop and frame ``t-1`` had the same input
 label (the CTC topology's "stay on the same token" loop). So ``a a`` through a self-loop is one
 token, while ``a <blk> a`` — or ``a a`` through two different arcs, as the compact topology allows —
-are two. ``timestamps`` holds the frame of each token's first frame.
+are two. ``timestamps`` holds the frame of each token's first frame; a token lasts through its
+repeats (the frames of its self-loop).
 
 Words: the non-epsilon output labels along the path. ``word_timestamps[i] = (start, end)``
-(inclusive frames): ``start`` is the frame of the first token at or after the word's output arc,
-``end`` the last non-blank frame before the next word's output arc (or the end); a word with no
-token in that span gets ``(f, f)`` with ``f`` the frame of its output arc (clamped to >= 0).
+(inclusive frames) is the first frame of word ``i``'s first token and the last frame of its last
+token, wherever label pushing put the word's output arc. Which tokens are word ``i``'s: with a
+word separator (the graph's ``metadata["separator"]``, e.g. ``|`` or ``<wb>``), the ``i``-th run
+of tokens between separators (separators belong to no word). Without one, or when the runs do not
+match the words one to one, the tokens from the word's output arc to the next word's: ``start``
+is the first token at or after the output arc, ``end`` the last non-blank frame before the next
+word's output arc (or the end); a word with no token there gets ``(f, f)``, ``f`` the frame of its
+output arc (clamped to >= 0).
 
 Scores (log scores, higher is better), recomputed along the path in float64:
 ``acoustic_score = -sum(ac)`` over the frames (``acoustic_scale * log_prob``),
@@ -52,6 +58,29 @@ def to_hypotheses(problem: SearchProblem, raw: list[RawResult]) -> list[list[Hyp
     return out
 
 
+def separator_id(graph) -> int | None:
+    """The token id of the graph's word separator (``metadata["separator"]``), if it has one."""
+    name = graph.metadata.get("separator")
+    if name is None or graph.tokens is None:
+        return None
+    return graph.tokens.get(name)
+
+
+def _separated_runs(tokens, starts, ends, separator) -> list[tuple[int, int]]:
+    """(first frame, last frame) of each run of tokens between separators."""
+    runs: list[list[int]] = []
+    open_run = False
+    for token, start, end in zip(tokens, starts, ends, strict=True):
+        if token == separator:
+            open_run = False
+        elif open_run:
+            runs[-1][1] = end
+        else:
+            runs.append([start, end])
+            open_run = True
+    return [(a, b) for a, b in runs]
+
+
 def _with_notes(h: Hypothesis, notes) -> Hypothesis:
     return Hypothesis(
         h.tokens, h.timestamps, h.score, h.words, h.word_ids, h.word_timestamps, h.durations,
@@ -85,6 +114,11 @@ def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
     tok_ids = (il[new_token] - 1).tolist()
     tok_frames = newtok_frames.tolist()
     tok_off = np.concatenate(([0], np.cumsum(np.bincount(ep[new_token], minlength=P)))).tolist()
+    # a token's last frame: the last of the non-blank frames from its first to the next token's
+    # (a blank always ends a token, so those frames are its repeats)
+    run = np.cumsum(new_token[nonblank])
+    last_of_run = np.flatnonzero(np.append(run[1:] != run[:-1], True)) if len(run) else run
+    tok_ends = nonblank_frames[last_of_run].tolist()
 
     # words and their spans (see the module docstring)
     olab = g.olabel[arc]
@@ -106,6 +140,13 @@ def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
     word_ids = olab[w_pos].tolist()
     spans = list(zip(starts.tolist(), ends.tolist(), strict=True))
     w_off = np.concatenate(([0], np.cumsum(np.bincount(wp, minlength=P)))).tolist()
+    separator = separator_id(g)
+    if separator is not None:
+        for k in range(P):
+            t0, t1, w0, w1 = tok_off[k], tok_off[k + 1], w_off[k], w_off[k + 1]
+            runs = _separated_runs(tok_ids[t0:t1], tok_frames[t0:t1], tok_ends[t0:t1], separator)
+            if len(runs) == w1 - w0:
+                spans[w0:w1] = runs
     symbol = g.words.symbol if g.words is not None else str
 
     # scores in float64

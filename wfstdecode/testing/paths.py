@@ -3,6 +3,8 @@ by path with plain NumPy (`to_hypotheses` builds a whole batch's at once)."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from ..results import Hypothesis
@@ -47,6 +49,21 @@ def path_hypothesis(problem, b, arcs, frames, final=True, notes=()) -> Hypothesi
     ends = np.where(has_token, nonblank_frames[np.maximum(last, 0)] if len(nonblank_pos) else 0,
                     starts)  # fmt: skip
     spans = [(int(a), int(e)) for a, e in zip(starts.tolist(), ends.tolist(), strict=True)]
+    # with a word separator: frame by frame, each token's [id, first frame, last frame] (repeats
+    # extend it), then the words are the runs of tokens between separators
+    sep_name = g.metadata.get("separator")
+    sep = g.tokens.get(sep_name) if sep_name is not None and g.tokens is not None else None
+    if sep is not None:
+        token_frames: list[list[int]] = []
+        for label, frame, new in zip(ilab.tolist(), em_frames.tolist(), new_token, strict=True):
+            if new:
+                token_frames.append([label - 1, frame, frame])
+            elif label != blank:
+                token_frames[-1][2] = frame
+        runs = itertools.groupby(token_frames, key=lambda t: t[0] == sep)
+        groups = [list(run) for is_sep, run in runs if not is_sep]
+        if len(groups) == len(word_ids):
+            spans = [(run[0][1], run[-1][2]) for run in groups]
     words = tuple(g.words.symbol(w) if g.words is not None else str(w) for w in word_ids)
 
     # scores
