@@ -114,11 +114,20 @@ def _parse_boost(text: str) -> tuple[str, float]:
 
 
 def decode_command(args: argparse.Namespace) -> None:
+    import math
     import unicodedata
 
     from .ctc import decode_npz
     from .decoding_graph import DecodingGraph
 
+    if args.frame_shift is not None and not (
+        math.isfinite(args.frame_shift) and args.frame_shift > 0
+    ):
+        raise WfstDecodeError(f"--frame-shift must be a positive number of seconds; got "
+                              f"{args.frame_shift}")  # fmt: skip
+    if args.ctm and args.frame_shift is None:
+        raise WfstDecodeError("--ctm writes times in seconds: give --frame-shift SECONDS "
+                              "(seconds per log-prob frame, e.g. 0.04)")  # fmt: skip
     graph = DecodingGraph.load(args.graph)
     options = CtcBeamOptions(**{name: getattr(args, name) for name in DECODE_OPTIONS})
     boosts = dict(args.boost) if args.boost else None
@@ -135,7 +144,22 @@ def decode_command(args: argparse.Namespace) -> None:
     for utt, hyps in zip(result.ids, result.hypotheses, strict=True):
         for rank, hyp in enumerate(hyps):
             tag = escape(utt) if args.nbest == 1 else f"{escape(utt)}-{rank + 1}"
-            print(f"{tag}\t{hyp.score:.3f}\t{hyp.text}")
+            if args.json:
+                record = {"id": utt, "text": hyp.text, "score": _finite(hyp.score),
+                          "acoustic_score": _finite(hyp.acoustic_score),
+                          "graph_score": _finite(hyp.graph_score),
+                          "words": hyp.word_entries(args.frame_shift),
+                          "notes": list(hyp.notes)}  # fmt: skip
+                if args.nbest > 1:
+                    record["rank"] = rank + 1
+                print(json.dumps(record, ensure_ascii=False))
+            elif args.ctm:  # utterance, channel, start, duration, word (NIST CTM)
+                field = tag.replace(" ", "\\x20")  # fields are space-separated
+                for word in hyp.word_entries(args.frame_shift):
+                    duration = word["end"] - word["start"]
+                    print(f"{field} 1 {word['start']:.3f} {duration:.3f} {word['word']}")
+            else:
+                print(f"{tag}\t{hyp.score:.3f}\t{hyp.text}")
     if result.wer is not None:
         print(f"WER {100 * result.wer:.2f}% (greedy CTC {100 * result.greedy_wer:.2f}%)",
               file=sys.stderr)  # fmt: skip
@@ -159,6 +183,13 @@ def decode_corpus_command(args: argparse.Namespace) -> int:
     if summary.interrupted:
         return 130
     return 0 if summary.ok else 1
+
+
+def _finite(x: float | None) -> float | None:
+    """JSON has no infinities: a hypothesis with no surviving path scores null (see its notes)."""
+    import math
+
+    return x if x is not None and math.isfinite(x) else None
 
 
 def decode_transducer_command(args: argparse.Namespace) -> None:
@@ -286,7 +317,10 @@ def make_parser() -> argparse.ArgumentParser:
         "decode", help="decode CTC log-probs (.npz) against a graph directory",
         description="Prints one line per hypothesis: ID<tab>SCORE<tab>TEXT (ID-RANK with "
         "--nbest > 1). In IDs, backslashes and control or line-break characters are written as "
-        "Python escapes (\\\\, \\t, \\n, \\x1b, \\u2028), so every hypothesis is one line.",
+        "Python escapes (\\\\, \\t, \\n, \\x1b, \\u2028), so every hypothesis is one line. "
+        "--json: one object per hypothesis with its words' first and last frames (and seconds "
+        "with --frame-shift), scores and notes. --ctm: a line per word, ID 1 START DURATION WORD "
+        "in seconds (spaces in IDs as \\x20).",
     )  # fmt: skip
     p.add_argument("graph", type=Path, help="directory from build-tlg (or a TLG.npz)")
     p.add_argument("log_probs", type=Path, help=".npz with log_probs (B, T, V), lengths, texts")
@@ -296,6 +330,13 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--boost", type=_parse_boost, action="append", metavar="WORD=BONUS",
                    help="boost a word (positive = more likely); repeatable")  # fmt: skip
     p.add_argument("--backend", default="auto", choices=("auto", "reference", "cpu", "cuda"))
+    out_format = p.add_mutually_exclusive_group()
+    out_format.add_argument("--json", action="store_true",
+                            help="a JSON object per hypothesis: words, times, scores")  # fmt: skip
+    out_format.add_argument("--ctm", action="store_true",
+                            help="CTM: ID 1 START DURATION WORD (needs --frame-shift)")  # fmt: skip
+    p.add_argument("--frame-shift", type=float, metavar="SECONDS",
+                   help="seconds per frame: word times in seconds (--json, --ctm)")  # fmt: skip
     p.set_defaults(func=decode_command)
 
     p = sub.add_parser(

@@ -43,3 +43,15 @@ class Hypothesis:
     def text(self) -> str:
         """The words joined by single spaces."""
         return " ".join(self.words)
+
+    def word_entries(self, frame_shift: float | None = None) -> list[dict]:
+        """``[{"word", "start_frame", "end_frame"}]`` per word, plus ``start`` / ``end`` in
+        seconds (the end of the last frame) given the seconds per frame."""
+        entries = []
+        for word, (start, end) in zip(self.words, self.word_timestamps, strict=True):
+            entry = {"word": word, "start_frame": start, "end_frame": end}
+            if frame_shift is not None:
+                entry["start"] = round(start * frame_shift, 3)
+                entry["end"] = round((end + 1) * frame_shift, 3)
+            entries.append(entry)
+        return entries

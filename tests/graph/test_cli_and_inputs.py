@@ -260,3 +260,29 @@ def test_decode_command_prints_transcripts_and_wer(tmp_path, capsys):
     assert wer < greedy  # the lexicon and LM fix OCR errors
     with pytest.warns(UserWarning, match="notaword"):
         main(["decode", str(out), emissions, "--boost", "notaword=2.0", "--backend", "cpu"])
+
+
+def test_decode_command_json_and_ctm(tmp_path, capsys):
+    """--json carries each word's frames and seconds; --ctm writes the same times as NIST CTM
+    (start, duration); --ctm without --frame-shift is refused before anything is decoded."""
+    out = tmp_path / "g"
+    assert main(["build-tlg", "--tokens", str(TOKENS), "--lexicon",
+                 str(PACKAGE_DATA / "lexicon.txt"), "--separator", "|", "--arpa",
+                 str(PACKAGE_DATA / "lm.arpa.gz"), "--out", str(out)]) == 0  # fmt: skip
+    capsys.readouterr()
+    emissions = str(PACKAGE_DATA / "ocr_emissions.npz")
+    common = ["decode", str(out), emissions, "--acoustic-scale", "2", "--backend", "cpu",
+              "--frame-shift", "0.04"]  # fmt: skip
+    assert main([*common, "--json"]) == 0
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert len(records) == 60 and records[0]["id"] == "utt0000"
+    assert main([*common, "--ctm"]) == 0
+    ctm = [line.split() for line in capsys.readouterr().out.splitlines()]
+    expected = [(r["id"], w) for r in records for w in r["words"]]
+    assert len(ctm) == len(expected)
+    for (utt, channel, start, duration, word), (rid, w) in zip(ctm, expected, strict=True):
+        assert (utt, channel, word) == (rid, "1", w["word"])
+        assert float(start) == pytest.approx(w["start_frame"] * 0.04)
+        assert float(duration) == pytest.approx((w["end_frame"] + 1 - w["start_frame"]) * 0.04)
+    assert main(["decode", str(out), emissions, "--ctm"]) == 2
+    assert "--frame-shift" in capsys.readouterr().err

@@ -172,15 +172,9 @@ def utterance_record(
     shift), scores (null when no path survived: see ``notes``), the other n-best entries, and the
     reference with the word errors when the shard has one."""
     best = hyps[0] if hyps else Hypothesis((), (), -math.inf, notes=("no hypothesis",))
-    words = []
-    for word, (start, end) in zip(best.words, best.word_timestamps, strict=True):
-        entry = {"word": word, "start_frame": start, "end_frame": end}
-        if frame_shift is not None:
-            entry["start"] = round(start * frame_shift, 3)
-            entry["end"] = round((end + 1) * frame_shift, 3)
-        words.append(entry)
     record = {
-        "id": utt, "text": best.text, "words": words, "score": _finite(best.score),
+        "id": utt, "text": best.text, "words": best.word_entries(frame_shift),
+        "score": _finite(best.score),
         "acoustic_score": _finite(best.acoustic_score), "graph_score": _finite(best.graph_score),
         "frames": frames, "notes": list(best.notes),
     }  # fmt: skip
