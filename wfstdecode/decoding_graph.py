@@ -12,6 +12,9 @@ Layout (shared by every backend, mirrored on the GPU):
 
 Input label ``k >= 1`` reads column ``k - 1`` of the log-probs (so blank, token id 0, is ilabel 1);
 output labels are word ids of ``words`` (0 = epsilon). Costs follow OpenFst: lower is better.
+
+A graph built here also keeps its lexicon (`Pronunciations`): label pushing moves a word's output
+label away from its tokens, and the pronunciations say which tokens of a path are the word's.
 """
 
 from __future__ import annotations
@@ -34,6 +37,51 @@ FORMAT_VERSION = 1
 
 
 @dataclass(frozen=True, eq=False)
+class Pronunciations:
+    """Pronunciation ``i`` is word id ``word[i]`` spelled by the token ids
+    ``tokens[offsets[i] : offsets[i + 1]]`` (not empty)."""
+
+    word: np.ndarray  # int32 (P,)
+    offsets: np.ndarray  # int64 (P + 1,)
+    tokens: np.ndarray  # int32
+
+    def __post_init__(self):  # integers that do not fit raise, never wrap
+        for name, dtype in (("word", np.int32), ("offsets", np.int64), ("tokens", np.int32)):
+            object.__setattr__(self, name, _as_field(f"pron_{name}", getattr(self, name), dtype))
+
+    @classmethod
+    def from_lexicon(cls, entries, tokens: SymbolTable, words: SymbolTable) -> Pronunciations:
+        """From `LexiconEntry` objects (``word``, ``tokens`` as symbols)."""
+        lengths = [len(e.tokens) for e in entries]
+        return cls(
+            np.array([words.id(e.word) for e in entries], np.int32),
+            np.concatenate(([0], np.cumsum(lengths, dtype=np.int64))).astype(np.int64),
+            np.array([tokens.id(t) for e in entries for t in e.tokens], np.int32),
+        )
+
+    @cached_property
+    def by_word(self) -> dict[int, list[tuple[int, ...]]]:
+        """word id -> its pronunciations as tuples of token ids."""
+        out: dict[int, list[tuple[int, ...]]] = {}
+        flat, offsets = self.tokens.tolist(), self.offsets.tolist()
+        for i, w in enumerate(self.word.tolist()):
+            out.setdefault(w, []).append(tuple(flat[offsets[i] : offsets[i + 1]]))
+        return out
+
+    def check(self, num_tokens: int, num_words: int | None) -> None:
+        o = self.offsets
+        if (len(o) != len(self.word) + 1 or o[0] != 0 or o[-1] != len(self.tokens)
+                or (np.diff(o) <= 0).any()):  # fmt: skip
+            raise GraphError("pronunciation offsets are not a valid layout of non-empty spellings")
+        if len(self.tokens) and (self.tokens.min() < 0 or self.tokens.max() >= num_tokens):
+            raise GraphError("a pronunciation holds a token id outside the token table")
+        if len(self.word) and (
+            self.word.min() < 0 or (num_words is not None and self.word.max() >= num_words)
+        ):
+            raise GraphError("a pronunciation belongs to a word id outside the word table")
+
+
+@dataclass(frozen=True, eq=False)
 class DecodingGraph:
     start: int
     final_cost: np.ndarray
@@ -46,6 +94,7 @@ class DecodingGraph:
     tokens: SymbolTable | None = None
     words: SymbolTable | None = None
     metadata: dict = field(default_factory=dict)
+    pronunciations: Pronunciations | None = None
 
     def __post_init__(self):
         self._validate()
@@ -55,6 +104,7 @@ class DecodingGraph:
     def from_arrays(
         cls, fst: FstArrays, tokens: SymbolTable | None = None,
         words: SymbolTable | None = None, metadata: dict | None = None,
+        pronunciations: Pronunciations | None = None,
     ) -> DecodingGraph:  # fmt: skip
         """Lay out an arc list in CSR order (emitting arcs first, then epsilon-input arcs).
 
@@ -76,7 +126,7 @@ class DecodingGraph:
             start=int(fst.start), final_cost=fst.final.copy(), e_offsets=e_offsets,
             ne_offsets=ne_offsets, next_state=fst.dst[order], weight=fst.weight[order],
             ilabel=fst.ilabel[order], olabel=fst.olabel[order], tokens=tokens, words=words,
-            metadata=dict(metadata or {}),
+            metadata=dict(metadata or {}), pronunciations=pronunciations,
         )  # fmt: skip
 
     def to_arrays(self) -> FstArrays:
@@ -119,6 +169,9 @@ class DecodingGraph:
                 arrays[f"{name}_ids"] = np.array([i for _, i in table], dtype=np.int64)
         meta = {"format_version": FORMAT_VERSION, "start": self.start, **self.metadata}
         arrays["metadata_json"] = np.array(json.dumps(meta))
+        if self.pronunciations is not None:
+            for name in _PRON_MEMBERS:
+                arrays[f"pron_{name}"] = getattr(self.pronunciations, name)
         with open(path, "wb") as f:
             write_aligned_npz(f, arrays)
 
@@ -152,10 +205,12 @@ class DecodingGraph:
             for name in ("next_state", "weight", "ilabel", "olabel"):
                 kinds = "f" if _ARRAY_FIELDS[name] == np.float32 else "iu"
                 arrays[name] = read(name, kinds, shape=(num_arcs,))
+            prons = _read_pronunciations(z, fail)
             tables = {t: _read_table(z, t, fail) for t in ("tokens", "words")
                       if f"{t}_symbols" in z.names}  # fmt: skip
         try:
-            return cls(start=meta.pop("start"), **arrays, metadata=meta, **tables)
+            return cls(start=meta.pop("start"), **arrays, metadata=meta, **tables,
+                       pronunciations=prons)  # fmt: skip
         except GraphError as exc:
             raise fail(str(exc)) from None
 
@@ -237,6 +292,10 @@ class DecodingGraph:
             )
         if self.words is not None and self.olabel.max(initial=0) >= self.words.next_id:
             raise GraphError(f"olabel {int(self.olabel.max())} is not in the word table")
+        if self.pronunciations is not None:
+            self.pronunciations.check(
+                self.num_tokens, self.words.next_id if self.words is not None else None
+            )
         _first_bad("weight", self.weight, ~np.isfinite(self.weight),
                    "arc weights must be finite costs")  # fmt: skip
         final = self.final_cost
@@ -283,6 +342,21 @@ def _read_metadata(z: NpzArchive, fail) -> dict:
     return meta
 
 
+def _read_pronunciations(z: NpzArchive, fail) -> Pronunciations | None:
+    present = [n for n in _PRON_MEMBERS if f"pron_{n}" in z.names]
+    if not present:
+        return None
+    if len(present) != len(_PRON_MEMBERS):
+        raise fail(f"pronunciations are incomplete (has only {', '.join(present)})")
+    word = z.read("pron_word", "iu", ndim=1)
+    offsets = z.read("pron_offsets", "iu", shape=(len(word) + 1,))
+    tokens = z.read("pron_tokens", "iu", ndim=1)
+    try:
+        return Pronunciations(word, offsets, tokens)
+    except GraphError as exc:
+        raise fail(str(exc)) from None
+
+
 def _read_table(z: NpzArchive, name: str, fail) -> SymbolTable:
     if f"{name}_ids" not in z.names:
         raise fail(f"{name}_symbols has no {name}_ids beside it")
@@ -303,5 +377,7 @@ _ARRAY_FIELDS = {
     "ilabel": np.int32,
     "olabel": np.int32,
 }
-_MEMBERS = (*_ARRAY_FIELDS, "metadata_json", "tokens_symbols", "tokens_ids", "words_symbols",
+_PRON_MEMBERS = ("word", "offsets", "tokens")
+_MEMBERS = (*_ARRAY_FIELDS, *(f"pron_{n}" for n in _PRON_MEMBERS), "metadata_json",
+            "tokens_symbols", "tokens_ids", "words_symbols",
             "words_ids")  # fmt: skip

@@ -213,3 +213,71 @@ def test_shipped_ocr_word_times_follow_the_letters(tmp_path):
     first = result.hypotheses[0][0]
     assert first.words[0] == "lots" and first.word_timestamps[0] == (1, 7)
     assert found > 300
+
+
+def _all_splits(tokens, words, prons):
+    """Brute force: every way to cut ``tokens`` into consecutive spellings of ``words``."""
+    import itertools
+
+    n, m = len(tokens), len(words)
+    out = []
+    for cuts in itertools.combinations(range(1, n), m - 1):
+        bounds = [0, *cuts, n]
+        pieces = [tuple(tokens[a:b]) for a, b in itertools.pairwise(bounds)]
+        if all(p in prons[w] for p, w in zip(pieces, words, strict=True)):
+            out.append([(a, b - 1) for a, b in itertools.pairwise(bounds)])
+    return out
+
+
+@pytest.mark.parametrize("topology", ["normal", "compact"])
+def test_word_times_without_a_separator_come_from_the_pronunciations(tmp_path, topology):
+    """A phone-like lexicon with no separator (some words with two spellings, some spellings
+    prefixes of others): each word's span holds one of its spellings, the split is the one a
+    brute-force enumeration finds first, and batched equals the one-path oracle."""
+    from wfstdecode import SymbolTable
+    from wfstdecode.ctc._paths import to_hypotheses
+    from wfstdecode.ctc.cpu import decode_cpu
+    from wfstdecode.ctc.search import prepare_problem
+    from wfstdecode.graph import build_tlg
+    from wfstdecode.graph.lexicon import LexiconEntry
+    from wfstdecode.testing.lm import random_arpa
+    from wfstdecode.testing.paths import path_hypothesis
+
+    rng = np.random.default_rng(7)
+    phones = ["p", "t", "k", "a", "i", "u", "s"]
+    tokens = SymbolTable.from_list(["<blk>", *phones])
+    words = [f"w{i}" for i in range(12)]
+    spellings = {w: {tuple(rng.choice(phones, int(rng.integers(1, 5)))) for _ in range(2)}
+                 for w in words}  # fmt: skip
+    spellings["w0"] = {("p", "a"), ("p", "a", "t")}  # one spelling a prefix of the other
+    spellings["w1"] = {("t", "k"), ("k",)}  # so "p a t k" is w0 w1 in two ways
+    lexicon = [LexiconEntry(w, p) for w in words for p in sorted(spellings[w])]
+    (tmp_path / "lm.arpa").write_text(random_arpa(words, order=2, seed=2))
+    g = build_tlg(tokens, lexicon, str(tmp_path / "lm.arpa"), topology).graph
+    prons = {g.words.id(w): {tuple(tokens.id(x) for x in p) for p in s}
+             for w, s in spellings.items()}  # fmt: skip
+    sentences = [[str(w) for w in rng.choice(words, int(rng.integers(1, 5)))] for _ in range(12)]
+    seqs = [[tokens.id(x) for w in s for x in sorted(spellings[w])[0]] for s in sentences]
+    sentences.append(["w0", "w1"])
+    seqs.append([tokens.id(x) for x in "patk"])
+    lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=5, noise=0.3)
+    p = prepare_problem(lp, lengths, g, CtcBeamOptions(beam=12.0), None)
+    raw = decode_cpu(p)
+    moved = ambiguous = 0
+    for b, (h,) in enumerate(to_hypotheses(p, raw)):
+        arcs, frames = raw[b].paths[0][:2]
+        assert path_hypothesis(p, b, arcs, frames).word_timestamps == h.word_timestamps
+        splits = _all_splits(list(h.tokens), list(h.word_ids), prons)
+        assert splits, (h.words, h.tokens)
+        ambiguous += len(splits) > 1
+        first = min(splits, key=lambda split: [e for _, e in split])  # words ending earliest
+        after = [*h.timestamps[1:], lengths[b]]  # where the next token starts
+        for word, (start, end), (a, e) in zip(h.word_ids, h.word_timestamps, first, strict=True):
+            assert start == h.timestamps[a]
+            assert h.timestamps[e] <= end < after[e]  # the last token's last frame
+            inside = tuple(t for t, f in zip(h.tokens, h.timestamps, strict=True)
+                           if start <= f <= end)  # fmt: skip
+            assert inside in prons[word]
+        word_arc_frames = [f for a, f in zip(arcs, frames, strict=True) if g.olabel[a]]
+        moved += sum(f != s for f, (s, _) in zip(word_arc_frames, h.word_timestamps, strict=True))
+    assert moved and ambiguous

@@ -179,3 +179,34 @@ def test_memory_mapped_load(demo_build, tmp_path):
         np.savez(plain, **{i.filename[:-4]: np.load(z.open(i)) for i in z.infolist()})
     unaligned = DecodingGraph.load(plain, mmap=True)
     np.testing.assert_array_equal(unaligned.weight, read.weight)
+
+
+def test_pronunciations_round_trip_and_are_checked(demo_build, tmp_path):
+    """A built graph keeps its lexicon (for word times); save/load keep it exactly, and a file
+    whose pronunciation arrays disagree with the graph is refused, naming the file."""
+    from wfstdecode.decoding_graph import Pronunciations
+
+    g = demo_build.graph
+    assert g.pronunciations is not None and len(g.pronunciations.word) == 300
+    first = g.pronunciations.by_word[int(g.pronunciations.word[0])][0]
+    assert all(isinstance(t, int) for t in first)
+    path = tmp_path / "g.npz"
+    g.save(path)
+    for mmap in (False, True):
+        back = DecodingGraph.load(path, mmap=mmap).pronunciations
+        for name in ("word", "offsets", "tokens"):
+            np.testing.assert_array_equal(getattr(back, name), getattr(g.pronunciations, name))
+    p = g.pronunciations
+    bad_token = Pronunciations(p.word, p.offsets, np.full_like(p.tokens, g.num_tokens))
+    bad_offsets = Pronunciations(p.word, p.offsets[::-1].copy(), p.tokens)
+    for bad, message in ((bad_token, "token id outside"), (bad_offsets, "not a valid layout")):
+        broken = DecodingGraph(
+            g.start, g.final_cost, g.e_offsets, g.ne_offsets, g.next_state, g.weight, g.ilabel,
+            g.olabel, g.tokens, g.words, g.metadata, None,
+        )  # fmt: skip
+        object.__setattr__(broken, "pronunciations", bad)
+        broken.save(tmp_path / "bad.npz")
+        with pytest.raises(GraphError, match=rf"bad\.npz: .*{message}"):
+            DecodingGraph.load(tmp_path / "bad.npz")
+    with pytest.raises(GraphError, match="outside int32"):
+        Pronunciations(p.word, p.offsets, p.tokens.astype(np.int64) + 2**40)

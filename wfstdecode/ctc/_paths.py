@@ -9,10 +9,13 @@ repeats (the frames of its self-loop).
 
 Words: the non-epsilon output labels along the path. ``word_timestamps[i] = (start, end)``
 (inclusive frames) is the first frame of word ``i``'s first token and the last frame of its last
-token, wherever label pushing put the word's output arc. Which tokens are word ``i``'s: with a
-word separator (the graph's ``metadata["separator"]``, e.g. ``|`` or ``<wb>``), the ``i``-th run
-of tokens between separators (separators belong to no word). Without one, or when the runs do not
-match the words one to one, the tokens from the word's output arc to the next word's: ``start``
+token, wherever label pushing put the word's output arc. Which tokens are word ``i``'s: when the
+graph keeps its lexicon (`Pronunciations`, as graphs built here do), the one split of the path's
+tokens into a pronunciation of each word in turn (separators between words skipped; the last
+word of a path cut short may be a prefix of one); else, with a word separator (the graph's
+``metadata["separator"]``, e.g. ``|`` or ``<wb>``), the ``i``-th run of tokens between
+separators. Separators belong to no word. Failing both, the tokens from the word's output arc to
+the next word's: ``start``
 is the first token at or after the output arc, ``end`` the last non-blank frame before the next
 word's output arc (or the end); a word with no token there gets ``(f, f)``, ``f`` the frame of its
 output arc (clamped to >= 0).
@@ -66,19 +69,68 @@ def separator_id(graph) -> int | None:
     return graph.tokens.get(name)
 
 
-def _separated_runs(tokens, starts, ends, separator) -> list[tuple[int, int]]:
-    """(first frame, last frame) of each run of tokens between separators."""
+def token_spans(tokens, words, prons, separator) -> list[tuple[int, int]] | None:
+    """(first, last) index into ``tokens`` of each word's tokens (module docstring), or None
+    when neither the pronunciations nor the separator runs account for the words."""
+    if prons is not None:
+        found = _pronounced(tokens, words, prons, separator)
+        if found is not None:
+            return found
+    if separator is None:
+        return None
     runs: list[list[int]] = []
-    open_run = False
-    for token, start, end in zip(tokens, starts, ends, strict=True):
+    for i, token in enumerate(tokens):
         if token == separator:
-            open_run = False
-        elif open_run:
-            runs[-1][1] = end
+            continue
+        if runs and runs[-1][1] == i - 1:
+            runs[-1][1] = i
         else:
-            runs.append([start, end])
-            open_run = True
-    return [(a, b) for a, b in runs]
+            runs.append([i, i])
+    return [(a, b) for a, b in runs] if len(runs) == len(words) else None
+
+
+def _pronounced(tokens, words, prons, separator) -> list[tuple[int, int]] | None:
+    """Split ``tokens`` into a pronunciation of each word in turn; of several splits, the one
+    whose words end earliest, first word first (a depth-first search trying shorter spellings
+    first finds it; this finds it in one pass forward over the reachable positions and one
+    back). The last word may be cut short when nothing else fits."""
+    n, m = len(tokens), len(words)
+
+    def skip(i: int) -> int:
+        while i < n and tokens[i] == separator:
+            i += 1
+        return i
+
+    starts = [{skip(0)}]  # starts[j]: where word j may start
+    moves = []  # moves[j][start]: [(last token, next word's start)], shorter spellings first
+    for j, word in enumerate(words):
+        spellings = sorted(prons.get(word, ()), key=len)
+        step: dict[int, list[tuple[int, int]]] = {}
+        for i in starts[j]:
+            for pron in spellings:
+                k = i + len(pron)
+                if tuple(tokens[i:k]) == pron:
+                    step.setdefault(i, []).append((k - 1, skip(k)))
+        moves.append(step)
+        starts.append({nxt for options in step.values() for _, nxt in options})
+    if m and n not in starts[m]:  # a path that ended inside its last word
+        for i in starts[m - 1]:
+            rest = tuple(tokens[i:])
+            if rest and any(p[: len(rest)] == rest for p in prons.get(words[-1], ())):
+                moves[-1].setdefault(i, []).append((n - 1, n))
+    finishing = [set() for _ in range(m)] + [{n}]  # starts from which the rest fits exactly
+    for j in range(m - 1, -1, -1):
+        finishing[j] = {i for i, options in moves[j].items()
+                        if any(nxt in finishing[j + 1] for _, nxt in options)}  # fmt: skip
+    i = skip(0)
+    if i not in finishing[0]:
+        return None
+    spans = []
+    for j in range(m):
+        last, nxt = next(o for o in moves[j][i] if o[1] in finishing[j + 1])
+        spans.append((i, last))
+        i = nxt
+    return spans
 
 
 def _with_notes(h: Hypothesis, notes) -> Hypothesis:
@@ -141,12 +193,13 @@ def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
     spans = list(zip(starts.tolist(), ends.tolist(), strict=True))
     w_off = np.concatenate(([0], np.cumsum(np.bincount(wp, minlength=P)))).tolist()
     separator = separator_id(g)
-    if separator is not None:
+    prons = g.pronunciations.by_word if g.pronunciations is not None else None
+    if separator is not None or prons is not None:
         for k in range(P):
             t0, t1, w0, w1 = tok_off[k], tok_off[k + 1], w_off[k], w_off[k + 1]
-            runs = _separated_runs(tok_ids[t0:t1], tok_frames[t0:t1], tok_ends[t0:t1], separator)
-            if len(runs) == w1 - w0:
-                spans[w0:w1] = runs
+            found = token_spans(tok_ids[t0:t1], word_ids[w0:w1], prons, separator)
+            if found is not None:
+                spans[w0:w1] = [(tok_frames[t0 + a], tok_ends[t0 + b]) for a, b in found]
     symbol = g.words.symbol if g.words is not None else str
 
     # scores in float64

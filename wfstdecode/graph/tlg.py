@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from ..decoding_graph import DecodingGraph
+from ..decoding_graph import DecodingGraph, Pronunciations
 from ..errors import GraphError
 from ..fstio import FstArrays
 from ..symbols import BACKOFF_DISAMBIG, BLANK, EPSILON, SymbolTable
@@ -104,6 +104,7 @@ def build_tlg(
     graph = DecodingGraph.from_arrays(
         tlg, tokens, words, {"topology": topology, "blank_id": tokens.id(BLANK),
                              "separator": separator, "lm_order": model.order},
+        Pronunciations.from_lexicon(lexicon, tokens, words),  # for word times
     )  # fmt: skip
     stage("TLG", tlg, epsilon_arcs=graph.num_arcs - graph.num_emitting_arcs)
     return TlgBuild(graph, tlg, words, stages, dict(model.dropped))

@@ -49,21 +49,31 @@ def path_hypothesis(problem, b, arcs, frames, final=True, notes=()) -> Hypothesi
     ends = np.where(has_token, nonblank_frames[np.maximum(last, 0)] if len(nonblank_pos) else 0,
                     starts)  # fmt: skip
     spans = [(int(a), int(e)) for a, e in zip(starts.tolist(), ends.tolist(), strict=True)]
-    # with a word separator: frame by frame, each token's [id, first frame, last frame] (repeats
-    # extend it), then the words are the runs of tokens between separators
+    # frame by frame, each token's [id, first frame, last frame] (repeats extend it); then the
+    # tokens of each word by a depth-first search over spellings (shorter first), else as the
+    # runs of tokens between separators
     sep_name = g.metadata.get("separator")
     sep = g.tokens.get(sep_name) if sep_name is not None and g.tokens is not None else None
-    if sep is not None:
-        token_frames: list[list[int]] = []
-        for label, frame, new in zip(ilab.tolist(), em_frames.tolist(), new_token, strict=True):
-            if new:
-                token_frames.append([label - 1, frame, frame])
-            elif label != blank:
-                token_frames[-1][2] = frame
+    token_frames: list[list[int]] = []
+    for label, frame, new in zip(ilab.tolist(), em_frames.tolist(), new_token, strict=True):
+        if new:
+            token_frames.append([label - 1, frame, frame])
+        elif label != blank:
+            token_frames[-1][2] = frame
+    groups = None
+    if g.pronunciations is not None:
+        ids = [t[0] for t in token_frames]
+        groups = _search(ids, list(word_ids), g.pronunciations.by_word, sep, 0, False)
+        if groups is None:
+            groups = _search(ids, list(word_ids), g.pronunciations.by_word, sep, 0, True)
+        if groups is not None:
+            groups = [token_frames[a : b + 1] for a, b in groups]
+    if groups is None and sep is not None:
         runs = itertools.groupby(token_frames, key=lambda t: t[0] == sep)
         groups = [list(run) for is_sep, run in runs if not is_sep]
-        if len(groups) == len(word_ids):
-            spans = [(run[0][1], run[-1][2]) for run in groups]
+        groups = groups if len(groups) == len(word_ids) else None
+    if groups is not None:
+        spans = [(run[0][1], run[-1][2]) for run in groups]
     words = tuple(g.words.symbol(w) if g.words is not None else str(w) for w in word_ids)
 
     # scores
@@ -88,3 +98,27 @@ def path_hypothesis(problem, b, arcs, frames, final=True, notes=()) -> Hypothesi
         graph_score=graph_score,
         notes=tuple(notes),
     )
+
+
+def _search(tokens, words, prons, sep, i, cut_short) -> list[tuple[int, int]] | None:
+    """The first split of ``tokens[i:]`` into the spellings of ``words`` (token index ranges),
+    trying separators, then shorter spellings first; with ``cut_short`` the last word may be a
+    prefix of a spelling."""
+    while i < len(tokens) and tokens[i] == sep:
+        i += 1
+    if not words:
+        return [] if i == len(tokens) else None
+    for pron in sorted(prons.get(words[0], ()), key=len):
+        if tokens[i : i + len(pron)] == list(pron):
+            rest = _search(tokens, words[1:], prons, sep, i + len(pron), cut_short)
+            if rest is not None:
+                return [(i, i + len(pron) - 1), *rest]
+    rest_tokens = tokens[i:]
+    if (
+        cut_short
+        and len(words) == 1
+        and rest_tokens
+        and any(list(p[: len(rest_tokens)]) == rest_tokens for p in prons.get(words[0], ()))
+    ):
+        return [(i, len(tokens) - 1)]
+    return None
