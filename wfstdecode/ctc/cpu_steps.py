@@ -68,21 +68,17 @@ def _doubled(cands, n):
 
 
 @njit(inline="always", nogil=True, cache=True)
-def _slot(cands, n, state_map, d):
-    """The candidate of state ``d``, a new one (``(+inf, _NO_ARC)``, so that any arc improves
-    it) if it has none: ``(j, n, cands)``."""
-    j = state_map[d]
-    if j < 0:
-        if n == cands.state.shape[0]:
-            cands = _doubled(cands, n)
-        j = n
-        n += 1
-        state_map[d] = j
-        cands.state[j] = d
-        cands.cost[j] = _INF
-        cands.arc[j] = _NO_ARC
-        cands.queued[j] = False
-    return j, n, cands
+def _new_slot(cands, j, state_map, d):
+    """Make candidate ``j`` state ``d``'s, at ``(+inf, _NO_ARC)`` so that any arc improves it.
+
+    Callers grow ``cands`` before their arc loops, never inside: Numba updates the reference
+    count of every array of a tuple that a loop may rebind, on every iteration, and those atomic
+    updates took over half of the search's time (removing them halved it)."""
+    state_map[d] = j
+    cands.state[j] = d
+    cands.cost[j] = _INF
+    cands.arc[j] = _NO_ARC
+    cands.queued[j] = False
 
 
 @njit(nogil=True, cache=True)
@@ -135,6 +131,13 @@ def expand(ac_t, alive, cands, state_map, graph, boosts, lane, beam, early):
     for i in range(1, n_alive):
         if alive.cost[i] < alive.cost[i_best]:
             i_best = i
+    most = 0  # candidates this frame can create at most: grown here, not in the loop below
+    for i in range(n_alive):
+        s = alive.state[i]
+        most += graph.e_offsets[s + 1] - graph.e_offsets[s]
+    most = min(most, state_map.shape[0])  # one candidate per state
+    while cands.state.shape[0] < most:
+        cands = _doubled(cands, 0)
     for ii in range(n_alive):
         # the best token first: its arcs give a tight early bound (results do not change)
         i = i_best if ii == 0 else (ii - 1 if ii <= i_best else ii)
@@ -147,7 +150,12 @@ def expand(ac_t, alive, cands, state_map, graph, boosts, lane, beam, early):
                 continue
             if c < running:
                 running = c
-            j, n, cands = _slot(cands, n, state_map, graph.next_state[a])
+            d = graph.next_state[a]
+            j = state_map[d]
+            if j < 0:  # the state's first candidate this frame
+                j = n
+                n += 1
+                _new_slot(cands, j, state_map, d)
             if improves(c, a, cands.cost[j], cands.arc[j]):
                 cands.cost[j] = c
                 cands.arc[j] = a
@@ -175,46 +183,67 @@ def closure_cutoff(costs, n, best_emit, lim):
 def epsilon_closure(cands, n, limit, state_map, graph, boosts, lane):
     """Step 4: tokens within ``limit`` relax their epsilon arcs, in rounds over a queue of the
     candidates that improved, until none does; ``(n, cands, converged)``. More rounds than
-    candidates (+2) means a negative-cost epsilon cycle."""
-    queue = np.empty(n, np.int32)
+    candidates (+2) means a negative-cost epsilon cycle. The buffers grow between rounds, to
+    what the round can create at most, so that no loop rebinds them (see `_new_slot`)."""
+    queue = np.empty(max(n, 1), np.int32)
     q_n = 0
     for j in range(n):
         if cands.cost[j] <= limit:
             queue[q_n] = j
             q_n += 1
             cands.queued[j] = True
-    nxt = np.empty(max(n, 1), np.int32)
+    ne_offsets = graph.ne_offsets
     rounds = 0
     while q_n > 0:
         rounds += 1
         if rounds > n + 2:
             return n, cands, False
-        nx_n = 0
+        most = n  # candidates after this round, at most
         for q in range(q_n):
-            j = queue[q]
-            cands.queued[j] = False
-            s = cands.state[j]
-            for a in range(graph.ne_offsets[s], graph.ne_offsets[s + 1]):
-                c = cands.cost[j] + arc_cost(graph, boosts, lane, a)
-                if not (c <= limit and c < _INF):
-                    continue
-                k, n, cands = _slot(cands, n, state_map, graph.next_state[a])
-                if not improves(c, a, cands.cost[k], cands.arc[k]):
-                    continue
-                cands.cost[k] = c
-                cands.arc[k] = a
-                cands.prev[k] = j
-                if not cands.queued[k]:
-                    cands.queued[k] = True
-                    if nx_n == nxt.shape[0]:
-                        bigger = np.empty(2 * nx_n, np.int32)
-                        bigger[:nx_n] = nxt
-                        nxt = bigger
-                    nxt[nx_n] = k
-                    nx_n += 1
-        queue, nxt = nxt, queue
-        q_n = nx_n
+            s = cands.state[queue[q]]
+            most += ne_offsets[s + 1] - ne_offsets[s]
+        most = min(most, state_map.shape[0])
+        while cands.state.shape[0] < most:
+            cands = _doubled(cands, n)
+        n, nx_n, nxt = _closure_round(cands, n, queue, q_n, limit, state_map, graph, boosts,
+                                      lane, np.empty(max(most, 1), np.int32))  # fmt: skip
+        queue, q_n = nxt, nx_n
     return n, cands, True
+
+
+@njit(nogil=True, cache=True)
+def _closure_round(cands, n, queue, q_n, limit, state_map, graph, boosts, lane, nxt):
+    """One round of step 4 over the ``q_n`` queued candidates; ``cands`` has room for every
+    candidate the round can create. Returns ``(n, entries of nxt, nxt)``: the next round's
+    queue."""
+    ne_offsets, next_state = graph.ne_offsets, graph.next_state
+    c_state, c_cost, c_arc = cands.state, cands.cost, cands.arc
+    c_prev, c_queued = cands.prev, cands.queued
+    nx_n = 0
+    for q in range(q_n):
+        j = queue[q]
+        c_queued[j] = False
+        s = c_state[j]
+        for a in range(ne_offsets[s], ne_offsets[s + 1]):
+            c = c_cost[j] + arc_cost(graph, boosts, lane, a)
+            if not (c <= limit and c < _INF):
+                continue
+            d = next_state[a]
+            k = state_map[d]
+            if k < 0:
+                k = n
+                n += 1
+                _new_slot(cands, k, state_map, d)
+            if not improves(c, a, c_cost[k], c_arc[k]):
+                continue
+            c_cost[k] = c
+            c_arc[k] = a
+            c_prev[k] = j
+            if not c_queued[k]:
+                c_queued[k] = True
+                nxt[nx_n] = k
+                nx_n += 1
+    return n, nx_n, nxt
 
 
 @njit(nogil=True, cache=True)
