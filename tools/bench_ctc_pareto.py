@@ -1,0 +1,183 @@
+"""WER against CPU speed for the CTC search, one curve per decoder, on real posteriors:
+wfstdecode cpu and kaldi-decoder's FasterDecoder on the same TLG over a sweep of beams, and
+flashlight-text's LexiconDecoder + KenLM on the same lexicon and ARPA over the same beams.
+
+* ocr: the shipped real OCR CTC posteriors (60 lines), compact character TLG of the shipped
+  5k-word LM (``|`` between words), acoustic scale 1;
+* speech: hama's phone posteriors of held-out flite speech (``--speech``, from
+  ``tools/bench_speech_ctc.py --write-npz``; the first ``--speech-utts``), the shipped
+  72,547-word speech graph (``<wb>`` between words), acoustic scale 1.25.
+
+CPU seconds of one thread, best of ``--repeats`` taken alternately per point. Writes a table
+(stdout) and ``--plot`` (PNG, needs matplotlib).
+
+    python tools/bench_ctc_pareto.py --speech /tmp/speech/flite.npz --plot bench/ctc_cpu_pareto.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import os
+import platform
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import bench_ctc  # the decoders' runners
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "wfstdecode" / "data"
+
+
+def data_sets(work: Path, speech: Path | None, speech_utts: int) -> list[dict]:
+    from wfstdecode import DecodingGraph, SymbolTable
+    from wfstdecode.graph import build_tlg, read_lexicon
+
+    tokens = SymbolTable.read(DATA / "tokens.txt")
+    lexicon = read_lexicon(DATA / "lexicon.txt", tokens)
+    ocr_graph = build_tlg(tokens, lexicon, str(DATA / "lm.arpa.gz"), "compact",
+                          separator="|").graph  # fmt: skip
+    with np.load(DATA / "ocr_emissions.npz") as z:
+        ocr = (z["log_probs"], z["lengths"], [str(t).split() for t in z["texts"]])
+    sets = [dict(name="ocr", graph=ocr_graph, data=ocr, scale=1.0, max_active=10000,
+                 lexicon=DATA / "lexicon.txt", arpa=DATA / "lm.arpa.gz", sep="|")]  # fmt: skip
+    if speech:
+        from wfstdecode.speech.graph import speech_graph_dir
+
+        graph = DecodingGraph.load(speech_graph_dir(verbose=False))
+        with np.load(speech) as z:
+            n = speech_utts
+            lp, lengths = z["log_probs"][:n], z["lengths"][:n]
+            data = (lp[:, : int(lengths.max())], lengths, [str(t).split() for t in z["texts"][:n]])
+        lex = work / "speech_lexicon.txt"
+        with gzip.open(DATA / "speech" / "lexicon.txt.gz", "rb") as src, open(lex, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        sets.append(dict(name="speech", graph=graph, data=data, scale=1.25, max_active=4000,
+                         lexicon=lex, arpa=DATA / "speech" / "lm.arpa.gz", sep="<wb>"))  # fmt: skip
+    return sets
+
+
+def best_cpu(fn, repeats: int):
+    best, out = float("inf"), None
+    for _ in range(repeats):
+        t = time.process_time()
+        out = fn()
+        best = min(best, time.process_time() - t)
+    return out, best
+
+
+def sweep(s: dict, beams: list[float], repeats: int, fl_beam_size: int) -> list[dict]:
+    from wfstdecode.ctc import CtcBeamOptions, decode_ctc
+    from wfstdecode.metrics import word_error_rate
+    from wfstdecode.testing.oracles import KaldiFasterDecoder
+
+    g, (lp, lengths, refs) = s["graph"], s["data"]
+    frames = int(lengths.sum())
+    decode_ctc(lp[:1, :5], [5], g, CtcBeamOptions(), backend="cpu", num_threads=1)
+    words = g.words.symbol
+    fl = None
+    rows = []
+    for beam in beams:
+        opts = CtcBeamOptions(beam=beam, max_active=s["max_active"], acoustic_scale=s["scale"])
+        kaldi = KaldiFasterDecoder(g, beam, s["max_active"], 1)
+
+        def ours(opts=opts):
+            return [list(h[0].words) for h in decode_ctc(lp, lengths, g, opts, backend="cpu",
+                                                           num_threads=1)]  # fmt: skip
+
+        def theirs(kaldi=kaldi):
+            out = []
+            for b in range(len(lp)):
+                path = kaldi.best_path(lp[b, : lengths[b]], s["scale"])
+                out.append([words(w) for w in (path[0] if path else ())])
+            return out
+
+        args = SimpleNamespace(separator=s["sep"], fl_beam_size=fl_beam_size, beam=beam,
+                               acoustic_scale=s["scale"])  # fmt: skip
+        fl = bench_ctc.flashlight_decoder(g.tokens, s["lexicon"], s["arpa"], args)
+        feats = [np.ascontiguousarray(lp[b, : lengths[b]], np.float32) for b in range(len(lp))]
+
+        def flashlight(fl=fl, feats=feats):
+            return bench_ctc._flashlight_decode(*fl, feats)
+
+        results = {}
+        for _ in range(repeats):  # alternately, the best CPU time of each kept
+            for name, fn in (("wfstdecode", ours), ("kaldi-decoder", theirs),
+                             ("flashlight-text", flashlight)):  # fmt: skip
+                hyps, cpu = best_cpu(fn, 1)
+                if name not in results or cpu < results[name][1]:
+                    results[name] = (hyps, cpu)
+        for name, (hyps, cpu) in results.items():
+            rows.append(dict(data=s["name"], decoder=name, beam=beam, cpu=cpu,
+                             fps=frames / cpu, wer=word_error_rate(refs, hyps)))  # fmt: skip
+            print(f"| {s['name']} | {name} | {beam:g} | {cpu:.3f} | {frames / cpu:,.0f} "
+                  f"| {100 * rows[-1]['wer']:.2f} |", flush=True)  # fmt: skip
+    return rows
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    sets = sorted({r["data"] for r in rows}, key=lambda d: d != "ocr")
+    fig, axes = plt.subplots(1, len(sets), figsize=(6 * len(sets), 4.5))
+    for ax, name in zip(np.atleast_1d(axes), sets, strict=True):
+        for decoder, marker in (("wfstdecode", "o"), ("kaldi-decoder", "s"),
+                                ("flashlight-text", "^")):  # fmt: skip
+            pts = sorted((r["fps"], 100 * r["wer"], r["beam"]) for r in rows
+                         if r["data"] == name and r["decoder"] == decoder)  # fmt: skip
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, label=decoder)
+            for x, y, beam in pts:
+                ax.annotate(f"{beam:g}", (x, y), fontsize=7, xytext=(3, 3),
+                            textcoords="offset points")  # fmt: skip
+        ax.set_xscale("log")
+        ax.set_xlabel("frames per CPU-second (one thread; log scale)")
+        ax.set_ylabel("WER %")
+        ax.set_title(f"{name}: WER against speed (labels: beam)")
+        ax.grid(True, alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--speech", type=Path, help="hama posteriors .npz (bench_speech_ctc.py)")
+    ap.add_argument("--speech-utts", type=int, default=60)
+    ap.add_argument("--beams", default="4,6,8,10,12,16,20")
+    ap.add_argument("--fl-beam-size", type=int, default=100, help="flashlight beam_size")
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--plot", type=Path)
+    args = ap.parse_args()
+    beams = [float(b) for b in args.beams.split(",")]
+    import flashlight.lib.text  # noqa: F401  (fail now, not after the first data set)
+    import kaldi_decoder  # noqa: F401
+
+    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, python "
+          f"{sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}; "
+          f"{time.strftime('%Y-%m-%d %H:%M %Z')}")  # fmt: skip
+    print("\n| data | decoder | beam | CPU s | frames per CPU-second | WER % |")
+    print("|---|---|---|---|---|---|")
+    work = Path(tempfile.mkdtemp(prefix="pareto_"))
+    try:
+        rows = []
+        for s in data_sets(work, args.speech, args.speech_utts):
+            rows += sweep(s, beams, args.repeats, args.fl_beam_size)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    print(f"# load average after {os.getloadavg()[0]:.2f}")
+    if args.plot:
+        plot(rows, args.plot)
+
+
+if __name__ == "__main__":
+    main()
