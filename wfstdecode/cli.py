@@ -166,13 +166,37 @@ def decode_command(args: argparse.Namespace) -> None:
 
 
 def decode_corpus_command(args: argparse.Namespace) -> int:
-    from .corpus import CtcCorpusDecoder, decode_corpus, print_summary
+    from .corpus import CtcCorpusDecoder, TransducerCorpusDecoder, decode_corpus, print_summary
 
-    decoder = CtcCorpusDecoder(
-        str(args.graph), CtcBeamOptions(**{name: getattr(args, name) for name in DECODE_OPTIONS}),
-        dict(args.boost) if args.boost else None, backend=args.backend,
-        num_threads=args.threads_per_worker, mmap=not args.no_mmap, frame_shift=args.frame_shift,
-    )  # fmt: skip
+    if (args.graph is None) == (args.transducer is None):
+        raise WfstDecodeError("give --graph (CTC log-probs) or --transducer MODEL, not both")
+    if args.transducer is not None:
+        ctc_given = [n for n in DECODE_OPTIONS if n != "nbest" and getattr(args, n) is not None]
+        if ctc_given or args.boost or args.backend != "cpu" or args.no_mmap:
+            raise WfstDecodeError("--transducer decodes without a graph: --beam, --boost, "
+                                  "--backend, --no-mmap and the like do not apply")  # fmt: skip
+        nbest, beam = args.nbest or 1, None
+        if args.beam_size is not None:
+            from .transducer import BeamOptions
+
+            beam = BeamOptions(args.beam_algorithm or "alsd", beam_size=args.beam_size,
+                               nbest=nbest)  # fmt: skip
+        elif args.beam_algorithm is not None or nbest != 1:
+            raise WfstDecodeError("--beam-algorithm and --nbest need --beam-size")
+        decoder = TransducerCorpusDecoder(args.transducer, beam, args.threads_per_worker,
+                                          args.frame_shift)  # fmt: skip
+    else:
+        if args.beam_size is not None or args.beam_algorithm is not None:
+            raise WfstDecodeError("--beam-size is the transducer beam search (with "
+                                  "--transducer); the graph search's width is --beam")  # fmt: skip
+        defaults = {f.name: f.default for f in dataclasses.fields(CtcBeamOptions)}
+        given = {n: v if (v := getattr(args, n)) is not None else defaults[n]
+                 for n in DECODE_OPTIONS}  # fmt: skip
+        decoder = CtcCorpusDecoder(
+            str(args.graph), CtcBeamOptions(**given), dict(args.boost) if args.boost else None,
+            backend=args.backend, num_threads=args.threads_per_worker, mmap=not args.no_mmap,
+            frame_shift=args.frame_shift,
+        )  # fmt: skip
     summary = decode_corpus(
         args.manifest, args.out, decoder, workers=args.workers, executor=args.executor,
         address=args.address, max_attempts=args.max_attempts,
@@ -349,10 +373,16 @@ def make_parser() -> argparse.ArgumentParser:
         "reported. OUT/summary.json sums up the run. Exit status 1 if any shard failed.",
     )  # fmt: skip
     p.add_argument("manifest", help="shards: JSONL manifest, directory, glob or .npz")
-    p.add_argument("--graph", required=True, type=Path, help="graph directory (or TLG.npz)")
+    p.add_argument("--graph", type=Path, help="graph directory (or TLG.npz): CTC log-probs")
+    p.add_argument("--transducer", metavar="MODEL",
+                   help="rnnt, tdt or a SpeechTransducer .npz instead of a graph")  # fmt: skip
     p.add_argument("--out", required=True, type=Path, help="output directory (new, or a run's)")
     for name, kind in DECODE_OPTIONS.items():
-        p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=defaults[name])
+        p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None,
+                       help=f"default {defaults[name]}")  # fmt: skip
+    p.add_argument("--beam-size", type=int, metavar="K", help="--transducer: beam search")
+    p.add_argument("--beam-algorithm", metavar="NAME",
+                   help="--transducer: standard, tokenwise, maes, alsd, wind")  # fmt: skip
     p.add_argument("--boost", type=_parse_boost, action="append", metavar="WORD=BONUS",
                    help="boost a word in every utterance; repeatable")  # fmt: skip
     p.add_argument("--backend", default="cpu", choices=("cpu", "cuda", "reference"),

@@ -138,46 +138,62 @@ class CtcCorpusDecoder:
     def _decode(self, graph, path: Path, name: str) -> ShardOutput:
         from ..ctc.npz import decode_npz
 
-        before = input_id(path)
-        wall, cpu = time.perf_counter(), time.process_time()
-        result = decode_npz(path, graph, self.options, self.boosts, backend=self.backend,
-                            num_threads=self.num_threads)  # fmt: skip
-        wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-        if _stat_id(path) != (before.bytes, before.mtime_ns):
-            raise ShardChangedError(f"{path} changed while it was being decoded")
-        ids = result.ids if _has_ids(path) else [f"{name}-{i}" for i in range(len(result.ids))]
-        refs = result.references or [None] * len(result.ids)
-        records = [
-            utterance_record(utt, hyps, frames, ref, self.frame_shift)
-            for utt, hyps, frames, ref in zip(
-                ids, result.hypotheses, result.lengths, refs, strict=True
-            )
-        ]
-        lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
-        counted = result.references is not None
-        return ShardOutput(
-            text=lines, utterances=len(records), frames=sum(result.lengths), input=before,
-            wall_seconds=wall, cpu_seconds=cpu, worker=f"{socket.gethostname()}:{os.getpid()}",
-            errors=sum(r["errors"] for r in records) if counted else None,
-            ref_words=sum(len(r.split()) for r in refs) if counted else None,
-            memory_mb=worker_memory(),
-        )  # fmt: skip
+        def run(path):
+            r = decode_npz(path, graph, self.options, self.boosts, backend=self.backend,
+                           num_threads=self.num_threads)  # fmt: skip
+            return r.ids, r.hypotheses, r.lengths, r.references
+
+        return decode_shard(path, name, run, self.frame_shift)
+
+
+def decode_shard(path: Path, name: str, run, frame_shift, tokens: bool = False) -> ShardOutput:
+    """A shard's `ShardOutput` from ``run(path) -> (ids, hypotheses, frames, references)`` (a
+    decoder's reading of the file); ``tokens``: the lines carry the tokens, their frames and
+    durations too (token-level decoders)."""
+    before = input_id(path)
+    wall, cpu = time.perf_counter(), time.process_time()
+    ids, hypotheses, lengths, references = run(path)
+    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    if _stat_id(path) != (before.bytes, before.mtime_ns):
+        raise ShardChangedError(f"{path} changed while it was being decoded")
+    ids = ids if _has_ids(path) else [f"{name}-{i}" for i in range(len(ids))]
+    refs = references or [None] * len(ids)
+    records = [
+        utterance_record(utt, hyps, frames, ref, frame_shift, tokens)
+        for utt, hyps, frames, ref in zip(ids, hypotheses, lengths, refs, strict=True)
+    ]
+    lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    counted = references is not None
+    return ShardOutput(
+        text=lines, utterances=len(records), frames=sum(lengths), input=before,
+        wall_seconds=wall, cpu_seconds=cpu, worker=f"{socket.gethostname()}:{os.getpid()}",
+        errors=sum(r["errors"] for r in records) if counted else None,
+        ref_words=sum(len(r.split()) for r in refs) if counted else None,
+        memory_mb=worker_memory(),
+    )  # fmt: skip
 
 
 def utterance_record(
     utt: str, hyps: list[Hypothesis], frames: int, reference: str | None,
-    frame_shift: float | None,
+    frame_shift: float | None, tokens: bool = False,
 ) -> dict:  # fmt: skip
     """One output line: the best hypothesis' words (with frames, and seconds given a frame
-    shift), scores (null when no path survived: see ``notes``), the other n-best entries, and the
-    reference with the word errors when the shard has one."""
+    shift), scores (null when no path survived: see ``notes``; acoustic and graph scores where
+    the decoder keeps them apart), with ``tokens`` its tokens, their frames and durations, the
+    other n-best entries, and the reference with the word errors when the shard has one."""
     best = hyps[0] if hyps else Hypothesis((), (), -math.inf, notes=("no hypothesis",))
-    record = {
-        "id": utt, "text": best.text, "words": best.word_entries(frame_shift),
-        "score": _finite(best.score),
-        "acoustic_score": _finite(best.acoustic_score), "graph_score": _finite(best.graph_score),
-        "frames": frames, "notes": list(best.notes),
-    }  # fmt: skip
+    record = {"id": utt, "text": best.text, "words": best.word_entries(frame_shift),
+              "score": _finite(best.score)}  # fmt: skip
+    if best.acoustic_score is not None or best.graph_score is not None:
+        record["acoustic_score"] = _finite(best.acoustic_score)
+        record["graph_score"] = _finite(best.graph_score)
+    if tokens:
+        record["tokens"] = list(best.tokens)
+        record["timestamps"] = list(best.timestamps)
+        if best.durations:
+            record["durations"] = list(best.durations)
+    record["frames"] = frames
+    record["notes"] = list(best.notes)
     if len(hyps) > 1:
         record["nbest"] = [{"text": h.text, "score": _finite(h.score)} for h in hyps]
     if reference is not None:

@@ -21,14 +21,16 @@ __all__ = ["TransducerFileResult", "decode_transducer_npz", "load_transducer_mod
 
 @dataclass(frozen=True)
 class TransducerFileResult:
-    """ids, hypotheses (per utterance, best first), texts of the best, references or None, and
-    the corpus WER (None without references)."""
+    """ids, hypotheses (per utterance, best first), texts of the best, references or None, the
+    corpus WER (None without references) and each utterance's encoder frames (what the
+    hypotheses' timestamps count)."""
 
     ids: list[str]
     hypotheses: list[list[Hypothesis]]
     texts: list[str]
     references: list[str] | None
     wer: float | None
+    lengths: list[int]
 
 
 def load_transducer_model(name: str | os.PathLike):
@@ -75,7 +77,7 @@ def decode_transducer_npz(model, path: str | os.PathLike, options=None) -> Trans
     wer = None
     if refs is not None:
         wer = word_error_rate([r.split() for r in refs], [t.split() for t in texts])
-    return TransducerFileResult(arrays["ids"], hyps, texts, refs, wer)
+    return TransducerFileResult(arrays["ids"], hyps, texts, refs, wer, lengths.tolist())
 
 
 def _read(path) -> dict:
