@@ -366,9 +366,10 @@ def make_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "decode-corpus", help="decode many .npz shards on Ray (or local processes), resumably",
         description="Decodes every shard MANIFEST lists (a JSONL of {\"shard\": path}, a "
-        "directory of .npz files, a glob, or one .npz; shards as `decode` reads them) into "
-        "OUT/NAME.jsonl, one line per utterance: id, text, words with frames (and seconds with "
-        "--frame-shift), scores, notes, and ref/errors when the shard has texts. Finished shards "
+        "directory of .npz files, a glob, or one .npz; shards as `decode` reads them, or with "
+        "--transducer as `decode-transducer` does) into OUT/NAME.jsonl, one line per "
+        "utterance: id, text, words with frames (and seconds with --frame-shift), scores, notes "
+        "(tokens too with --transducer), and ref/errors when the shard has texts. Finished shards "
         "are skipped on a rerun; a shard whose worker dies is retried; a corrupt shard is "
         "reported. OUT/summary.json sums up the run. Exit status 1 if any shard failed.",
     )  # fmt: skip
@@ -392,7 +393,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--address", help="Ray cluster to join (e.g. auto, ray://head:10001); "
                    "default: start Ray on this machine")  # fmt: skip
     p.add_argument("--workers", type=int, help="workers (default: CPUs / threads, or GPUs)")
-    p.add_argument("--threads-per-worker", type=int, default=1, help="Numba threads (cpu)")
+    p.add_argument("--threads-per-worker", type=int, default=1,
+                   help="threads per worker (Numba; torch with --transducer)")  # fmt: skip
     p.add_argument("--max-attempts", type=int, default=3,
                    help="tries per shard if its worker dies or an error may pass")  # fmt: skip
     p.add_argument("--shard-timeout", type=float, metavar="SECONDS",
