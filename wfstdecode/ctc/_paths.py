@@ -15,10 +15,9 @@ tokens into a pronunciation of each word in turn (separators between words skipp
 word of a path cut short may be a prefix of one); else, with a word separator (the graph's
 ``metadata["separator"]``, e.g. ``|`` or ``<wb>``), the ``i``-th run of tokens between
 separators. Separators belong to no word. Failing both, the tokens from the word's output arc to
-the next word's: ``start``
-is the first token at or after the output arc, ``end`` the last non-blank frame before the next
-word's output arc (or the end); a word with no token there gets ``(f, f)``, ``f`` the frame of its
-output arc (clamped to >= 0).
+the next word's: ``start`` is the first token at or after the output arc, ``end`` the last
+non-blank frame before the next word's output arc (or the end); a word with no token there gets
+``(f, f)``, ``f`` the frame of its output arc (clamped to >= 0).
 
 Scores (log scores, higher is better), recomputed along the path in float64:
 ``acoustic_score = -sum(ac)`` over the frames (``acoustic_scale * log_prob``),
