@@ -81,3 +81,14 @@ def test_an_actor_that_hangs_is_replaced_at_the_timeout(corpus, tmp_path):
     assert [f["name"] for f in summary.failed] == [corpus.shards[0].stem]
     assert "no result after 5 s" in summary.failed[0]["error"]
     assert len(summary.decoded) == len(corpus.shards) - 1
+
+
+def test_gpu_workers_on_a_cluster_without_gpus_are_refused(corpus, tmp_path):
+    """An actor asking for a GPU on this CPU-only Ray would wait forever: refused at once."""
+    from wfstdecode.corpus.pools import RayPool
+    from wfstdecode.errors import WfstDecodeError
+
+    decoder = CtcCorpusDecoder(str(corpus.graph_path))
+    for workers in (None, 2):
+        with pytest.raises(WfstDecodeError, match="too few resources.*0 GPUs"):
+            RayPool(decoder, workers, num_gpus=1)

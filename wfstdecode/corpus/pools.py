@@ -248,16 +248,19 @@ class RayPool:
             log.warning("Ray is already initialised in this process; --address %s is ignored",
                         address)  # fmt: skip
         self._ray = ray
+        # An actor the cluster cannot place would wait forever: check that one fits.
+        resources = ray.cluster_resources()
+        fits = int(resources.get("GPU", 0) // num_gpus) if num_gpus else int(
+            resources.get("CPU", 0) // max(num_cpus, 1e-9)
+        )  # fmt: skip
+        if fits < 1:
+            raise WfstDecodeError(
+                f"the Ray cluster has too few resources for one worker ({num_cpus} CPUs, "
+                f"{num_gpus} GPUs each; the cluster has {resources.get('CPU', 0):g} CPUs, "
+                f"{resources.get('GPU', 0):g} GPUs)"
+            )
         if workers is None:
-            resources = ray.cluster_resources()
-            workers = int(resources.get("GPU", 0) // num_gpus) if num_gpus else int(
-                resources.get("CPU", 1) // max(num_cpus, 1e-9)
-            )  # fmt: skip
-            if workers < 1:
-                raise WfstDecodeError(
-                    f"the Ray cluster has too few resources for one worker ({num_cpus} CPUs, "
-                    f"{num_gpus} GPUs): {resources}"
-                )
+            workers = fits
         self.size = min(workers, at_most or workers)  # no actor that would get no shard
         self._decoder = decoder
         self._options = dict(num_cpus=num_cpus, num_gpus=num_gpus, max_restarts=0)
