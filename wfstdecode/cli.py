@@ -113,6 +113,18 @@ def _parse_boost(text: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(f"--boost expects WORD=BONUS; got {text!r}") from None
 
 
+def _boosts(args: argparse.Namespace) -> dict | None:
+    """--boost-file's words and the repeated --boost (a word given by both is refused)."""
+    from .ctc.boost import read_boost_file
+
+    boosts = read_boost_file(args.boost_file) if args.boost_file else {}
+    for word, bonus in args.boost or ():
+        if word in boosts:
+            raise WfstDecodeError(f"{word!r} is boosted by --boost and in {args.boost_file}")
+        boosts[word] = bonus
+    return boosts or None
+
+
 def decode_command(args: argparse.Namespace) -> None:
     import math
     import unicodedata
@@ -130,7 +142,7 @@ def decode_command(args: argparse.Namespace) -> None:
                               "(seconds per log-prob frame, e.g. 0.04)")  # fmt: skip
     graph = DecodingGraph.load(args.graph)
     options = CtcBeamOptions(**{name: getattr(args, name) for name in DECODE_OPTIONS})
-    boosts = dict(args.boost) if args.boost else None
+    boosts = _boosts(args)
     result = decode_npz(args.log_probs, graph, options, boosts, backend=args.backend)
 
     def escape(utt: str) -> str:  # one line per hypothesis whatever the id holds
@@ -172,7 +184,7 @@ def decode_corpus_command(args: argparse.Namespace) -> int:
         raise WfstDecodeError("give --graph (CTC log-probs) or --transducer MODEL, not both")
     if args.transducer is not None:
         ctc_given = [n for n in DECODE_OPTIONS if n != "nbest" and getattr(args, n) is not None]
-        if ctc_given or args.boost or args.backend != "cpu" or args.no_mmap:
+        if ctc_given or args.boost or args.boost_file or args.backend != "cpu" or args.no_mmap:
             raise WfstDecodeError("--transducer decodes without a graph: --beam, --boost, "
                                   "--backend, --no-mmap and the like do not apply")  # fmt: skip
         nbest, beam = args.nbest or 1, None
@@ -193,7 +205,7 @@ def decode_corpus_command(args: argparse.Namespace) -> int:
         given = {n: v if (v := getattr(args, n)) is not None else defaults[n]
                  for n in DECODE_OPTIONS}  # fmt: skip
         decoder = CtcCorpusDecoder(
-            str(args.graph), CtcBeamOptions(**given), dict(args.boost) if args.boost else None,
+            str(args.graph), CtcBeamOptions(**given), _boosts(args),
             backend=args.backend, num_threads=args.threads_per_worker, mmap=not args.no_mmap,
             frame_shift=args.frame_shift,
         )  # fmt: skip
@@ -353,6 +365,8 @@ def make_parser() -> argparse.ArgumentParser:
         p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=defaults[name])
     p.add_argument("--boost", type=_parse_boost, action="append", metavar="WORD=BONUS",
                    help="boost a word (positive = more likely); repeatable")  # fmt: skip
+    p.add_argument("--boost-file", type=Path, metavar="FILE",
+                   help="words to boost: WORD<TAB>BONUS per line")  # fmt: skip
     p.add_argument("--backend", default="auto", choices=("auto", "reference", "cpu", "cuda"))
     out_format = p.add_mutually_exclusive_group()
     out_format.add_argument("--json", action="store_true",
@@ -386,6 +400,8 @@ def make_parser() -> argparse.ArgumentParser:
                    help="--transducer: standard, tokenwise, maes, alsd, wind")  # fmt: skip
     p.add_argument("--boost", type=_parse_boost, action="append", metavar="WORD=BONUS",
                    help="boost a word in every utterance; repeatable")  # fmt: skip
+    p.add_argument("--boost-file", type=Path, metavar="FILE",
+                   help="words to boost: WORD<TAB>BONUS per line")  # fmt: skip
     p.add_argument("--backend", default="cpu", choices=("cpu", "cuda", "reference"),
                    help="cuda: one GPU per worker")  # fmt: skip
     p.add_argument("--executor", default="auto", choices=("auto", "ray", "local"),

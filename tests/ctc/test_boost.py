@@ -63,3 +63,43 @@ def test_unknown_words_warn_listing_them():
 def test_bad_boosts_raise(boosts, match):
     with pytest.raises(DecodeInputError, match=match):
         resolve_boosts(boosts, 2, WORDS)
+
+
+def test_boost_file_reads_words_and_names_bad_lines(tmp_path):
+    from wfstdecode.ctc.boost import read_boost_file
+    from wfstdecode.errors import InputFileError
+
+    path = tmp_path / "boosts.txt"
+    path.write_text("# contacts\nkubernetes\t4.0\n\nnaïve\t-1.5\n")
+    assert read_boost_file(path) == {"kubernetes": 4.0, "naïve": -1.5}
+    for text, line, match in [
+        ("kubernetes 4.0\n", 1, "expected WORD<TAB>BONUS"),
+        ("a\tnan\n", 1, "finite"),
+        ("a\t1\nb\t2\na\t3\n", 3, "already on line 1"),
+        ("new york\t3\n", 1, "several words"),
+        ("a\t5000\n", 1, "beyond"),
+    ]:
+        path.write_text(text)
+        with pytest.raises(InputFileError, match=rf"boosts.txt:{line}: .*{match}"):
+            read_boost_file(path)
+
+
+def test_boost_file_on_the_command_line_equals_repeated_boost(tmp_path, capsys):
+    from wfstdecode.cli import main
+    from wfstdecode.testing import lexicon_graph, simulate_ctc
+
+    g = lexicon_graph(["see", "sea", "a"])
+    g.save(tmp_path / "g.npz")
+    seqs = [[g.tokens.id(c) for c in "seea"], [g.tokens.id(c) for c in "sea"]]
+    lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=1, noise=2.0)
+    np.savez(tmp_path / "lp.npz", log_probs=lp, lengths=lengths)
+    (tmp_path / "b.txt").write_text("sea\t3.5\nsee\t-1\n")
+    common = ["decode", str(tmp_path / "g.npz"), str(tmp_path / "lp.npz"), "--backend", "cpu"]
+    assert main([*common, "--boost-file", str(tmp_path / "b.txt")]) == 0
+    from_file = capsys.readouterr().out
+    assert main([*common, "--boost", "sea=3.5", "--boost", "see=-1"]) == 0
+    assert capsys.readouterr().out == from_file
+    assert main([*common]) == 0
+    assert capsys.readouterr().out != from_file  # the bonuses change the scores
+    assert main([*common, "--boost-file", str(tmp_path / "b.txt"), "--boost", "sea=1"]) == 2
+    assert "boosted by --boost and in" in capsys.readouterr().err

@@ -163,3 +163,38 @@ def build_boost_tables(per_utt: list[dict[int, np.float32] | None]) -> BoostTabl
             for word, bonus in table.items():
                 _insert(keys, values, int(offsets[b]), int(masks[b]), int(word), bonus)
     return BoostTables(keys, values, offsets, masks, tuple(per_utt))
+
+
+def read_boost_file(path) -> dict[str, float]:
+    """``word<TAB>bonus`` per line (blank lines and ``#`` comments skipped) as ``{word: bonus}``.
+    A malformed line, a repeated word, a non-finite bonus or one beyond ``MAX_COST_TERM`` raises
+    `InputFileError` naming the line; so does a phrase of several words, which word boosting
+    cannot express (each word would be boosted wherever it occurs)."""
+    import math
+
+    from ..errors import InputFileError
+    from ..textfiles import text_lines
+
+    out: dict[str, float] = {}
+    where: dict[str, int] = {}
+    for line_no, line in text_lines(path, "boost file"):
+        if not line.strip() or line.lstrip().startswith("#"):
+            continue
+        phrase, tab, value = line.rpartition("\t")
+        phrase = phrase.strip()
+        try:
+            bonus = float(value) if tab and phrase else math.nan
+        except ValueError:
+            bonus = math.nan
+        if not tab or not phrase or not math.isfinite(bonus):
+            raise InputFileError(path, line_no, f"expected WORD<TAB>BONUS (a finite number); got "
+                                 f"{line[:80]!r}")  # fmt: skip
+        if len(phrase.split()) > 1:
+            raise InputFileError(path, line_no, f"{phrase!r} has several words: only single "
+                                 "words can be boosted (no phrases yet)")  # fmt: skip
+        if abs(bonus) > MAX_COST_TERM:
+            raise InputFileError(path, line_no, f"bonus {bonus} is beyond ±{MAX_COST_TERM:g}")
+        if phrase in out:
+            raise InputFileError(path, line_no, f"{phrase!r} is already on line {where[phrase]}")
+        out[phrase], where[phrase] = bonus, line_no
+    return out
