@@ -50,8 +50,8 @@ def path_hypothesis(problem, b, arcs, frames, final=True, notes=()) -> Hypothesi
                     starts)  # fmt: skip
     spans = [(int(a), int(e)) for a, e in zip(starts.tolist(), ends.tolist(), strict=True)]
     # frame by frame, each token's [id, first frame, last frame] (repeats extend it); then the
-    # tokens of each word by a depth-first search over spellings (shorter first), else as the
-    # runs of tokens between separators
+    # tokens of each word as the runs of tokens between separators (as many as words), else by
+    # a depth-first search over spellings (shorter first)
     sep_name = g.metadata.get("separator")
     sep = g.tokens.get(sep_name) if sep_name is not None and g.tokens is not None else None
     token_frames: list[list[int]] = []
@@ -61,17 +61,17 @@ def path_hypothesis(problem, b, arcs, frames, final=True, notes=()) -> Hypothesi
         elif label != blank:
             token_frames[-1][2] = frame
     groups = None
-    if g.pronunciations is not None:
+    if sep is not None:
+        runs = itertools.groupby(token_frames, key=lambda t: t[0] == sep)
+        groups = [list(run) for is_sep, run in runs if not is_sep]
+        groups = groups if len(groups) == len(word_ids) else None
+    if groups is None and g.pronunciations is not None:
         ids = [t[0] for t in token_frames]
         groups = _search(ids, list(word_ids), g.pronunciations.by_word, sep, 0, False)
         if groups is None:
             groups = _search(ids, list(word_ids), g.pronunciations.by_word, sep, 0, True)
         if groups is not None:
             groups = [token_frames[a : b + 1] for a, b in groups]
-    if groups is None and sep is not None:
-        runs = itertools.groupby(token_frames, key=lambda t: t[0] == sep)
-        groups = [list(run) for is_sep, run in runs if not is_sep]
-        groups = groups if len(groups) == len(word_ids) else None
     if groups is not None:
         spans = [(run[0][1], run[-1][2]) for run in groups]
     words = tuple(g.words.symbol(w) if g.words is not None else str(w) for w in word_ids)
