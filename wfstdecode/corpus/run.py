@@ -60,7 +60,8 @@ def decode_corpus(
     force: bool = False, verify: bool = False, progress: str = "auto",
 ) -> CorpusSummary:  # fmt: skip
     """Decode every shard ``manifest`` lists (see `read_manifest`) with ``decoder`` (a
-    `CtcCorpusDecoder`) into ``out``: ``OUT/NAME.jsonl`` per shard, ``OUT/summary.json``.
+    `CtcCorpusDecoder` or `TransducerCorpusDecoder`) into ``out``: ``OUT/NAME.jsonl`` per shard,
+    ``OUT/summary.json``.
 
     executor:     ``"ray"`` (actors on the Ray cluster at ``address``, else a local Ray),
                   ``"local"`` (processes on this machine) or ``"auto"`` (Ray when installed);
