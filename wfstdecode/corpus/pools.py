@@ -180,6 +180,9 @@ class LocalPool:
             job, w.job = w.job, None
             w.proc.join(timeout=5)
             reason = _exit_reason(w.proc.exitcode)
+            if w.proc.is_alive():  # its pipe broke but it lingers: it will get no more work
+                w.proc.kill()
+                w.proc.join(timeout=5)
             w.conn.close()
             if not w.ready:
                 raise WfstDecodeError(
