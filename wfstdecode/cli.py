@@ -157,11 +157,7 @@ def decode_command(args: argparse.Namespace) -> None:
         for rank, hyp in enumerate(hyps):
             tag = escape(utt) if args.nbest == 1 else f"{escape(utt)}-{rank + 1}"
             if args.json:
-                record = {"id": utt, "text": hyp.text, "score": _finite(hyp.score),
-                          "acoustic_score": _finite(hyp.acoustic_score),
-                          "graph_score": _finite(hyp.graph_score),
-                          "words": hyp.word_entries(args.frame_shift),
-                          "notes": list(hyp.notes)}  # fmt: skip
+                record = {"id": utt, **hyp.record(args.frame_shift)}
                 if args.nbest > 1:
                     record["rank"] = rank + 1
                 print(json.dumps(record, ensure_ascii=False))
@@ -187,16 +183,8 @@ def decode_corpus_command(args: argparse.Namespace) -> int:
         if ctc_given or args.boost or args.boost_file or args.backend != "cpu" or args.no_mmap:
             raise WfstDecodeError("--transducer decodes without a graph: --beam, --boost, "
                                   "--backend, --no-mmap and the like do not apply")  # fmt: skip
-        nbest, beam = args.nbest or 1, None
-        if args.beam_size is not None:
-            from .transducer import BeamOptions
-
-            beam = BeamOptions(args.beam_algorithm or "alsd", beam_size=args.beam_size,
-                               nbest=nbest)  # fmt: skip
-        elif args.beam_algorithm is not None or nbest != 1:
-            raise WfstDecodeError("--beam-algorithm and --nbest need --beam-size")
-        decoder = TransducerCorpusDecoder(args.transducer, beam, args.threads_per_worker,
-                                          args.frame_shift)  # fmt: skip
+        decoder = TransducerCorpusDecoder(args.transducer, _transducer_beam(args, args.nbest or 1),
+                                          args.threads_per_worker, args.frame_shift)  # fmt: skip
     else:
         if args.beam_size is not None or args.beam_algorithm is not None:
             raise WfstDecodeError("--beam-size is the transducer beam search (with "
@@ -221,25 +209,31 @@ def decode_corpus_command(args: argparse.Namespace) -> int:
     return 0 if summary.ok else 1
 
 
-def _finite(x: float | None) -> float | None:
-    """JSON has no infinities: a hypothesis with no surviving path scores null (see its notes)."""
-    import math
+def _transducer_beam(args: argparse.Namespace, nbest: int = 1):
+    """`BeamOptions` from --beam-size / --beam-algorithm (default ALSD) and ``nbest``, or None
+    for greedy decoding; the beam search's options without --beam-size are refused."""
+    if args.beam_size is None:
+        if args.beam_algorithm is not None or nbest != 1:
+            raise WfstDecodeError("--nbest and --beam-algorithm need --beam-size")
+        return None
+    from .transducer import BeamOptions
 
-    return x if x is not None and math.isfinite(x) else None
+    return BeamOptions(args.beam_algorithm or "alsd", beam_size=args.beam_size, nbest=nbest)
+
+
+def _add_transducer_beam_arguments(p: argparse.ArgumentParser, when: str = "") -> None:
+    p.add_argument("--beam-size", type=int, default=None, metavar="K",
+                   help=f"{when}beam search of K hypotheses (default: greedy)")  # fmt: skip
+    p.add_argument("--beam-algorithm", default=None, metavar="NAME",
+                   help=f"{when}standard, tokenwise, maes, alsd (default), wind")  # fmt: skip
 
 
 def decode_transducer_command(args: argparse.Namespace) -> None:
-    from .transducer import BeamOptions, GreedyOptions
+    from .transducer import GreedyOptions
     from .transducer.files import decode_transducer_npz, load_transducer_model
 
     model = load_transducer_model(args.model)
-    if args.beam_size is None:
-        if args.nbest != 1 or args.beam_algorithm is not None:
-            raise WfstDecodeError("--nbest and --beam-algorithm need --beam-size")
-        options = GreedyOptions()
-    else:
-        options = BeamOptions(args.beam_algorithm or "alsd", beam_size=args.beam_size,
-                              nbest=args.nbest)  # fmt: skip
+    options = _transducer_beam(args, args.nbest) or GreedyOptions()
     result = decode_transducer_npz(model, args.npz, options)
     for utt, hyps in zip(result.ids, result.hypotheses, strict=True):
         for rank, hyp in enumerate(hyps):
@@ -277,7 +271,7 @@ def transcribe_command(args: argparse.Namespace) -> None:
     from .decoding_graph import DecodingGraph
     from .models.speech_transducer import FRAME_SECONDS as TRANSDUCER_FRAME_SECONDS
     from .speech.phone_model import HamaPhoneModel
-    from .speech.transcribe import SPEECH_OPTIONS, iter_transcribe, word_times
+    from .speech.transcribe import SPEECH_OPTIONS, iter_transcribe
 
     defaults = dataclasses.asdict(SPEECH_OPTIONS)
     given = {n: v for n in DECODE_OPTIONS if (v := getattr(args, n)) is not None}
@@ -288,13 +282,7 @@ def transcribe_command(args: argparse.Namespace) -> None:
             raise WfstDecodeError("--transducer decodes without a graph: --graph and the CTC "
                                   "search options do not apply")  # fmt: skip
         frame_seconds = TRANSDUCER_FRAME_SECONDS
-        beam = None
-        if args.beam_size is not None:
-            from .transducer import BeamOptions
-
-            beam = BeamOptions(args.beam_algorithm or "alsd", beam_size=args.beam_size)
-        elif args.beam_algorithm is not None:
-            raise WfstDecodeError("--beam-algorithm needs --beam-size")
+        beam = _transducer_beam(args)
         results = iter_transcribe(args.audio, model=model, kind=args.transducer, beam=beam)
     else:
         if args.beam_size is not None or args.beam_algorithm is not None:
@@ -307,7 +295,7 @@ def transcribe_command(args: argparse.Namespace) -> None:
         for rank, hyp in enumerate(hyps):
             if args.json:
                 record = {"path": str(path), "text": hyp.text, "score": round(hyp.score, 3),
-                          "words": word_times(hyp, frame_seconds)}  # fmt: skip
+                          "words": hyp.word_entries(frame_seconds)}  # fmt: skip
                 if len(hyps) > 1:
                     record["rank"] = rank + 1
                 print(json.dumps(record, ensure_ascii=False), flush=True)
@@ -395,9 +383,7 @@ def make_parser() -> argparse.ArgumentParser:
     for name, kind in DECODE_OPTIONS.items():
         p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None,
                        help=f"default {defaults[name]}")  # fmt: skip
-    p.add_argument("--beam-size", type=int, metavar="K", help="--transducer: beam search")
-    p.add_argument("--beam-algorithm", metavar="NAME",
-                   help="--transducer: standard, tokenwise, maes, alsd, wind")  # fmt: skip
+    _add_transducer_beam_arguments(p, "--transducer: ")
     p.add_argument("--boost", type=_parse_boost, action="append", metavar="WORD=BONUS",
                    help="boost a word in every utterance; repeatable")  # fmt: skip
     p.add_argument("--boost-file", type=Path, metavar="FILE",
@@ -434,10 +420,7 @@ def make_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("model", help="rnnt or tdt (shipped), or a SpeechTransducer .npz")
     p.add_argument("npz", type=Path, help=".npz with enc or log_probs (see above)")
-    p.add_argument("--beam-size", type=int, default=None, metavar="K",
-                   help="beam search of K hypotheses (default: greedy)")  # fmt: skip
-    p.add_argument("--beam-algorithm", default=None, metavar="NAME",
-                   help="standard, tokenwise, maes, alsd (default), wind")  # fmt: skip
+    _add_transducer_beam_arguments(p)
     p.add_argument("--nbest", type=int, default=1, help="hypotheses per utterance")
     p.add_argument("--json", action="store_true", help="JSON lines")
     p.set_defaults(func=decode_transducer_command)
@@ -452,10 +435,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--graph", type=Path, help="graph directory over hama's tokens.txt")
     p.add_argument("--transducer", choices=("rnnt", "tdt"),
                    help="the shipped character transducer instead of a graph")  # fmt: skip
-    p.add_argument("--beam-size", type=int, default=None, metavar="K",
-                   help="--transducer: beam search of K hypotheses (default: greedy)")  # fmt: skip
-    p.add_argument("--beam-algorithm", default=None, metavar="NAME",
-                   help="standard, tokenwise, maes, alsd (default), wind")  # fmt: skip
+    _add_transducer_beam_arguments(p, "--transducer: ")
     for name, kind in DECODE_OPTIONS.items():
         p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None,
                        help="default: the speech defaults (SPEECH_OPTIONS)")  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 
@@ -55,3 +56,25 @@ class Hypothesis:
                 entry["end"] = round((end + 1) * frame_shift, 3)
             entries.append(entry)
         return entries
+
+    def record(self, frame_shift: float | None = None, tokens: bool = False) -> dict:
+        """A JSON-ready dict: ``text``, ``words`` (`word_entries`), ``score`` (null when no path
+        survived: see ``notes``), the acoustic and graph scores where the decoder keeps them
+        apart, with ``tokens`` the tokens, their frames and TDT durations, and ``notes``."""
+        out = {"text": self.text, "words": self.word_entries(frame_shift),
+               "score": finite_or_none(self.score)}  # fmt: skip
+        if self.acoustic_score is not None or self.graph_score is not None:
+            out["acoustic_score"] = finite_or_none(self.acoustic_score)
+            out["graph_score"] = finite_or_none(self.graph_score)
+        if tokens:
+            out["tokens"] = list(self.tokens)
+            out["timestamps"] = list(self.timestamps)
+            if self.durations:
+                out["durations"] = list(self.durations)
+        out["notes"] = list(self.notes)
+        return out
+
+
+def finite_or_none(x: float | None) -> float | None:
+    """JSON has no infinities: a score that is not finite is written as null."""
+    return x if x is not None and math.isfinite(x) else None

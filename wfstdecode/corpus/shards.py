@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..errors import DecodeInputError, InputFileError, OptionsError
 from ..metrics import edit_distance
-from ..results import Hypothesis
+from ..results import Hypothesis, finite_or_none
 
 HASH_CHUNK = 1 << 22
 # Errors a shard raises on every attempt: retrying cannot help, so it fails at once.
@@ -177,25 +177,13 @@ def utterance_record(
     utt: str, hyps: list[Hypothesis], frames: int, reference: str | None,
     frame_shift: float | None, tokens: bool = False,
 ) -> dict:  # fmt: skip
-    """One output line: the best hypothesis' words (with frames, and seconds given a frame
-    shift), scores (null when no path survived: see ``notes``; acoustic and graph scores where
-    the decoder keeps them apart), with ``tokens`` its tokens, their frames and durations, the
-    other n-best entries, and the reference with the word errors when the shard has one."""
+    """One output line: the utterance's id, its best hypothesis (`Hypothesis.record`), its
+    frames, the other n-best entries, and the reference with the word errors when the shard has
+    one."""
     best = hyps[0] if hyps else Hypothesis((), (), -math.inf, notes=("no hypothesis",))
-    record = {"id": utt, "text": best.text, "words": best.word_entries(frame_shift),
-              "score": _finite(best.score)}  # fmt: skip
-    if best.acoustic_score is not None or best.graph_score is not None:
-        record["acoustic_score"] = _finite(best.acoustic_score)
-        record["graph_score"] = _finite(best.graph_score)
-    if tokens:
-        record["tokens"] = list(best.tokens)
-        record["timestamps"] = list(best.timestamps)
-        if best.durations:
-            record["durations"] = list(best.durations)
-    record["frames"] = frames
-    record["notes"] = list(best.notes)
+    record = {"id": utt, **best.record(frame_shift, tokens), "frames": frames}
     if len(hyps) > 1:
-        record["nbest"] = [{"text": h.text, "score": _finite(h.score)} for h in hyps]
+        record["nbest"] = [{"text": h.text, "score": finite_or_none(h.score)} for h in hyps]
     if reference is not None:
         record["ref"] = reference
         record["errors"] = edit_distance(reference.split(), best.text.split())
@@ -207,10 +195,6 @@ def _has_ids(path: Path) -> bool:
 
     with NpzArchive(path, ("ids",), lambda m: InputFileError(path, None, m)) as z:
         return "ids" in z.names
-
-
-def _finite(x: float | None) -> float | None:
-    return x if x is not None and math.isfinite(x) else None
 
 
 def input_id(path: Path) -> InputId:

@@ -135,15 +135,6 @@ def spelled_words(hyp: Hypothesis, tokens, separator: str = "|") -> Hypothesis:
     return dataclasses.replace(hyp, words=tuple(words), word_timestamps=tuple(spans))
 
 
-def word_times(hyp: Hypothesis, frame_seconds: float) -> list[dict]:
-    """``[{"word", "start", "end"}]`` in seconds: from the first frame of a word to the end of its
-    last frame, as `Hypothesis.word_timestamps` gives them."""
-    return [
-        {"word": w, "start": round(s * frame_seconds, 3), "end": round((e + 1) * frame_seconds, 3)}
-        for w, (s, e) in zip(hyp.words, hyp.word_timestamps, strict=True)
-    ]
-
-
 def read_transcripts(path: str | os.PathLike) -> dict[str, list[str]]:
     """``utterance-id<TAB>words`` lines -> {id: words}."""
     from ..errors import InputFileError
