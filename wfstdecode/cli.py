@@ -104,17 +104,18 @@ def info_command(args: argparse.Namespace) -> None:
 
 
 def _parse_boost(text: str) -> tuple[str, float]:
-    word, sep, value = text.rpartition("=")
+    phrase, sep, value = text.rpartition("=")
+    phrase = " ".join(phrase.split())  # as --boost-file reads it
     try:
-        if not sep or not word:
+        if not sep or not phrase:
             raise ValueError
-        return word, float(value)
+        return phrase, float(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"--boost expects WORD=BONUS; got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"--boost expects PHRASE=BONUS; got {text!r}") from None
 
 
 def _boosts(args: argparse.Namespace) -> dict | None:
-    """--boost-file's words and the repeated --boost (a word given by both is refused)."""
+    """--boost-file's phrases and the repeated --boost (a phrase given by both is refused)."""
     from .ctc.boost import read_boost_file
 
     boosts = read_boost_file(args.boost_file) if args.boost_file else {}
@@ -351,10 +352,11 @@ def make_parser() -> argparse.ArgumentParser:
     defaults = {f.name: f.default for f in dataclasses.fields(CtcBeamOptions)}
     for name, kind in DECODE_OPTIONS.items():
         p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=defaults[name])
-    p.add_argument("--boost", type=_parse_boost, action="append", metavar="WORD=BONUS",
-                   help="boost a word (positive = more likely); repeatable")  # fmt: skip
+    p.add_argument("--boost", type=_parse_boost, action="append", metavar="PHRASE=BONUS",
+                   help="boost a word or a phrase of words (bonus per word, positive = more "
+                        "likely); repeatable")  # fmt: skip
     p.add_argument("--boost-file", type=Path, metavar="FILE",
-                   help="words to boost: WORD<TAB>BONUS per line")  # fmt: skip
+                   help="phrases to boost: PHRASE<TAB>BONUS per line")  # fmt: skip
     p.add_argument("--backend", default="auto", choices=("auto", "reference", "cpu", "cuda"))
     out_format = p.add_mutually_exclusive_group()
     out_format.add_argument("--json", action="store_true",
@@ -384,10 +386,11 @@ def make_parser() -> argparse.ArgumentParser:
         p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None,
                        help=f"default {defaults[name]}")  # fmt: skip
     _add_transducer_beam_arguments(p, "--transducer: ")
-    p.add_argument("--boost", type=_parse_boost, action="append", metavar="WORD=BONUS",
-                   help="boost a word in every utterance; repeatable")  # fmt: skip
+    p.add_argument("--boost", type=_parse_boost, action="append", metavar="PHRASE=BONUS",
+                   help="boost a word or phrase in every utterance (bonus per word); "
+                        "repeatable")  # fmt: skip
     p.add_argument("--boost-file", type=Path, metavar="FILE",
-                   help="words to boost: WORD<TAB>BONUS per line")  # fmt: skip
+                   help="phrases to boost: PHRASE<TAB>BONUS per line")  # fmt: skip
     p.add_argument("--backend", default="cpu", choices=("cpu", "cuda", "reference"),
                    help="cuda: one GPU per worker")  # fmt: skip
     p.add_argument("--executor", default="auto", choices=("auto", "ray", "local"),

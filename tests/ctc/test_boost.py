@@ -1,42 +1,49 @@
+from types import SimpleNamespace
+
 import numpy as np
 import pytest
 
 from wfstdecode import DecodeInputError
 from wfstdecode.ctc.boost import build_boost_tables, resolve_boosts
-from wfstdecode.ctc.bundles import LaneBoosts, SearchGraph, arc_cost
+from wfstdecode.ctc.bundles import SearchGraph, arc_cost, lane_boosts
 from wfstdecode.symbols import SymbolTable
 
 WORDS = SymbolTable.from_list(["<eps>", "cat", "cap", "dog", "kubernetes"])
 
 
 @pytest.mark.parametrize("seed", range(5))
-def test_hash_table_matches_dict(seed):
+def test_word_tables_cost_exactly_the_static_cost_less_the_bonus(seed):
+    """Single words: from the root context state every word's arc costs ``1 - bonus`` (float32)
+    and stays in the root — the one-state boosting acceptor."""
     rng = np.random.default_rng(seed)
     tables = []
     for _ in range(4):
         n = int(rng.integers(0, 40))
         ids = rng.choice(np.arange(1, 1000), size=n, replace=False)
-        tables.append({int(w): np.float32(rng.normal()) for w in ids} or None)
+        tables.append({(int(w),): np.float32(rng.normal()) for w in ids} or None)
     bt = build_boost_tables(tables)
-    boosts = LaneBoosts(bt.keys, bt.values, bt.offset, bt.mask)
+    boosts = lane_boosts(SimpleNamespace(boosts=bt))
     # one arc per word id, static cost 1: the boosted cost is 1 - bonus
     words = np.arange(1000, dtype=np.int32)
     i32 = np.zeros(1000, np.int32)
     graph = SearchGraph(0, np.zeros(1, np.float32), i32, i32, i32, i32, words,
                         np.ones(1000, np.float32), i32, 1000)  # fmt: skip
     for b, table in enumerate(tables):
+        assert bt.contexts[b] == 1
         for w in range(0, 1000):
-            got = arc_cost(graph, boosts, b, w)
-            bonus = table.get(w, np.float32(0.0)) if table and w else np.float32(0.0)
-            assert got == np.float32(np.float32(1.0) - bonus), (b, w)
-            assert arc_cost.py_func(graph, boosts, b, w) == got  # as the kernels run it
+            got = arc_cost(graph, boosts, b, w, 0)
+            bonus = table.get((w,), np.float32(0.0)) if table and w else np.float32(0.0)
+            assert got == (np.float32(np.float32(1.0) - bonus), 0), (b, w)
+            assert arc_cost.py_func(graph, boosts, b, w, 0) == got  # as the kernels run it
         if table:
             assert bt.mask[b] + 1 >= 2 * len(table)
 
 
 def test_resolve_words_and_ids_and_broadcast():
-    per = resolve_boosts({"cat": 2, 3: 1.5}, 2, WORDS)
-    assert per == [{1: np.float32(2.0), 3: np.float32(1.5)}] * 2
+    per = resolve_boosts({"cat": 2, 3: 1.5, "cap dog": 1.0, (1, "dog"): 0.5}, 2, WORDS)
+    want = {(1,): np.float32(2.0), (3,): np.float32(1.5), (2, 3): np.float32(1.0),
+            (1, 3): np.float32(0.5)}  # fmt: skip
+    assert per == [want] * 2
     assert resolve_boosts([None, {}], 2, WORDS) == [None, None]
 
 
@@ -44,7 +51,7 @@ def test_unknown_words_warn_listing_them():
     with pytest.warns(UserWarning, match=r"zebra, zzz") as rec:
         per = resolve_boosts([{"cat": 1.0, "zzz": 2.0}, {"zebra": 1.0, 99: 1.0}], 2, WORDS)
     assert "99" in str(rec[0].message)
-    assert per == [{1: np.float32(1.0)}, None]
+    assert per == [{(1,): np.float32(1.0)}, None]
 
 
 @pytest.mark.parametrize(
@@ -58,6 +65,7 @@ def test_unknown_words_warn_listing_them():
         ({"cat": "high"}, "number"),
         ("cat", "mapping"),
         ({1.5: 1.0}, "word id"),
+        ({"cat": 1.0, 1: 2.0}, "same phrase"),
     ],
 )
 def test_bad_boosts_raise(boosts, match):
@@ -70,13 +78,13 @@ def test_boost_file_reads_words_and_names_bad_lines(tmp_path):
     from wfstdecode.errors import InputFileError
 
     path = tmp_path / "boosts.txt"
-    path.write_text("# contacts\nkubernetes\t4.0\n\nnaïve\t-1.5\n")
-    assert read_boost_file(path) == {"kubernetes": 4.0, "naïve": -1.5}
+    path.write_text("# contacts\nkubernetes\t4.0\n\nnaïve\t-1.5\n new  york \t3\n")
+    assert read_boost_file(path) == {"kubernetes": 4.0, "naïve": -1.5, "new york": 3.0}
     for text, line, match in [
-        ("kubernetes 4.0\n", 1, "expected WORD<TAB>BONUS"),
+        ("kubernetes 4.0\n", 1, "expected PHRASE<TAB>BONUS"),
         ("a\tnan\n", 1, "finite"),
         ("a\t1\nb\t2\na\t3\n", 3, "already on line 1"),
-        ("new york\t3\n", 1, "several words"),
+        ("new york\t3\nnew   york\t1\n", 2, "already on line 1"),
         ("a\t5000\n", 1, "beyond"),
     ]:
         path.write_text(text)

@@ -53,7 +53,10 @@ def test_order_preserving_cost_bits_and_keys():
     assert np.all(np.diff(keys[order].astype(object)) > 0)  # keys sort as (cost, arc)
     for i in range(n):  # the integer order of keys is the backends' recombination rule
         for j in range(n):
-            assert (keys[i] < keys[j]) == improves(costs[i], arcs[i], costs[j], arcs[j]), (i, j)
+            assert (keys[i] < keys[j]) == improves(costs[i], arcs[i], 0, costs[j], arcs[j], 0), (
+                i,
+                j,
+            )
     finite = np.isfinite(costs) & (costs != 0)
     assert np.array_equal(np.argsort(bits[finite], kind="stable"),
                           np.argsort(costs[finite], kind="stable"))  # fmt: skip

@@ -7,45 +7,14 @@ import numpy as np
 import pytest
 
 from wfstdecode.ctc import CtcBeamOptions, decode_ctc
-from wfstdecode.fstio import FstArrays, write_openfst_bytes
 from wfstdecode.testing import lexicon_graph, random_graph, random_log_probs, simulate_ctc
+from wfstdecode.testing.oracles import openfst_shortest_path, pynini_fst
 
 pynini = pytest.importorskip("pynini")
 
 
-def _fst(arrays: FstArrays):
-    return pynini.Fst.read_from_string(write_openfst_bytes(arrays))
-
-
-def _emission_acceptor(lp: np.ndarray, scale: float):
-    T, V = lp.shape
-    src = np.repeat(np.arange(T), V)
-    lab = np.tile(np.arange(1, V + 1), T)
-    cost = (-scale * lp.astype(np.float64)).reshape(-1)
-    final = np.full(T + 1, np.inf, np.float32)
-    final[T] = 0.0
-    keep = np.isfinite(cost)
-    return _fst(FstArrays(0, final, src[keep], src[keep] + 1, lab[keep], lab[keep], cost[keep]))
-
-
 def _shortest(lp, graph, scale):
-    g = _fst(graph.to_arrays()).arcsort("ilabel")
-    composed = pynini.compose(_emission_acceptor(lp, scale), g)
-    path = pynini.shortestpath(composed).topsort().rmepsilon()
-    if path.start() == -1:
-        return None, None
-    words, state, cost = [], path.start(), 0.0
-    while True:
-        arcs = list(path.arcs(state))
-        if not arcs:
-            cost += float(path.final(state))
-            break
-        (arc,) = arcs
-        cost += float(arc.weight)
-        if arc.olabel:
-            words.append(arc.olabel)
-        state = arc.nextstate
-    return tuple(words), cost
+    return openfst_shortest_path(lp, pynini_fst(graph.to_arrays()), scale)
 
 
 WIDE = CtcBeamOptions(beam=math.inf, max_active=1_000_000)

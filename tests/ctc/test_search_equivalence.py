@@ -18,6 +18,7 @@ from wfstdecode.testing import (
     raw_backend,
     simulate_ctc,
 )
+from wfstdecode.testing.paths import occurrence_bonus
 
 OPTIONS = {
     "wide": CtcBeamOptions(beam=math.inf, max_active=100_000),
@@ -101,7 +102,8 @@ def _rescore(p, b, arcs, frames, final):
     """Independent float64 re-scoring of an arc path, checking that it is a path."""
     g = p.graph
     state, cost, t = g.start, 0.0, 0
-    bonus = p.boosts.dicts[b] or {}
+    automaton = p.boosts.automata[b]
+    words = []
     for a, f in zip(arcs.tolist(), frames.tolist(), strict=True):
         emitting = a < g.num_emitting_arcs
         lo, hi = (g.e_offsets if emitting else g.ne_offsets)[state : state + 2]
@@ -116,12 +118,13 @@ def _rescore(p, b, arcs, frames, final):
         if g.ilabel[a] == p.blank_ilabel:
             cost += p.options.blank_penalty
         if g.olabel[a]:
-            cost += p.options.word_insertion_penalty - float(bonus.get(int(g.olabel[a]), 0.0))
+            cost += p.options.word_insertion_penalty
+            words.append(int(g.olabel[a]))
         state = int(g.next_state[a])
     assert t == p.lengths[b], "path does not consume every frame"
     if final:
         cost += float(g.final_cost[state])
-    return cost
+    return cost - (occurrence_bonus(automaton.phrases, words) if automaton else 0.0)
 
 
 def test_rescoring_reproduces_scores(problem_of):

@@ -102,20 +102,15 @@ class CtcCorpusDecoder:
     def _known_boosts(self) -> dict | None:
         """The boosts of words the graph has. Checked here, in the driver, so that a bad graph
         or bonus fails before any worker starts and unknown words warn once, not per shard."""
-        from ..ctc.boost import resolve_boosts
+        from ..ctc.boost import phrase_ids, resolve_boosts
         from ..decoding_graph import DecodingGraph
 
         graph = DecodingGraph.load(self.graph, mmap=True)
         if not self.boosts:
             return None
-        known = resolve_boosts(self.boosts, 1, graph.words)[0] or {}
-
-        def word_id(key):
-            if not isinstance(key, str):
-                return key
-            return graph.words.get(key) if graph.words is not None else None
-
-        return {k: float(v) for k, v in self.boosts.items() if word_id(k) in known} or None
+        resolve_boosts(self.boosts, 1, graph.words)  # raises, or warns of unknown words once
+        return {k: float(v) for k, v in self.boosts.items()
+                if phrase_ids(k, graph.words) is not None} or None  # fmt: skip
 
     def config(self) -> dict:
         """Everything that changes the output (the backend and thread count do not): a run's

@@ -22,7 +22,7 @@ non-blank frame before the next word's output arc (or the end); a word with no t
 
 Scores (log scores, higher is better), recomputed along the path in float64:
 ``acoustic_score = -sum(ac)`` over the frames (``acoustic_scale * log_prob``),
-``graph_score = -(sum of arc costs incl. penalties - bonuses + final cost)``,
+``graph_score = -(sum of arc costs incl. penalties - phrase bonuses + final cost)``,
 ``score = acoustic_score + graph_score`` (equal to the negated float32 search cost up to rounding).
 """
 
@@ -207,9 +207,8 @@ def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
         pid, weights=problem.arc_cost[arc].astype(np.float64), minlength=P
     ).astype(np.float64)
     for k, (b, *_rest) in enumerate(paths):
-        bonus = problem.boosts.dicts[b]
-        if bonus:
-            arc_total[k] -= sum(float(bonus.get(w, 0.0)) for w in word_ids[w_off[k] : w_off[k + 1]])
+        if problem.boosts.automata[b] is not None:
+            arc_total[k] -= problem.boosts.path_bonus(b, word_ids[w_off[k] : w_off[k + 1]])
     last_state = np.full(P, g.start, np.int64)
     nonempty = lens > 0
     last_state[nonempty] = g.next_state[arc[offsets[1:][nonempty] - 1]]

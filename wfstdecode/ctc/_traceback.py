@@ -20,10 +20,11 @@ _INF = np.float32(np.inf)
 
 
 class Survivors(NamedTuple):
-    """The surviving tokens of a token frame: state, cost relative to that frame's best, and the
-    record it traces back from."""
+    """The surviving tokens of a token frame: state, context state (the phrase automaton's), cost
+    relative to that frame's best, and the record it traces back from."""
 
     state: np.ndarray
+    ctx: np.ndarray
     cost: np.ndarray
     record: np.ndarray
 
@@ -78,14 +79,17 @@ class PathRows:
 
 
 @njit(nogil=True, cache=True)
-def finish_paths(alive, records, n_rec, T, final_cost, olabel, num_emitting, nbest, out):
+def finish_paths(alive, records, n_rec, T, final_cost, give_back, olabel, num_emitting, nbest,
+                 out):  # fmt: skip
     """Write up to ``nbest`` paths of the survivors ``alive`` (`Survivors`), traced back through
     the first ``n_rec`` of ``records``, into ``out`` (`PathRows.lane`: arcs and frames of path
-    ``p`` in ``arcs[p, :lens[p]]``); returns ``(number of paths, status bits)``.
+    ``p`` in ``arcs[p, :lens[p]]``); returns ``(number of paths, status bits)``. A survivor
+    ranks by ``cost + (final_cost[state] + give_back[context state])`` (`reference.py`, step 6),
+    ties by state, then context state.
 
     The buffers may have fewer rows than ``nbest`` (a huge ``nbest`` must not allocate for
     paths that do not exist): when they run out while paths remain, MORE_PATHS says so."""
-    a_state, a_cost, a_store = alive
+    a_state, a_ctx, a_cost, a_store = alive
     st_prev, st_arc = records
     out_arcs, out_frames, out_len, out_cost = out
     a_n, n_st, n_emit = a_state.shape[0], n_rec, num_emitting
@@ -93,13 +97,13 @@ def finish_paths(alive, records, n_rec, T, final_cost, olabel, num_emitting, nbe
     total = np.empty(a_n, np.float32)
     any_final = False
     for i in range(a_n):
-        total[i] = a_cost[i] + final_cost[a_state[i]]
+        total[i] = a_cost[i] + (final_cost[a_state[i]] + give_back[a_ctx[i]])
         if total[i] < _INF:
             any_final = True
     if not any_final:
         status |= NO_FINAL
         for i in range(a_n):
-            total[i] = a_cost[i]
+            total[i] = a_cost[i] + give_back[a_ctx[i]]
     used = np.zeros(a_n, np.bool_)
     n_paths = 0
     cap_out = out_arcs.shape[1]
@@ -112,6 +116,7 @@ def finish_paths(alive, records, n_rec, T, final_cost, olabel, num_emitting, nbe
                 bi < 0
                 or total[i] < total[bi]
                 or (total[i] == total[bi] and a_state[i] < a_state[bi])
+                or (total[i] == total[bi] and a_state[i] == a_state[bi] and a_ctx[i] < a_ctx[bi])
             ):
                 bi = i
         if bi < 0:

@@ -1,19 +1,28 @@
-"""Per-utterance word boosting (gpu-wfst-beam-search-ctc.txt §3.2, Fig. 5).
+"""Per-utterance word and phrase boosting (gpu-wfst-beam-search-ctc.txt §3.2, Fig. 5, extended
+to phrases as icefall's and sherpa-onnx's hotwords are).
 
-A boost table maps word id -> bonus (a positive bonus makes the word more likely). In the search,
-every arc with a non-epsilon output label ``w`` costs ``arc_cost - bonus[w]``: decoding with TLG∘B
-for the one-state boosting acceptor B, without composing.
+``boosts`` map a word or a phrase to a bonus per word (a positive bonus makes it more likely).
+Each utterance's phrases compile into a `phrases.PhraseAutomaton` (Aho-Corasick over word ids);
+in the search every arc with a non-epsilon output label ``w`` taken in context state ``x`` costs
+``arc_cost - bonus`` and moves the token to the automaton's next state: decoding with TLG∘C
+without composing. A list of single words gives a one-state automaton: the one-state boosting
+acceptor of the paper, one token per graph state as without boosts.
 
-All utterances' tables live in one set of flat arrays — open addressing with linear probing, the
-same structure the GPU backend keeps on the device:
+All utterances' automata live in one set of flat arrays (`BoostTables`), the same structure the
+GPU backend keeps on the device. The goto function is one open-addressing hash table per
+utterance with linear probing, keyed by ``(node, word)``:
 
-* ``keys``  int32 [total]: word id, or -1 for an empty slot;
-* ``values`` float32 [total]: the bonus;
+* ``node``, ``word`` int32 [total]: the entry's key (``word`` -1 for an empty slot);
+* ``gain`` float32 [total]: the bonus of reaching the child from the root
+  (`phrases.PhraseAutomaton.gain`); ``enter`` int32 [total]: the context state it leads to;
 * ``offset`` int64 [B]: where utterance b's table starts; ``mask`` int64 [B]: its capacity - 1
-  (capacities are powers of two, at least twice the number of words), or -1 for no table.
+  (a power of two, at least twice the entries), or -1 for no table;
 
-The slot of word ``w`` is ``(w * 2654435761) mod 2**32 & mask`` (Knuth's multiplicative hash), then
-the next slots in turn; `bundles.arc_cost` looks a word up there, in every backend.
+and per node, from ``node_offset[b]``: ``fail`` int32 (the failure link) and ``phi`` float32 (the
+anticipated bonus a token in that state gives back if the match fails or the utterance ends).
+``contexts[b]`` counts the context states a token of utterance b can be in (1 for words only).
+The slot of ``(node, word)`` is ``(word * 2654435761 + node * 40503) mod 2**32 & mask``;
+`bundles.arc_cost` walks the table in every backend.
 """
 
 from __future__ import annotations
@@ -26,43 +35,64 @@ import numpy as np
 
 from ..errors import DecodeInputError
 from .options import MAX_COST_TERM
+from .phrases import PhraseAutomaton
 
 EMPTY = -1
 HASH_MULT = 2654435761
+NODE_MULT = 40503
+MAX_PHRASES = 200_000  # per utterance: the automaton is built in Python (~3 s, ~0.5 GB at most)
+MAX_PHRASE_WORDS = 64
 
 
 @dataclass(frozen=True)
 class BoostTables:
-    """Flat open-addressing hash tables, one per utterance (see the module docstring)."""
+    """The flat hash tables and node arrays of every utterance (see the module docstring)."""
 
-    keys: np.ndarray
-    values: np.ndarray
+    node: np.ndarray
+    word: np.ndarray
+    gain: np.ndarray
+    enter: np.ndarray
     offset: np.ndarray
     mask: np.ndarray
-    dicts: tuple  # per utterance: {word_id: float32 bonus} or None (what the tables hold)
+    fail: np.ndarray
+    phi: np.ndarray
+    node_offset: np.ndarray
+    contexts: np.ndarray
+    automata: tuple  # per utterance: its PhraseAutomaton or None
 
     @property
     def any(self) -> bool:
         return bool((self.mask >= 0).any())
 
+    @property
+    def has_phrases(self) -> bool:
+        """Whether any utterance's tokens can be in a context state other than the root."""
+        return bool((self.contexts > 1).any())
 
-def _insert(keys, values, base, mask, word, bonus):
-    h = ((word * HASH_MULT) & 0xFFFFFFFF) & mask
-    while keys[base + h] != EMPTY:
-        h = (h + 1) & mask
-    keys[base + h] = word
-    values[base + h] = bonus
+    def path_bonus(self, b: int, word_ids) -> float:
+        """Utterance ``b``'s bonus for a whole word sequence (float64)."""
+        automaton = self.automata[b]
+        return automaton.path_bonus(word_ids) if automaton is not None else 0.0
 
 
-def resolve_boosts(boosts, batch_size: int, words) -> list[dict[int, np.float32] | None]:
-    """Normalise the ``boosts`` argument of `decode_ctc` to one ``{word_id: bonus}`` (or None) per
-    utterance.
+def _slot(node: int, word: int, mask: int) -> int:
+    return ((word * HASH_MULT + node * NODE_MULT) & 0xFFFFFFFF) & mask
+
+
+def resolve_boosts(
+    boosts, batch_size: int, words
+) -> list[dict[tuple[int, ...], np.float32] | None]:
+    """Normalise the ``boosts`` argument of `decode_ctc` to one ``{phrase: bonus}`` (or None) per
+    utterance, a phrase being a tuple of word ids.
 
     ``boosts`` is None, one mapping applied to every utterance, or a sequence of ``batch_size``
-    mappings / None. Keys are words (str, looked up in ``words``) or word ids (int); values are
-    bonuses of at most ``MAX_COST_TERM`` (1000) in magnitude. Words that are not in the graph's
-    word table are left out with one ``UserWarning`` listing them (they can never be output, so
-    boosting them cannot act).
+    mappings / None. Keys are a word or a phrase of words separated by spaces (str, looked up in
+    ``words``), a word id (int), or a tuple of words / word ids; values are bonuses per word of at
+    most ``MAX_COST_TERM`` (1000) in magnitude. Phrases with a word that is not in the graph's
+    word table are left out with one ``UserWarning`` listing them (the graph can never output
+    them, so boosting them cannot act). An empty phrase, the same phrase twice (``"new york"``
+    and ``("new", "york")``), more than ``MAX_PHRASES`` phrases or a phrase of more than
+    ``MAX_PHRASE_WORDS`` words raise `DecodeInputError`.
     """
     if boosts is None:
         return [None] * batch_size
@@ -78,9 +108,9 @@ def resolve_boosts(boosts, batch_size: int, words) -> list[dict[int, np.float32]
         raise DecodeInputError(
             f"boosts must be None, a mapping word -> bonus, or a list of them; got {type(boosts)}"
         )
-    max_id = words.next_id - 1 if words is not None else None
     unknown: list[str] = []
-    out: list[dict[int, np.float32] | None] = []
+    done: dict[int, dict | None] = {}  # one mapping given for every utterance is resolved once
+    out: list[dict[tuple[int, ...], np.float32] | None] = []
     for b, table in enumerate(per_utt):
         if table is None or len(table) == 0:
             out.append(None)
@@ -89,45 +119,9 @@ def resolve_boosts(boosts, batch_size: int, words) -> list[dict[int, np.float32]
             raise DecodeInputError(
                 f"boosts[{b}] must be a mapping word -> bonus; got {type(table)}"
             )
-        resolved: dict[int, np.float32] = {}
-        for word, bonus in table.items():
-            if isinstance(bonus, bool) or not isinstance(
-                bonus, (int, float, np.floating, np.integer)
-            ):
-                raise DecodeInputError(f"boosts[{b}][{word!r}] must be a number; got {bonus!r}")
-            if not -MAX_COST_TERM <= bonus <= MAX_COST_TERM:  # also rejects NaN and inf
-                raise DecodeInputError(
-                    f"boosts[{b}][{word!r}] must be in [-{MAX_COST_TERM:g}, {MAX_COST_TERM:g}]; "
-                    f"got {bonus}"
-                )
-            if isinstance(word, (int, np.integer)) and not isinstance(word, bool):
-                wid = int(word)
-                if (
-                    wid <= 0
-                    or (max_id is not None and wid > max_id)
-                    or (words is not None and _symbol_or_none(words, wid) is None)
-                ):
-                    unknown.append(str(wid))
-                    continue
-            elif isinstance(word, str):
-                wid = words.get(word) if words is not None else None
-                if wid is None:
-                    if words is None:
-                        raise DecodeInputError(
-                            f"boosts[{b}] names word {word!r}, but the graph has no word table; "
-                            "pass word ids instead"
-                        )
-                    unknown.append(word)
-                    continue
-                if wid == 0:
-                    unknown.append(word)  # epsilon is never an output word
-                    continue
-            else:
-                raise DecodeInputError(
-                    f"boosts[{b}]: a key must be a word or a word id; got {word!r}"
-                )
-            resolved[wid] = np.float32(bonus)
-        out.append(resolved or None)
+        if id(table) not in done:
+            done[id(table)] = _resolve_table(table, b, words, unknown)
+        out.append(done[id(table)])
     if unknown:
         listed = sorted(set(unknown))
         warnings.warn(
@@ -138,6 +132,95 @@ def resolve_boosts(boosts, batch_size: int, words) -> list[dict[int, np.float32]
     return out
 
 
+def _resolve_table(table: Mapping, b: int, words, unknown: list) -> dict | None:
+    if len(table) > MAX_PHRASES:
+        raise DecodeInputError(
+            f"boosts[{b}] has {len(table)} phrases; at most {MAX_PHRASES} per utterance"
+        )
+    resolved: dict[tuple[int, ...], np.float32] = {}
+    given: dict[tuple[int, ...], object] = {}
+    for key, bonus in table.items():
+        if isinstance(bonus, bool) or not isinstance(bonus, (int, float, np.floating, np.integer)):
+            raise DecodeInputError(f"boosts[{b}][{key!r}] must be a number; got {bonus!r}")
+        if not -MAX_COST_TERM <= bonus <= MAX_COST_TERM:  # also rejects NaN and inf
+            raise DecodeInputError(
+                f"boosts[{b}][{key!r}] must be in [-{MAX_COST_TERM:g}, {MAX_COST_TERM:g}]; "
+                f"got {bonus}"
+            )
+        ids = phrase_ids(key, words, b, unknown)
+        if ids is None:
+            continue
+        if ids in given:
+            raise DecodeInputError(f"boosts[{b}]: {key!r} and {given[ids]!r} are the same phrase")
+        given[ids] = key
+        resolved[ids] = np.float32(bonus)
+    return resolved or None
+
+
+def phrase_ids(key, words, b: int = 0, unknown: list | None = None) -> tuple[int, ...] | None:
+    """A boost key as a tuple of word ids, or None (noted in ``unknown``) when a word is not in
+    ``words``; a key that is no phrase at all raises `DecodeInputError`."""
+    if isinstance(key, str):
+        parts = key.split()
+    elif isinstance(key, tuple):
+        parts = list(key)
+    elif isinstance(key, (int, np.integer)) and not isinstance(key, bool):
+        parts = [key]
+    else:
+        raise DecodeInputError(
+            f"boosts[{b}]: a key must be a word, a phrase or a word id; got {key!r}"
+        )
+    if not parts:
+        raise DecodeInputError(f"boosts[{b}]: {key!r} is an empty phrase")
+    if len(parts) > MAX_PHRASE_WORDS:
+        raise DecodeInputError(
+            f"boosts[{b}]: a phrase of {len(parts)} words; at most {MAX_PHRASE_WORDS}"
+        )
+    max_id = words.next_id - 1 if words is not None else None
+    ids = []
+    for part in parts:
+        if isinstance(part, (int, np.integer)) and not isinstance(part, bool):
+            wid = int(part)
+            known = (
+                wid > 0
+                and (max_id is None or wid <= max_id)
+                and (words is None or _symbol_or_none(words, wid) is not None)
+            )
+        elif isinstance(part, str) and part and not part.isspace():
+            if words is None:
+                raise DecodeInputError(
+                    f"boosts[{b}] names word {part!r}, but the graph has no word table; "
+                    "pass word ids instead"
+                )
+            wid = words.get(part)
+            known = wid is not None and wid != 0  # epsilon is never an output word
+        else:
+            raise DecodeInputError(
+                f"boosts[{b}]: {key!r}: a phrase is made of words or word ids; got {part!r}"
+            )
+        if not known:
+            if unknown is not None:
+                unknown.append(str(part) if isinstance(key, (str, int, np.integer))
+                               else f"{part} (in {key!r})")  # fmt: skip
+            return None
+        ids.append(wid)
+    return tuple(ids)
+
+
+def has_phrases(boosts) -> bool:
+    """Whether ``boosts`` (as `decode_ctc` takes them) name a phrase of several words."""
+    if boosts is None or isinstance(boosts, (str, bytes)):
+        return False
+    tables = [boosts] if isinstance(boosts, Mapping) else boosts
+
+    def several(key) -> bool:
+        if isinstance(key, str):
+            return len(key.split()) > 1
+        return isinstance(key, tuple) and len(key) > 1
+
+    return any(isinstance(t, Mapping) and any(several(k) for k in t) for t in tables)
+
+
 def _symbol_or_none(words, wid):
     try:
         return words.symbol(wid)
@@ -145,31 +228,65 @@ def _symbol_or_none(words, wid):
         return None
 
 
-def build_boost_tables(per_utt: list[dict[int, np.float32] | None]) -> BoostTables:
-    """Lay out resolved per-utterance boosts (`resolve_boosts`) as flat hash tables."""
-    offsets = np.zeros(len(per_utt), np.int64)
-    masks = np.full(len(per_utt), -1, np.int64)
-    total = 0
+def build_boost_tables(per_utt: list[dict[tuple[int, ...], np.float32] | None]) -> BoostTables:
+    """Compile resolved per-utterance boosts (`resolve_boosts`) into automata laid out as flat
+    tables; utterances given the same resolved mapping share one automaton and table."""
+    B = len(per_utt)
+    offsets = np.zeros(B, np.int64)
+    masks = np.full(B, -1, np.int64)
+    node_offsets = np.zeros(B, np.int64)
+    contexts = np.ones(B, np.int64)
+    automata: list[PhraseAutomaton | None] = []
+    built: dict[int, int] = {}  # id(mapping) -> the first utterance that had it
+    unique: list[PhraseAutomaton] = []
+    total, total_nodes = 0, 0
     for b, table in enumerate(per_utt):
-        offsets[b] = total
-        if table:
-            cap = 1 << max(1, (2 * len(table) - 1).bit_length())
-            masks[b] = cap - 1
-            total += cap
-    keys = np.full(max(total, 1), EMPTY, np.int32)
-    values = np.zeros(max(total, 1), np.float32)
-    for b, table in enumerate(per_utt):
-        if table:
-            for word, bonus in table.items():
-                _insert(keys, values, int(offsets[b]), int(masks[b]), int(word), bonus)
-    return BoostTables(keys, values, offsets, masks, tuple(per_utt))
+        if not table:
+            automata.append(None)
+            continue
+        if id(table) in built:
+            first = built[id(table)]
+            automata.append(automata[first])
+            offsets[b], masks[b] = offsets[first], masks[first]
+            node_offsets[b], contexts[b] = node_offsets[first], contexts[first]
+            continue
+        built[id(table)] = b
+        automaton = PhraseAutomaton(table)
+        automata.append(automaton)
+        unique.append(automaton)
+        entries = automaton.num_nodes - 1  # one goto entry per node but the root
+        cap = 1 << max(1, (2 * entries - 1).bit_length())
+        offsets[b], masks[b] = total, cap - 1
+        node_offsets[b], contexts[b] = total_nodes, automaton.num_contexts
+        total += cap
+        total_nodes += automaton.num_nodes
+    node = np.zeros(max(total, 1), np.int32)
+    word = np.full(max(total, 1), EMPTY, np.int32)
+    gain = np.zeros(max(total, 1), np.float32)
+    enter = np.zeros(max(total, 1), np.int32)
+    fail = np.zeros(max(total_nodes, 1), np.int32)
+    phi = np.zeros(max(total_nodes, 1), np.float32)
+    for b in built.values():
+        automaton, base, mask = automata[b], int(offsets[b]), int(masks[b])
+        n0 = int(node_offsets[b])
+        fail[n0 : n0 + automaton.num_nodes] = automaton.fail
+        phi[n0 : n0 + automaton.num_nodes] = automaton.phi
+        for parent, kids in enumerate(automaton.children):
+            for w, child in kids.items():
+                h = _slot(parent, w, mask)
+                while word[base + h] != EMPTY:
+                    h = (h + 1) & mask
+                node[base + h], word[base + h] = parent, w
+                gain[base + h], enter[base + h] = automaton.gain[child], automaton.enter[child]
+    return BoostTables(node, word, gain, enter, offsets, masks, fail, phi, node_offsets,
+                       contexts, tuple(automata))  # fmt: skip
 
 
 def read_boost_file(path) -> dict[str, float]:
-    """``word<TAB>bonus`` per line (blank lines and ``#`` comments skipped) as ``{word: bonus}``.
-    A malformed line, a repeated word, a non-finite bonus or one beyond ``MAX_COST_TERM`` raises
-    `InputFileError` naming the line; so does a phrase of several words, which word boosting
-    cannot express (each word would be boosted wherever it occurs)."""
+    """``phrase<TAB>bonus`` per line (a word or words separated by spaces; blank lines and ``#``
+    comments skipped) as ``{phrase: bonus}``, the phrase's words joined by single spaces. A
+    malformed line, a repeated phrase, a non-finite bonus or one beyond ``MAX_COST_TERM`` raises
+    `InputFileError` naming the line."""
     import math
 
     from ..errors import InputFileError
@@ -181,20 +298,19 @@ def read_boost_file(path) -> dict[str, float]:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         phrase, tab, value = line.rpartition("\t")
-        phrase = phrase.strip()
+        phrase = " ".join(phrase.split())
         try:
             bonus = float(value) if tab and phrase else math.nan
         except ValueError:
             bonus = math.nan
         if not tab or not phrase or not math.isfinite(bonus):
-            raise InputFileError(path, line_no, f"expected WORD<TAB>BONUS (a finite number); got "
-                                 f"{line[:80]!r}")  # fmt: skip
-        if len(phrase.split()) > 1:
-            raise InputFileError(path, line_no, f"{phrase!r} has several words: only single "
-                                 "words can be boosted (no phrases yet)")  # fmt: skip
+            raise InputFileError(path, line_no, f"expected PHRASE<TAB>BONUS (a finite number); "
+                                 f"got {line[:80]!r}")  # fmt: skip
         if abs(bonus) > MAX_COST_TERM:
             raise InputFileError(path, line_no, f"bonus {bonus} is beyond ±{MAX_COST_TERM:g}")
         if phrase in out:
             raise InputFileError(path, line_no, f"{phrase!r} is already on line {where[phrase]}")
+        if len(out) == MAX_PHRASES:
+            raise InputFileError(path, line_no, f"more than {MAX_PHRASES} phrases")
         out[phrase], where[phrase] = bonus, line_no
     return out

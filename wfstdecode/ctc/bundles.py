@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .boost import EMPTY, HASH_MULT
+from .boost import EMPTY, HASH_MULT, NODE_MULT
 
 
 class SearchGraph(NamedTuple):
@@ -35,12 +35,18 @@ class SearchGraph(NamedTuple):
 
 
 class LaneBoosts(NamedTuple):
-    """The per-utterance boost tables (`boost.BoostTables`), one row per lane of this call."""
+    """The per-utterance phrase automata (`boost.BoostTables`), one row per lane of this call."""
 
-    keys: np.ndarray  # int32 [total]: word id, or EMPTY
-    values: np.ndarray  # float32 [total]: bonus
+    node: np.ndarray  # int32 [total]: a goto entry's node
+    word: np.ndarray  # int32 [total]: its word, or EMPTY
+    gain: np.ndarray  # float32 [total]: the bonus of taking it from the root
+    enter: np.ndarray  # int32 [total]: the context state it leads to
     offset: np.ndarray  # int64 [lanes]: where a lane's table starts
     mask: np.ndarray  # int64 [lanes]: its capacity - 1, or -1 for no table
+    fail: np.ndarray  # int32 [nodes]: failure links
+    phi: np.ndarray  # float32 [nodes]: what a token in that state gives back
+    node_offset: np.ndarray  # int64 [lanes]: where a lane's nodes start
+    contexts: np.ndarray  # int64 [lanes]: context states a lane's tokens can be in
 
 
 class Limits(NamedTuple):
@@ -66,8 +72,14 @@ def search_graph(problem, put=np.asarray, index=np.int64) -> SearchGraph:
 def lane_boosts(problem, lanes=None, put=np.asarray) -> LaneBoosts:
     """The boost tables of the utterances ``lanes`` (default: all), lane ``i`` = ``lanes[i]``."""
     bt = problem.boosts
-    offset, mask = (bt.offset, bt.mask) if lanes is None else (bt.offset[lanes], bt.mask[lanes])
-    return LaneBoosts(put(bt.keys), put(bt.values), put(offset), put(mask))
+    per_lane = (bt.offset, bt.mask, bt.node_offset, bt.contexts)
+    if lanes is not None:
+        per_lane = tuple(x[lanes] for x in per_lane)
+    offset, mask, node_offset, contexts = per_lane
+    return LaneBoosts(
+        put(bt.node), put(bt.word), put(bt.gain), put(bt.enter), put(offset), put(mask),
+        put(bt.fail), put(bt.phi), put(node_offset), put(contexts),
+    )  # fmt: skip
 
 
 def limits(problem, index=np.int64) -> Limits:
@@ -76,27 +88,44 @@ def limits(problem, index=np.int64) -> Limits:
 
 
 @njit(inline="always", nogil=True, cache=True)
-def arc_cost(graph, boosts, lane, a):
-    """Arc ``a``'s cost for ``lane``: its static cost less the lane's bonus for its output word
-    (reference.py step 2, ``arc_cost'``). The bonus is found in the lane's open-addressing table
-    (`boost.py`); a word without a bonus costs the static cost exactly."""
+def arc_cost(graph, boosts, lane, a, x):
+    """Arc ``a`` taken by a token of ``lane`` in context state ``x``: ``(cost, next context
+    state)`` (reference.py step 2, ``arc_cost'``). An arc with no output word keeps ``x`` at the
+    static cost; one with word ``w`` walks the lane's phrase automaton (`boost.py`,
+    `phrases.py`): the goto entry of ``(node, w)`` for ``node`` = ``x``, then its failure links,
+    earns ``gain - phi[x]`` (``gain`` from the root) and moves to the entry's state; no entry
+    down to the root gives ``phi[x]`` back and moves to the root. Without a table, or for words
+    without a bonus from the root, the cost is the static cost exactly."""
     c = graph.arc_cost[a]
     word = graph.olabel[a]
     mask = boosts.mask[lane]
     if word == 0 or mask < 0:
-        return c
+        return c, x
     base = boosts.offset[lane]
-    h = ((np.int64(word) * np.int64(HASH_MULT)) & np.int64(0xFFFFFFFF)) & mask
+    nodes = boosts.node_offset[lane]
+    node = x
     while True:
-        k = boosts.keys[base + h]
-        if k == word:
-            return c - boosts.values[base + h]
-        if k == EMPTY:
-            return c
-        h = (h + 1) & mask
+        h = ((np.int64(word) * np.int64(HASH_MULT) + np.int64(node) * np.int64(NODE_MULT))
+             & np.int64(0xFFFFFFFF)) & mask  # fmt: skip
+        while True:
+            k = boosts.word[base + h]
+            if k == EMPTY:
+                break
+            if k == word and boosts.node[base + h] == node:
+                gain = boosts.gain[base + h]
+                if x != 0:
+                    gain = gain - boosts.phi[nodes + x]
+                return c - gain, boosts.enter[base + h]
+            h = (h + 1) & mask
+        if node == 0:
+            return c + boosts.phi[nodes + x], 0
+        node = boosts.fail[nodes + node]
 
 
 @njit(inline="always", nogil=True, cache=True)
-def improves(cost, arc, old_cost, old_arc):
-    """The recombination rule (reference.py step 2): the smaller ``(cost, arc)`` key wins."""
-    return cost < old_cost or (cost == old_cost and arc < old_arc)
+def improves(cost, arc, x, old_cost, old_arc, old_x):
+    """The recombination rule (reference.py step 2): the smaller ``(cost, arc, source context
+    state)`` key wins."""
+    if cost != old_cost:
+        return cost < old_cost
+    return arc < old_arc or (arc == old_arc and x < old_x)

@@ -112,7 +112,7 @@ def begin(graph, boosts, lane, lim, state_map, collect_at):
     counts[STOPPED] = -1
     empty = np.empty(0, np.int32)
     state = SearchState(
-        Survivors(empty, np.empty(0, np.float32), empty),
+        Survivors(empty, empty, np.empty(0, np.float32), empty),
         Records(np.empty(1024, np.int32), np.empty(1024, np.int32)),
         SharedPrefix(empty, empty), counts,
     )  # fmt: skip
@@ -148,15 +148,17 @@ def advance(state, ac, n_frames, graph, boosts, lane, lim, state_map, cancel):
 
 
 @njit(nogil=True, cache=True)
-def end(state, graph, final_cost, nbest, out):
+def end(state, graph, boosts, lane, final_cost, nbest, out):
     """Step 6 into ``out`` (`PathRows.lane`): ``(number of paths, status bits, stopped frame)``.
     ``final_cost`` is the graph's, or zeros for a partial result (ranked on cost alone)."""
     counts = state.counts
     if counts[STATUS] & _STOPPING:
         return 0, counts[STATUS], counts[STOPPED]
     alive, records = state.alive, state.records
+    give_back = boosts.phi[boosts.node_offset[lane] :]
     n_paths, status = finish_paths(alive, records, counts[N_REC], counts[FRAMES], final_cost,
-                                   graph.olabel, graph.num_emitting, nbest, out)  # fmt: skip
+                                   give_back, graph.olabel, graph.num_emitting, nbest,
+                                   out)  # fmt: skip
     if counts[N_PREFIX] > 0 and not status & OVERFLOW:
         status |= prepend_prefix(state.prefix, counts[N_PREFIX], n_paths, out)
     return n_paths, status, -1
@@ -185,7 +187,7 @@ def _decode_batch(ac, lengths, graph, boosts, lim, rows, outcome, n_chunks, canc
             out = (rows[0][b], rows[1][b], rows[2][b], rows[3][b])
             state = begin(graph, boosts, b, lim, state_map, collect_at)
             state = advance(state, ac[b], lengths[b], graph, boosts, b, lim, state_map, cancel)
-            n, status, died = end(state, graph, graph.final_cost, lim.nbest, out)
+            n, status, died = end(state, graph, boosts, b, graph.final_cost, lim.nbest, out)
             out_n[b] = n
             out_status[b] = status
             out_died[b] = died
@@ -312,8 +314,8 @@ class CpuStreams:
         g, nbest = p.graph, p.options.nbest
         rows = PathRows.first(1, nbest, int(state.counts[FRAMES]))
         while True:
-            n, status, died = end(state, search_graph(p), g.final_cost, np.int64(nbest),
-                                  rows.lane(0))  # fmt: skip
+            n, status, died = end(state, search_graph(p), lane_boosts(p), 0, g.final_cost,
+                                  np.int64(nbest), rows.lane(0))  # fmt: skip
             if not status & RETRY_BITS:
                 return rows.result(0, n, status, 0, died)
             rows = rows.grown(1, status, nbest)
@@ -324,12 +326,12 @@ class CpuStreams:
         survivor shares. Arcs, frames and stable arcs are None when the search stopped."""
         if state.counts[STATUS] & _STOPPING:
             return state, None, None, None
-        graph = search_graph(p)
+        graph, boosts = search_graph(p), lane_boosts(p)
         state = settled_prefix(state, graph)
         no_final = np.zeros_like(p.graph.final_cost)
         rows = PathRows.first(1, 1, int(state.counts[FRAMES]))
         while True:
-            _, status, _ = end(state, graph, no_final, np.int64(1), rows.lane(0))
+            _, status, _ = end(state, graph, boosts, 0, no_final, np.int64(1), rows.lane(0))
             if not status & RETRY_BITS:
                 break
             rows = rows.grown(1, status, 1)

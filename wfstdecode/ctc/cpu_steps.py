@@ -10,8 +10,10 @@ Data layout, chosen so the CUDA backend can mirror it:
 * per utterance (lane) the tokens of the frame being built are structure-of-arrays candidates
   (`Candidates`): a token's ``prev`` is a record index for tokens reached by an emitting arc (or
   -1 for the start), a candidate index for tokens reached by an epsilon arc inside the frame;
-* ``state_map[S]`` maps a state to its candidate (-1: none) — the per-state recombination slot
-  (a hash table keyed by state on the GPU); recombination keeps the smallest ``(cost, arc)``;
+* ``state_map[S]`` maps a state to its first candidate (-1: none), and each candidate links to
+  the state's next one in another context state (``chain``; one per state without boosted
+  phrases) — the recombination slot of a (state, context state) pair (a hash table keyed by
+  state on the GPU); recombination keeps the smallest ``(cost, arc, source context state)``;
 * after pruning, survivors and their in-frame epsilon ancestors are appended to the backpointer
   records (`Records`; per frame, as the GPU copies each frame's records to the host); the
   survivors (`Survivors`) are the next frame's tokens and, after the last frame, what
@@ -39,9 +41,12 @@ class Candidates(NamedTuple):
     """The tokens of the frame being built; candidate ``j`` is row ``j`` of every array."""
 
     state: np.ndarray  # int32
+    ctx: np.ndarray  # int32: context state (the phrase automaton's)
     cost: np.ndarray  # float32
     arc: np.ndarray  # int32: the arc that reached it (-1: the start)
+    src: np.ndarray  # int32: the context state it came from (the recombination tie-break)
     prev: np.ndarray  # int32: a record (emitting arc, start) or a candidate (epsilon arc)
+    chain: np.ndarray  # int32: the same state's next candidate (another context state), or -1
     queued: np.ndarray  # bool: in the epsilon closure's next round
     kept: np.ndarray  # bool: a survivor or an in-frame ancestor of one
     record: np.ndarray  # int32: its record index once kept
@@ -50,7 +55,8 @@ class Candidates(NamedTuple):
 @njit(nogil=True, cache=True)
 def candidates(cap):
     return Candidates(
-        np.empty(cap, np.int32), np.empty(cap, np.float32), np.empty(cap, np.int32),
+        np.empty(cap, np.int32), np.empty(cap, np.int32), np.empty(cap, np.float32),
+        np.empty(cap, np.int32), np.empty(cap, np.int32), np.empty(cap, np.int32),
         np.empty(cap, np.int32), np.zeros(cap, np.bool_), np.zeros(cap, np.bool_),
         np.empty(cap, np.int32),
     )  # fmt: skip
@@ -60,22 +66,37 @@ def candidates(cap):
 def _doubled(cands, n):
     bigger = candidates(2 * cands.state.shape[0])
     bigger.state[:n] = cands.state[:n]
+    bigger.ctx[:n] = cands.ctx[:n]
     bigger.cost[:n] = cands.cost[:n]
     bigger.arc[:n] = cands.arc[:n]
+    bigger.src[:n] = cands.src[:n]
     bigger.prev[:n] = cands.prev[:n]
+    bigger.chain[:n] = cands.chain[:n]
     bigger.queued[:n] = cands.queued[:n]  # kept and record are per frame: nothing to copy
     return bigger
 
 
 @njit(inline="always", nogil=True, cache=True)
-def _new_slot(cands, j, state_map, d):
-    """Make candidate ``j`` state ``d``'s, at ``(+inf, _NO_ARC)`` so that any arc improves it.
+def _slot_of(cands, state_map, d, x):
+    """The candidate of state ``d`` in context state ``x``, or -1."""
+    j = state_map[d]
+    while j >= 0 and cands.ctx[j] != x:
+        j = cands.chain[j]
+    return j
+
+
+@njit(inline="always", nogil=True, cache=True)
+def _new_slot(cands, j, state_map, d, x):
+    """Make candidate ``j`` the one of state ``d`` in context state ``x``, at ``(+inf,
+    _NO_ARC)`` so that any arc improves it.
 
     Callers grow ``cands`` before their arc loops, never inside: Numba updates the reference
     count of every array of a tuple that a loop may rebind, on every iteration, and those atomic
     updates took over half of the search's time (removing them halved it)."""
+    cands.chain[j] = state_map[d]
     state_map[d] = j
     cands.state[j] = d
+    cands.ctx[j] = x
     cands.cost[j] = _INF
     cands.arc[j] = _NO_ARC
     cands.queued[j] = False
@@ -103,9 +124,12 @@ def smallest(costs, n):
 def start(cands, state_map, graph):
     """Step 1: token frame 0 holds the start state at cost 0 (no arc)."""
     cands.state[0] = graph.start
+    cands.ctx[0] = 0
     cands.cost[0] = np.float32(0.0)
     cands.arc[0] = -1
+    cands.src[0] = 0
     cands.prev[0] = -1
+    cands.chain[0] = -1
     cands.queued[0] = False
     state_map[graph.start] = 0
     return 1
@@ -113,8 +137,8 @@ def start(cands, state_map, graph):
 
 @njit(nogil=True, cache=True)
 def expand(ac_t, alive, cands, state_map, graph, boosts, lane, beam, early):
-    """Step 2: the survivors' emitting arcs into the candidates, recombined per state;
-    ``(n, cands)``. With ``early`` (``min_active == 1``) no candidate beyond the frame's
+    """Step 2: the survivors' emitting arcs into the candidates, recombined per (state, context
+    state); ``(n, cands)``. With ``early`` (``min_active == 1``) no candidate beyond the frame's
     ``best + beam`` is created: no cutoff of this frame can keep it (results do not change)."""
     n = 0
     n_alive = alive.state.shape[0]
@@ -123,8 +147,10 @@ def expand(ac_t, alive, cands, state_map, graph, boosts, lane, beam, early):
         # a pre-pass for the exact best emitting cost, so that the bound is tight from the start
         for i in range(n_alive):
             s = alive.state[i]
+            x = alive.ctx[i]
             for a in range(graph.e_offsets[s], graph.e_offsets[s + 1]):
-                c = alive.cost[i] + (ac_t[graph.ilabel[a] - 1] + arc_cost(graph, boosts, lane, a))
+                arc_c, _ = arc_cost(graph, boosts, lane, a, x)
+                c = alive.cost[i] + (ac_t[graph.ilabel[a] - 1] + arc_c)
                 if c < running:
                     running = c
     i_best = 0
@@ -135,7 +161,7 @@ def expand(ac_t, alive, cands, state_map, graph, boosts, lane, beam, early):
     for i in range(n_alive):
         s = alive.state[i]
         most += graph.e_offsets[s + 1] - graph.e_offsets[s]
-    most = min(most, state_map.shape[0])  # one candidate per state
+    most = min(most, state_map.shape[0] * boosts.contexts[lane])  # one per (state, context)
     while cands.state.shape[0] < most:
         cands = _doubled(cands, 0)
     for ii in range(n_alive):
@@ -144,21 +170,24 @@ def expand(ac_t, alive, cands, state_map, graph, boosts, lane, beam, early):
         s = alive.state[i]
         cost = alive.cost[i]  # read once: the stores below may alias as far as LLVM knows
         record = alive.record[i]
+        x = alive.ctx[i]
         for a in range(graph.e_offsets[s], graph.e_offsets[s + 1]):
-            c = cost + (ac_t[graph.ilabel[a] - 1] + arc_cost(graph, boosts, lane, a))
+            arc_c, nx = arc_cost(graph, boosts, lane, a, x)
+            c = cost + (ac_t[graph.ilabel[a] - 1] + arc_c)
             if not c < _INF or (early and c > running + beam):
                 continue
             if c < running:
                 running = c
             d = graph.next_state[a]
-            j = state_map[d]
-            if j < 0:  # the state's first candidate this frame
+            j = _slot_of(cands, state_map, d, nx)
+            if j < 0:  # the pair's first candidate this frame
                 j = n
                 n += 1
-                _new_slot(cands, j, state_map, d)
-            if improves(c, a, cands.cost[j], cands.arc[j]):
+                _new_slot(cands, j, state_map, d, nx)
+            if improves(c, a, x, cands.cost[j], cands.arc[j], cands.src[j]):
                 cands.cost[j] = c
                 cands.arc[j] = a
+                cands.src[j] = x
                 cands.prev[j] = record
     return n, cands
 
@@ -202,7 +231,7 @@ def epsilon_closure(cands, n, limit, state_map, graph, boosts, lane):
         for q in range(q_n):
             s = cands.state[queue[q]]
             most += ne_offsets[s + 1] - ne_offsets[s]
-        most = min(most, state_map.shape[0])
+        most = min(most, state_map.shape[0] * boosts.contexts[lane])
         while cands.state.shape[0] < most:
             cands = _doubled(cands, n)
         n, nx_n, nxt = _closure_round(cands, n, queue, q_n, limit, state_map, graph, boosts,
@@ -217,27 +246,30 @@ def _closure_round(cands, n, queue, q_n, limit, state_map, graph, boosts, lane, 
     candidate the round can create. Returns ``(n, entries of nxt, nxt)``: the next round's
     queue."""
     ne_offsets, next_state = graph.ne_offsets, graph.next_state
-    c_state, c_cost, c_arc = cands.state, cands.cost, cands.arc
-    c_prev, c_queued = cands.prev, cands.queued
+    c_state, c_ctx, c_cost, c_arc = cands.state, cands.ctx, cands.cost, cands.arc
+    c_src, c_prev, c_queued = cands.src, cands.prev, cands.queued
     nx_n = 0
     for q in range(q_n):
         j = queue[q]
         c_queued[j] = False
         s = c_state[j]
+        x = c_ctx[j]
         for a in range(ne_offsets[s], ne_offsets[s + 1]):
-            c = c_cost[j] + arc_cost(graph, boosts, lane, a)
+            arc_c, nx = arc_cost(graph, boosts, lane, a, x)
+            c = c_cost[j] + arc_c
             if not (c <= limit and c < _INF):
                 continue
             d = next_state[a]
-            k = state_map[d]
+            k = _slot_of(cands, state_map, d, nx)
             if k < 0:
                 k = n
                 n += 1
-                _new_slot(cands, k, state_map, d)
-            if not improves(c, a, c_cost[k], c_arc[k]):
+                _new_slot(cands, k, state_map, d, nx)
+            if not improves(c, a, x, c_cost[k], c_arc[k], c_src[k]):
                 continue
             c_cost[k] = c
             c_arc[k] = a
+            c_src[k] = x
             c_prev[k] = j
             if not c_queued[k]:
                 c_queued[k] = True
@@ -300,8 +332,8 @@ def compact_records(cands, n, cutoff, best, n_alive, records, n_rec, num_emittin
         grown.prev[:n_rec] = records.prev[:n_rec]
         grown.arc[:n_rec] = records.arc[:n_rec]
         records = grown
-    alive = Survivors(np.empty(n_alive, np.int32), np.empty(n_alive, np.float32),
-                      np.empty(n_alive, np.int32))  # fmt: skip
+    alive = Survivors(np.empty(n_alive, np.int32), np.empty(n_alive, np.int32),
+                      np.empty(n_alive, np.float32), np.empty(n_alive, np.int32))  # fmt: skip
     i = 0
     for j in range(n):
         if cands.kept[j]:
@@ -311,6 +343,7 @@ def compact_records(cands, n, cutoff, best, n_alive, records, n_rec, num_emittin
             records.prev[k] = cands.prev[j] if emitting else cands.record[cands.prev[j]]
             if cands.cost[j] <= cutoff:
                 alive.state[i] = cands.state[j]
+                alive.ctx[i] = cands.ctx[j]
                 alive.cost[i] = cands.cost[j] - best
                 alive.record[i] = k
                 i += 1

@@ -12,14 +12,16 @@ log-prob frames ``0 .. f-1``):
 2. **Emitting arcs** (log-prob frame ``t``, building token frame ``t+1``): every surviving token
    ``u`` of frame ``t`` and every emitting arc ``a`` leaving its state gives the candidate
    ``c = cost(u) + (ac[t, ilabel(a) - 1] + arc_cost'(a))`` where ``arc_cost'(a) = arc_cost(a) -
-   bonus(olabel(a))`` when the utterance boosts that word, and ``ac`` holds the search costs of
-   `_problem.search_costs` (log-probs relative to their frame's best, floored, scaled). Infinite
-   candidates are dropped.
-   **Recombination** (Viterbi) per destination state keeps the candidate with the smallest key
-   ``(cost, arc index)`` — the tie-break is independent of token order (arc indices identify the
-   source state, since every state has one token), and is what a GPU 64-bit ``atomicMin`` on
-   ``(order-preserving cost bits << 32) | arc`` computes. Emitting arcs have lower indices than
-   epsilon arcs, so at equal cost an emitting arc wins.
+   bonus`` and ``ac`` holds the search costs of `_problem.search_costs` (log-probs relative to
+   their frame's best, floored, scaled). Infinite candidates are dropped. A token's state is a
+   pair (graph state, context state): the context state is the utterance's phrase automaton's
+   (`phrases.py`; always 0 without boosted phrases), which an arc with an output word moves
+   along, earning ``bonus`` (`bundles.arc_cost`; an arc without one keeps it, bonus 0).
+   **Recombination** (Viterbi) per destination (state, context state) keeps the candidate with
+   the smallest key ``(cost, arc index, source context state)`` — the tie-break is independent
+   of token order (an arc and a context state identify the source token), and without phrases
+   is what a GPU 64-bit ``atomicMin`` on ``(order-preserving cost bits << 32) | arc`` computes.
+   Emitting arcs have lower indices than epsilon arcs, so at equal cost an emitting arc wins.
 3. **Closure cutoff** ``C = best emitting cost + beam``, lowered to the ``max_active``-th
    smallest emitting cost if there are at least ``max_active`` emitting tokens, then raised to
    the ``min_active``-th smallest emitting cost if that is larger. Tokens above ``C`` cannot
@@ -39,10 +41,12 @@ log-prob frames ``0 .. f-1``):
    to the frame's best, ``cost - best`` in float32 (Kaldi's cost offsets): with the per-frame
    acoustic costs this keeps every cost within a beam or so of zero, so float32 keeps its
    resolution however long the utterance. Scores are recomputed along the final paths.
-6. **End**: every surviving token of frame ``T`` gets ``cost + final_cost(state)`` (float32);
-   hypotheses are taken best first by ``(total, state)``, traced back, and kept when their word
-   sequence differs from every kept one, up to ``nbest``. If no survivor is final, the same is
-   done on ``cost`` alone and the result says so (``NO_FINAL``). If every token dies at some
+6. **End**: every surviving token of frame ``T`` gets ``cost + (final_cost(state) +
+   phi(context state))`` (float32; ``phi`` gives back the bonus of a phrase match still in
+   progress); hypotheses are taken best first by ``(total, state, context state)``, traced back,
+   and kept when their word sequence differs from every kept one, up to ``nbest``. If no
+   survivor is final, the same is done on ``cost + phi`` alone and the result says so
+   (``NO_FINAL``). If every token dies at some
    frame, the utterance has no path (``DIED``).
 """
 
@@ -65,23 +69,27 @@ def decode_reference(problem: SearchProblem, tuning: None = None) -> list[RawRes
     for b in range(problem.batch_size):
         state = begin(problem, b)
         advance(problem, b, state, problem.ac[b][: int(problem.lengths[b])])
-        results.append(end(problem, state))
+        results.append(end(problem, b, state))
     return results
 
 
 class _Tok:
-    """A token: cost, the arc that reached it (-1 for the start), the token it came from."""
+    """A token: cost, the arc that reached it (-1 for the start), the token it came from, and
+    that token's context state (the recombination tie-break)."""
 
-    __slots__ = ("arc", "cost", "prev")
+    __slots__ = ("arc", "cost", "prev", "src")
 
-    def __init__(self, cost, arc, prev):
-        self.cost, self.arc, self.prev = cost, arc, prev
+    def __init__(self, cost, arc, prev, src=0):
+        self.cost, self.arc, self.prev, self.src = cost, arc, prev, src
+
+    def key(self):
+        return (self.cost, self.arc, self.src)
 
 
 class SearchState:
     """One utterance between frames (a stream between chunks): the surviving tokens of the
-    last token frame, the log-prob frames consumed, and the frame the search died at (or
-    None)."""
+    last token frame (keyed by (state, context state)), the log-prob frames consumed, and the
+    frame the search died at (or None)."""
 
     __slots__ = ("alive", "died", "frames")
 
@@ -91,7 +99,7 @@ class SearchState:
 
 def begin(p: SearchProblem, b: int) -> SearchState:
     """Token frame 0 of utterance (lane) ``b``: step 1, then steps 3-5."""
-    toks = {p.graph.start: _Tok(np.float32(0.0), -1, None)}
+    toks = {(p.graph.start, 0): _Tok(np.float32(0.0), -1, None)}
     return SearchState(_settle(p, toks, np.float32(0.0), _costs_of(p, b)))
 
 
@@ -113,11 +121,11 @@ def advance(p: SearchProblem, b: int, state: SearchState, ac) -> None:
         state.frames += 1
 
 
-def end(p: SearchProblem, state: SearchState) -> RawResult:
+def end(p: SearchProblem, b: int, state: SearchState) -> RawResult:
     """Step 6."""
     if state.died is not None:
         return RawResult([], DIED, state.died)
-    return _finish(p, state.alive, state.frames, p.graph.num_emitting_arcs)
+    return _finish(p, b, state.alive, state.frames, p.graph.num_emitting_arcs)
 
 
 class ReferenceStreams:
@@ -136,15 +144,22 @@ class ReferenceStreams:
         return [state for _, state, _ in jobs]
 
     def end(self, p: SearchProblem, state: SearchState) -> RawResult:
-        return end(p, state)
+        return end(p, 0, state)
 
     def partial(self, p: SearchProblem, state: SearchState):
-        """The best surviving path on cost alone, ``(state, arcs, frames, stable arcs)``: the
-        stable arcs end at the deepest token every survivor descends from. Arcs, frames and
-        stable arcs are None when the search died."""
+        """The best surviving path on cost alone (with phrase bonuses in progress given back, as
+        at the end), ``(state, arcs, frames, stable arcs)``: the stable arcs end at the deepest
+        token every survivor descends from. Arcs, frames and stable arcs are None when the
+        search died."""
         if state.died is not None:
             return state, None, None, None
-        best = min(state.alive.items(), key=lambda kv: (kv[1].cost, kv[0]))[1]
+        give_back = _give_back(p, 0)
+
+        def rank(item):
+            (s, x), tok = item
+            return np.float32(tok.cost + give_back(x)), s, x
+
+        best = min(state.alive.items(), key=rank)[1]
         arcs, frames = _trace(best, state.frames, p.graph.num_emitting_arcs)
         chains = [_ancestry(tok) for tok in state.alive.values()]
         shared = 0
@@ -163,18 +178,26 @@ def _ancestry(tok) -> list:
 
 
 def _costs_of(p: SearchProblem, b: int):
-    """Arc cost with utterance ``b``'s word bonuses (step 2's ``arc_cost'``)."""
+    """Arc cost with utterance ``b``'s phrase bonuses (step 2's ``arc_cost'``): ``cost_of(a, x)
+    -> (cost, next context state)``, written out from `phrases.PhraseAutomaton.step`."""
     g = p.graph
-    boost = p.boosts.dicts[b] or {}
+    automaton = p.boosts.automata[b]
 
-    def cost_of(a):
+    def cost_of(a, x):
         c = p.arc_cost[a]
         w = int(g.olabel[a])
-        if w and w in boost:
-            c = np.float32(c - boost[w])
-        return c
+        if not w or automaton is None:
+            return c, x
+        nxt, bonus = automaton.step(x, w)
+        return np.float32(c - bonus), nxt
 
     return cost_of
+
+
+def _give_back(p: SearchProblem, b: int):
+    """Step 6's ``phi``: the cost of ending in a context state."""
+    automaton = p.boosts.automata[b]
+    return (lambda x: np.float32(0.0)) if automaton is None else (lambda x: automaton.phi[x])
 
 
 def _settle(p, toks, best_emit, cost_of) -> dict:
@@ -190,18 +213,19 @@ def _settle(p, toks, best_emit, cost_of) -> dict:
 
 
 def _expand(p, alive, ac_t, cost_of) -> dict:
-    """Step 2: the survivors' emitting arcs, recombined per destination state."""
+    """Step 2: the survivors' emitting arcs, recombined per destination (state, context)."""
     g = p.graph
-    new: dict[int, _Tok] = {}
-    for s, u in alive.items():
+    new: dict[tuple[int, int], _Tok] = {}
+    for (s, x), u in alive.items():
         for a in range(g.e_offsets[s], g.e_offsets[s + 1]):
-            c = np.float32(u.cost + np.float32(ac_t[g.ilabel[a] - 1] + cost_of(a)))
+            arc_c, nx = cost_of(a, x)
+            c = np.float32(u.cost + np.float32(ac_t[g.ilabel[a] - 1] + arc_c))
             if not c < _F32_INF:
                 continue
-            d = int(g.next_state[a])
+            d = (int(g.next_state[a]), nx)
             old = new.get(d)
-            if old is None or (c, a) < (old.cost, old.arc):
-                new[d] = _Tok(c, a, u)
+            if old is None or (c, a, x) < old.key():
+                new[d] = _Tok(c, a, u, x)
     return new
 
 
@@ -220,26 +244,28 @@ def _closure_cutoff(p, toks, best_emit):
 def _epsilon_closure(p, toks, limit, cost_of) -> None:
     """Step 4, in place."""
     g = p.graph
-    queue = deque(s for s, tok in toks.items() if tok.cost <= limit)
+    queue = deque(k for k, tok in toks.items() if tok.cost <= limit)
     queued = set(queue)
-    pops, max_pops = 0, _max_relaxations(len(toks), g)
+    pops, max_pops = 0, _max_relaxations(len(toks), g, p.boosts.automata)
     while queue:
-        s = queue.popleft()
-        queued.discard(s)
+        key = queue.popleft()
+        queued.discard(key)
         pops += 1
         if pops > max_pops:
-            raise GraphError(f"negative-cost epsilon cycle through state {s}")
-        u = toks[s]
+            raise GraphError(f"negative-cost epsilon cycle through state {key[0]}")
+        u = toks[key]
+        s, x = key
         for a in range(g.ne_offsets[s], g.ne_offsets[s + 1]):
-            c = np.float32(u.cost + cost_of(a))
+            arc_c, nx = cost_of(a, x)
+            c = np.float32(u.cost + arc_c)
             if not (c <= limit and c < _F32_INF):
                 continue
-            d = int(g.next_state[a])
+            d = (int(g.next_state[a]), nx)
             old = toks.get(d)
             if old is None:
-                toks[d] = _Tok(c, a, u)
-            elif (c, a) < (old.cost, old.arc):
-                old.cost, old.arc, old.prev = c, a, u
+                toks[d] = _Tok(c, a, u, x)
+            elif (c, a, x) < old.key():
+                old.cost, old.arc, old.prev, old.src = c, a, u, x
             else:
                 continue
             if d not in queued:
@@ -260,21 +286,27 @@ def _prune_cutoff(p, toks):
     return costs[0], cutoff
 
 
-def _max_relaxations(n_tokens, graph):
-    # Bellman-Ford bound with a FIFO queue: each state is queued at most once per pass.
-    n = n_tokens + graph.num_arcs - graph.num_emitting_arcs + 1
+def _max_relaxations(n_tokens, graph, automata):
+    # Bellman-Ford bound with a FIFO queue: each (state, context) is queued at most once per pass.
+    contexts = max((a.num_contexts for a in automata if a is not None), default=1)
+    n = n_tokens + (graph.num_arcs - graph.num_emitting_arcs) * contexts + 1
     return n * n + 1000
 
 
-def _finish(p: SearchProblem, alive, T: int, n_emit: int) -> RawResult:
+def _finish(p: SearchProblem, b: int, alive, T: int, n_emit: int) -> RawResult:
     g = p.graph
-    ranked = sorted((np.float32(tok.cost + g.final_cost[s]), s, tok) for s, tok in alive.items())
+    give_back = _give_back(p, b)
+    ranked = sorted(
+        (np.float32(tok.cost + np.float32(g.final_cost[s] + give_back(x))), s, x, tok)
+        for (s, x), tok in alive.items()
+    )
     status = 0
     if not ranked or not ranked[0][0] < _F32_INF:
         status = NO_FINAL
-        ranked = sorted((tok.cost, s, tok) for s, tok in alive.items())
+        ranked = sorted((np.float32(tok.cost + give_back(x)), s, x, tok)
+                        for (s, x), tok in alive.items())  # fmt: skip
     paths, seen = [], set()
-    for total, _s, tok in ranked:
+    for total, _s, _x, tok in ranked:
         if len(paths) == p.options.nbest:
             break
         if not total < _F32_INF:

@@ -150,7 +150,8 @@ class CtcStreamDecoder:
 
     # ----- streams ----------------------------------------------------------------------------
     def open(self, boosts: Mapping | None = None) -> int:
-        """A new stream; ``boosts`` (word -> bonus, as `decode_ctc`) hold for its whole life."""
+        """A new stream; ``boosts`` (phrase -> bonus per word, as `decode_ctc`) hold for its
+        whole life."""
         empty = np.zeros((1, 0, self.width), np.float32)
         problem = prepare_problem(empty, None, self.graph, self.options,
                                   None if boosts is None else [boosts])  # fmt: skip

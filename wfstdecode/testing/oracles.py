@@ -10,6 +10,55 @@ from collections.abc import Iterator, Sequence
 import numpy as np
 
 
+def pynini_fst(arrays):
+    """A `wfstdecode.fstio.FstArrays` as a pynini Fst."""
+    import pynini
+
+    from ..fstio import write_openfst_bytes
+
+    return pynini.Fst.read_from_string(write_openfst_bytes(arrays))
+
+
+def emission_acceptor(lp: np.ndarray, scale: float):
+    """One state per frame, an arc per token id + 1 with cost ``-scale * log_prob`` (-inf
+    log-probs left out): E of E ∘ TLG."""
+    from ..fstio import FstArrays
+
+    T, V = lp.shape
+    src = np.repeat(np.arange(T), V)
+    lab = np.tile(np.arange(1, V + 1), T)
+    cost = (-scale * lp.astype(np.float64)).reshape(-1)
+    final = np.full(T + 1, np.inf, np.float32)
+    final[T] = 0.0
+    keep = np.isfinite(cost)
+    return pynini_fst(FstArrays(0, final, src[keep], src[keep] + 1, lab[keep], lab[keep],
+                                cost[keep]))  # fmt: skip
+
+
+def openfst_shortest_path(lp: np.ndarray, graph_fst, scale: float):
+    """``(output labels, cost)`` of OpenFst's shortest path through E ∘ ``graph_fst`` for one
+    utterance's log-probs ``lp`` (T, V), or ``(None, None)`` when there is none: what the search
+    finds with an unbounded beam."""
+    import pynini
+
+    composed = pynini.compose(emission_acceptor(lp, scale), graph_fst.copy().arcsort("ilabel"))
+    path = pynini.shortestpath(composed).topsort().rmepsilon()
+    if path.start() == -1:
+        return None, None
+    words, state, cost = [], path.start(), 0.0
+    while True:
+        arcs = list(path.arcs(state))
+        if not arcs:
+            cost += float(path.final(state))
+            break
+        (arc,) = arcs
+        cost += float(arc.weight)
+        if arc.olabel:
+            words.append(arc.olabel)
+        state = arc.nextstate
+    return tuple(words), cost
+
+
 def linear_acceptor(labels: Sequence[int], loop_label: int | None = None):
     """pynini acceptor of exactly ``labels`` (with a ``loop_label`` self-loop on every state)."""
     import pynini

@@ -79,10 +79,10 @@ def path_hypothesis(problem, b, arcs, frames, final=True, notes=()) -> Hypothesi
     # scores
     ac = problem.acoustic_costs(np.full(len(em_frames), b), em_frames, ilab - 1)
     acoustic = -float(np.sum(ac.astype(np.float64)))
-    bonuses = problem.boosts.dicts[b] or {}
+    automaton = problem.boosts.automata[b]
     arc_total = float(np.sum(problem.arc_cost[arcs].astype(np.float64)))
-    if bonuses:
-        arc_total -= sum(float(bonuses.get(int(w), 0.0)) for w in olab[word_pos])
+    if automaton is not None:
+        arc_total -= occurrence_bonus(automaton.phrases, olab[word_pos])
     if final:
         last = int(g.next_state[arcs[-1]]) if len(arcs) else g.start
         arc_total += float(g.final_cost[last])
@@ -122,3 +122,16 @@ def _search(tokens, words, prons, sep, i, cut_short) -> list[tuple[int, int]] | 
     ):
         return [(i, len(tokens) - 1)]
     return None
+
+
+def occurrence_bonus(phrases: dict[tuple[int, ...], float], words) -> float:
+    """What `wfstdecode.ctc.phrases.PhraseAutomaton.path_bonus` must equal, by counting: every
+    occurrence of every phrase in ``words`` earns its bonus per word (the tests' independent
+    check)."""
+    words = tuple(int(w) for w in words)
+    total = 0.0
+    for phrase, bonus in phrases.items():
+        k = len(phrase)
+        hits = sum(1 for i in range(len(words) - k + 1) if words[i : i + k] == phrase)
+        total += hits * k * float(bonus)
+    return total

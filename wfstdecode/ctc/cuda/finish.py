@@ -29,6 +29,9 @@ def finish(problem: SearchProblem, d, chunks, T: int) -> list[RawResult]:
     offsets = np.concatenate(([0], np.cumsum(act_n)))
     state, cost, store = _gather_survivors(d.survivors, act_n, offsets, d.tables.size)
     results = []
+    # every token is in the root context state: the cuda backend boosts single words only
+    root_ctx = np.zeros(int(act_n.max(initial=0)), np.int32)
+    no_give_back = np.zeros(1, np.float32)
     for b in range(B):
         notes = ()
         if over_frames[b]:
@@ -47,9 +50,9 @@ def finish(problem: SearchProblem, d, chunks, T: int) -> list[RawResult]:
         out = PathRows.first(1, problem.options.nbest, T)
         while True:
             n_paths, st = finish_paths(
-                Survivors(state[lo : lo + n], cost[lo : lo + n], a_store), records, len(st_arc),
-                length, g.final_cost, g.olabel, g.num_emitting_arcs, problem.options.nbest,
-                out.lane(0),
+                Survivors(state[lo : lo + n], root_ctx[:n], cost[lo : lo + n], a_store), records,
+                len(st_arc), length, g.final_cost, no_give_back, g.olabel, g.num_emitting_arcs,
+                problem.options.nbest, out.lane(0),
             )  # fmt: skip
             if not st & RETRY_BITS:
                 break

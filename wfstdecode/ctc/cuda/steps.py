@@ -88,7 +88,7 @@ def emitting_candidate(i, lane, t, acoustics, graph, boosts, survivors, H):
     a = graph.e_offsets[s] + i - survivors.arc_scan[scan + k]
     lp = float32(acoustics.log_probs[lane, t, graph.ilabel[a] - 1])
     ac = acoustic_cost(lp, acoustics.frame_max[lane, t], acoustics.neg_scale)
-    return a, survivors.cost[lane * H + k] + (ac + arc_cost(graph, boosts, lane, a))
+    return a, survivors.cost[lane * H + k] + (ac + arc_cost(graph, boosts, lane, a, 0)[0])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -219,7 +219,7 @@ def relax_queued(graph, boosts, tables, lanes, frame, limit, rnd, scratch):
         for i in range(tid, total, nt):
             k = last_at_most(sh_off, 0, nt, i)
             a = ne[sh_state[k]] + i - sh_off[k]
-            c = sh_cost[k] + arc_cost(graph, boosts, frame.lane, a)
+            c = sh_cost[k] + arc_cost(graph, boosts, frame.lane, a, 0)[0]
             if not (c <= limit and c < _INF):
                 continue
             slot = add_candidate(tables, frame.table, graph.next_state[a], lanes.overflow,

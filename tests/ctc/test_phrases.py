@@ -1,0 +1,319 @@
+"""Phrase boosting: the context automaton counts phrase occurrences; decoding with it equals
+decoding the composed graph TLG ∘ C (OpenFst) with an unbounded beam; cpu == reference bit for
+bit at any beam; streams equal whole decodes; bad phrase lists are refused clearly."""
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from wfstdecode import DecodeInputError, OptionsError
+from wfstdecode.ctc import CtcBeamOptions, CtcStreamDecoder, decode_ctc
+from wfstdecode.ctc.boost import MAX_PHRASES, build_boost_tables, resolve_boosts
+from wfstdecode.ctc.bundles import lane_boosts, search_graph
+from wfstdecode.ctc.phrases import PhraseAutomaton
+from wfstdecode.ctc.search import prepare_problem
+from wfstdecode.testing import (
+    assert_hypotheses_equal,
+    lexicon_graph,
+    random_graph,
+    random_log_probs,
+    simulate_ctc,
+)
+from wfstdecode.testing.paths import occurrence_bonus
+
+
+def _random_phrases(rng, vocab: int, n: int, max_len: int = 3) -> dict:
+    phrases = {}
+    while len(phrases) < n:
+        k = int(rng.integers(1, max_len + 1))
+        phrases[tuple(int(w) for w in rng.integers(1, vocab + 1, size=k))] = float(
+            np.float32(rng.uniform(-1.0, 3.0))
+        )
+    return phrases
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_automaton_pays_every_occurrence_of_every_phrase(seed):
+    rng = np.random.default_rng(seed)
+    vocab = 3 + seed % 2
+    phrases = _random_phrases(rng, vocab, 2 + seed)
+    automaton = PhraseAutomaton(phrases)
+    for length in range(6):
+        for words in itertools.product(range(1, vocab + 1), repeat=length):
+            want = occurrence_bonus(phrases, words)
+            assert automaton.path_bonus(words) == pytest.approx(want, abs=1e-4), words
+    assert automaton.phi[0] == 0.0
+    assert (automaton.phi >= 0).all()
+
+
+def test_partial_match_earns_word_by_word_and_gives_back():
+    a = PhraseAutomaton({(1, 2, 3): 2.0})
+    x, first = a.step(0, 1)
+    x, second = a.step(x, 2)
+    assert (first, second) == (2.0, 2.0)  # "1 2" has earned 4 so far
+    y, failed = a.step(x, 4)
+    assert (y, failed) == (0, -4.0)  # ... and gives it back when "4" breaks the match
+    z, done = a.step(x, 3)
+    assert (z, done) == (0, 2.0)  # the whole phrase: 6 in all, kept
+    assert a.path_bonus([1, 2]) == 0.0  # an unfinished match at the end gives back too
+
+
+def test_single_words_keep_one_context_state():
+    a = PhraseAutomaton({(5,): 1.5, (7,): -0.5})
+    assert a.num_contexts == 1
+    assert a.step(0, 5) == (0, np.float32(1.5)) and a.step(0, 6) == (0, 0.0)
+    assert PhraseAutomaton({(5, 6): 1.0}).num_contexts == 2
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_search_rule_equals_the_automaton(seed):
+    """`bundles.arc_cost` (Numba, and as the kernels run it) walks the flat tables to the same
+    state and bonus as `PhraseAutomaton.step`, for every context state and word."""
+    from wfstdecode.ctc.bundles import arc_cost
+
+    rng = np.random.default_rng(seed)
+    tables = [_random_phrases(rng, 30, int(rng.integers(1, 40)), 4) for _ in range(3)]
+    per = [{k: np.float32(v) for k, v in t.items()} for t in tables]
+    bt = build_boost_tables([per[0], None, per[1], per[2], per[1]])
+    words = np.arange(32, dtype=np.int32)
+    i32 = np.zeros(32, np.int32)
+    from wfstdecode.ctc.bundles import LaneBoosts, SearchGraph
+
+    graph = SearchGraph(0, np.zeros(1, np.float32), i32, i32, i32, i32, words,
+                        np.ones(32, np.float32), i32, 32)  # fmt: skip
+    boosts = LaneBoosts(bt.node, bt.word, bt.gain, bt.enter, bt.offset, bt.mask, bt.fail,
+                        bt.phi, bt.node_offset, bt.contexts)  # fmt: skip
+    assert bt.automata[2] is bt.automata[4]  # one mapping given twice is built once
+    for lane, automaton in enumerate(bt.automata):
+        contexts = range(automaton.num_nodes) if automaton else [0]
+        for x in contexts:
+            if automaton and automaton.enter[x] != x:
+                continue  # not a state a token can be in
+            for w in range(32):
+                cost, nxt = arc_cost(graph, boosts, lane, w, x)
+                assert arc_cost.py_func(graph, boosts, lane, w, x) == (cost, nxt)
+                if automaton is None or w == 0:
+                    assert (cost, nxt) == (np.float32(1.0), x)
+                    continue
+                want_x, bonus = automaton.step(x, w)
+                assert (nxt, cost) == (want_x, np.float32(np.float32(1.0) - bonus)), (lane, x, w)
+
+
+# ---- decoding ---------------------------------------------------------------------------------
+
+WIDE = CtcBeamOptions(beam=math.inf, max_active=1_000_000)
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+@pytest.mark.parametrize("seed", range(8))
+def test_unbounded_beam_equals_openfst_on_tlg_composed_with_the_phrase_automaton(seed, backend):
+    pynini = pytest.importorskip("pynini")
+    from wfstdecode.testing.oracles import openfst_shortest_path, pynini_fst
+
+    g = random_graph(seed, num_states=8 + seed, num_tokens=5, num_words=4, arcs_per_state=3,
+                     word_prob=0.6)  # fmt: skip
+    lp = random_log_probs(seed, 2, 10 + seed % 4, g.num_tokens, peaky=1.5)
+    rng = np.random.default_rng(100 + seed)
+    phrases = _random_phrases(rng, 4, 3 + seed % 4)
+    boosts = {tuple(g.words.symbol(w) for w in k): v for k, v in phrases.items()}
+    hyps = decode_ctc(lp, None, g, WIDE, boosts, backend=backend)
+    (resolved,) = resolve_boosts(boosts, 1, g.words)
+    context = pynini_fst(PhraseAutomaton(resolved).fst_arrays(range(1, g.words.next_id)))
+    composed = pynini.compose(pynini_fst(g.to_arrays()).arcsort("olabel"),
+                              context.arcsort("ilabel"))  # fmt: skip
+    for b in range(len(lp)):
+        words, cost = openfst_shortest_path(lp[b], composed, 1.0)
+        h = hyps[b][0]
+        if words is None:
+            assert h.notes
+            continue
+        assert h.word_ids == words
+        assert -h.score == pytest.approx(cost, rel=1e-5, abs=1e-4)
+
+
+def _phrase_case(seed):
+    g = random_graph(
+        seed, num_states=8 + seed % 10, num_tokens=4 + seed % 5, num_words=5,
+        arcs_per_state=2 + seed % 4, eps_arcs_per_state=0.3 + 0.3 * (seed % 3), word_prob=0.5,
+        eps_cycles=seed % 4 == 3,
+    )  # fmt: skip
+    lp = random_log_probs(seed + 100, 3, 14, g.num_tokens, peaky=1.0 + seed % 3)
+    lengths = np.array([14, 9, 0])
+    rng = np.random.default_rng(seed)
+    per = []
+    for _ in range(3):
+        phrases = _random_phrases(rng, 5, int(rng.integers(1, 6)))
+        per.append({" ".join(f"w{w}" for w in k): v for k, v in phrases.items()})
+    return g, lp, lengths, per
+
+
+OPTIONS = [
+    CtcBeamOptions(beam=4.0),
+    CtcBeamOptions(beam=10.0, max_active=3),
+    CtcBeamOptions(beam=0.5, max_active=8, min_active=4),
+    CtcBeamOptions(beam=8.0, nbest=4, word_insertion_penalty=0.3),
+]
+
+
+@pytest.mark.parametrize("opt", range(len(OPTIONS)))
+@pytest.mark.parametrize("seed", range(8))
+def test_cpu_equals_reference_with_phrases(seed, opt):
+    g, lp, lengths, per = _phrase_case(seed)
+    ref = decode_ctc(lp, lengths, g, OPTIONS[opt], per, backend="reference")
+    got = decode_ctc(lp, lengths, g, OPTIONS[opt], per, backend="cpu")
+    assert_hypotheses_equal(ref, got, 1e-5, f"seed {seed}")
+    p = prepare_problem(lp, lengths, g, OPTIONS[opt], per)
+    from wfstdecode.ctc.cpu import decode_cpu
+    from wfstdecode.ctc.reference import decode_reference
+
+    for r, c in zip(decode_reference(p), decode_cpu(p), strict=True):
+        assert (r.status, len(r.paths)) == (c.status, len(c.paths))
+        for (ra, rf, rc), (ca, cf, cc) in zip(r.paths, c.paths, strict=True):
+            assert np.array_equal(ra, ca) and np.array_equal(rf, cf)
+            assert np.float32(rc) == np.float32(cc)  # bit for bit
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_scores_count_the_phrases_on_the_path(seed):
+    """graph_score with phrases = graph_score of the same path unboosted + the bonus of every
+    phrase occurrence in its words (counted, not walked)."""
+    from wfstdecode.testing.paths import path_hypothesis
+
+    g, lp, lengths, per = _phrase_case(seed)
+    opts = CtcBeamOptions(beam=8.0, nbest=3)
+    p = prepare_problem(lp, lengths, g, opts, per)
+    plain = prepare_problem(lp, lengths, g, opts, None)
+    from wfstdecode.ctc.cpu import decode_cpu
+
+    for b, r in enumerate(decode_cpu(p)):
+        for arcs, frames, _ in r.paths:
+            final = not r.status
+            h = path_hypothesis(p, b, arcs, frames, final)
+            h0 = path_hypothesis(plain, b, arcs, frames, final)
+            bonus = occurrence_bonus(p.boosts.automata[b].phrases, h.word_ids)
+            assert h.graph_score == pytest.approx(h0.graph_score + bonus, abs=1e-4)
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_streams_with_phrases_equal_whole_decodes(backend):
+    g, lp, lengths, per = _phrase_case(2)
+    opts = CtcBeamOptions(beam=6.0, nbest=2)
+    whole = decode_ctc(lp, lengths, g, opts, per, backend=backend)
+    dec = CtcStreamDecoder(g, opts, backend=backend, max_lanes=2)
+    rng = np.random.default_rng(0)
+    ids = [dec.open(boosts=per[b]) for b in range(len(lengths))]
+    pos = [0] * len(ids)
+    while any(pos[b] < lengths[b] for b in range(len(ids))):
+        chunk = {}
+        for b, sid in enumerate(ids):
+            if pos[b] < lengths[b] and rng.random() < 0.7:
+                step = int(rng.integers(1, 5))
+                chunk[sid] = lp[b, pos[b] : min(lengths[b], pos[b] + step)]
+                pos[b] = min(lengths[b], pos[b] + step)
+        if chunk:
+            dec.advance(chunk)
+    for b, sid in enumerate(ids):
+        assert_hypotheses_equal([whole[b]], [dec.finish(sid)], 0.0, f"stream {b}")
+
+
+def test_a_phrase_decides_only_as_a_whole():
+    """ "cap pat" boosted: where both words are ambiguous the phrase wins (and earns 2 x 1.5);
+    where only "cap" is ambiguous and "tap" is clear, "cap" gets nothing (a partial match gives
+    its bonus back), so the cheaper "cat" stays."""
+    g = lexicon_graph(["cat", "cap", "pat", "tap"], word_cost=[1.0, 1.6, 1.0, 1.6])
+    tok = g.tokens
+    T = 14
+    lp = np.full((2, T, g.num_tokens), -8.0, np.float32)
+    blank = tok.id("<blk>")
+    # c a {t|p} <blk> {p|t}... spelled frame by frame; ambiguous frames give t and p -0.7 each
+    frames = [["c"], ["a"], ["t", "p"], ["<blk>"], ["p", "t"], ["a"], ["t", "p"]]
+    clear_tap = [["c"], ["a"], ["t", "p"], ["<blk>"], ["t"], ["a"], ["p"]]
+    for b, spelled in enumerate((frames, clear_tap)):
+        for t in range(T):
+            lp[b, t, blank] = -0.05
+        for t, chars in enumerate(spelled):
+            lp[b, 2 * t] = -8.0
+            for c in chars:
+                lp[b, 2 * t, tok.id(c)] = -0.7 if len(chars) > 1 else -0.05
+    plain = decode_ctc(lp, None, g, CtcBeamOptions(beam=30.0))
+    boosted = decode_ctc(lp, None, g, CtcBeamOptions(beam=30.0), {"cap pat": 1.5})
+    assert plain[0][0].words == ("cat", "pat") and boosted[0][0].words == ("cap", "pat")
+    assert plain[1][0].words == boosted[1][0].words == ("cat", "tap")
+    assert boosted[1][0].score == pytest.approx(plain[1][0].score, abs=1e-5)
+
+
+# ---- bad input ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("boosts", "match"),
+    [
+        ({"": 1.0}, "empty phrase"),
+        ({"   ": 1.0}, "empty phrase"),
+        ({(): 1.0}, "empty phrase"),
+        ({"w1 w2": math.inf}, r"must be in \[-1000, 1000\]"),
+        ({"w1 w2": math.nan}, r"must be in \[-1000, 1000\]"),
+        ({"w1 w2": 1.0, ("w1", "w2"): 2.0}, "same phrase"),
+        ({("w1", 2.5): 1.0}, "made of words or word ids"),
+        ({" ".join(["w1"] * 65): 1.0}, "at most 64"),
+    ],
+)
+def test_bad_phrases_raise(boosts, match):
+    g = random_graph(0)
+    with pytest.raises(DecodeInputError, match=match):
+        resolve_boosts(boosts, 1, g.words)
+
+
+def test_phrase_with_an_unknown_word_warns_and_is_left_out():
+    g = random_graph(0)
+    with pytest.warns(UserWarning, match="zebra"):
+        (per,) = resolve_boosts({"w1 zebra": 1.0, "w2 w3": 2.0}, 1, g.words)
+    assert per == {(2, 3): np.float32(2.0)}
+
+
+def test_too_many_phrases_is_a_clear_limit():
+    g = random_graph(0)
+    many = {("w1",) * 3 + (i,): 1.0 for i in range(MAX_PHRASES + 1)}
+    with pytest.raises(DecodeInputError, match=f"at most {MAX_PHRASES}"):
+        resolve_boosts(many, 1, g.words)
+
+
+def test_cuda_refuses_phrases_and_auto_picks_cpu():
+    from wfstdecode.backends import available_ctc_backends
+
+    g, lp, lengths, per = _phrase_case(1)
+    per = [{"w1 w2": 1.0}, None, None]
+    if "cuda" in available_ctc_backends():  # a GPU or the simulator
+        with pytest.raises(OptionsError, match="cuda backend boosts single words only"):
+            decode_ctc(lp, lengths, g, CtcBeamOptions(), per, backend="cuda")
+    auto = decode_ctc(lp, lengths, g, CtcBeamOptions(), per, backend="auto")
+    assert_hypotheses_equal(auto, decode_ctc(lp, lengths, g, CtcBeamOptions(), per, backend="cpu"))
+
+
+def test_search_bundles_carry_the_context_counts():
+    g, lp, lengths, _ = _phrase_case(0)
+    p = prepare_problem(lp, lengths, g, CtcBeamOptions(), [{"w1 w2 w3": 1.0}, {"w1": 1.0}, None])
+    boosts = lane_boosts(p)
+    assert boosts.contexts.tolist() == [3, 1, 1]
+    assert search_graph(p).num_emitting == g.num_emitting_arcs
+
+
+def test_phrases_on_the_command_line(tmp_path, capsys):
+    from wfstdecode.cli import main
+
+    g = lexicon_graph(["cat", "cap", "pat", "tap"], word_cost=[1.0, 1.6, 1.0, 1.6])
+    g.save(tmp_path / "g.npz")
+    seqs = [[g.tokens.id(c) for c in "cappat"]]
+    lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=4, confusion_prob=0.0, noise=0.5)
+    np.savez(tmp_path / "lp.npz", log_probs=lp, lengths=lengths)
+    (tmp_path / "b.txt").write_text("cap  pat\t4\n")
+    common = ["decode", str(tmp_path / "g.npz"), str(tmp_path / "lp.npz"), "--backend", "cpu"]
+    assert main([*common, "--boost-file", str(tmp_path / "b.txt")]) == 0
+    from_file = capsys.readouterr().out
+    assert from_file.rstrip().endswith("cap pat")
+    assert main([*common, "--boost", "cap pat=4"]) == 0
+    assert capsys.readouterr().out == from_file
+    assert main([*common, "--boost-file", str(tmp_path / "b.txt"), "--boost", "cap   pat=1"]) == 2
+    assert "boosted by --boost and in" in capsys.readouterr().err

@@ -1,0 +1,215 @@
+"""Phrase boosting on real posteriors: biased-word and unbiased WER and decoding time with each
+utterance's target phrases plus 0 / 100 / 1,000 / 10,000 distractor phrases, next to no boosting.
+
+Per utterance, the target phrases are ``--targets`` word bigrams of its reference, drawn at
+random (seeded) among those whose words are in the graph's vocabulary; the biasing list is those
+plus N distractors: bigrams of the other utterances' references and of the data set's text pool
+first (real phrases), then random in-vocabulary word pairs. Every phrase gets ``--bonus`` per
+word. Biased-word WER (B-WER) counts the errors on the target phrases' words of the reference
+(substitutions, deletions) and the insertions of those words, over their count; unbiased WER
+(U-WER) the rest, over the other reference words (Le et al. 2021's split).
+
+Data sets (`bench_ctc_pareto.data_sets`): ocr (the shipped OCR posteriors, 60 lines, the shipped
+5k-word LM's compact TLG) and, with ``--speech``, flite speech through hama (the shipped
+72,547-word speech graph). CPU seconds of one thread for the whole batch, the automata built
+inside (`decode_ctc` builds them), best of ``--repeats`` taken alternately over the list sizes;
+the automaton build alone is timed too (10 .. 10,000 phrases).
+
+    python tools/bench_phrases.py --speech /tmp/speech/flite.npz --plot bench/ctc_phrases.png
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_ctc_pareto import best_cpu, data_sets
+
+SIZES = (0, 100, 1000, 10000)
+
+
+def split_errors(ref: list[str], hyp: list[str], biased: set[str]) -> tuple[int, int]:
+    """(biased errors, unbiased errors) of one edit-distance alignment of ``hyp`` to ``ref``:
+    a substitution or deletion counts where its reference word is, an insertion where the
+    inserted word is."""
+    n, m = len(ref), len(hyp)
+    d = np.zeros((n + 1, m + 1), np.int64)
+    d[:, 0] = np.arange(n + 1)
+    d[0, :] = np.arange(m + 1)
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            d[i, j] = min(d[i - 1, j] + 1, d[i, j - 1] + 1,
+                          d[i - 1, j - 1] + (ref[i - 1] != hyp[j - 1]))  # fmt: skip
+    b = u = 0
+    i, j = n, m
+    while i or j:
+        if i and j and d[i, j] == d[i - 1, j - 1] + (ref[i - 1] != hyp[j - 1]):
+            if ref[i - 1] != hyp[j - 1]:
+                b, u = (b + 1, u) if ref[i - 1] in biased else (b, u + 1)
+            i, j = i - 1, j - 1
+        elif i and d[i, j] == d[i - 1, j] + 1:
+            b, u = (b + 1, u) if ref[i - 1] in biased else (b, u + 1)
+            i -= 1
+        else:
+            b, u = (b + 1, u) if hyp[j - 1] in biased else (b, u + 1)
+            j -= 1
+    return b, u
+
+
+def biasing_lists(refs, vocab: list[str], targets: int, sizes, seed: int):
+    """Per utterance: its target phrases and, per size, its distractors."""
+    rng = np.random.default_rng(seed)
+    known = set(vocab)
+    bigrams = [[f"{a} {b}" for a, b in itertools.pairwise(r) if a in known and b in known]
+               for r in refs]  # fmt: skip
+    pool = sorted({p for bg in bigrams for p in bg})
+    out = []
+    for b, bg in enumerate(bigrams):
+        chosen = list(rng.choice(bg, size=min(targets, len(bg)), replace=False)) if bg else []
+        own = set(bigrams[b])
+        real = [p for p in pool if p not in own]
+        rng.shuffle(real)
+        biggest = max(sizes)
+        distract = real[:biggest]
+        while len(distract) < biggest:
+            a, c = rng.choice(len(vocab), size=2)
+            phrase = f"{vocab[a]} {vocab[c]}"
+            if phrase not in own:
+                distract.append(phrase)
+        out.append((chosen, distract))
+    return out
+
+
+def run(s, args) -> list[dict]:
+    from wfstdecode.ctc import CtcBeamOptions, decode_ctc
+
+    g, (lp, lengths, refs) = s["graph"], s["data"]
+    vocab = [w for w, i in g.words if i and not w.startswith(("#", "<"))]
+    lists = biasing_lists(refs, vocab, args.targets, SIZES, args.seed)
+    opts = CtcBeamOptions(beam=args.beam, max_active=s["max_active"], acoustic_scale=s["scale"])
+    decode_ctc(lp[:1, :5], [5], g, opts, [{"a b": 1.0}], backend="cpu", num_threads=1)  # compile
+    configs = [("none", None)]
+    for n in SIZES:
+        per = []
+        for chosen, distract in lists:
+            table = dict.fromkeys(distract[:n], args.bonus)
+            table.update(dict.fromkeys(chosen, args.bonus))
+            per.append(table or None)
+        configs.append((f"targets + {n}", per))
+    results: dict[str, tuple] = {}
+    for _ in range(args.repeats):  # alternately: the best CPU time of each kept
+        for name, boosts in configs:
+
+            def decode(boosts=boosts):
+                return decode_ctc(lp, lengths, g, opts, boosts, backend="cpu", num_threads=1)
+
+            hyps, cpu = best_cpu(decode, 1)
+            if name not in results or cpu < results[name][1]:
+                results[name] = (hyps, cpu)
+    frames = int(lengths.sum())
+    rows = []
+    base_cpu = results["none"][1]
+    for name, _ in configs:
+        hyps, cpu = results[name]
+        be = ue = nb = nu = 0
+        for r, h, (chosen, _d) in zip(refs, hyps, lists, strict=True):
+            biased = {w for p in chosen for w in p.split()}
+            b, u = split_errors(list(r), list(h[0].words), biased)
+            be, ue = be + b, ue + u
+            nb += sum(w in biased for w in r)
+            nu += sum(w not in biased for w in r)
+        row = dict(data=s["name"], boosting=name, cpu=cpu, rel=cpu / base_cpu,
+                   b_wer=100 * be / max(nb, 1), u_wer=100 * ue / max(nu, 1),
+                   wer=100 * (be + ue) / max(nb + nu, 1), frames=frames, biased_words=nb)  # fmt: skip
+        rows.append(row)
+        print(f"| {s['name']} | {name} | {row['b_wer']:.2f} | {row['u_wer']:.2f} | "
+              f"{row['wer']:.2f} | {cpu:.3f} | {row['rel']:.2f} |", flush=True)  # fmt: skip
+    return rows
+
+
+def build_times(graph, repeats: int):
+    """CPU ms to resolve and compile N random phrase bigrams of ``graph``'s words."""
+    from wfstdecode.ctc.boost import build_boost_tables, resolve_boosts
+
+    vocab = [w for w, i in graph.words if i and not w.startswith(("#", "<"))]
+    rng = np.random.default_rng(0)
+    out = []
+    for n in (10, 100, 1000, 10000, 100000):
+        pairs = {f"{vocab[a]} {vocab[b]}": 2.0 for a, b in rng.choice(len(vocab), (n, 2))}
+
+        def build(pairs=pairs):
+            return build_boost_tables(resolve_boosts(pairs, 1, graph.words))
+
+        tables, cpu = best_cpu(build, repeats)
+        out.append((len(pairs), cpu, int(tables.contexts[0])))
+        print(f"| {len(pairs)} | {1000 * cpu:.1f} | {int(tables.contexts[0])} |", flush=True)
+    return out
+
+
+def plot(rows, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+    for data in sorted({r["data"] for r in rows}):
+        mine = [r for r in rows if r["data"] == data and r["boosting"] != "none"]
+        none = next(r for r in rows if r["data"] == data and r["boosting"] == "none")
+        sizes = [int(r["boosting"].split("+ ")[1]) + 1 for r in mine]
+        (line,) = axes[0].plot(sizes, [r["b_wer"] for r in mine], "o-", label=f"{data} B-WER")
+        axes[0].plot(sizes, [r["u_wer"] for r in mine], "s--", color=line.get_color(),
+                     label=f"{data} U-WER")  # fmt: skip
+        axes[0].axhline(none["b_wer"], color=line.get_color(), lw=0.8, ls=":")
+        axes[1].plot(sizes, [r["rel"] for r in mine], "o-", label=data)
+    axes[0].set(xscale="log", xlabel="distractor phrases + 1", ylabel="WER %",
+                title="biased / unbiased WER (dotted: B-WER unboosted)")  # fmt: skip
+    axes[1].set(xscale="log", xlabel="distractor phrases + 1", ylabel="CPU time / no boosting",
+                title="decoding time")  # fmt: skip
+    axes[1].axhline(1.2, color="grey", lw=0.8, ls=":")
+    for ax in axes:
+        ax.legend(fontsize=8)
+        ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--speech", type=Path, help="flite.npz of tools/bench_speech_ctc.py")
+    ap.add_argument("--speech-utts", type=int, default=60)
+    ap.add_argument("--beam", type=float, default=12.0)
+    ap.add_argument("--bonus", type=float, default=3.0, help="per word")
+    ap.add_argument("--targets", type=int, default=1, help="target bigrams per utterance")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--plot", type=Path)
+    args = ap.parse_args(argv)
+    print(f"python {platform.python_version()}, {platform.machine()}, load "
+          f"{os.getloadavg()[0]:.2f} at start")  # fmt: skip
+    with tempfile.TemporaryDirectory() as work:
+        sets = data_sets(Path(work), args.speech, args.speech_utts)
+        print("\n| data | boosting | B-WER % | U-WER % | WER % | CPU s | × none |")
+        print("|---|---|---|---|---|---|---|")
+        rows = [r for s in sets for r in run(s, args)]
+        print("\n| phrases | build CPU ms | context states |")
+        print("|---|---|---|")
+        build_times(sets[-1]["graph"], args.repeats)
+    print(f"load {os.getloadavg()[0]:.2f} at the end")
+    if args.plot:
+        plot(rows, args.plot)
+
+
+if __name__ == "__main__":
+    t0 = time.perf_counter()
+    main()
+    print(f"wall {time.perf_counter() - t0:.0f} s")
