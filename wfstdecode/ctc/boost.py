@@ -12,7 +12,8 @@ All utterances' automata live in one set of flat arrays (`BoostTables`), the sam
 GPU backend keeps on the device. The goto function is one open-addressing hash table per
 utterance with linear probing, keyed by ``(node, word)``:
 
-* ``node``, ``word`` int32 [total]: the entry's key (``word`` -1 for an empty slot);
+* ``key`` int64 [total]: the entry's ``(node << 32) | word``, or -1 for an empty slot (one load
+  and one comparison per probe);
 * ``gain`` float32 [total]: the bonus of reaching the child from the root
   (`phrases.PhraseAutomaton.gain`); ``enter`` int32 [total]: the context state it leads to;
 * ``offset`` int64 [B]: where utterance b's table starts; ``mask`` int64 [B]: its capacity - 1
@@ -48,8 +49,7 @@ MAX_PHRASE_WORDS = 64
 class BoostTables:
     """The flat hash tables and node arrays of every utterance (see the module docstring)."""
 
-    node: np.ndarray
-    word: np.ndarray
+    key: np.ndarray
     gain: np.ndarray
     enter: np.ndarray
     offset: np.ndarray
@@ -260,8 +260,7 @@ def build_boost_tables(per_utt: list[dict[tuple[int, ...], np.float32] | None]) 
         node_offsets[b], contexts[b] = total_nodes, automaton.num_contexts
         total += cap
         total_nodes += automaton.num_nodes
-    node = np.zeros(max(total, 1), np.int32)
-    word = np.full(max(total, 1), EMPTY, np.int32)
+    key = np.full(max(total, 1), EMPTY, np.int64)
     gain = np.zeros(max(total, 1), np.float32)
     enter = np.zeros(max(total, 1), np.int32)
     fail = np.zeros(max(total_nodes, 1), np.int32)
@@ -274,11 +273,11 @@ def build_boost_tables(per_utt: list[dict[tuple[int, ...], np.float32] | None]) 
         for parent, kids in enumerate(automaton.children):
             for w, child in kids.items():
                 h = _slot(parent, w, mask)
-                while word[base + h] != EMPTY:
+                while key[base + h] != EMPTY:
                     h = (h + 1) & mask
-                node[base + h], word[base + h] = parent, w
+                key[base + h] = (parent << 32) | w
                 gain[base + h], enter[base + h] = automaton.gain[child], automaton.enter[child]
-    return BoostTables(node, word, gain, enter, offsets, masks, fail, phi, node_offsets,
+    return BoostTables(key, gain, enter, offsets, masks, fail, phi, node_offsets,
                        contexts, tuple(automata))  # fmt: skip
 
 

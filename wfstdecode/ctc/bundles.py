@@ -37,8 +37,7 @@ class SearchGraph(NamedTuple):
 class LaneBoosts(NamedTuple):
     """The per-utterance phrase automata (`boost.BoostTables`), one row per lane of this call."""
 
-    node: np.ndarray  # int32 [total]: a goto entry's node
-    word: np.ndarray  # int32 [total]: its word, or EMPTY
+    key: np.ndarray  # int64 [total]: a goto entry's (node << 32) | word, or EMPTY
     gain: np.ndarray  # float32 [total]: the bonus of taking it from the root
     enter: np.ndarray  # int32 [total]: the context state it leads to
     offset: np.ndarray  # int64 [lanes]: where a lane's table starts
@@ -77,7 +76,7 @@ def lane_boosts(problem, lanes=None, put=np.asarray) -> LaneBoosts:
         per_lane = tuple(x[lanes] for x in per_lane)
     offset, mask, node_offset, contexts = per_lane
     return LaneBoosts(
-        put(bt.node), put(bt.word), put(bt.gain), put(bt.enter), put(offset), put(mask),
+        put(bt.key), put(bt.gain), put(bt.enter), put(offset), put(mask),
         put(bt.fail), put(bt.phi), put(node_offset), put(contexts),
     )  # fmt: skip
 
@@ -104,20 +103,23 @@ def arc_cost(graph, boosts, lane, a, x):
     base = boosts.offset[lane]
     nodes = boosts.node_offset[lane]
     node = x
-    while True:
+    while True:  # the goto entry of (node, word), else node's failure link, down to the root
         h = ((np.int64(word) * np.int64(HASH_MULT) + np.int64(node) * np.int64(NODE_MULT))
              & np.int64(0xFFFFFFFF)) & mask  # fmt: skip
+        want = (np.int64(node) << np.int64(32)) | np.int64(word)
         while True:
-            k = boosts.word[base + h]
-            if k == EMPTY:
-                break
-            if k == word and boosts.node[base + h] == node:
+            k = boosts.key[base + h]
+            if k == want:
                 gain = boosts.gain[base + h]
                 if x != 0:
                     gain = gain - boosts.phi[nodes + x]
                 return c - gain, boosts.enter[base + h]
+            if k == EMPTY:
+                break
             h = (h + 1) & mask
         if node == 0:
+            if x == 0:
+                return c, 0  # a word without a bonus: nothing to earn, nothing to give back
             return c + boosts.phi[nodes + x], 0
         node = boosts.fail[nodes + node]
 

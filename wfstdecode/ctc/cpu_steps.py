@@ -35,18 +35,21 @@ from .status import OVERFLOW
 
 _INF = np.float32(np.inf)
 _NO_ARC = np.int32(np.iinfo(np.int32).max)  # a new candidate's arc: any real arc improves it
+CTX, SRC, CHAIN = 0, 1, 2  # the rows of Candidates.context
 
 
 class Candidates(NamedTuple):
     """The tokens of the frame being built; candidate ``j`` is row ``j`` of every array."""
 
     state: np.ndarray  # int32
-    ctx: np.ndarray  # int32: context state (the phrase automaton's)
     cost: np.ndarray  # float32
     arc: np.ndarray  # int32: the arc that reached it (-1: the start)
-    src: np.ndarray  # int32: the context state it came from (the recombination tie-break)
     prev: np.ndarray  # int32: a record (emitting arc, start) or a candidate (epsilon arc)
-    chain: np.ndarray  # int32: the same state's next candidate (another context state), or -1
+    # int32 [3, cap]: row CTX its context state (the phrase automaton's), row SRC the context
+    # state it came from (the recombination tie-break), row CHAIN the same state's next
+    # candidate (in another context state) or -1. One array, not three: every array of the
+    # tuple costs reference-count updates on each call that passes it (measured: ~5%).
+    context: np.ndarray
     queued: np.ndarray  # bool: in the epsilon closure's next round
     kept: np.ndarray  # bool: a survivor or an in-frame ancestor of one
     record: np.ndarray  # int32: its record index once kept
@@ -55,10 +58,9 @@ class Candidates(NamedTuple):
 @njit(nogil=True, cache=True)
 def candidates(cap):
     return Candidates(
-        np.empty(cap, np.int32), np.empty(cap, np.int32), np.empty(cap, np.float32),
-        np.empty(cap, np.int32), np.empty(cap, np.int32), np.empty(cap, np.int32),
-        np.empty(cap, np.int32), np.zeros(cap, np.bool_), np.zeros(cap, np.bool_),
-        np.empty(cap, np.int32),
+        np.empty(cap, np.int32), np.empty(cap, np.float32), np.empty(cap, np.int32),
+        np.empty(cap, np.int32), np.empty((3, cap), np.int32), np.zeros(cap, np.bool_),
+        np.zeros(cap, np.bool_), np.empty(cap, np.int32),
     )  # fmt: skip
 
 
@@ -66,23 +68,33 @@ def candidates(cap):
 def _doubled(cands, n):
     bigger = candidates(2 * cands.state.shape[0])
     bigger.state[:n] = cands.state[:n]
-    bigger.ctx[:n] = cands.ctx[:n]
     bigger.cost[:n] = cands.cost[:n]
     bigger.arc[:n] = cands.arc[:n]
-    bigger.src[:n] = cands.src[:n]
     bigger.prev[:n] = cands.prev[:n]
-    bigger.chain[:n] = cands.chain[:n]
+    bigger.context[:, :n] = cands.context[:, :n]
     bigger.queued[:n] = cands.queued[:n]  # kept and record are per frame: nothing to copy
     return bigger
 
 
 @njit(inline="always", nogil=True, cache=True)
-def _slot_of(cands, state_map, d, x):
-    """The candidate of state ``d`` in context state ``x``, or -1."""
+def _slot_of(cands, state_map, d, x, phrases):
+    """The candidate of state ``d`` in context state ``x``, or -1. Without ``phrases`` (one
+    context state) the state's first candidate is the one: the chain is not read."""
     j = state_map[d]
-    while j >= 0 and cands.ctx[j] != x:
-        j = cands.chain[j]
+    if phrases:
+        while j >= 0 and cands.context[CTX, j] != x:
+            j = cands.context[CHAIN, j]
     return j
+
+
+@njit(inline="always", nogil=True, cache=True)
+def _beats(costs, arcs, context, j, c, a, x):
+    """`improves` against candidate ``j``: its arc and source context state are read only when
+    the costs tie (rare), not for every arc."""
+    old = costs[j]
+    if c != old:
+        return c < old
+    return improves(c, a, x, old, arcs[j], context[SRC, j])
 
 
 @njit(inline="always", nogil=True, cache=True)
@@ -93,10 +105,10 @@ def _new_slot(cands, j, state_map, d, x):
     Callers grow ``cands`` before their arc loops, never inside: Numba updates the reference
     count of every array of a tuple that a loop may rebind, on every iteration, and those atomic
     updates took over half of the search's time (removing them halved it)."""
-    cands.chain[j] = state_map[d]
+    cands.context[CHAIN, j] = state_map[d]
     state_map[d] = j
     cands.state[j] = d
-    cands.ctx[j] = x
+    cands.context[CTX, j] = x
     cands.cost[j] = _INF
     cands.arc[j] = _NO_ARC
     cands.queued[j] = False
@@ -124,12 +136,12 @@ def smallest(costs, n):
 def start(cands, state_map, graph):
     """Step 1: token frame 0 holds the start state at cost 0 (no arc)."""
     cands.state[0] = graph.start
-    cands.ctx[0] = 0
     cands.cost[0] = np.float32(0.0)
     cands.arc[0] = -1
-    cands.src[0] = 0
     cands.prev[0] = -1
-    cands.chain[0] = -1
+    cands.context[CTX, 0] = 0
+    cands.context[SRC, 0] = 0
+    cands.context[CHAIN, 0] = -1
     cands.queued[0] = False
     state_map[graph.start] = 0
     return 1
@@ -162,6 +174,7 @@ def expand(ac_t, alive, cands, state_map, graph, boosts, lane, beam, early):
         s = alive.state[i]
         most += graph.e_offsets[s + 1] - graph.e_offsets[s]
     most = min(most, state_map.shape[0] * boosts.contexts[lane])  # one per (state, context)
+    phrases = boosts.contexts[lane] > 1
     while cands.state.shape[0] < most:
         cands = _doubled(cands, 0)
     for ii in range(n_alive):
@@ -179,15 +192,15 @@ def expand(ac_t, alive, cands, state_map, graph, boosts, lane, beam, early):
             if c < running:
                 running = c
             d = graph.next_state[a]
-            j = _slot_of(cands, state_map, d, nx)
+            j = _slot_of(cands, state_map, d, nx, phrases)
             if j < 0:  # the pair's first candidate this frame
                 j = n
                 n += 1
                 _new_slot(cands, j, state_map, d, nx)
-            if improves(c, a, x, cands.cost[j], cands.arc[j], cands.src[j]):
+            if _beats(cands.cost, cands.arc, cands.context, j, c, a, x):
                 cands.cost[j] = c
                 cands.arc[j] = a
-                cands.src[j] = x
+                cands.context[SRC, j] = x
                 cands.prev[j] = record
     return n, cands
 
@@ -246,30 +259,31 @@ def _closure_round(cands, n, queue, q_n, limit, state_map, graph, boosts, lane, 
     candidate the round can create. Returns ``(n, entries of nxt, nxt)``: the next round's
     queue."""
     ne_offsets, next_state = graph.ne_offsets, graph.next_state
-    c_state, c_ctx, c_cost, c_arc = cands.state, cands.ctx, cands.cost, cands.arc
-    c_src, c_prev, c_queued = cands.src, cands.prev, cands.queued
+    c_state, c_cost, c_arc = cands.state, cands.cost, cands.arc
+    c_prev, c_queued, c_context = cands.prev, cands.queued, cands.context
+    phrases = boosts.contexts[lane] > 1
     nx_n = 0
     for q in range(q_n):
         j = queue[q]
         c_queued[j] = False
         s = c_state[j]
-        x = c_ctx[j]
+        x = c_context[CTX, j]
         for a in range(ne_offsets[s], ne_offsets[s + 1]):
             arc_c, nx = arc_cost(graph, boosts, lane, a, x)
             c = c_cost[j] + arc_c
             if not (c <= limit and c < _INF):
                 continue
             d = next_state[a]
-            k = _slot_of(cands, state_map, d, nx)
+            k = _slot_of(cands, state_map, d, nx, phrases)
             if k < 0:
                 k = n
                 n += 1
                 _new_slot(cands, k, state_map, d, nx)
-            if not improves(c, a, x, c_cost[k], c_arc[k], c_src[k]):
+            if not _beats(c_cost, c_arc, c_context, k, c, a, x):
                 continue
             c_cost[k] = c
             c_arc[k] = a
-            c_src[k] = x
+            c_context[SRC, k] = x
             c_prev[k] = j
             if not c_queued[k]:
                 c_queued[k] = True
@@ -343,7 +357,7 @@ def compact_records(cands, n, cutoff, best, n_alive, records, n_rec, num_emittin
             records.prev[k] = cands.prev[j] if emitting else cands.record[cands.prev[j]]
             if cands.cost[j] <= cutoff:
                 alive.state[i] = cands.state[j]
-                alive.ctx[i] = cands.ctx[j]
+                alive.ctx[i] = cands.context[CTX, j]
                 alive.cost[i] = cands.cost[j] - best
                 alive.record[i] = k
                 i += 1

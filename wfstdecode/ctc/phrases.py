@@ -116,7 +116,7 @@ class PhraseAutomaton:
                 bonus = self.gain[child] if x == ROOT else self.gain[child] - self.phi[x]
                 return int(self.enter[child]), np.float32(bonus)
             if node == ROOT:
-                return ROOT, np.float32(-self.phi[x])
+                return ROOT, np.float32(-self.phi[x] if x != ROOT else 0.0)
             node = int(self.fail[node])
 
     def path_bonus(self, words) -> float:
