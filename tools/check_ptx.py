@@ -96,10 +96,10 @@ def main() -> int:
         ("begin_frame_kernel", K.begin_frame_kernel,
          (d.control, d.records, run.last_frame, run.need)),
         ("end_chunk_kernel", K.end_chunk_kernel, (d.control, d.records)),
-        ("fill_kernel[int32]", K.fill_kernel, (d.tables.state, np.int32(D.EMPTY))),
+        ("fill_kernel[int64]", K.fill_kernel, (d.tables.state, np.int64(D.EMPTY))),
         ("fill_kernel[uint64]", K.fill_kernel, (d.tables.key, D.NO_KEY)),
         ("gather_survivors_kernel", K.gather_survivors_kernel,
-         (d.survivors, i32, i64, (i32, f32, i32), np.int32(H))),
+         (d.survivors, i32, i64, (i32, i32, f32, i32), np.int32(H))),
     ]  # fmt: skip
     control, acoustics, *rest = run.expand_args
     for dtype in (np.float16, np.float32, np.float64):

@@ -8,17 +8,21 @@ import math
 import numpy as np
 import pytest
 
-from wfstdecode import DecodeInputError, OptionsError
+from wfstdecode import DecodeInputError
 from wfstdecode.ctc import CtcBeamOptions, CtcStreamDecoder, decode_ctc
 from wfstdecode.ctc.boost import MAX_PHRASES, build_boost_tables, resolve_boosts
 from wfstdecode.ctc.bundles import lane_boosts, search_graph
+from wfstdecode.ctc.cpu import decode_cpu
 from wfstdecode.ctc.phrases import PhraseAutomaton
+from wfstdecode.ctc.reference import decode_reference
 from wfstdecode.ctc.search import prepare_problem
 from wfstdecode.testing import (
     assert_hypotheses_equal,
+    fast_backends,
     lexicon_graph,
     random_graph,
     random_log_probs,
+    raw_backend,
     simulate_ctc,
 )
 from wfstdecode.testing.paths import occurrence_bonus
@@ -165,9 +169,6 @@ def test_cpu_equals_reference_with_phrases(seed, opt):
     got = decode_ctc(lp, lengths, g, OPTIONS[opt], per, backend="cpu")
     assert_hypotheses_equal(ref, got, 1e-5, f"seed {seed}")
     p = prepare_problem(lp, lengths, g, OPTIONS[opt], per)
-    from wfstdecode.ctc.cpu import decode_cpu
-    from wfstdecode.ctc.reference import decode_reference
-
     for r, c in zip(decode_reference(p), decode_cpu(p), strict=True):
         assert (r.status, len(r.paths)) == (c.status, len(c.paths))
         for (ra, rf, rc), (ca, cf, cc) in zip(r.paths, c.paths, strict=True):
@@ -185,8 +186,6 @@ def test_scores_count_the_phrases_on_the_path(seed):
     opts = CtcBeamOptions(beam=8.0, nbest=3)
     p = prepare_problem(lp, lengths, g, opts, per)
     plain = prepare_problem(lp, lengths, g, opts, None)
-    from wfstdecode.ctc.cpu import decode_cpu
-
     for b, r in enumerate(decode_cpu(p)):
         for arcs, frames, _ in r.paths:
             final = not r.status
@@ -280,16 +279,19 @@ def test_too_many_phrases_is_a_clear_limit():
         resolve_boosts(many, 1, g.words)
 
 
-def test_cuda_refuses_phrases_and_auto_picks_cpu():
-    from wfstdecode.backends import available_ctc_backends
-
-    g, lp, lengths, per = _phrase_case(1)
-    per = [{"w1 w2": 1.0}, None, None]
-    if "cuda" in available_ctc_backends():  # a GPU or the simulator
-        with pytest.raises(OptionsError, match="cuda backend boosts single words only"):
-            decode_ctc(lp, lengths, g, CtcBeamOptions(), per, backend="cuda")
-    auto = decode_ctc(lp, lengths, g, CtcBeamOptions(), per, backend="auto")
-    assert_hypotheses_equal(auto, decode_ctc(lp, lengths, g, CtcBeamOptions(), per, backend="cpu"))
+@pytest.mark.parametrize("backend", fast_backends())
+@pytest.mark.parametrize(("seed", "opt"), [(1, 0), (3, 3), (6, 1)])
+def test_fast_backends_equal_reference_with_phrases_bit_for_bit(seed, opt, backend):
+    """cpu and cuda (GPU, or the simulator on these small cases) == reference: the same paths
+    and float32 costs, with several context states per graph state."""
+    g, lp, lengths, per = _phrase_case(seed)
+    p = prepare_problem(lp, lengths, g, OPTIONS[opt], per)
+    assert p.boosts.has_phrases
+    for r, c in zip(decode_reference(p), raw_backend(backend)(p), strict=True):
+        assert (r.status, len(r.paths)) == (c.status, len(c.paths))
+        for (ra, rf, rc), (ca, cf, cc) in zip(r.paths, c.paths, strict=True):
+            assert np.array_equal(ra, ca) and np.array_equal(rf, cf)
+            assert np.float32(rc) == np.float32(cc)
 
 
 def test_search_bundles_carry_the_context_counts():
@@ -317,3 +319,13 @@ def test_phrases_on_the_command_line(tmp_path, capsys):
     assert capsys.readouterr().out == from_file
     assert main([*common, "--boost-file", str(tmp_path / "b.txt"), "--boost", "cap   pat=1"]) == 2
     assert "boosted by --boost and in" in capsys.readouterr().err
+
+
+def test_a_boost_file_beyond_the_limit_stops_at_the_line(tmp_path):
+    from wfstdecode.ctc.boost import read_boost_file
+    from wfstdecode.errors import InputFileError
+
+    path = tmp_path / "many.txt"
+    path.write_text("".join(f"w{i} w{i + 1}\t1.5\n" for i in range(MAX_PHRASES + 1)))
+    with pytest.raises(InputFileError, match=rf"many.txt:{MAX_PHRASES + 1}: more than"):
+        read_boost_file(path)

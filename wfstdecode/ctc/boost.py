@@ -207,20 +207,6 @@ def phrase_ids(key, words, b: int = 0, unknown: list | None = None) -> tuple[int
     return tuple(ids)
 
 
-def has_phrases(boosts) -> bool:
-    """Whether ``boosts`` (as `decode_ctc` takes them) name a phrase of several words."""
-    if boosts is None or isinstance(boosts, (str, bytes)):
-        return False
-    tables = [boosts] if isinstance(boosts, Mapping) else boosts
-
-    def several(key) -> bool:
-        if isinstance(key, str):
-            return len(key.split()) > 1
-        return isinstance(key, tuple) and len(key) > 1
-
-    return any(isinstance(t, Mapping) and any(several(k) for k in t) for t in tables)
-
-
 def _symbol_or_none(words, wid):
     try:
         return words.symbol(wid)

@@ -18,7 +18,7 @@ from ..results import Hypothesis
 from ..symbols import BLANK
 from ._paths import to_hypotheses
 from ._problem import SearchProblem, search_costs
-from .boost import build_boost_tables, has_phrases, resolve_boosts
+from .boost import build_boost_tables, resolve_boosts
 from .options import CtcBeamOptions
 from .tuning import CpuTuning, CudaTuning, tuning_for
 
@@ -52,8 +52,7 @@ def decode_ctc(
                  makes the phrase more likely): every occurrence of a phrase in a hypothesis earns
                  its bonus once per word, and a partial match earns it word by word and gives it
                  back when it fails (`wfstdecode.ctc.phrases`). Phrases with a word not in the
-                 graph warn and are ignored. Phrases of several words run on the cpu and
-                 reference backends (``"auto"`` picks cpu for them).
+                 graph warn and are ignored.
     backend:     ``"auto"`` (cuda for GPU-resident inputs when available, else cpu),
                  ``"reference"`` (pure Python, slow), ``"cpu"`` (Numba) or ``"cuda"``.
     tuning:      speed-only settings of the backend that runs: `CpuTuning` or `CudaTuning`
@@ -73,18 +72,11 @@ def decode_ctc(
     if not isinstance(graph, DecodingGraph):
         raise DecodeInputError(f"graph must be a DecodingGraph; got {type(graph).__name__}")
     name = resolve_ctc_backend(backend, log_probs)
-    if name == "cuda" and backend == "auto" and has_phrases(boosts):
-        name = "cpu"  # the cuda backend boosts single words only
     tuning = tuning_for(name, tuning, num_threads)
     on_device = name == "cuda" and is_device_array(log_probs)
     problem = prepare_problem(log_probs, lengths, graph, options, boosts, on_device)
     if problem.batch_size == 0:
         return []
-    if name == "cuda" and problem.boosts.has_phrases:
-        raise OptionsError(
-            "boosted phrases of several words need backend='cpu' or 'reference': the cuda "
-            "backend boosts single words only"
-        )
     return to_hypotheses(problem, ctc_backend(name)(problem, tuning))
 
 

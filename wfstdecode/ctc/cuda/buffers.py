@@ -48,8 +48,9 @@ class Tables(NamedTuple):
     """Two recombination hash tables per lane (frame ``f`` builds table ``f % 2`` and clears the
     other); table ``k = parity * B + lane`` is ``state[k * size : (k + 1) * size]``, and so on."""
 
-    state: object  # int32 [2BH]: the slot's state, or EMPTY
+    state: object  # int64 [2BH]: the slot's token (`primitives.token_key`), or EMPTY
     key: object  # uint64 [2BH]: the best (cost, arc) key so far (`primitives.pack`), or NO_KEY
+    src: object  # int32 [2BH]: the best key's source context state (the tie-break), or NO_SRC
     prev: object  # int32 [2BH]: backpointer (record in frame f - 1, or slot of this frame)
     mark: object  # int32 [2BH]: closure round queued / kept flag / 2 + record index
     cand: object  # int32 [2BH]: the slots in use, in insertion order (the candidates)
@@ -62,6 +63,7 @@ class Survivors(NamedTuple):
     """The tokens that survived the last frame, per lane at ``lane * H``."""
 
     state: object  # int32 [BH]
+    ctx: object  # int32 [BH]: its context state
     cost: object  # float32 [BH]: relative to the frame's best
     record: object  # int32 [BH]: its record in the chunk's buffer
     n: object  # int32 [B]
@@ -136,13 +138,15 @@ def allocate(p, H: int, capacity: int, frames_per_chunk: int, stream) -> SearchB
         status=full(B, 0, np.int32), died=full(B, -1, np.int32),
     )  # fmt: skip
     tables = Tables(
-        state=filled(2 * B * H, EMPTY, np.int32), key=filled(2 * B * H, NO_KEY, np.uint64),
+        state=filled(2 * B * H, EMPTY, np.int64), key=filled(2 * B * H, NO_KEY, np.uint64),
+        src=scratch(2 * B * H, np.int32),
         prev=filled(2 * B * H, -1, np.int32), mark=filled(2 * B * H, 0, np.int32),
         cand=scratch(2 * B * H, np.int32), n_cand=full(2 * B, 0, np.int32),
         queue=scratch(2 * B * H, np.int32), size=np.int32(H),
     )  # fmt: skip
     survivors = Survivors(
-        state=scratch(B * H, np.int32), cost=scratch(B * H, np.float32),
+        state=scratch(B * H, np.int32), ctx=scratch(B * H, np.int32),
+        cost=scratch(B * H, np.float32),
         record=scratch(B * H, np.int32), n=full(B, 0, np.int32),
         arc_scan=scratch(B * (H + 1), np.int32),
     )  # fmt: skip

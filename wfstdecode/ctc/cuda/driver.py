@@ -47,7 +47,7 @@ def decode_cuda(problem: SearchProblem, tuning: CudaTuning | None = None) -> lis
     _check_prune_threads(prune_threads)
     B = problem.batch_size
     T = int(problem.lengths.max(initial=0))
-    H = table_size(g.num_states, opts)
+    H = table_size(g.num_states, opts, int(problem.boosts.contexts.max(initial=1)))
     cap = record_capacity(B, H)
     if not int32_records_fit(B, H):
         raise DeviceMemoryError(
@@ -277,7 +277,8 @@ def _check_free_memory(needed: int, B: int, H: int) -> None:
 
 class FrameSequence:
     """The launches of one chunk: `begin_chunk`, then per frame step `begin_frame`, the expand
-    kernel (twice when ``min_active == 1``: best cost, then candidates) and `closure_prune`."""
+    kernel (best cost when ``min_active == 1``, candidates, source context states when a lane
+    boosts phrases) and `closure_prune`."""
 
     def __init__(
         self, p: SearchProblem, d: SearchBuffers, graph: bundles.SearchGraph,
@@ -297,6 +298,7 @@ class FrameSequence:
         self.last_frame = np.int32(p.lengths.max(initial=0))
         self.need = np.int32(B * d.tables.size)  # records of one worst-case frame
         self.early = p.options.min_active <= 1  # expand phase 0 finds the best cost first
+        self.phrases = p.boosts.has_phrases  # expand phase 2 settles the source context states
         limits = bundles.limits(p, index=np.int32)
         self.expand_args = (
             d.control, d.acoustics, graph, d.boosts, limits, d.lanes, d.survivors, d.tables,
@@ -322,6 +324,9 @@ class FrameSequence:
         if self.early:
             K.expand_kernel[self.expand_grid, self.threads, stream](np.int32(0), *self.expand_args)
         K.expand_kernel[self.expand_grid, self.threads, stream](np.int32(1), *self.expand_args)
+        if self.phrases:
+            K.expand_kernel[self.expand_grid, self.threads, stream](np.int32(2),
+                                                                    *self.expand_args)  # fmt: skip
         marks.append(self._mark(stream))
         K.closure_prune_kernel[self.B, self.prune_threads, stream](*self.prune_args)
         marks.append(self._mark(stream))

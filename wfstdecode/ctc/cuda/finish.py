@@ -27,11 +27,9 @@ def finish(problem: SearchProblem, d, chunks, T: int) -> list[RawResult]:
     first_over, min_beam = lanes.first_overflow.copy_to_host(), lanes.min_beam.copy_to_host()
     act_n = np.where(status & DIED, 0, d.survivors.n.copy_to_host()).astype(np.int64)
     offsets = np.concatenate(([0], np.cumsum(act_n)))
-    state, cost, store = _gather_survivors(d.survivors, act_n, offsets, d.tables.size)
+    state, ctx, cost, store = _gather_survivors(d.survivors, act_n, offsets, d.tables.size)
+    boosts = problem.boosts
     results = []
-    # every token is in the root context state: the cuda backend boosts single words only
-    root_ctx = np.zeros(int(act_n.max(initial=0)), np.int32)
-    no_give_back = np.zeros(1, np.float32)
     for b in range(B):
         notes = ()
         if over_frames[b]:
@@ -50,8 +48,9 @@ def finish(problem: SearchProblem, d, chunks, T: int) -> list[RawResult]:
         out = PathRows.first(1, problem.options.nbest, T)
         while True:
             n_paths, st = finish_paths(
-                Survivors(state[lo : lo + n], root_ctx[:n], cost[lo : lo + n], a_store), records,
-                len(st_arc), length, g.final_cost, no_give_back, g.olabel, g.num_emitting_arcs,
+                Survivors(state[lo : lo + n], ctx[lo : lo + n], cost[lo : lo + n], a_store),
+                records, len(st_arc), length, g.final_cost,
+                boosts.phi[boosts.node_offset[b] :], g.olabel, g.num_emitting_arcs,
                 problem.options.nbest, out.lane(0),
             )  # fmt: skip
             if not st & RETRY_BITS:
@@ -86,14 +85,16 @@ def _global_records(chunks, n_emit: int, T: int):
 
 
 def _gather_survivors(survivors, act_n: np.ndarray, offsets: np.ndarray, H):
-    """Each lane's ``act_n`` survivors (state, cost, record), packed by a kernel and copied."""
+    """Each lane's ``act_n`` survivors (state, context state, cost, record), packed by a kernel
+    and copied."""
     from numba import cuda
 
     from . import kernels as K
     from .target import SIM
 
     total = int(offsets[-1])
-    out = tuple(cuda.device_array(max(total, 1), dt) for dt in (np.int32, np.float32, np.int32))
+    out = tuple(cuda.device_array(max(total, 1), dt)
+                for dt in (np.int32, np.int32, np.float32, np.int32))  # fmt: skip
     B = len(act_n)
     if total:
         threads = 8 if SIM else 256

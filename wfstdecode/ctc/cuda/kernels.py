@@ -37,9 +37,13 @@ frames can be captured once as a CUDA graph:
    does when ``min_active == 1``).
 2. `expand_kernel` phase 1 (same grid): thread ``i`` of a lane takes arc ``i - scan[k]`` of
    surviving token ``k`` (``scan`` = exclusive prefix sum of the tokens' emitting out-degrees,
-   found by binary search), inserts the destination state in the lane's open-addressing hash
-   table and does a 64-bit ``atomicMin`` of ``(order-preserving cost bits << 32) | (arc + 1)``
-   on its slot: the reference's ``(cost, arc)`` rule in one atomic.
+   found by binary search), inserts the destination token (state, context state) in the lane's
+   open-addressing hash table and does a 64-bit ``atomicMin`` of ``(order-preserving cost bits
+   << 32) | (arc + 1)`` on its slot: the reference's ``(cost, arc)`` rule in one atomic.
+   `expand_kernel` phase 2 (lanes with boosted phrases only): the threads whose candidate equals
+   its slot's final key take the smallest source context state (``atomicMin``), the rule's last
+   tie-break, so that the backpointer finds the source token; without phrases every token is in
+   context state 0 and the phase is not launched.
 3. `closure_prune_kernel` (one block per lane): step 1 (frame 0), step 2's backpointers to
    step 5 as listed above; the kept tokens' records go to the chunk's record buffer, which the
    host copies out.
@@ -65,7 +69,15 @@ from .layout import (
     INFO_STARTS,
     NO_BEST,
 )
-from .primitives import Scratch, add_candidate, ordered_bits, ordered_cost, pack
+from .primitives import (
+    Scratch,
+    add_candidate,
+    lookup,
+    ordered_bits,
+    ordered_cost,
+    pack,
+    token_key,
+)
 from .target import cuda
 
 _INF = np.float32(np.inf)
@@ -74,23 +86,29 @@ _INF = np.float32(np.inf)
 @cuda.jit
 def expand_kernel(phase, control, acoustics, graph, boosts, limits, lanes, survivors, tables):
     """Step 2 over the frame's emitting arcs. Phase 0: ``lanes.best_bits = min`` of the candidate
-    costs (ordered bits). Phase 1: candidates recombined per state, none beyond ``best + beam``
-    when phase 0 ran (``min_active <= 1``)."""
+    costs (ordered bits). Phase 1: candidates recombined per token (state, context state), none
+    beyond ``best + beam`` when phase 0 ran (``min_active <= 1``). Phase 2 (lanes with boosted
+    phrases): each slot's source context state, the smallest among the arcs that gave its best
+    ``(cost, arc)`` key (`bundles.improves`' last tie-break)."""
     lane = cuda.blockIdx.y
     f = control.ctl[CTL_FRAME]
     t = f - 1
     if control.ctl[CTL_GO] == 0 or f == 0 or lanes.done[lane] or t >= lanes.length[lane]:
         return
+    phrases = boosts.contexts[lane] > 1
+    if phase == 2 and not phrases:
+        return
     H = tables.size
     total = survivors.arc_scan[lane * (H + 1) + survivors.n[lane]]
     table = (f % 2) * lanes.length.shape[0] + lane
     limit = _INF
-    if phase == 1 and limits.min_active <= 1:
+    if phase >= 1 and limits.min_active <= 1:
         limit = ordered_cost(lanes.best_bits[lane]) + lanes.beam[lane]
     best = NO_BEST
     stride = cuda.gridDim.x * cuda.blockDim.x
     for i in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, total, stride):
-        a, c = steps.emitting_candidate(i, lane, t, acoustics, graph, boosts, survivors, H)
+        a, c, x, nx = steps.emitting_candidate(i, lane, t, acoustics, graph, boosts, survivors,
+                                               H)  # fmt: skip
         if not c < _INF or c > limit:
             continue
         if phase == 0:
@@ -98,7 +116,13 @@ def expand_kernel(phase, control, acoustics, graph, boosts, limits, lanes, survi
             if u < best:
                 best = u
             continue
-        slot = add_candidate(tables, table, graph.next_state[a], lanes.overflow, lane)
+        token = token_key(graph.next_state[a], nx)
+        if phase == 2:
+            slot = lookup(tables, table, token)
+            if slot >= 0 and tables.key[slot] == pack(c, a):
+                cuda.atomic.min(tables.src, slot, x)
+            continue
+        slot = add_candidate(tables, table, token, phrases, lanes.overflow, lane)
         if slot >= 0:
             cuda.atomic.min(tables.key, slot, pack(c, a))
     if best != NO_BEST:
@@ -148,9 +172,10 @@ def shared_scratch():
     hist = cuda.shared.array(256, int32)
     counts = cuda.shared.array(4, int32)
     state = cuda.shared.array(1024, int32)
+    ctx = cuda.shared.array(1024, int32)
     cost = cuda.shared.array(1024, float32)
     offset = cuda.shared.array(1024, int32)
-    return Scratch(scan, words, hist, counts, state, cost, offset)
+    return Scratch(scan, words, hist, counts, state, ctx, cost, offset)
 
 
 @cuda.jit
@@ -198,14 +223,15 @@ def end_chunk_kernel(control, records):
 
 @cuda.jit
 def gather_survivors_kernel(survivors, counts, offsets, out, H):
-    """Lane ``b``'s first ``counts[b]`` survivors to ``out`` (state, cost, record) at
-    ``offsets[b]``."""
+    """Lane ``b``'s first ``counts[b]`` survivors to ``out`` (state, context state, cost, record)
+    at ``offsets[b]``."""
     lane = cuda.blockIdx.y
     lo = offsets[lane]
-    out_state, out_cost, out_record = out
+    out_state, out_ctx, out_cost, out_record = out
     stride = cuda.gridDim.x * cuda.blockDim.x
     for i in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, counts[lane], stride):
         out_state[lo + i] = survivors.state[lane * H + i]
+        out_ctx[lo + i] = survivors.ctx[lane * H + i]
         out_cost[lo + i] = survivors.cost[lane * H + i]
         out_record[lo + i] = survivors.record[lane * H + i]
 

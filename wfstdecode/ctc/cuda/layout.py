@@ -12,5 +12,6 @@ CTL_FRAME, CTL_GO, CTL_HALF, CTL_CHUNK_FRAMES = 0, 1, 2, 3
 INFO_FRAMES, INFO_FIRST, INFO_STARTS = 0, 1, 2
 
 EMPTY = -1  # a free hash-table slot
+NO_SRC = np.int32(0x7FFFFFFF)  # a slot's source context state before the tie-break sets it
 NO_KEY = np.uint64(0xFFFFFFFFFFFFFFFF)  # a slot's key before any candidate: larger than all
 NO_BEST = np.uint32(0xFFFFFFFF)  # no best cost yet (ordered bits: larger than every cost's)

@@ -12,12 +12,13 @@ from ..options import CtcBeamOptions
 _INT32_RECORDS = 2**31 - 3  # record indices are int32: two buffers of 2 * B * H records + 2
 
 
-def table_size(num_states: int, options: CtcBeamOptions) -> int:
+def table_size(num_states: int, options: CtcBeamOptions, contexts: int = 1) -> int:
     """Slots of one utterance's recombination hash table (a power of two): twice the candidate
     capacity ``options.max_candidates`` (default ``max(2 * max_active, 256)``), but no more
-    than needed for every state of the graph at once."""
+    than needed for every token at once (each state in each of ``contexts`` context states: the
+    most an utterance's boosted phrases give)."""
     cap = options.max_candidates or max(2 * options.max_active, 256)
-    cap = min(cap, num_states)
+    cap = min(cap, num_states * contexts)
     return 1 << max(4, (2 * cap - 1).bit_length())
 
 
@@ -34,8 +35,9 @@ def int32_records_fit(batch_size: int, H: int) -> bool:
 
 def _per_utterance_and_fixed(graph: DecodingGraph, options: CtcBeamOptions, frames: int):
     H = table_size(graph.num_states, options)
-    tables = 2 * H * (4 + 8 + 4 + 4 + 4 + 4)  # two tables: state, key, prev, mark, slot, queue
-    survivors = H * (4 + 4 + 4) + (H + 1) * 4
+    # two tables: token, key, source context, prev, mark, slot, queue
+    tables = 2 * H * (8 + 8 + 4 + 4 + 4 + 4 + 4)
+    survivors = H * (4 + 4 + 4 + 4) + (H + 1) * 4
     records = 2 * 2 * H * (4 + 4)  # per utterance's share of the two record buffers
     log_probs = frames * (graph.num_tokens + 1) * 4  # float32 upload of host log-probs, maxima
     # the graph's arrays (`bundles.SearchGraph`): 5 of int32/float32 per arc, the two int64

@@ -3,7 +3,8 @@
 - cost keys: a float32 cost as order-preserving bits, and ``(cost, arc)`` packed into one
   uint64 whose integer order is the recombination rule `bundles.improves`, so that one 64-bit
   ``atomicMin`` recombines candidates;
-- the recombination hash tables (`buffers.Tables`): open addressing on the state;
+- the recombination hash tables (`buffers.Tables`): open addressing on the token's key
+  ``(context state << 32) | state`` (`token_key`; the state itself without boosted phrases);
 - block-wide helpers (every thread of the block calls them): prefix sum, minimum, count and the
   exact k-th smallest cost (radix select), on the block's `Scratch` (each call ends with a
   barrier, so the next one can reuse it).
@@ -16,7 +17,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import float32, int32, uint32
 
-from .layout import EMPTY, NO_BEST, NO_KEY
+from .layout import EMPTY, NO_BEST, NO_KEY, NO_SRC
 from .target import bits_float, cuda, float_bits
 
 _LOW32 = np.uint64(0xFFFFFFFF)
@@ -34,7 +35,8 @@ class Scratch(NamedTuple):
     words: object  # uint32 [2]: min_cost_bits, kth_smallest_cost
     hist: object  # int32 [256]: kth_smallest_cost
     counts: object  # int32 [4]: the closure queue's two lengths, the frame's first record
-    state: object  # int32 [1024]: relax_queued's queued states, their costs and arc offsets
+    state: object  # int32 [1024]: relax_queued's queued states, their context states, costs
+    ctx: object  # int32 [1024]    and arc offsets
     cost: object  # float32 [1024]
     offset: object  # int32 [1024]
 
@@ -80,48 +82,89 @@ def key_arc(key):
 
 
 @cuda.jit(device=True)
-def find_or_insert(tables, base, state):
-    """Slot of ``state`` in the table at ``base``, inserting it; ``(slot, inserted)``; slot -1
-    when the table is full."""
+def token_key(state, ctx):
+    """A token's key in the tables: its graph state and context state (`reference.py` step 2)."""
+    return (np.int64(ctx) << np.int64(32)) | np.int64(state)
+
+
+@cuda.jit(device=True)
+def key_state(key):
+    return int32(key & np.int64(0xFFFFFFFF))
+
+
+@cuda.jit(device=True)
+def key_ctx(key):
+    return int32(key >> np.int64(32))
+
+
+@cuda.jit(device=True)
+def _hash(key):
+    """Knuth's multiplicative hash of the state xor the context state (31 bits: no overflow)."""
+    return ((key ^ (key >> np.int64(32))) & np.int64(0x7FFFFFFF)) * _STATE_HASH
+
+
+@cuda.jit(device=True)
+def find_or_insert(tables, base, key):
+    """Slot of token ``key`` in the table at ``base``, inserting it; ``(slot, inserted)``; slot
+    -1 when the table is full."""
     mask = tables.size - 1
-    h = (np.int64(state) * _STATE_HASH) & mask
+    h = _hash(key) & mask
     for _ in range(tables.size):
         idx = base + h
         cur = tables.state[idx]
-        if cur == state:
+        if cur == key:
             return idx, False
         if cur == EMPTY:
-            old = cuda.atomic.cas(tables.state, idx, EMPTY, state)
+            old = cuda.atomic.cas(tables.state, idx, np.int64(EMPTY), key)
             if old == EMPTY:
                 return idx, True
-            if old == state:
+            if old == key:
                 return idx, False
         h = (h + 1) & mask
     return -1, False
 
 
 @cuda.jit(device=True)
-def add_candidate(tables, table, state, overflow, lane):
-    """The recombination slot of ``state`` in table ``table``; a new slot joins the table's
-    candidate list. -1, and the lane's overflow flag, when the table is full."""
+def add_candidate(tables, table, key, phrases, overflow, lane):
+    """The recombination slot of token ``key`` in table ``table``; a new slot joins the table's
+    candidate list, its source context state unset (``NO_SRC``; 0 when the lane has no
+    ``phrases``: every token is in context state 0). -1, and the lane's overflow flag, when the
+    table is full."""
     base = table * tables.size
-    slot, inserted = find_or_insert(tables, base, state)
+    slot, inserted = find_or_insert(tables, base, key)
     if slot < 0:
         overflow[lane] = 1
     elif inserted:
+        tables.src[slot] = NO_SRC if phrases else 0
         tables.cand[base + cuda.atomic.add(tables.n_cand, table, 1)] = slot
     return slot
 
 
 @cuda.jit(device=True)
-def find(tables, table, state):
-    """Slot of ``state`` in table ``table`` (it must be there)."""
+def find(tables, table, key):
+    """Slot of token ``key`` in table ``table`` (it must be there)."""
     base = table * tables.size
     mask = tables.size - 1
-    h = (np.int64(state) * _STATE_HASH) & mask
-    while tables.state[base + h] != state:
+    h = _hash(key) & mask
+    while tables.state[base + h] != key:
         h = (h + 1) & mask
     return base + h
+
+
+@cuda.jit(device=True)
+def lookup(tables, table, key):
+    """Slot of token ``key`` in table ``table``, or -1 (a candidate a full table dropped)."""
+    base = table * tables.size
+    mask = tables.size - 1
+    h = _hash(key) & mask
+    for _ in range(tables.size):
+        cur = tables.state[base + h]
+        if cur == key:
+            return base + h
+        if cur == EMPTY:
+            return -1
+        h = (h + 1) & mask
+    return -1
 
 
 @cuda.jit(device=True)

@@ -24,7 +24,7 @@ from numba import float32
 from .. import bundles
 from ..options import LOG_PROB_FLOOR
 from ..status import DIED, NEG_CYCLE
-from .layout import NO_BEST
+from .layout import NO_BEST, NO_SRC
 from .primitives import (
     add_candidate,
     block_exclusive_scan,
@@ -34,11 +34,15 @@ from .primitives import (
     find_or_insert,
     key_arc,
     key_cost,
+    key_ctx,
+    key_state,
     kth_smallest_cost,
     last_at_most,
+    lookup,
     min_cost_bits,
     ordered_cost,
     pack,
+    token_key,
 )
 from .target import cuda, mul_rn
 
@@ -81,14 +85,16 @@ def acoustic_cost(x, frame_max, neg_scale):
 @cuda.jit(device=True)
 def emitting_candidate(i, lane, t, acoustics, graph, boosts, survivors, H):
     """Arc-thread ``i`` of a lane at log-prob frame ``t``: its emitting arc (arc ``i - scan[k]``
-    of surviving token ``k``) and candidate cost."""
+    of surviving token ``k``), candidate cost, the token's context state and the next one."""
     scan = lane * (H + 1)
     k = last_at_most(survivors.arc_scan, scan, survivors.n[lane], i)
     s = survivors.state[lane * H + k]
+    x = survivors.ctx[lane * H + k]
     a = graph.e_offsets[s] + i - survivors.arc_scan[scan + k]
     lp = float32(acoustics.log_probs[lane, t, graph.ilabel[a] - 1])
     ac = acoustic_cost(lp, acoustics.frame_max[lane, t], acoustics.neg_scale)
-    return a, survivors.cost[lane * H + k] + (ac + arc_cost(graph, boosts, lane, a, 0)[0])
+    arc_c, nx = arc_cost(graph, boosts, lane, a, x)
+    return a, survivors.cost[lane * H + k] + (ac + arc_c), x, nx
 
 
 # ---------------------------------------------------------------------------------------------
@@ -99,10 +105,11 @@ def emitting_candidate(i, lane, t, acoustics, graph, boosts, survivors, H):
 def start(graph, tables, frame):
     """Step 1: frame 0's table holds the start state at cost 0, reached by no arc."""
     if cuda.threadIdx.x == 0:
-        slot, _ = find_or_insert(tables, frame.table * tables.size, graph.start)
+        slot, _ = find_or_insert(tables, frame.table * tables.size, token_key(graph.start, 0))
         tables.cand[frame.table * tables.size] = slot
         tables.n_cand[frame.table] = 1
         tables.key[slot] = pack(float32(0.0), -1)
+        tables.src[slot] = 0
         tables.prev[slot] = -1
     cuda.syncthreads()
 
@@ -125,12 +132,13 @@ def lane_died(tables, lanes, frame):
 
 @cuda.jit(device=True)
 def emitting_backpointers(graph, tables, frame, n):
-    """Each emitting winner's backpointer: the record of its arc's source state in frame
-    ``f - 1`` (kept in that table's ``prev``). The previous table is then cleared."""
+    """Each emitting winner's backpointer: the record of its source token — its arc's source
+    state in its source context state — in frame ``f - 1`` (kept in that table's ``prev``). The
+    previous table is then cleared."""
     base = frame.table * tables.size
     for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
         slot = tables.cand[base + j]
-        src = graph.arc_source[key_arc(tables.key[slot])]
+        src = token_key(graph.arc_source[key_arc(tables.key[slot])], tables.src[slot])
         tables.prev[slot] = tables.prev[find(tables, frame.prev_table, src)]
     cuda.syncthreads()
     clear_table(tables, frame.prev_table)
@@ -194,9 +202,12 @@ def epsilon_closure(graph, boosts, tables, lanes, frame, n, limit, scratch):
 def relax_queued(graph, boosts, tables, lanes, frame, limit, rnd, scratch):
     """One round of step 4: the epsilon arcs of the slots queued in round ``rnd - 1``, a block's
     worth of slots at a time (their arcs shared out through a prefix sum of out-degrees);
-    improved targets are queued for round ``rnd + 1``, once (``mark`` = last round queued)."""
+    improved targets are queued for round ``rnd + 1``, once (``mark`` = last round queued).
+    With boosted phrases a second pass settles each slot's source context state: the smallest
+    among the arcs that gave its best ``(cost, arc)`` key (`bundles.improves`' last tie-break;
+    an improved key resets it in the first pass)."""
     queued = scratch.counts
-    sh_state, sh_cost, sh_off = scratch.state, scratch.cost, scratch.offset
+    sh_state, sh_ctx, sh_cost, sh_off = scratch.state, scratch.ctx, scratch.cost, scratch.offset
     tid = cuda.threadIdx.x
     nt = cuda.blockDim.x
     q_in = (rnd - 1) % 2
@@ -204,34 +215,47 @@ def relax_queued(graph, boosts, tables, lanes, frame, limit, rnd, scratch):
     qn = queued[q_in]  # fixed this round: only the other half grows
     qb = frame.lane * 2 * tables.size
     ne = graph.ne_offsets
+    phrases = boosts.contexts[frame.lane] > 1
     for first in range(0, qn, nt):
         e = first + tid
         deg = 0
         if e < qn:
             slot = tables.queue[qb + q_in * tables.size + e]
-            s = tables.state[slot]
+            s = key_state(tables.state[slot])
             sh_state[tid] = s
+            sh_ctx[tid] = key_ctx(tables.state[slot])
             sh_cost[tid] = key_cost(tables.key[slot])
             deg = ne[s + 1] - ne[s]
         off, total = block_exclusive_scan(deg, scratch)
         sh_off[tid] = off
         cuda.syncthreads()
-        for i in range(tid, total, nt):
-            k = last_at_most(sh_off, 0, nt, i)
-            a = ne[sh_state[k]] + i - sh_off[k]
-            c = sh_cost[k] + arc_cost(graph, boosts, frame.lane, a, 0)[0]
-            if not (c <= limit and c < _INF):
-                continue
-            slot = add_candidate(tables, frame.table, graph.next_state[a], lanes.overflow,
-                                 frame.lane)  # fmt: skip
-            if slot < 0:
-                continue
-            key = pack(c, a)
-            if key < cuda.atomic.min(tables.key, slot, key) and (
-                cuda.atomic.max(tables.mark, slot, rnd + 1) < rnd + 1
-            ):
-                tables.queue[qb + q_out * tables.size + cuda.atomic.add(queued, q_out, 1)] = slot
-        cuda.syncthreads()
+        for second_pass in range(2 if phrases else 1):
+            for i in range(tid, total, nt):
+                k = last_at_most(sh_off, 0, nt, i)
+                a = ne[sh_state[k]] + i - sh_off[k]
+                x = sh_ctx[k]
+                arc_c, nx = arc_cost(graph, boosts, frame.lane, a, x)
+                c = sh_cost[k] + arc_c
+                if not (c <= limit and c < _INF):
+                    continue
+                token = token_key(graph.next_state[a], nx)
+                key = pack(c, a)
+                if second_pass:
+                    slot = lookup(tables, frame.table, token)
+                    if slot >= 0 and tables.key[slot] == key:
+                        cuda.atomic.min(tables.src, slot, x)
+                    continue
+                slot = add_candidate(tables, frame.table, token, phrases, lanes.overflow,
+                                     frame.lane)  # fmt: skip
+                if slot < 0:
+                    continue
+                if key < cuda.atomic.min(tables.key, slot, key):
+                    if phrases:
+                        tables.src[slot] = NO_SRC
+                    if cuda.atomic.max(tables.mark, slot, rnd + 1) < rnd + 1:
+                        q = cuda.atomic.add(queued, q_out, 1)
+                        tables.queue[qb + q_out * tables.size + q] = slot
+            cuda.syncthreads()
 
 
 @cuda.jit(device=True)
@@ -243,7 +267,8 @@ def epsilon_backpointers(graph, tables, frame, n):
         slot = tables.cand[base + j]
         a = key_arc(tables.key[slot])
         if a >= graph.num_emitting:
-            tables.prev[slot] = find(tables, frame.table, graph.arc_source[a])
+            src = token_key(graph.arc_source[a], tables.src[slot])
+            tables.prev[slot] = find(tables, frame.table, src)
         tables.mark[slot] = 0
     cuda.syncthreads()
 
@@ -348,6 +373,7 @@ def write_records(graph, tables, survivors, records, frame, n, cutoff, best, scr
         deg = 0
         slot = -1
         s = 0
+        x = 0
         c = _INF
         if j < n:
             slot = tables.cand[base + j]
@@ -363,13 +389,15 @@ def write_records(graph, tables, survivors, records, frame, n, cutoff, best, scr
                 c = key_cost(key)
                 if c <= cutoff:
                     survivor = 1
-                    s = tables.state[slot]
+                    s = key_state(tables.state[slot])
+                    x = key_ctx(tables.state[slot])
                     deg = graph.e_offsets[s + 1] - graph.e_offsets[s]
         off_s, total_s = block_exclusive_scan(survivor, scratch)
         off_d, total_d = block_exclusive_scan(deg, scratch)
         if survivor:
             r = run_s + off_s
             survivors.state[lane_at + r] = s
+            survivors.ctx[lane_at + r] = x
             survivors.cost[lane_at + r] = c - best  # relative to the frame's best (reference.py)
             survivors.record[lane_at + r] = tables.mark[slot] - 2
             survivors.arc_scan[scan_at + r] = run_d + off_d
