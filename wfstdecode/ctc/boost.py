@@ -10,7 +10,8 @@ acceptor of the paper, one token per graph state as without boosts.
 
 All utterances' automata live in one set of flat arrays (`BoostTables`), the same structure the
 GPU backend keeps on the device. The goto function is one open-addressing hash table per
-utterance with linear probing, keyed by ``(node, word)``:
+utterance with linear probing, keyed by ``(node, word)`` (each automaton's own table, built by
+`phrases.py`, copied in):
 
 * ``key`` int64 [total]: the entry's ``(node << 32) | word``, or -1 for an empty slot (one load
   and one comparison per probe);
@@ -36,12 +37,11 @@ import numpy as np
 
 from ..errors import DecodeInputError
 from .options import MAX_COST_TERM
-from .phrases import PhraseAutomaton
+from .phrases import EMPTY, PhraseAutomaton
 
-EMPTY = -1
-HASH_MULT = 2654435761
-NODE_MULT = 40503
-MAX_PHRASES = 200_000  # per utterance: the automaton is built in Python (~3 s, ~0.5 GB at most)
+MAX_PHRASES = (
+    200_000  # per utterance: 200,000 compile in ~1 CPU s and ~130 MB (bench/ctc_phrases.md)
+)
 MAX_PHRASE_WORDS = 64
 
 
@@ -75,10 +75,6 @@ class BoostTables:
         return automaton.path_bonus(word_ids) if automaton is not None else 0.0
 
 
-def _slot(node: int, word: int, mask: int) -> int:
-    return ((word * HASH_MULT + node * NODE_MULT) & 0xFFFFFFFF) & mask
-
-
 def resolve_boosts(
     boosts, batch_size: int, words
 ) -> list[dict[tuple[int, ...], np.float32] | None]:
@@ -110,6 +106,7 @@ def resolve_boosts(
         )
     unknown: list[str] = []
     done: dict[int, dict | None] = {}  # one mapping given for every utterance is resolved once
+    known: dict = {}  # and a phrase several utterances boost is looked up once
     out: list[dict[tuple[int, ...], np.float32] | None] = []
     for b, table in enumerate(per_utt):
         if table is None or len(table) == 0:
@@ -120,7 +117,7 @@ def resolve_boosts(
                 f"boosts[{b}] must be a mapping word -> bonus; got {type(table)}"
             )
         if id(table) not in done:
-            done[id(table)] = _resolve_table(table, b, words, unknown)
+            done[id(table)] = _resolve_table(table, b, words, unknown, known)
         out.append(done[id(table)])
     if unknown:
         listed = sorted(set(unknown))
@@ -132,7 +129,7 @@ def resolve_boosts(
     return out
 
 
-def _resolve_table(table: Mapping, b: int, words, unknown: list) -> dict | None:
+def _resolve_table(table: Mapping, b: int, words, unknown: list, known: dict) -> dict | None:
     if len(table) > MAX_PHRASES:
         raise DecodeInputError(
             f"boosts[{b}] has {len(table)} phrases; at most {MAX_PHRASES} per utterance"
@@ -147,7 +144,16 @@ def _resolve_table(table: Mapping, b: int, words, unknown: list) -> dict | None:
                 f"boosts[{b}][{key!r}] must be in [-{MAX_COST_TERM:g}, {MAX_COST_TERM:g}]; "
                 f"got {bonus}"
             )
-        ids = phrase_ids(key, words, b, unknown)
+        if isinstance(key, bool):  # True == 1: not a word id, and not to be found as one
+            raise DecodeInputError(f"boosts[{b}]: a key must be a word, a phrase or a word id")
+        ids = known.get(key, False)
+        if ids is False and type(key) is str and words is not None:  # the common case, quickly
+            ids = tuple(map(words.get, key.split()))
+            if None in ids or 0 in ids or not 0 < len(ids) <= MAX_PHRASE_WORDS:
+                ids = False  # unknown, epsilon or malformed: the checks below say which
+        if ids is False:
+            ids = phrase_ids(key, words, b, unknown)
+        known[key] = ids
         if ids is None:
             continue
         if ids in given:
@@ -176,16 +182,11 @@ def phrase_ids(key, words, b: int = 0, unknown: list | None = None) -> tuple[int
         raise DecodeInputError(
             f"boosts[{b}]: a phrase of {len(parts)} words; at most {MAX_PHRASE_WORDS}"
         )
-    max_id = words.next_id - 1 if words is not None else None
     ids = []
     for part in parts:
         if isinstance(part, (int, np.integer)) and not isinstance(part, bool):
-            wid = int(part)
-            known = (
-                wid > 0
-                and (max_id is None or wid <= max_id)
-                and (words is None or _symbol_or_none(words, wid) is not None)
-            )
+            wid = int(part)  # known when the word table has it (any positive id without one)
+            known = wid > 0 and (words is None or _symbol_or_none(words, wid) is not None)
         elif isinstance(part, str) and part and not part.isspace():
             if words is None:
                 raise DecodeInputError(
@@ -224,7 +225,6 @@ def build_boost_tables(per_utt: list[dict[tuple[int, ...], np.float32] | None]) 
     contexts = np.ones(B, np.int64)
     automata: list[PhraseAutomaton | None] = []
     built: dict[int, int] = {}  # id(mapping) -> the first utterance that had it
-    unique: list[PhraseAutomaton] = []
     total, total_nodes = 0, 0
     for b, table in enumerate(per_utt):
         if not table:
@@ -239,32 +239,25 @@ def build_boost_tables(per_utt: list[dict[tuple[int, ...], np.float32] | None]) 
         built[id(table)] = b
         automaton = PhraseAutomaton(table)
         automata.append(automaton)
-        unique.append(automaton)
-        entries = automaton.num_nodes - 1  # one goto entry per node but the root
-        cap = 1 << max(1, (2 * entries - 1).bit_length())
-        offsets[b], masks[b] = total, cap - 1
+        offsets[b], masks[b] = total, automaton.mask
         node_offsets[b], contexts[b] = total_nodes, automaton.num_contexts
-        total += cap
+        total += automaton.mask + 1
         total_nodes += automaton.num_nodes
-    key = np.full(max(total, 1), EMPTY, np.int64)
-    gain = np.zeros(max(total, 1), np.float32)
-    enter = np.zeros(max(total, 1), np.int32)
-    fail = np.zeros(max(total_nodes, 1), np.int32)
-    phi = np.zeros(max(total_nodes, 1), np.float32)
-    for b in built.values():
-        automaton, base, mask = automata[b], int(offsets[b]), int(masks[b])
-        n0 = int(node_offsets[b])
-        fail[n0 : n0 + automaton.num_nodes] = automaton.fail
-        phi[n0 : n0 + automaton.num_nodes] = automaton.phi
-        for parent, kids in enumerate(automaton.children):
-            for w, child in kids.items():
-                h = _slot(parent, w, mask)
-                while key[base + h] != EMPTY:
-                    h = (h + 1) & mask
-                key[base + h] = (parent << 32) | w
-                gain[base + h], enter[base + h] = automaton.gain[child], automaton.enter[child]
-    return BoostTables(key, gain, enter, offsets, masks, fail, phi, node_offsets,
-                       contexts, tuple(automata))  # fmt: skip
+    unique = [automata[b] for b in built.values()]
+    if not unique:  # placeholders: no lane reads them (every mask is -1)
+        key, gain, enter = (
+            np.full(1, EMPTY, np.int64),
+            np.zeros(1, np.float32),
+            np.zeros(1, np.int32),
+        )
+        return BoostTables(key, gain, enter, offsets, masks, enter, gain, node_offsets, contexts,
+                           tuple(automata))  # fmt: skip
+    key, gain, enter = (np.concatenate(parts)
+                        for parts in zip(*(a.entries() for a in unique), strict=True))  # fmt: skip
+    fail = np.concatenate([a.fail for a in unique])
+    phi = np.concatenate([a.phi for a in unique])
+    return BoostTables(key, gain, enter, offsets, masks, fail, phi, node_offsets, contexts,
+                       tuple(automata))  # fmt: skip
 
 
 def read_boost_file(path) -> dict[str, float]:

@@ -16,7 +16,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from .boost import EMPTY, HASH_MULT, NODE_MULT
+from .phrases import EMPTY, HASH_MULT, NODE_MULT
 
 
 class SearchGraph(NamedTuple):
