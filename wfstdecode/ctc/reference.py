@@ -19,8 +19,9 @@ log-prob frames ``0 .. f-1``):
    along, earning ``bonus`` (`bundles.arc_cost`; an arc without one keeps it, bonus 0).
    **Recombination** (Viterbi) per destination (state, context state) keeps the candidate with
    the smallest key ``(cost, arc index, source context state)`` — the tie-break is independent
-   of token order (an arc and a context state identify the source token), and without phrases
-   is what a GPU 64-bit ``atomicMin`` on ``(order-preserving cost bits << 32) | arc`` computes.
+   of token order (an arc and a context state identify the source token); on the GPU it is a
+   64-bit ``atomicMin`` on ``(order-preserving cost bits << 32) | arc``, then, with phrases, an
+   ``atomicMin`` of the source context states that reached the winning key.
    Emitting arcs have lower indices than epsilon arcs, so at equal cost an emitting arc wins.
 3. **Closure cutoff** ``C = best emitting cost + beam``, lowered to the ``max_active``-th
    smallest emitting cost if there are at least ``max_active`` emitting tokens, then raised to
