@@ -114,6 +114,15 @@ def _parse_boost(text: str) -> tuple[str, float]:
         raise argparse.ArgumentTypeError(f"--boost expects PHRASE=BONUS; got {text!r}") from None
 
 
+def _add_boost_arguments(p: argparse.ArgumentParser) -> None:
+    """--boost and --boost-file, as decode, decode-corpus and transcribe take them."""
+    p.add_argument("--boost", type=_parse_boost, action="append", metavar="PHRASE=BONUS",
+                   help="boost a word or a phrase of words in every utterance (bonus per word, "
+                        "positive = more likely); repeatable")  # fmt: skip
+    p.add_argument("--boost-file", type=Path, metavar="FILE",
+                   help="phrases to boost: PHRASE<TAB>BONUS per line")  # fmt: skip
+
+
 def _boosts(args: argparse.Namespace) -> dict | None:
     """--boost-file's phrases and the repeated --boost (a phrase given by both is refused)."""
     from .ctc.boost import read_boost_file
@@ -278,10 +287,11 @@ def transcribe_command(args: argparse.Namespace) -> None:
     given = {n: v for n in DECODE_OPTIONS if (v := getattr(args, n)) is not None}
     options = CtcBeamOptions(**{**defaults, **given})
     model = HamaPhoneModel()
+    boosts = _boosts(args)
     if args.transducer:
-        if args.graph or any(getattr(args, n) is not None for n in DECODE_OPTIONS):
-            raise WfstDecodeError("--transducer decodes without a graph: --graph and the CTC "
-                                  "search options do not apply")  # fmt: skip
+        if args.graph or boosts or any(getattr(args, n) is not None for n in DECODE_OPTIONS):
+            raise WfstDecodeError("--transducer decodes without a graph: --graph, --boost and "
+                                  "the CTC search options do not apply")  # fmt: skip
         frame_seconds = TRANSDUCER_FRAME_SECONDS
         beam = _transducer_beam(args)
         results = iter_transcribe(args.audio, model=model, kind=args.transducer, beam=beam)
@@ -291,7 +301,8 @@ def transcribe_command(args: argparse.Namespace) -> None:
                                   "the graph search's width is --beam / --max-active")  # fmt: skip
         graph = DecodingGraph.load(args.graph) if args.graph else None
         frame_seconds = model.frame_seconds
-        results = iter_transcribe(args.audio, graph, options, backend=args.backend, model=model)
+        results = iter_transcribe(args.audio, graph, options, backend=args.backend, model=model,
+                                  boosts=boosts)  # fmt: skip
     for path, hyps in results:
         for rank, hyp in enumerate(hyps):
             if args.json:
@@ -352,11 +363,7 @@ def make_parser() -> argparse.ArgumentParser:
     defaults = {f.name: f.default for f in dataclasses.fields(CtcBeamOptions)}
     for name, kind in DECODE_OPTIONS.items():
         p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=defaults[name])
-    p.add_argument("--boost", type=_parse_boost, action="append", metavar="PHRASE=BONUS",
-                   help="boost a word or a phrase of words (bonus per word, positive = more "
-                        "likely); repeatable")  # fmt: skip
-    p.add_argument("--boost-file", type=Path, metavar="FILE",
-                   help="phrases to boost: PHRASE<TAB>BONUS per line")  # fmt: skip
+    _add_boost_arguments(p)
     p.add_argument("--backend", default="auto", choices=("auto", "reference", "cpu", "cuda"))
     out_format = p.add_mutually_exclusive_group()
     out_format.add_argument("--json", action="store_true",
@@ -386,11 +393,7 @@ def make_parser() -> argparse.ArgumentParser:
         p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None,
                        help=f"default {defaults[name]}")  # fmt: skip
     _add_transducer_beam_arguments(p, "--transducer: ")
-    p.add_argument("--boost", type=_parse_boost, action="append", metavar="PHRASE=BONUS",
-                   help="boost a word or phrase in every utterance (bonus per word); "
-                        "repeatable")  # fmt: skip
-    p.add_argument("--boost-file", type=Path, metavar="FILE",
-                   help="phrases to boost: PHRASE<TAB>BONUS per line")  # fmt: skip
+    _add_boost_arguments(p)
     p.add_argument("--backend", default="cpu", choices=("cpu", "cuda", "reference"),
                    help="cuda: one GPU per worker")  # fmt: skip
     p.add_argument("--executor", default="auto", choices=("auto", "ray", "local"),
@@ -442,6 +445,7 @@ def make_parser() -> argparse.ArgumentParser:
     for name, kind in DECODE_OPTIONS.items():
         p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None,
                        help="default: the speech defaults (SPEECH_OPTIONS)")  # fmt: skip
+    _add_boost_arguments(p)
     p.add_argument("--json", action="store_true", help="JSON lines with word times")
     p.add_argument("--backend", default="auto", choices=("auto", "reference", "cpu", "cuda"))
     p.set_defaults(func=transcribe_command)

@@ -25,26 +25,32 @@ def transcribe(
     *,
     backend: str = "auto",
     model: HamaPhoneModel | None = None,
+    boosts=None,
 ) -> list[list[Hypothesis]]:
     """Decode audio files; one list of hypotheses (best first, ``options.nbest``) per file.
 
     graph:  a `DecodingGraph` over the model's tokens (e.g. built by
             ``graph_recipes/phones_hama.py``); None: the shipped speech graph, built on first use.
+    boosts: one ``phrase -> bonus`` mapping (per word) for every file, as `decode_ctc` takes it
+            (hotwords: contact names, jargon).
     A file that cannot be read raises `InputFileError` naming it.
     """
-    return [
-        hyps for _, hyps in iter_transcribe(paths, graph, options, backend=backend, model=model)
-    ]
+    found = iter_transcribe(paths, graph, options, backend=backend, model=model, boosts=boosts)
+    return [hyps for _, hyps in found]
 
 
 def iter_transcribe(
-    paths, graph=None, options=None, *, backend="auto", model=None, kind=None, beam=None
-):
+    paths, graph=None, options=None, *, backend="auto", model=None, kind=None, beam=None,
+    boosts=None,
+):  # fmt: skip
     """``(path, hypotheses)`` per file as each batch of `BATCH` files is decoded, so memory
-    holds one batch's log-probs; ``kind`` ``"rnnt"`` / ``"tdt"``: the shipped transducer instead
-    of a graph, greedy or with ``beam`` (`transcribe_transducer`)."""
+    holds one batch's log-probs; ``boosts``: one ``phrase -> bonus`` mapping for every file
+    (`decode_ctc`); ``kind`` ``"rnnt"`` / ``"tdt"``: the shipped transducer instead of a graph,
+    greedy or with ``beam`` (`transcribe_transducer`)."""
     from .graph import load_speech_graph
 
+    if kind is not None and boosts:
+        raise DecodeInputError("boosts apply to the graph search, not to the transducer")
     model = model or HamaPhoneModel()
     if kind is None:
         graph = graph if graph is not None else load_speech_graph()
@@ -53,14 +59,16 @@ def iter_transcribe(
         batch = paths[lo : lo + BATCH]
         rows = [model.log_probs_of_file(p) for p in batch]
         if kind is None:
-            results = decode_log_probs(rows, graph, options, backend=backend, model=model)
+            results = decode_log_probs(rows, graph, options, backend=backend, model=model,
+                                       boosts=boosts)  # fmt: skip
         else:
             results = _decode_transducer(rows, kind, len(model.tokens), beam)
         yield from zip(batch, results, strict=True)
 
 
-def decode_log_probs(rows, graph, options=None, *, backend="auto", model=None):
-    """`transcribe` after the phone model: a list of (T, V) log-prob arrays."""
+def decode_log_probs(rows, graph, options=None, *, backend="auto", model=None, boosts=None):
+    """`transcribe` after the phone model: a list of (T, V) log-prob arrays; ``boosts`` one
+    ``phrase -> bonus`` mapping for all (`decode_ctc`)."""
     num_tokens = len(model.tokens) if model is not None else rows[0].shape[1] if rows else 0
     if graph.tokens is not None and graph.num_tokens != num_tokens:
         raise DecodeInputError(
@@ -70,7 +78,8 @@ def decode_log_probs(rows, graph, options=None, *, backend="auto", model=None):
     out: list[list[Hypothesis]] = []
     for lo in range(0, len(rows), BATCH):
         log_probs, lengths = pad_log_probs(rows[lo : lo + BATCH], num_tokens)
-        out += decode_ctc(log_probs, lengths, graph, options or SPEECH_OPTIONS, backend=backend)
+        out += decode_ctc(log_probs, lengths, graph, options or SPEECH_OPTIONS, boosts,
+                          backend=backend)  # fmt: skip
     return out
 
 
