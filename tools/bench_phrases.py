@@ -3,8 +3,10 @@ utterance's target phrases plus 0 / 100 / 1,000 / 10,000 distractor phrases, nex
 
 Per utterance, the target phrases are ``--targets`` word bigrams of its reference, drawn at
 random (seeded) among those whose words are in the graph's vocabulary; the biasing list is those
-plus N distractors: bigrams of the other utterances' references and of the data set's text pool
-first (real phrases), then random in-vocabulary word pairs. Every phrase gets ``--bonus`` per
+plus N distractors: with ``--distractors real`` (default) bigrams of the other utterances'
+references first (real, frequent pairs of the same domain: the hard case), then random
+in-vocabulary word pairs; with ``--distractors random`` only random in-vocabulary word pairs
+(mostly rare words, as a contact list's names are). Every phrase gets each ``--bonus`` per
 word. Biased-word WER (B-WER) counts the errors on the target phrases' words of the reference
 (substitutions, deletions) and the insertions of those words, over their count; unbiased WER
 (U-WER) the rest, over the other reference words (Le et al. 2021's split).
@@ -16,6 +18,7 @@ inside (`decode_ctc` builds them), best of ``--repeats`` taken alternately over 
 the automaton build alone is timed too (10 .. 10,000 phrases).
 
     python tools/bench_phrases.py --speech /tmp/speech/flite.npz --plot bench/ctc_phrases.png
+    python tools/bench_phrases.py --speech /tmp/speech/flite.npz --distractors random
 """
 
 from __future__ import annotations
@@ -65,8 +68,9 @@ def split_errors(ref: list[str], hyp: list[str], biased: set[str]) -> tuple[int,
     return b, u
 
 
-def biasing_lists(refs, vocab: list[str], targets: int, sizes, seed: int):
-    """Per utterance: its target phrases and, per size, its distractors."""
+def biasing_lists(refs, vocab: list[str], targets: int, sizes, seed: int, real: bool = True):
+    """Per utterance: its target phrases and its distractors (the first N of them for list size
+    N): with ``real``, the other references' bigrams first, then random word pairs."""
     rng = np.random.default_rng(seed)
     known = set(vocab)
     bigrams = [[f"{a} {b}" for a, b in itertools.pairwise(r) if a in known and b in known]
@@ -76,10 +80,10 @@ def biasing_lists(refs, vocab: list[str], targets: int, sizes, seed: int):
     for b, bg in enumerate(bigrams):
         chosen = list(rng.choice(bg, size=min(targets, len(bg)), replace=False)) if bg else []
         own = set(bigrams[b])
-        real = [p for p in pool if p not in own]
-        rng.shuffle(real)
+        others = [p for p in pool if p not in own] if real else []
+        rng.shuffle(others)
         biggest = max(sizes)
-        distract = real[:biggest]
+        distract = others[:biggest]
         while len(distract) < biggest:
             a, c = rng.choice(len(vocab), size=2)
             phrase = f"{vocab[a]} {vocab[c]}"
@@ -95,7 +99,8 @@ def run(s, args) -> list[dict]:
 
     g, (lp, lengths, refs) = s["graph"], s["data"]
     vocab = [w for w, i in g.words if i and not w.startswith(("#", "<"))]
-    lists = biasing_lists(refs, vocab, args.targets, SIZES, args.seed)
+    lists = biasing_lists(refs, vocab, args.targets, SIZES, args.seed,
+                          real=args.distractors == "real")  # fmt: skip
     opts = CtcBeamOptions(beam=args.beam, max_active=s["max_active"], acoustic_scale=s["scale"])
     decode_ctc(lp[:1, :5], [5], g, opts, [{"a b": 1.0}], backend="cpu", num_threads=1)  # compile
     configs = [("none", None)]
@@ -207,6 +212,10 @@ def main(argv=None):
     ap.add_argument("--beam", type=float, default=12.0)
     ap.add_argument("--bonus", type=float, nargs="+", default=[1.5, 3.0], help="per word")
     ap.add_argument("--targets", type=int, default=1, help="target bigrams per utterance")
+    ap.add_argument("--distractors", choices=("real", "random"), default="real",
+                    help="real: the other references' bigrams first (hard: frequent pairs of "
+                         "the same sentences); random: random in-vocabulary word pairs (as a "
+                         "contact list's names are: rare words)")  # fmt: skip
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--plot", type=Path)
