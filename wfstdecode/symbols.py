@@ -32,6 +32,7 @@ class SymbolTable:
     def __init__(self, symbols: Iterable[tuple[str, int]] = ()):
         self._id_of: dict[str, int] = {}
         self._symbol_of: dict[int, str] = {}
+        self._next_id = 0  # the largest id + 1, kept as symbols are added (no scan per call)
         for symbol, idx in symbols:
             self.add(symbol, idx)
 
@@ -94,11 +95,12 @@ class SymbolTable:
             )
         self._id_of[symbol] = idx
         self._symbol_of[idx] = symbol
+        self._next_id = max(self._next_id, idx + 1)
         return idx
 
     @property
     def next_id(self) -> int:
-        return max(self._symbol_of, default=-1) + 1
+        return self._next_id
 
     def id(self, symbol: str) -> int:
         try:
