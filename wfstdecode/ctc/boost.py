@@ -129,28 +129,45 @@ def resolve_boosts(
     return out
 
 
+_NUMBERS = (int, float, np.floating, np.integer)
+
+
+def _as_float(value) -> float:
+    try:
+        return float(value)
+    except OverflowError:  # an int beyond float: out of range as inf is
+        return float("inf")
+
+
 def _resolve_table(table: Mapping, b: int, words, unknown: list, known: dict) -> dict | None:
     if len(table) > MAX_PHRASES:
         raise DecodeInputError(
             f"boosts[{b}] has {len(table)} phrases; at most {MAX_PHRASES} per utterance"
         )
-    resolved: dict[tuple[int, ...], np.float32] = {}
-    given: dict[tuple[int, ...], object] = {}
-    for key, bonus in table.items():
-        if isinstance(bonus, bool) or not isinstance(bonus, (int, float, np.floating, np.integer)):
+    keys, bonuses = list(table), list(table.values())
+    for key, bonus in zip(keys, bonuses, strict=True):  # checked per value, named on failure
+        if isinstance(bonus, bool) or not isinstance(bonus, _NUMBERS):
             raise DecodeInputError(f"boosts[{b}][{key!r}] must be a number; got {bonus!r}")
-        if not -MAX_COST_TERM <= bonus <= MAX_COST_TERM:  # also rejects NaN and inf
-            raise DecodeInputError(
-                f"boosts[{b}][{key!r}] must be in [-{MAX_COST_TERM:g}, {MAX_COST_TERM:g}]; "
-                f"got {bonus}"
-            )
         if isinstance(key, bool):  # True == 1: not a word id, and not to be found as one
             raise DecodeInputError(f"boosts[{b}]: a key must be a word, a phrase or a word id")
+    with np.errstate(over="ignore", invalid="ignore"):
+        values = np.array([_as_float(v) for v in bonuses], np.float64)
+    out_of_range = ~(np.abs(values) <= MAX_COST_TERM)  # NaN and inf too
+    if out_of_range.any():
+        k = int(np.argmax(out_of_range))
+        raise DecodeInputError(
+            f"boosts[{b}][{keys[k]!r}] must be in [-{MAX_COST_TERM:g}, {MAX_COST_TERM:g}]; "
+            f"got {bonuses[k]}"
+        )
+    resolved: dict[tuple[int, ...], np.float32] = {}
+    given: dict[tuple[int, ...], object] = {}
+    get = words.get if words is not None else None
+    for key, bonus in zip(keys, values.astype(np.float32), strict=True):
         ids = known.get(key, False)
-        if ids is False and type(key) is str and words is not None:  # the common case, quickly
-            ids = tuple(map(words.get, key.split()))
+        if ids is False and get is not None and type(key) is str:  # the common case, quickly
+            ids = tuple(map(get, key.split()))
             if None in ids or 0 in ids or not 0 < len(ids) <= MAX_PHRASE_WORDS:
-                ids = False  # unknown, epsilon or malformed: the checks below say which
+                ids = False  # unknown, epsilon or malformed: phrase_ids says which
         if ids is False:
             ids = phrase_ids(key, words, b, unknown)
         known[key] = ids
@@ -159,7 +176,7 @@ def _resolve_table(table: Mapping, b: int, words, unknown: list, known: dict) ->
         if ids in given:
             raise DecodeInputError(f"boosts[{b}]: {key!r} and {given[ids]!r} are the same phrase")
         given[ids] = key
-        resolved[ids] = np.float32(bonus)
+        resolved[ids] = bonus
     return resolved or None
 
 
