@@ -153,7 +153,13 @@ def decode_command(args: argparse.Namespace) -> None:
     graph = DecodingGraph.load(args.graph)
     options = CtcBeamOptions(**{name: getattr(args, name) for name in DECODE_OPTIONS})
     boosts = _boosts(args)
-    result = decode_npz(args.log_probs, graph, options, boosts, backend=args.backend)
+    per_utterance = None
+    if args.utterance_boosts:
+        from .ctc.boost import read_utterance_boosts
+
+        per_utterance = read_utterance_boosts(args.utterance_boosts)
+    result = decode_npz(args.log_probs, graph, options, boosts, backend=args.backend,
+                        utterance_boosts=per_utterance)  # fmt: skip
 
     def escape(utt: str) -> str:  # one line per hypothesis whatever the id holds
         return "".join(
@@ -364,6 +370,10 @@ def make_parser() -> argparse.ArgumentParser:
     for name, kind in DECODE_OPTIONS.items():
         p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=defaults[name])
     _add_boost_arguments(p)
+    p.add_argument("--utterance-boosts", type=Path, metavar="FILE",
+                   help='per-utterance phrases, a JSON object per line: {"id": ID, "boosts": '
+                        "{PHRASE: BONUS}} (added to --boost / --boost-file for that "
+                        "utterance)")  # fmt: skip
     p.add_argument("--backend", default="auto", choices=("auto", "reference", "cpu", "cuda"))
     out_format = p.add_mutually_exclusive_group()
     out_format.add_argument("--json", action="store_true",

@@ -329,3 +329,69 @@ def test_a_boost_file_beyond_the_limit_stops_at_the_line(tmp_path):
     path.write_text("".join(f"w{i} w{i + 1}\t1.5\n" for i in range(MAX_PHRASES + 1)))
     with pytest.raises(InputFileError, match=rf"many.txt:{MAX_PHRASES + 1}: more than"):
         read_boost_file(path)
+
+
+def _two_utterances(tmp_path):
+    g = lexicon_graph(["cat", "cap", "pat", "tap"], word_cost=[1.0, 1.6, 1.0, 1.6])
+    g.save(tmp_path / "g.npz")
+    tok = g.tokens
+    lp = np.full((2, 7, g.num_tokens), -8.0, np.float32)
+    for b in range(2):  # both: "ca{t|p}" then "pat", the first word's last letter ambiguous
+        for t, chars in enumerate([["c"], ["a"], ["t", "p"], ["p"], ["a"], ["t"], ["<blk>"]]):
+            for c in chars:
+                lp[b, t, tok.id(c)] = -0.7 if len(chars) > 1 else -0.05
+    np.savez(tmp_path / "lp.npz", log_probs=lp, ids=np.array(["u1", "u2"]))
+    return ["decode", str(tmp_path / "g.npz"), str(tmp_path / "lp.npz"), "--backend", "cpu"]
+
+
+def test_per_utterance_boosts_on_the_command_line(tmp_path, capsys):
+    from wfstdecode.cli import main
+
+    common = _two_utterances(tmp_path)
+    assert main(common) == 0
+    plain = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[2] for line in plain] == ["cat pat", "cat pat"]
+    (tmp_path / "u.jsonl").write_text('{"id": "u2", "boosts": {"cap  pat": 1.5}}\n\n')
+    assert main([*common, "--utterance-boosts", str(tmp_path / "u.jsonl")]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == plain[0] and lines[1].endswith("\tcap pat")  # only u2 is boosted
+    # the global boost and u2's own: u2's bonus wins for the phrase in both
+    assert main([*common, "--boost", "cap pat=-5", "--utterance-boosts",
+                 str(tmp_path / "u.jsonl")]) == 0  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("\tcat pat") and lines[1].endswith("\tcap pat")
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "match"),
+    [
+        ('{"id": "u1", "boosts": {"cap": 1}}\nnot json\n', 2, "not JSON"),
+        ('["u1"]\n', 1, "expected"),
+        (
+            '{"id": "u1", "boosts": {"cap": 1}}\n{"id": "u1", "boosts": {}}\n',
+            2,
+            "already on line 1",
+        ),
+        ('{"id": "u1", "boosts": {"  ": 1}}\n', 1, "an empty phrase"),
+        ('{"id": "u1", "boosts": {"cap": "x"}}\n', 1, "must be a number"),
+        ('{"id": "u1", "boosts": {"cap": 1e9}}\n', 1, "beyond"),
+        ('{"id": "u1", "boosts": {"cap pat": 1, "cap  pat": 2}}\n', 1, "given twice"),
+    ],
+)
+def test_bad_per_utterance_boosts_name_the_line(tmp_path, capsys, text, line, match):
+    from wfstdecode.cli import main
+
+    common = _two_utterances(tmp_path)
+    (tmp_path / "u.jsonl").write_text(text)
+    assert main([*common, "--utterance-boosts", str(tmp_path / "u.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert f"u.jsonl:{line}:" in err and match in err
+
+
+def test_per_utterance_boosts_for_an_utterance_the_file_lacks(tmp_path, capsys):
+    from wfstdecode.cli import main
+
+    common = _two_utterances(tmp_path)
+    (tmp_path / "u.jsonl").write_text('{"id": "u9", "boosts": {"cap": 1}}\n')
+    assert main([*common, "--utterance-boosts", str(tmp_path / "u.jsonl")]) == 2
+    assert "has no utterance 'u9'" in capsys.readouterr().err

@@ -277,6 +277,68 @@ def build_boost_tables(per_utt: list[dict[tuple[int, ...], np.float32] | None]) 
                        tuple(automata))  # fmt: skip
 
 
+def _checked_phrase(path, line_no, phrase: str, bonus) -> tuple[str, float]:
+    """A phrase (spaces normalised) and its bonus from a file, or `InputFileError` naming the
+    line: an empty phrase, a bonus that is not a finite number, one beyond ``MAX_COST_TERM``."""
+    import math
+
+    from ..errors import InputFileError
+
+    phrase = " ".join(phrase.split()) if isinstance(phrase, str) else ""
+    if not phrase:
+        raise InputFileError(path, line_no, "an empty phrase")
+    if isinstance(bonus, bool) or not isinstance(bonus, (int, float)):
+        raise InputFileError(path, line_no, f"the bonus of {phrase!r} must be a number; got "
+                             f"{bonus!r}")  # fmt: skip
+    bonus = _as_float(bonus)
+    if not math.isfinite(bonus) or abs(bonus) > MAX_COST_TERM:
+        raise InputFileError(path, line_no, f"bonus {bonus} of {phrase!r} is not finite or "
+                             f"beyond ±{MAX_COST_TERM:g}")  # fmt: skip
+    return phrase, bonus
+
+
+def read_utterance_boosts(path) -> dict[str, dict[str, float]]:
+    """Per-utterance boosts: a JSON object per line, ``{"id": UTTERANCE, "boosts": {PHRASE:
+    BONUS, ...}}`` (blank lines skipped), as ``{id: {phrase: bonus}}``. A line that is not such
+    an object, an id given twice, an empty phrase, a phrase twice in one line, a bad bonus or
+    more than ``MAX_PHRASES`` phrases on a line raise `InputFileError` naming the line."""
+    import json
+
+    from ..errors import InputFileError
+    from ..textfiles import text_lines
+
+    out: dict[str, dict[str, float]] = {}
+    where: dict[str, int] = {}
+    for line_no, line in text_lines(path, "utterance boosts file"):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as exc:
+            raise InputFileError(path, line_no, f"not JSON ({exc})") from None
+        if (
+            not isinstance(record, dict)
+            or not isinstance(record.get("id"), str)
+            or not isinstance(record.get("boosts"), dict)
+        ):
+            raise InputFileError(path, line_no, 'expected {"id": "...", "boosts": {"phrase": '
+                                 "bonus, ...}}")  # fmt: skip
+        utt = record["id"]
+        if utt in out:
+            raise InputFileError(path, line_no, f"utterance {utt!r} is already on line "
+                                 f"{where[utt]}")  # fmt: skip
+        if len(record["boosts"]) > MAX_PHRASES:
+            raise InputFileError(path, line_no, f"more than {MAX_PHRASES} phrases")
+        table: dict[str, float] = {}
+        for phrase, bonus in record["boosts"].items():
+            phrase, bonus = _checked_phrase(path, line_no, phrase, bonus)
+            if phrase in table:
+                raise InputFileError(path, line_no, f"{phrase!r} is given twice")
+            table[phrase] = bonus
+        out[utt], where[utt] = table, line_no
+    return out
+
+
 def read_boost_file(path) -> dict[str, float]:
     """``phrase<TAB>bonus`` per line (a word or words separated by spaces; blank lines and ``#``
     comments skipped) as ``{phrase: bonus}``, the phrase's words joined by single spaces. A
@@ -301,8 +363,7 @@ def read_boost_file(path) -> dict[str, float]:
         if not tab or not phrase or not math.isfinite(bonus):
             raise InputFileError(path, line_no, f"expected PHRASE<TAB>BONUS (a finite number); "
                                  f"got {line[:80]!r}")  # fmt: skip
-        if abs(bonus) > MAX_COST_TERM:
-            raise InputFileError(path, line_no, f"bonus {bonus} is beyond ±{MAX_COST_TERM:g}")
+        phrase, bonus = _checked_phrase(path, line_no, phrase, bonus)
         if phrase in out:
             raise InputFileError(path, line_no, f"{phrase!r} is already on line {where[phrase]}")
         if len(out) == MAX_PHRASES:

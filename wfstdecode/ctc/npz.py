@@ -98,12 +98,16 @@ def decode_npz(
     backend: str = "auto",
     num_threads: int | None = None,
     tuning=None,
+    utterance_boosts=None,
 ) -> NpzDecodeResult:
     """Decode every utterance of an emissions ``.npz`` against ``graph`` with `decode_ctc`.
 
     Inputs: the file (format in the module docstring), a `DecodingGraph` whose token table matches
-    the file's ``tokens`` (when present), options, boosts (one mapping ``word -> bonus`` for all
-    utterances, or one per utterance), backend, and speed-only tuning (`decode_ctc`).
+    the file's ``tokens`` (when present), options, boosts (one mapping ``phrase -> bonus`` for
+    all utterances, or one per utterance), backend, speed-only tuning (`decode_ctc`), and
+    ``utterance_boosts``: ``{utterance id: {phrase: bonus}}`` added to ``boosts`` (a mapping)
+    for those utterances, their own bonus winning for a phrase in both; an id the file does not
+    have raises `DecodeInputError`.
     Output: `NpzDecodeResult` with graph and greedy transcripts, and their WER when the file has
     reference ``texts``.
     """
@@ -125,6 +129,8 @@ def decode_npz(
                 f"{path}: the file's tokens differ from the graph's token table at column {diff} "
                 f"({len(data['tokens'])} vs {len(graph_tokens)} tokens)"
             )
+    if utterance_boosts:
+        boosts = _per_utterance(path, data["ids"], boosts, utterance_boosts)
     lengths = data["lengths"]
     if lengths is None:
         lengths = np.full(lp.shape[0], lp.shape[1], np.int64)
@@ -149,6 +155,21 @@ def decode_npz(
     return NpzDecodeResult(
         data["ids"], hyps, texts, greedy, refs, wer, greedy_wer, [int(n) for n in lengths]
     )
+
+
+def _per_utterance(path, ids, boosts, utterance_boosts) -> list:
+    from collections.abc import Mapping
+
+    if boosts is not None and not isinstance(boosts, Mapping):
+        raise DecodeInputError("utterance_boosts add to one boosts mapping for the whole file; "
+                               "got a list")  # fmt: skip
+    missing = sorted(set(utterance_boosts) - set(ids))
+    if missing:
+        raise DecodeInputError(f"{path} has no utterance {missing[0]!r} ({len(missing)} boosted "
+                               "utterance(s) not in the file)")  # fmt: skip
+    shared = dict(boosts or {})
+    return [{**shared, **utterance_boosts[u]} if u in utterance_boosts else shared or None
+            for u in ids]  # fmt: skip
 
 
 def _has(table: SymbolTable, idx: int) -> bool:
