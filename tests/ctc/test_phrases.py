@@ -3,6 +3,7 @@ decoding the composed graph TLG ∘ C (OpenFst) with an unbounded beam; cpu == r
 bit at any beam; streams equal whole decodes; bad phrase lists are refused clearly."""
 
 import itertools
+import json
 import math
 
 import numpy as np
@@ -395,3 +396,48 @@ def test_per_utterance_boosts_for_an_utterance_the_file_lacks(tmp_path, capsys):
     (tmp_path / "u.jsonl").write_text('{"id": "u9", "boosts": {"cap": 1}}\n')
     assert main([*common, "--utterance-boosts", str(tmp_path / "u.jsonl")]) == 2
     assert "has no utterance 'u9'" in capsys.readouterr().err
+
+
+def _with_boosts_member(tmp_path, boosts_json):
+    common = _two_utterances(tmp_path)
+    with np.load(tmp_path / "lp.npz") as z:
+        arrays = dict(z)
+    np.savez(tmp_path / "lp.npz", **arrays, boosts=np.array(boosts_json))
+    return common
+
+
+def test_per_utterance_boosts_travel_in_the_npz(tmp_path, capsys):
+    from wfstdecode.cli import main
+    from wfstdecode.corpus import CtcCorpusDecoder
+
+    common = _with_boosts_member(tmp_path, '{"u2": {"cap pat": 1.5}}')
+    assert main(common) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("\tcat pat") and lines[1].endswith("\tcap pat")
+    (tmp_path / "u.jsonl").write_text('{"id": "u1", "boosts": {"cap": 1}}\n')
+    assert main([*common, "--utterance-boosts", str(tmp_path / "u.jsonl")]) == 2
+    assert "give them there or in the utterance boosts file, not both" in capsys.readouterr().err
+    # a corpus shard carries its lists to the workers
+    decode = CtcCorpusDecoder(str(tmp_path / "g.npz")).load()
+    out = decode(tmp_path / "lp.npz", "lp")
+    texts = [json.loads(line)["text"] for line in out.text.splitlines()]
+    assert texts == ["cat pat", "cap pat"]
+
+
+@pytest.mark.parametrize(
+    ("member", "match"),
+    [
+        ("not json", "boosts is not JSON"),
+        ('["u1"]', "boosts must be a JSON object"),
+        ('{"u9": {"cap": 1}}', "boosts name utterance 'u9'"),
+        ('{"u1": {"cap": "high"}}', "boosts of 'u1': the bonus of 'cap' must be a number"),
+        ('{"u1": {"cap": 1, " cap ": 2}}', "boosts of 'u1': 'cap' is given twice"),
+    ],
+)
+def test_a_bad_boosts_member_names_the_file(tmp_path, member, match):
+    from wfstdecode.ctc.npz import load_log_probs_npz
+    from wfstdecode.errors import InputFileError
+
+    _with_boosts_member(tmp_path, member)
+    with pytest.raises(InputFileError, match=rf"lp.npz: {match}"):
+        load_log_probs_npz(tmp_path / "lp.npz")

@@ -64,7 +64,8 @@ class CtcCorpusDecoder:
     """Decode ``.npz`` log-prob shards (as ``wfstdecode decode`` reads them) against a graph.
 
     graph:       a graph directory or ``TLG.npz``;
-    options:     `CtcBeamOptions` (None = defaults); boosts: one ``word -> bonus`` mapping;
+    options:     `CtcBeamOptions` (None = defaults); boosts: one ``phrase -> bonus`` mapping (a
+                 shard's own ``boosts`` member adds per-utterance lists, `wfstdecode.ctc.npz`);
     backend:     as `decode_ctc` (``"cuda"`` on GPU workers);
     num_threads: Numba threads per worker (cpu backend);
     mmap:        map the graph file (pages shared by the workers of a node) instead of reading it;

@@ -277,23 +277,21 @@ def build_boost_tables(per_utt: list[dict[tuple[int, ...], np.float32] | None]) 
                        tuple(automata))  # fmt: skip
 
 
-def _checked_phrase(path, line_no, phrase: str, bonus) -> tuple[str, float]:
-    """A phrase (spaces normalised) and its bonus from a file, or `InputFileError` naming the
-    line: an empty phrase, a bonus that is not a finite number, one beyond ``MAX_COST_TERM``."""
+def checked_phrase(phrase, bonus) -> tuple[str, float]:
+    """A phrase from a file (spaces normalised) and its bonus; `ValueError` with the reason for
+    an empty phrase, a bonus that is not a number, or one not finite or beyond ``MAX_COST_TERM``
+    (the readers name the file and line)."""
     import math
-
-    from ..errors import InputFileError
 
     phrase = " ".join(phrase.split()) if isinstance(phrase, str) else ""
     if not phrase:
-        raise InputFileError(path, line_no, "an empty phrase")
+        raise ValueError("an empty phrase")
     if isinstance(bonus, bool) or not isinstance(bonus, (int, float)):
-        raise InputFileError(path, line_no, f"the bonus of {phrase!r} must be a number; got "
-                             f"{bonus!r}")  # fmt: skip
+        raise ValueError(f"the bonus of {phrase!r} must be a number; got {bonus!r}")
     bonus = _as_float(bonus)
     if not math.isfinite(bonus) or abs(bonus) > MAX_COST_TERM:
-        raise InputFileError(path, line_no, f"bonus {bonus} of {phrase!r} is not finite or "
-                             f"beyond ±{MAX_COST_TERM:g}")  # fmt: skip
+        raise ValueError(f"bonus {bonus} of {phrase!r} is not finite or beyond "
+                         f"±{MAX_COST_TERM:g}")  # fmt: skip
     return phrase, bonus
 
 
@@ -331,7 +329,10 @@ def read_utterance_boosts(path) -> dict[str, dict[str, float]]:
             raise InputFileError(path, line_no, f"more than {MAX_PHRASES} phrases")
         table: dict[str, float] = {}
         for phrase, bonus in record["boosts"].items():
-            phrase, bonus = _checked_phrase(path, line_no, phrase, bonus)
+            try:
+                phrase, bonus = checked_phrase(phrase, bonus)
+            except ValueError as exc:
+                raise InputFileError(path, line_no, str(exc)) from None
             if phrase in table:
                 raise InputFileError(path, line_no, f"{phrase!r} is given twice")
             table[phrase] = bonus
@@ -363,7 +364,10 @@ def read_boost_file(path) -> dict[str, float]:
         if not tab or not phrase or not math.isfinite(bonus):
             raise InputFileError(path, line_no, f"expected PHRASE<TAB>BONUS (a finite number); "
                                  f"got {line[:80]!r}")  # fmt: skip
-        phrase, bonus = _checked_phrase(path, line_no, phrase, bonus)
+        try:
+            phrase, bonus = checked_phrase(phrase, bonus)
+        except ValueError as exc:
+            raise InputFileError(path, line_no, str(exc)) from None
         if phrase in out:
             raise InputFileError(path, line_no, f"{phrase!r} is already on line {where[phrase]}")
         if len(out) == MAX_PHRASES:

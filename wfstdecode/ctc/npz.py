@@ -3,7 +3,10 @@
 File format (``np.load`` without pickle): ``log_probs`` float (B, T, V); optional ``lengths`` int
 (B,) (default: all T); optional ``tokens`` (V,) token strings, checked against the graph's token
 table so that columns cannot be silently misaligned; optional ``texts`` (B,) reference
-transcripts (then WER is computed); optional ``ids`` (B,) utterance names.
+transcripts (then WER is computed); optional ``ids`` (B,) utterance names; optional ``boosts``,
+one string (a 0-d or (1,) array) holding the JSON object ``{utterance id: {phrase: bonus}}``:
+per-utterance boost lists that travel with the emissions (`decode_npz`, ``decode``,
+``decode-corpus``).
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ def load_log_probs_npz(path: str | os.PathLike) -> dict:
     def fail(message: str) -> InputFileError:
         return InputFileError(path, None, message)
 
-    with NpzArchive(path, ("log_probs", "lengths", *_TEXT_ARRAYS), fail) as z:
+    with NpzArchive(path, ("log_probs", "lengths", *_TEXT_ARRAYS, "boosts"), fail) as z:
         if "log_probs" not in z.names:
             raise fail(f"no 'log_probs' array (has {', '.join(z.others) or 'none'})")
         lp = z.read("log_probs", "f", ndim=3)
@@ -60,8 +63,47 @@ def load_log_probs_npz(path: str | os.PathLike) -> dict:
         out = {"log_probs": lp, "lengths": z.read_lengths(B, T) if "lengths" in z.names else None}
         for key, size in zip(_TEXT_ARRAYS, (B, B, V), strict=True):
             out[key] = z.read_texts(key, size)
+        out["boosts"] = _read_boosts(z, fail) if "boosts" in z.names else None
     if out["ids"] is None:
         out["ids"] = [f"utt{b:04d}" for b in range(B)]
+    if out["boosts"] is not None:
+        missing = sorted(set(out["boosts"]) - set(out["ids"]))
+        if missing:
+            raise fail(f"boosts name utterance {missing[0]!r}, which the file does not have")
+    return out
+
+
+def _read_boosts(z, fail) -> dict[str, dict[str, float]]:
+    """The ``boosts`` member: ``{id: {phrase: bonus}}`` (phrases as boost files have them)."""
+    import json
+
+    from .boost import MAX_PHRASES, checked_phrase
+
+    raw = z.read("boosts", "US", max_bytes=64 << 20)
+    if raw.size != 1:
+        raise fail(f"boosts must be one JSON string; got an array of shape {raw.shape}")
+    text = raw.reshape(-1)[0]
+    text = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+    try:
+        table = json.loads(text)
+    except ValueError as exc:
+        raise fail(f"boosts is not JSON ({exc})") from None
+    if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
+        raise fail('boosts must be a JSON object {"utterance id": {"phrase": bonus, ...}}')
+    out = {}
+    for utt, phrases in table.items():
+        if len(phrases) > MAX_PHRASES:
+            raise fail(f"boosts of {utt!r}: more than {MAX_PHRASES} phrases")
+        own: dict[str, float] = {}
+        for phrase, bonus in phrases.items():
+            try:
+                phrase, bonus = checked_phrase(phrase, bonus)
+            except ValueError as exc:
+                raise fail(f"boosts of {utt!r}: {exc}") from None
+            if phrase in own:
+                raise fail(f"boosts of {utt!r}: {phrase!r} is given twice")
+            own[phrase] = bonus
+        out[utt] = own
     return out
 
 
@@ -107,7 +149,8 @@ def decode_npz(
     all utterances, or one per utterance), backend, speed-only tuning (`decode_ctc`), and
     ``utterance_boosts``: ``{utterance id: {phrase: bonus}}`` added to ``boosts`` (a mapping)
     for those utterances, their own bonus winning for a phrase in both; an id the file does not
-    have raises `DecodeInputError`.
+    have raises `DecodeInputError`. The file's own ``boosts`` member is used the same way; it and
+    ``utterance_boosts`` together raise (one place for an utterance's list).
     Output: `NpzDecodeResult` with graph and greedy transcripts, and their WER when the file has
     reference ``texts``.
     """
@@ -129,6 +172,10 @@ def decode_npz(
                 f"{path}: the file's tokens differ from the graph's token table at column {diff} "
                 f"({len(data['tokens'])} vs {len(graph_tokens)} tokens)"
             )
+    if utterance_boosts and data["boosts"] is not None:
+        raise DecodeInputError(f"{path} carries per-utterance boosts (its 'boosts' member); give "
+                               "them there or in the utterance boosts file, not both")  # fmt: skip
+    utterance_boosts = utterance_boosts or data["boosts"]
     if utterance_boosts:
         boosts = _per_utterance(path, data["ids"], boosts, utterance_boosts)
     lengths = data["lengths"]
