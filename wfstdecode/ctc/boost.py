@@ -102,7 +102,7 @@ def resolve_boosts(
         per_utt = list(boosts)
     else:
         raise DecodeInputError(
-            f"boosts must be None, a mapping word -> bonus, or a list of them; got {type(boosts)}"
+            f"boosts must be None, a mapping phrase -> bonus, or a list of them; got {type(boosts)}"
         )
     unknown: list[str] = []
     done: dict[int, dict | None] = {}  # one mapping given for every utterance is resolved once
@@ -114,7 +114,7 @@ def resolve_boosts(
             continue
         if not isinstance(table, Mapping):
             raise DecodeInputError(
-                f"boosts[{b}] must be a mapping word -> bonus; got {type(table)}"
+                f"boosts[{b}] must be a mapping phrase -> bonus; got {type(table)}"
             )
         if id(table) not in done:
             done[id(table)] = _resolve_table(table, b, words, unknown, known)
