@@ -58,6 +58,7 @@ class BoostTables:
     phi: np.ndarray
     node_offset: np.ndarray
     contexts: np.ndarray
+    worst: np.ndarray  # float32 [B]: the most an utterance's phrases add to an arc's cost
     automata: tuple  # per utterance: its PhraseAutomaton or None
 
     @property
@@ -240,6 +241,7 @@ def build_boost_tables(per_utt: list[dict[tuple[int, ...], np.float32] | None]) 
     masks = np.full(B, -1, np.int64)
     node_offsets = np.zeros(B, np.int64)
     contexts = np.ones(B, np.int64)
+    worst = np.zeros(B, np.float32)
     automata: list[PhraseAutomaton | None] = []
     built: dict[int, int] = {}  # id(mapping) -> the first utterance that had it
     total, total_nodes = 0, 0
@@ -252,12 +254,14 @@ def build_boost_tables(per_utt: list[dict[tuple[int, ...], np.float32] | None]) 
             automata.append(automata[first])
             offsets[b], masks[b] = offsets[first], masks[first]
             node_offsets[b], contexts[b] = node_offsets[first], contexts[first]
+            worst[b] = worst[first]
             continue
         built[id(table)] = b
         automaton = PhraseAutomaton(table)
         automata.append(automaton)
         offsets[b], masks[b] = total, automaton.mask
         node_offsets[b], contexts[b] = total_nodes, automaton.num_contexts
+        worst[b] = automaton.worst
         total += automaton.mask + 1
         total_nodes += automaton.num_nodes
     unique = [automata[b] for b in built.values()]
@@ -268,12 +272,12 @@ def build_boost_tables(per_utt: list[dict[tuple[int, ...], np.float32] | None]) 
             np.zeros(1, np.int32),
         )
         return BoostTables(key, gain, enter, offsets, masks, enter, gain, node_offsets, contexts,
-                           tuple(automata))  # fmt: skip
+                           worst, tuple(automata))  # fmt: skip
     key, gain, enter = (np.concatenate(parts)
                         for parts in zip(*(a.entries() for a in unique), strict=True))  # fmt: skip
     fail = np.concatenate([a.fail for a in unique])
     phi = np.concatenate([a.phi for a in unique])
-    return BoostTables(key, gain, enter, offsets, masks, fail, phi, node_offsets, contexts,
+    return BoostTables(key, gain, enter, offsets, masks, fail, phi, node_offsets, contexts, worst,
                        tuple(automata))  # fmt: skip
 
 

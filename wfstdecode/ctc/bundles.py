@@ -46,6 +46,7 @@ class LaneBoosts(NamedTuple):
     phi: np.ndarray  # float32 [nodes]: what a token in that state gives back
     node_offset: np.ndarray  # int64 [lanes]: where a lane's nodes start
     contexts: np.ndarray  # int64 [lanes]: context states a lane's tokens can be in
+    worst: np.ndarray  # float32 [lanes]: the most a lane's phrases add to an arc's cost (>= 0)
 
 
 class Limits(NamedTuple):
@@ -71,13 +72,13 @@ def search_graph(problem, put=np.asarray, index=np.int64) -> SearchGraph:
 def lane_boosts(problem, lanes=None, put=np.asarray) -> LaneBoosts:
     """The boost tables of the utterances ``lanes`` (default: all), lane ``i`` = ``lanes[i]``."""
     bt = problem.boosts
-    per_lane = (bt.offset, bt.mask, bt.node_offset, bt.contexts)
+    per_lane = (bt.offset, bt.mask, bt.node_offset, bt.contexts, bt.worst)
     if lanes is not None:
         per_lane = tuple(x[lanes] for x in per_lane)
-    offset, mask, node_offset, contexts = per_lane
+    offset, mask, node_offset, contexts, worst = per_lane
     return LaneBoosts(
         put(bt.key), put(bt.gain), put(bt.enter), put(offset), put(mask),
-        put(bt.fail), put(bt.phi), put(node_offset), put(contexts),
+        put(bt.fail), put(bt.phi), put(node_offset), put(contexts), put(worst),
     )  # fmt: skip
 
 

@@ -156,13 +156,14 @@ def expand(ac_t, alive, cands, state_map, graph, boosts, lane, beam, early):
     n_alive = alive.state.shape[0]
     running = _INF
     if early and n_alive > 8:
-        # a pre-pass for the exact best emitting cost, so that the bound is tight from the start
+        # a pre-pass for the best emitting cost, so that the bound is tight from the start: the
+        # exact one without boosts; with them each arc's cost at most (no phrase lookups here):
+        # a bound no lower than the best keeps every candidate the search needs
+        worst = boosts.worst[lane]
         for i in range(n_alive):
             s = alive.state[i]
-            x = alive.ctx[i]
             for a in range(graph.e_offsets[s], graph.e_offsets[s + 1]):
-                arc_c, _ = arc_cost(graph, boosts, lane, a, x)
-                c = alive.cost[i] + (ac_t[graph.ilabel[a] - 1] + arc_c)
+                c = alive.cost[i] + (ac_t[graph.ilabel[a] - 1] + (graph.arc_cost[a] + worst))
                 if c < running:
                     running = c
     i_best = 0

@@ -67,6 +67,15 @@ class PhraseAutomaton:
         self._goto: dict | None = None
 
     @property
+    def worst(self) -> np.float32:
+        """The most reading a word can add to an arc's cost (``-bonus``, >= 0), rounded up to
+        float32: a fast bound for the best cost of a frame (`cpu_steps.expand`)."""
+        most = max(
+            0.0, float(self.phi.max(initial=0.0)) - min(0.0, float(self.gain.min(initial=0.0)))
+        )
+        return np.nextafter(np.float32(most), np.float32(np.inf)) if most else np.float32(0.0)
+
+    @property
     def num_contexts(self) -> int:
         """Context states a token can be in: the root and every node some phrase extends."""
         return int(np.count_nonzero(self.enter == np.arange(self.num_nodes)))
