@@ -15,7 +15,8 @@ Data sets (`bench_ctc_pareto.data_sets`): ocr (the shipped OCR posteriors, 60 li
 5k-word LM's compact TLG) and, with ``--speech``, flite speech through hama (the shipped
 72,547-word speech graph). CPU seconds of one thread for the whole batch, the automata built
 inside (`decode_ctc` builds them), best of ``--repeats`` taken alternately over the list sizes;
-the automaton build alone is timed too (10 .. 10,000 phrases).
+also the lists' compile alone (`prepare_problem`) and the search alone (`decode_cpu` on the
+prepared problem), and the automaton build of one list (10 .. 100,000 phrases).
 
     python tools/bench_phrases.py --speech /tmp/speech/flite.npz --plot bench/ctc_phrases.png
     python tools/bench_phrases.py --speech /tmp/speech/flite.npz --distractors random
@@ -94,8 +95,11 @@ def biasing_lists(refs, vocab: list[str], targets: int, sizes, seed: int, real: 
 
 
 def run(s, args) -> list[dict]:
-    from wfstdecode.ctc import CtcBeamOptions, decode_ctc
+    from wfstdecode.ctc import CpuTuning, CtcBeamOptions, decode_ctc
+    from wfstdecode.ctc.cpu import decode_cpu
     from wfstdecode.ctc.search import prepare_problem
+
+    single = CpuTuning(num_threads=1)
 
     g, (lp, lengths, refs) = s["graph"], s["data"]
     vocab = [w for w, i in g.words if i and not w.startswith(("#", "<"))]
@@ -123,16 +127,15 @@ def run(s, args) -> list[dict]:
                 return prepare_problem(lp, lengths, g, opts, boosts)
 
             hyps, cpu = best_cpu(decode, 1)
-            _, build = best_cpu(compile_lists, 1)
-            old = results.get(name)
-            results[name] = (hyps, min(cpu, old[1]) if old else cpu,
-                             min(build, old[2]) if old else build)  # fmt: skip
+            problem, build = best_cpu(compile_lists, 1)
+            _, search = best_cpu(lambda problem=problem: decode_cpu(problem, single), 1)
+            old = results.get(name, (None, cpu, build, search))
+            results[name] = (hyps, min(cpu, old[1]), min(build, old[2]), min(search, old[3]))
     frames = int(lengths.sum())
     rows = []
-    base_cpu, base_build = results["none"][1:]
+    base_cpu, base_build, base_search = results["none"][1:]
     for name, _ in configs:
-        hyps, cpu, build = results[name]
-        search = cpu - (build - base_build)  # the lists' compile time taken out
+        hyps, cpu, build, search = results[name]
         be = ue = nb = nu = 0
         for r, h, (chosen, _d) in zip(refs, hyps, lists, strict=True):
             biased = {w for p in chosen for w in p.split()}
@@ -141,7 +144,7 @@ def run(s, args) -> list[dict]:
             nb += sum(w in biased for w in r)
             nu += sum(w not in biased for w in r)
         row = dict(data=s["name"], boosting=name, cpu=cpu, rel=cpu / base_cpu,
-                   compile=build - base_build, search_rel=search / base_cpu,
+                   compile=build - base_build, search_rel=search / base_search,
                    b_wer=100 * be / max(nb, 1), u_wer=100 * ue / max(nu, 1),
                    wer=100 * (be + ue) / max(nb + nu, 1), frames=frames, biased_words=nb)  # fmt: skip
         rows.append(row)
