@@ -71,7 +71,9 @@ def _doubled(cands, n):
     bigger.cost[:n] = cands.cost[:n]
     bigger.arc[:n] = cands.arc[:n]
     bigger.prev[:n] = cands.prev[:n]
-    bigger.context[:, :n] = cands.context[:, :n]
+    for row in range(3):  # a loop, not a 2-D slice copy: seconds less to compile
+        for j in range(n):
+            bigger.context[row, j] = cands.context[row, j]
     bigger.queued[:n] = cands.queued[:n]  # kept and record are per frame: nothing to copy
     return bigger
 
