@@ -22,7 +22,8 @@ utterance with linear probing, keyed by ``(node, word)`` (each automaton's own t
 
 and per node, from ``node_offset[b]``: ``fail`` int32 (the failure link) and ``phi`` float32 (the
 anticipated bonus a token in that state gives back if the match fails or the utterance ends).
-``contexts[b]`` counts the context states a token of utterance b can be in (1 for words only).
+``contexts[b]`` counts the context states a token of utterance b can be in (1 for words only);
+``worst[b]`` is the most its phrases add to an arc's cost (the cpu search's pre-pass bound).
 The slot of ``(node, word)`` is ``(word * 2654435761 + node * 40503) mod 2**32 & mask``;
 `bundles.arc_cost` walks the table in every backend.
 """
@@ -39,9 +40,8 @@ from ..errors import DecodeInputError
 from .options import MAX_COST_TERM
 from .phrases import EMPTY, PhraseAutomaton
 
-MAX_PHRASES = (
-    200_000  # per utterance: 200,000 compile in ~1 CPU s and ~130 MB (bench/ctc_phrases.md)
-)
+# per utterance: 200,000 compile in ~1 CPU s and ~130 MB (bench/ctc_phrases.md)
+MAX_PHRASES = 200_000
 MAX_PHRASE_WORDS = 64
 
 
@@ -299,6 +299,21 @@ def checked_phrase(phrase, bonus) -> tuple[str, float]:
     return phrase, bonus
 
 
+def checked_phrases(phrases: Mapping) -> dict[str, float]:
+    """One utterance's ``{phrase: bonus}`` from a file, each as `checked_phrase` returns it;
+    `ValueError` with the reason for a bad phrase, a phrase given twice (once spaces are
+    normalised) or more than ``MAX_PHRASES``."""
+    if len(phrases) > MAX_PHRASES:
+        raise ValueError(f"more than {MAX_PHRASES} phrases")
+    out: dict[str, float] = {}
+    for phrase, bonus in phrases.items():
+        phrase, bonus = checked_phrase(phrase, bonus)
+        if phrase in out:
+            raise ValueError(f"{phrase!r} is given twice")
+        out[phrase] = bonus
+    return out
+
+
 def read_utterance_boosts(path) -> dict[str, dict[str, float]]:
     """Per-utterance boosts: a JSON object per line, ``{"id": UTTERANCE, "boosts": {PHRASE:
     BONUS, ...}}`` (blank lines skipped), as ``{id: {phrase: bonus}}``. A line that is not such
@@ -329,18 +344,11 @@ def read_utterance_boosts(path) -> dict[str, dict[str, float]]:
         if utt in out:
             raise InputFileError(path, line_no, f"utterance {utt!r} is already on line "
                                  f"{where[utt]}")  # fmt: skip
-        if len(record["boosts"]) > MAX_PHRASES:
-            raise InputFileError(path, line_no, f"more than {MAX_PHRASES} phrases")
-        table: dict[str, float] = {}
-        for phrase, bonus in record["boosts"].items():
-            try:
-                phrase, bonus = checked_phrase(phrase, bonus)
-            except ValueError as exc:
-                raise InputFileError(path, line_no, str(exc)) from None
-            if phrase in table:
-                raise InputFileError(path, line_no, f"{phrase!r} is given twice")
-            table[phrase] = bonus
-        out[utt], where[utt] = table, line_no
+        try:
+            out[utt] = checked_phrases(record["boosts"])
+        except ValueError as exc:
+            raise InputFileError(path, line_no, str(exc)) from None
+        where[utt] = line_no
     return out
 
 

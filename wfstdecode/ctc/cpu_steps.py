@@ -47,8 +47,8 @@ class Candidates(NamedTuple):
     prev: np.ndarray  # int32: a record (emitting arc, start) or a candidate (epsilon arc)
     # int32 [3, cap]: row CTX its context state (the phrase automaton's), row SRC the context
     # state it came from (the recombination tie-break), row CHAIN the same state's next
-    # candidate (in another context state) or -1. One array, not three: every array of the
-    # tuple costs reference-count updates on each call that passes it (measured: ~5%).
+    # candidate (in another context state) or -1. One array, not three, to keep the tuple
+    # short: each of its arrays costs reference-count updates on every call that passes it.
     context: np.ndarray
     queued: np.ndarray  # bool: in the epsilon closure's next round
     kept: np.ndarray  # bool: a survivor or an in-frame ancestor of one
@@ -158,9 +158,9 @@ def expand(ac_t, alive, cands, state_map, graph, boosts, lane, beam, early):
     n_alive = alive.state.shape[0]
     running = _INF
     if early and n_alive > 8:
-        # a pre-pass for the best emitting cost, so that the bound is tight from the start: the
-        # exact one without boosts; with them each arc's cost at most (no phrase lookups here):
-        # a bound no lower than the best keeps every candidate the search needs
+        # a pre-pass for the best emitting cost, so that the bound is tight from the start:
+        # exact without boosts; with them an upper bound (each arc at its static cost plus the
+        # most a phrase can add, no table probes), which still keeps every candidate needed
         worst = boosts.worst[lane]
         for i in range(n_alive):
             s = alive.state[i]

@@ -77,7 +77,7 @@ def _read_boosts(z, fail) -> dict[str, dict[str, float]]:
     """The ``boosts`` member: ``{id: {phrase: bonus}}`` (phrases as boost files have them)."""
     import json
 
-    from .boost import MAX_PHRASES, checked_phrase
+    from .boost import checked_phrases
 
     raw = z.read("boosts", "US", max_bytes=64 << 20)
     if raw.size != 1:
@@ -92,18 +92,10 @@ def _read_boosts(z, fail) -> dict[str, dict[str, float]]:
         raise fail('boosts must be a JSON object {"utterance id": {"phrase": bonus, ...}}')
     out = {}
     for utt, phrases in table.items():
-        if len(phrases) > MAX_PHRASES:
-            raise fail(f"boosts of {utt!r}: more than {MAX_PHRASES} phrases")
-        own: dict[str, float] = {}
-        for phrase, bonus in phrases.items():
-            try:
-                phrase, bonus = checked_phrase(phrase, bonus)
-            except ValueError as exc:
-                raise fail(f"boosts of {utt!r}: {exc}") from None
-            if phrase in own:
-                raise fail(f"boosts of {utt!r}: {phrase!r} is given twice")
-            own[phrase] = bonus
-        out[utt] = own
+        try:
+            out[utt] = checked_phrases(phrases)
+        except ValueError as exc:
+            raise fail(f"boosts of {utt!r}: {exc}") from None
     return out
 
 

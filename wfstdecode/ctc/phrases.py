@@ -49,7 +49,7 @@ NODE_MULT = 40503
 class PhraseAutomaton:
     """Built from ``{phrase (tuple of word ids): bonus per word}``; the root is node 0.
 
-    Arrays per node: ``fail``, ``enter``, ``phi`` (float32), ``gain`` (float32), ``depth``;
+    Arrays per node: ``fail``, ``enter``, ``phi`` (float32), ``gain`` (float32);
     the goto table: ``key`` (int64, EMPTY for a free slot) and ``child`` per slot, ``mask`` its
     capacity - 1."""
 
@@ -58,12 +58,12 @@ class PhraseAutomaton:
         words = np.fromiter(itertools.chain.from_iterable(phrases), np.int64, int(lengths.sum()))
         bonus = np.fromiter((float(v) for v in phrases.values()), np.float64, len(phrases))
         cap = 1 << max(1, (2 * len(words) - 1).bit_length())  # > twice the nodes but the root
-        (self.key, self.child, self.depth, self.fail, self.enter, self.phi, self.gain,
-         num_nodes) = _build(words, lengths, bonus, cap)  # fmt: skip
+        self.key, self.child, self.fail, self.enter, self.phi, self.gain, num_nodes = _build(
+            words, lengths, bonus, cap
+        )
         self.num_nodes = int(num_nodes)
         self.mask = cap - 1
-        self.num_phrases = len(phrases)
-        self.phrases = dict(phrases)
+        self.phrases = phrases  # what the automaton was built from (the tests count with it)
         self._goto: dict | None = None
 
     @property
@@ -230,4 +230,4 @@ def _build(words, lengths, bonus, cap):
     gain = np.zeros(n, np.float32)
     for node in range(n):
         gain[node] = banked[node] + np.float64(phi[enter[node]])
-    return key, child, depth[:n].copy(), fail, enter, phi, gain, n
+    return key, child, fail, enter, phi, gain, n

@@ -141,19 +141,9 @@ def add_candidate(tables, table, key, phrases, overflow, lane):
 
 
 @cuda.jit(device=True)
-def find(tables, table, key):
-    """Slot of token ``key`` in table ``table`` (it must be there)."""
-    base = table * tables.size
-    mask = tables.size - 1
-    h = _hash(key) & mask
-    while tables.state[base + h] != key:
-        h = (h + 1) & mask
-    return base + h
-
-
-@cuda.jit(device=True)
 def lookup(tables, table, key):
-    """Slot of token ``key`` in table ``table``, or -1 (a candidate a full table dropped)."""
+    """Slot of token ``key`` in table ``table``, or -1 (not there: a candidate a full table
+    dropped; a backpointer's source token is always there)."""
     base = table * tables.size
     mask = tables.size - 1
     h = _hash(key) & mask

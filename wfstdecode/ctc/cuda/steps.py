@@ -30,7 +30,6 @@ from .primitives import (
     block_exclusive_scan,
     clear_table,
     count_at_most,
-    find,
     find_or_insert,
     key_arc,
     key_cost,
@@ -139,7 +138,7 @@ def emitting_backpointers(graph, tables, frame, n):
     for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
         slot = tables.cand[base + j]
         src = token_key(graph.arc_source[key_arc(tables.key[slot])], tables.src[slot])
-        tables.prev[slot] = tables.prev[find(tables, frame.prev_table, src)]
+        tables.prev[slot] = tables.prev[lookup(tables, frame.prev_table, src)]
     cuda.syncthreads()
     clear_table(tables, frame.prev_table)
 
@@ -268,7 +267,7 @@ def epsilon_backpointers(graph, tables, frame, n):
         a = key_arc(tables.key[slot])
         if a >= graph.num_emitting:
             src = token_key(graph.arc_source[a], tables.src[slot])
-            tables.prev[slot] = find(tables, frame.table, src)
+            tables.prev[slot] = lookup(tables, frame.table, src)
         tables.mark[slot] = 0
     cuda.syncthreads()
 
