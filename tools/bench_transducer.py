@@ -236,7 +236,10 @@ def main(argv=None):
         enc, lengths, order = data[kind]
         for bs in sizes:
             run = partial(decode_all, models[kind], enc, lengths, order, bs, opts)
+            began = time.perf_counter()
             hyps = run()
+            # Progress as it goes: a run cut short by a time limit still says how far it got.
+            print(f"warm-up {name} B={bs}: {time.perf_counter() - began:.1f} s", flush=True)
             ref = base_hyps.setdefault((kind, bs), hyps)
             exact = all(
                 a.tokens == b.tokens and a.timestamps == b.timestamps

@@ -19,7 +19,9 @@ plat=(--only-binary=:all: --python-version 3.12 --implementation cp
       --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64
       --platform manylinux_2_24_x86_64 --platform manylinux_2_17_x86_64
       --platform manylinux2014_x86_64)
-for pkg in kaldifst==1.8.3 kaldilm==1.15.5 kaldi-decoder==0.3.2 kenlm-ex==0.2.1 \
+# numpy 2.4: the machine's numpy 2.5 dropped np.row_stack, which its numba-cuda 0.x still names
+# at import (every kernel compile failed with AttributeError there, 2026-11-26).
+for pkg in numpy==2.4.6 kaldifst==1.8.3 kaldilm==1.15.5 kaldi-decoder==0.3.2 kenlm-ex==0.2.1 \
            flashlight-text==0.0.7; do
   "$py" -m pip download -q --no-deps "${plat[@]}" -d .gpu/whl "$pkg"
 done
