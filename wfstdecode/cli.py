@@ -35,10 +35,18 @@ def build_tlg_command(args: argparse.Namespace) -> Path:
         source = {"lexicon": str(args.lexicon)}
     else:
         source = {"spm": str(args.spm)} if args.spm else {"chars": True}
+    slot = None
+    if args.oov_slot:  # how the decoder will spell boosted words the lexicon lacks
+        slot = {"spelling": next(iter(source))}
+        if args.spm:
+            slot["spm"] = str(args.spm.absolute())
+    elif args.oov_logprob is not None:
+        raise WfstDecodeError("--oov-logprob is the slot's probability: it needs --oov-slot")
     out, build = build_graph_dir(
         args.out, lambda: _read_inputs(args), args.arpa, args.topology, separator=args.separator,
         keep_unk=args.keep_unk, push_labels=not args.no_push_labels, force=args.force,
-        info={"tokens": str(args.tokens), **source}, progress=print_stage,
+        info={"tokens": str(args.tokens), **source}, progress=print_stage, oov_slot=slot,
+        oov_logprob=args.oov_logprob,
     )  # fmt: skip
     print(f"wrote {out}: {build.graph.summary()}")
     return out
@@ -158,8 +166,15 @@ def decode_command(args: argparse.Namespace) -> None:
         from .ctc.boost import read_utterance_boosts
 
         per_utterance = read_utterance_boosts(args.utterance_boosts)
+    oov_lexicon = None
+    if args.oov_lexicon:
+        from .ctc.oov import read_oov_lexicon
+
+        if graph.tokens is None:
+            raise WfstDecodeError("--oov-lexicon needs a graph with a token table")
+        oov_lexicon = read_oov_lexicon(args.oov_lexicon, graph.tokens)
     result = decode_npz(args.log_probs, graph, options, boosts, backend=args.backend,
-                        utterance_boosts=per_utterance)  # fmt: skip
+                        utterance_boosts=per_utterance, oov_lexicon=oov_lexicon)  # fmt: skip
 
     def escape(utt: str) -> str:  # one line per hypothesis whatever the id holds
         return "".join(
@@ -344,6 +359,13 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--keep-unk", action="store_true", help="keep <unk> n-grams (needs it in L)")
     p.add_argument("--no-push-labels", action="store_true", help="skip output-label pushing")
     p.add_argument(
+        "--oov-slot", action="store_true",
+        help="add a slot through which boosted words the lexicon lacks are decoded (spelled as "
+        "the lexicon spells: --chars, --spm, or with --lexicon the pronunciations given to "
+        "decode --oov-lexicon); its probability is the ARPA's <unk>, else --oov-logprob",
+    )  # fmt: skip
+    p.add_argument("--oov-logprob", type=float, help="log10 probability of the slot (no <unk>)")
+    p.add_argument(
         "--out", required=True, type=Path, help="output directory (new or empty; made atomically)"
     )
     p.add_argument(
@@ -374,6 +396,9 @@ def make_parser() -> argparse.ArgumentParser:
                    help='per-utterance phrases, a JSON object per line: {"id": ID, "boosts": '
                         "{PHRASE: BONUS}} (added to --boost / --boost-file for that "
                         "utterance)")  # fmt: skip
+    p.add_argument("--oov-lexicon", type=Path, metavar="FILE",
+                   help="pronunciations of boosted words the graph lacks, 'word tok1 tok2 …' "
+                        "per line (a graph built with --oov-slot)")  # fmt: skip
     p.add_argument("--backend", default="auto", choices=("auto", "reference", "cpu", "cuda"))
     out_format = p.add_mutually_exclusive_group()
     out_format.add_argument("--json", action="store_true",

@@ -6,6 +6,7 @@ import pytest
 from wfstdecode import DecodeInputError
 from wfstdecode.ctc.boost import build_boost_tables, resolve_boosts
 from wfstdecode.ctc.bundles import SearchGraph, arc_cost, lane_boosts
+from wfstdecode.ctc.phrases import NO_SLOT
 from wfstdecode.symbols import SymbolTable
 
 WORDS = SymbolTable.from_list(["<eps>", "cat", "cap", "dog", "kubernetes"])
@@ -27,7 +28,7 @@ def test_word_tables_cost_exactly_the_static_cost_less_the_bonus(seed):
     words = np.arange(1000, dtype=np.int32)
     i32 = np.zeros(1000, np.int32)
     graph = SearchGraph(0, np.zeros(1, np.float32), i32, i32, i32, i32, words,
-                        np.ones(1000, np.float32), i32, 1000)  # fmt: skip
+                        np.ones(1000, np.float32), i32, 1000, NO_SLOT)  # fmt: skip
     for b, table in enumerate(tables):
         assert bt.contexts[b] == 1
         for w in range(0, 1000):

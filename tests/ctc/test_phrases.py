@@ -14,7 +14,7 @@ from wfstdecode.ctc import CtcBeamOptions, CtcStreamDecoder, decode_ctc
 from wfstdecode.ctc.boost import MAX_PHRASES, build_boost_tables, resolve_boosts
 from wfstdecode.ctc.bundles import lane_boosts, search_graph
 from wfstdecode.ctc.cpu import decode_cpu
-from wfstdecode.ctc.phrases import PhraseAutomaton
+from wfstdecode.ctc.phrases import NO_SLOT, PhraseAutomaton
 from wfstdecode.ctc.reference import decode_reference
 from wfstdecode.ctc.search import prepare_problem
 from wfstdecode.testing import (
@@ -87,7 +87,7 @@ def test_search_rule_equals_the_automaton(seed):
     from wfstdecode.ctc.bundles import LaneBoosts, SearchGraph
 
     graph = SearchGraph(0, np.zeros(1, np.float32), i32, i32, i32, i32, words,
-                        np.ones(32, np.float32), i32, 32)  # fmt: skip
+                        np.ones(32, np.float32), i32, 32, NO_SLOT)  # fmt: skip
     boosts = LaneBoosts(bt.key, bt.gain, bt.enter, bt.offset, bt.mask, bt.fail, bt.phi,
                         bt.node_offset, bt.contexts, bt.worst)  # fmt: skip
     assert bt.automata[2] is bt.automata[4]  # one mapping given twice is built once

@@ -101,17 +101,26 @@ class CtcCorpusDecoder:
         object.__setattr__(self, "boosts", self._known_boosts())
 
     def _known_boosts(self) -> dict | None:
-        """The boosts of words the graph has. Checked here, in the driver, so that a bad graph
-        or bonus fails before any worker starts and unknown words warn once, not per shard."""
+        """The boosts of words the graph has (or can spell through its oov slot). Checked here,
+        in the driver, so that a bad graph or bonus fails before any worker starts and unknown
+        words warn once, not per shard."""
         from ..ctc.boost import phrase_ids, resolve_boosts
+        from ..ctc.oov import OovSpeller
         from ..decoding_graph import DecodingGraph
 
         graph = DecodingGraph.load(self.graph, mmap=True)
         if not self.boosts:
             return None
-        resolve_boosts(self.boosts, 1, graph.words)  # raises, or warns of unknown words once
-        return {k: float(v) for k, v in self.boosts.items()
-                if phrase_ids(k, graph.words) is not None} or None  # fmt: skip
+        oov = OovSpeller(graph) if "oov_slot" in graph.metadata else None
+        resolve_boosts(self.boosts, 1, graph.words, oov)  # raises, or warns of unknown words once
+
+        def usable(key) -> bool:
+            if phrase_ids(key, graph.words) is not None:
+                return True
+            parts = key.split() if isinstance(key, str) else list(key)
+            return oov is not None and oov.phrase_labels(parts, graph.words) is not None
+
+        return {k: float(v) for k, v in self.boosts.items() if usable(k)} or None
 
     def config(self) -> dict:
         """Everything that changes the output (the backend and thread count do not): a run's

@@ -138,6 +138,29 @@ def _with_notes(h: Hypothesis, notes) -> Hypothesis:
     )  # fmt: skip
 
 
+def _collapse_spelled(oov, labels: list, spans: list, offsets: list):
+    """Each path's spelled runs ``<oov> … </oov>`` as one word (`OovSpeller.collapse`), spanning
+    the frames of its spelled tokens: ``(word ids, spelled words or None, spans, offsets)``."""
+    ids, spelled, out_spans, out_off = [], [], [], [0]
+    for k in range(len(offsets) - 1):
+        w0, w1 = offsets[k], offsets[k + 1]
+        path = labels[w0:w1]
+        if not any(w >= oov.slot.open for w in path):
+            ids += path
+            spelled += [None] * len(path)
+            out_spans += spans[w0:w1]
+        else:
+            path_ids, path_spelled, label_spans = oov.collapse(path)
+            ids += path_ids
+            spelled += path_spelled
+            for word, (first, last) in zip(path_spelled, label_spans, strict=True):
+                if word is not None and last > first and path[last] == oov.slot.close:
+                    last -= 1  # </oov> sits after the word's last token
+                out_spans.append((spans[w0 + first][0], spans[w0 + last][1]))
+        out_off.append(len(ids))
+    return ids, spelled, out_spans, out_off
+
+
 def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
     g = problem.graph
     P = len(paths)
@@ -187,15 +210,24 @@ def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
                       if len(newtok_pos) else 0, fallback)  # fmt: skip
     ends = np.where(has_token, nonblank_frames[np.maximum(last, 0)] if len(nonblank_pos) else 0,
                     starts)  # fmt: skip
-    word_ids = olab[w_pos].tolist()
+    label_ids = word_ids = olab[w_pos].tolist()
     spans = list(zip(starts.tolist(), ends.tolist(), strict=True))
-    w_off = np.concatenate(([0], np.cumsum(np.bincount(wp, minlength=P)))).tolist()
+    label_off = w_off = np.concatenate(([0], np.cumsum(np.bincount(wp, minlength=P)))).tolist()
+    spelled: list = [None] * len(word_ids)
+    if problem.oov is not None:
+        word_ids, spelled, spans, w_off = _collapse_spelled(problem.oov, word_ids, spans, w_off)
     separator = separator_id(g)
     prons = g.pronunciations.by_word if g.pronunciations is not None else None
     if separator is not None or prons is not None:
         for k in range(P):
             t0, t1, w0, w1 = tok_off[k], tok_off[k + 1], w_off[k], w_off[k + 1]
-            found = token_spans(tok_ids[t0:t1], word_ids[w0:w1], prons, separator)
+            path_prons = prons
+            if any(spelled[w0:w1]):  # a spelled word is pronounced as it was spelled
+                path_prons = dict(prons or {})
+                path_prons[problem.oov.slot.open] = [
+                    problem.oov.spelling_of(s) for s in spelled[w0:w1] if s is not None
+                ]
+            found = token_spans(tok_ids[t0:t1], word_ids[w0:w1], path_prons, separator)
             if found is not None:
                 spans[w0:w1] = [(tok_frames[t0 + a], tok_ends[t0 + b]) for a, b in found]
     symbol = g.words.symbol if g.words is not None else str
@@ -208,7 +240,7 @@ def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
     ).astype(np.float64)
     for k, (b, *_rest) in enumerate(paths):
         if problem.boosts.automata[b] is not None:
-            arc_total[k] -= problem.boosts.path_bonus(b, word_ids[w_off[k] : w_off[k + 1]])
+            arc_total[k] -= problem.boosts.path_bonus(b, label_ids[label_off[k] : label_off[k + 1]])
     last_state = np.full(P, g.start, np.int64)
     nonempty = lens > 0
     last_state[nonempty] = g.next_state[arc[offsets[1:][nonempty] - 1]]
@@ -221,7 +253,8 @@ def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
         ids = tuple(word_ids[w0:w1])
         hyps.append(Hypothesis(
             tokens=tuple(tok_ids[t0:t1]), timestamps=tuple(tok_frames[t0:t1]),
-            score=float(acoustic[k] + graph_score[k]), words=tuple(symbol(w) for w in ids),
+            score=float(acoustic[k] + graph_score[k]),
+            words=tuple(s or symbol(w) for w, s in zip(ids, spelled[w0:w1], strict=True)),
             word_ids=ids, word_timestamps=tuple(spans[w0:w1]),
             acoustic_score=float(acoustic[k]), graph_score=float(graph_score[k]),
         ))  # fmt: skip

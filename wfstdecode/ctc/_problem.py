@@ -10,6 +10,7 @@ import numpy as np
 from ..decoding_graph import DecodingGraph
 from .boost import BoostTables
 from .options import LOG_PROB_FLOOR, CtcBeamOptions
+from .phrases import NO_SLOT
 
 
 @dataclass(frozen=True)
@@ -28,6 +29,7 @@ class SearchProblem:
                arcs) (+ ``word_insertion_penalty`` on arcs with an output word), in that order,
                in float32.
     beam:      float32.
+    oov:       the `oov.OovSpeller` of a graph with an oov slot (None without one).
     """
 
     ac: np.ndarray | None
@@ -40,6 +42,7 @@ class SearchProblem:
     log_probs: np.ndarray | None = None
     device_lp: object = None
     device_frame_max: object = None
+    oov: object = None
 
     @property
     def neg_scale(self) -> np.float32:
@@ -56,6 +59,11 @@ class SearchProblem:
 
             lp = gather_log_probs(self.device_lp, b, t, k)
         return lp.astype(np.float64) * -float(self.options.acoustic_scale)
+
+    @property
+    def slot_label(self) -> int:
+        """The graph's first oov slot label (`phrases.NO_SLOT` without a slot)."""
+        return self.oov.slot.open if self.oov is not None else NO_SLOT
 
     @property
     def batch_size(self) -> int:

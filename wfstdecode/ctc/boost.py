@@ -38,7 +38,7 @@ import numpy as np
 
 from ..errors import DecodeInputError
 from .options import MAX_COST_TERM
-from .phrases import EMPTY, PhraseAutomaton
+from .phrases import EMPTY, NO_SLOT, PhraseAutomaton
 
 # per utterance: 200,000 compile in ~1 CPU s and ~130 MB (bench/ctc_phrases.md)
 MAX_PHRASES = 200_000
@@ -77,7 +77,7 @@ class BoostTables:
 
 
 def resolve_boosts(
-    boosts, batch_size: int, words
+    boosts, batch_size: int, words, oov=None
 ) -> list[dict[tuple[int, ...], np.float32] | None]:
     """Normalise the ``boosts`` argument of `decode_ctc` to one ``{phrase: bonus}`` (or None) per
     utterance, a phrase being a tuple of word ids.
@@ -89,7 +89,10 @@ def resolve_boosts(
     word table are left out with one ``UserWarning`` listing them (the graph can never output
     them, so boosting them cannot act). An empty phrase, the same phrase twice (``"new york"``
     and ``("new", "york")``), more than ``MAX_PHRASES`` phrases or a phrase of more than
-    ``MAX_PHRASE_WORDS`` words raise `DecodeInputError`.
+    ``MAX_PHRASE_WORDS`` words raise `DecodeInputError`. With ``oov`` (an `oov.OovSpeller`: the
+    graph has an oov slot) a word absent from ``words`` is spelled through the slot instead: the
+    phrase becomes label sequences (`OovSpeller.phrase_labels`) whose bonus per label pays the
+    phrase's bonus per word in all.
     """
     if boosts is None:
         return [None] * batch_size
@@ -118,7 +121,7 @@ def resolve_boosts(
                 f"boosts[{b}] must be a mapping phrase -> bonus; got {type(table)}"
             )
         if id(table) not in done:
-            done[id(table)] = _resolve_table(table, b, words, unknown, known)
+            done[id(table)] = _resolve_table(table, b, words, unknown, known, oov)
         out.append(done[id(table)])
     if unknown:
         listed = sorted(set(unknown))
@@ -140,7 +143,7 @@ def _as_float(value) -> float:
         return float("inf")
 
 
-def _resolve_table(table: Mapping, b: int, words, unknown: list, known: dict) -> dict | None:
+def _resolve_table(table: Mapping, b: int, words, unknown: list, known: dict, oov) -> dict | None:
     if len(table) > MAX_PHRASES:
         raise DecodeInputError(
             f"boosts[{b}] has {len(table)} phrases; at most {MAX_PHRASES} per utterance"
@@ -170,15 +173,33 @@ def _resolve_table(table: Mapping, b: int, words, unknown: list, known: dict) ->
             if None in ids or 0 in ids or not 0 < len(ids) <= MAX_PHRASE_WORDS:
                 ids = False  # unknown, epsilon or malformed: phrase_ids says which
         if ids is False:
-            ids = phrase_ids(key, words, b, unknown)
+            missing: list[str] = []
+            ids = phrase_ids(key, words, b, missing)
+            if ids is None and oov is not None:
+                parts = key.split() if isinstance(key, str) else list(key)
+                spelled = oov.phrase_labels(parts, words)
+                if spelled is not None:
+                    ids, missing = spelled, []
+            unknown.extend(missing)
         known[key] = ids
         if ids is None:
             continue
-        if ids in given:
-            raise DecodeInputError(f"boosts[{b}]: {key!r} and {given[ids]!r} are the same phrase")
-        given[ids] = key
-        resolved[ids] = bonus
+        if isinstance(ids, list):  # spelled through the oov slot: label sequences
+            words_in = len(key.split()) if isinstance(key, str) else len(key)
+            for labels in ids:
+                _add_phrase(
+                    resolved, given, labels, key, np.float32(bonus * words_in / len(labels)), b
+                )
+            continue
+        _add_phrase(resolved, given, ids, key, bonus, b)
     return resolved or None
+
+
+def _add_phrase(resolved: dict, given: dict, ids: tuple, key, bonus, b: int) -> None:
+    if ids in given:
+        raise DecodeInputError(f"boosts[{b}]: {key!r} and {given[ids]!r} are the same phrase")
+    given[ids] = key
+    resolved[ids] = bonus
 
 
 def phrase_ids(key, words, b: int = 0, unknown: list | None = None) -> tuple[int, ...] | None:
@@ -233,9 +254,12 @@ def _symbol_or_none(words, wid):
         return None
 
 
-def build_boost_tables(per_utt: list[dict[tuple[int, ...], np.float32] | None]) -> BoostTables:
+def build_boost_tables(
+    per_utt: list[dict[tuple[int, ...], np.float32] | None], slot_label: int = NO_SLOT
+) -> BoostTables:
     """Compile resolved per-utterance boosts (`resolve_boosts`) into automata laid out as flat
-    tables; utterances given the same resolved mapping share one automaton and table."""
+    tables; utterances given the same resolved mapping share one automaton and table.
+    ``slot_label``: the graph's first oov slot label (`phrases.py`)."""
     B = len(per_utt)
     offsets = np.zeros(B, np.int64)
     masks = np.full(B, -1, np.int64)
@@ -257,7 +281,7 @@ def build_boost_tables(per_utt: list[dict[tuple[int, ...], np.float32] | None]) 
             worst[b] = worst[first]
             continue
         built[id(table)] = b
-        automaton = PhraseAutomaton(table)
+        automaton = PhraseAutomaton(table, slot_label)
         automata.append(automaton)
         offsets[b], masks[b] = total, automaton.mask
         node_offsets[b], contexts[b] = total_nodes, automaton.num_contexts

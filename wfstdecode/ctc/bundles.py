@@ -18,6 +18,8 @@ from numba import njit
 
 from .phrases import EMPTY, HASH_MULT, NODE_MULT
 
+_INF = np.float32(np.inf)
+
 
 class SearchGraph(NamedTuple):
     """The decoding graph as the search reads it (see `decoding_graph.py` for the layout)."""
@@ -32,6 +34,7 @@ class SearchGraph(NamedTuple):
     arc_cost: np.ndarray  # float32 [A]: `SearchProblem.arc_cost` (penalties included)
     arc_source: np.ndarray  # int32 [A]: each arc's source state
     num_emitting: int  # arcs below this index are emitting
+    slot_label: int  # output labels from here up are the oov slot's (`phrases.NO_SLOT`: none)
 
 
 class LaneBoosts(NamedTuple):
@@ -65,7 +68,7 @@ def search_graph(problem, put=np.asarray, index=np.int64) -> SearchGraph:
     return SearchGraph(
         index(g.start), put(g.final_cost), put(g.e_offsets), put(g.ne_offsets),
         put(g.next_state), put(g.ilabel), put(g.olabel), put(problem.arc_cost),
-        put(g.arc_source), index(g.num_emitting_arcs),
+        put(g.arc_source), index(g.num_emitting_arcs), index(problem.slot_label),
     )  # fmt: skip
 
 
@@ -94,12 +97,18 @@ def arc_cost(graph, boosts, lane, a, x):
     static cost; one with word ``w`` walks the lane's phrase automaton (`boost.py`,
     `phrases.py`): the goto entry of ``(node, w)`` for ``node`` = ``x``, then its failure links,
     earns ``gain - phi[x]`` (``gain`` from the root) and moves to the entry's state; no entry
-    down to the root gives ``phi[x]`` back and moves to the root. Without a table, or for words
-    without a bonus from the root, the cost is the static cost exactly."""
+    down to the root gives ``phi[x]`` back and moves to the root — unless the word is an oov
+    slot label, which is then forbidden (infinite cost; without a table the slot is closed).
+    Without a table, or for words without a bonus from the root, the cost is the static cost
+    exactly."""
     c = graph.arc_cost[a]
     word = graph.olabel[a]
+    if word == 0:
+        return c, x
     mask = boosts.mask[lane]
-    if word == 0 or mask < 0:
+    if mask < 0:
+        if word >= graph.slot_label:
+            return _INF, x
         return c, x
     base = boosts.offset[lane]
     nodes = boosts.node_offset[lane]
@@ -119,6 +128,8 @@ def arc_cost(graph, boosts, lane, a, x):
                 break
             h = (h + 1) & mask
         if node == 0:
+            if word >= graph.slot_label:
+                return _INF, 0
             if x == 0:
                 return c, 0  # a word without a bonus: nothing to earn, nothing to give back
             return c + boosts.phi[nodes + x], 0

@@ -157,11 +157,12 @@ def expand(ac_t, alive, cands, state_map, graph, boosts, lane, beam, early):
     n = 0
     n_alive = alive.state.shape[0]
     running = _INF
-    if early and n_alive > 8:
+    worst = boosts.worst[lane]
+    if early and n_alive > 8 and worst < _INF:
         # a pre-pass for the best emitting cost, so that the bound is tight from the start:
         # exact without boosts; with them an upper bound (each arc at its static cost plus the
         # most a phrase can add, no table probes), which still keeps every candidate needed
-        worst = boosts.worst[lane]
+        # (none when a spelling through the oov slot may forbid an arc: worst is inf)
         for i in range(n_alive):
             s = alive.state[i]
             for a in range(graph.e_offsets[s], graph.e_offsets[s + 1]):

@@ -133,6 +133,7 @@ def decode_npz(
     num_threads: int | None = None,
     tuning=None,
     utterance_boosts=None,
+    oov_lexicon=None,
 ) -> NpzDecodeResult:
     """Decode every utterance of an emissions ``.npz`` against ``graph`` with `decode_ctc`.
 
@@ -142,7 +143,8 @@ def decode_npz(
     ``utterance_boosts``: ``{utterance id: {phrase: bonus}}`` added to ``boosts`` (a mapping)
     for those utterances, their own bonus winning for a phrase in both; an id the file does not
     have raises `DecodeInputError`. The file's own ``boosts`` member is used the same way; it and
-    ``utterance_boosts`` together raise (one place for an utterance's list).
+    ``utterance_boosts`` together raise (one place for an utterance's list). ``oov_lexicon``:
+    pronunciations of boosted words the graph lacks (`decode_ctc`).
     Output: `NpzDecodeResult` with graph and greedy transcripts, and their WER when the file has
     reference ``texts``.
     """
@@ -174,9 +176,8 @@ def decode_npz(
     if lengths is None:
         lengths = np.full(lp.shape[0], lp.shape[1], np.int64)
     try:
-        hyps = decode_ctc(
-            lp, lengths, graph, options, boosts, backend, tuning=tuning, num_threads=num_threads
-        )
+        hyps = decode_ctc(lp, lengths, graph, options, boosts, backend, tuning=tuning,
+                          num_threads=num_threads, oov_lexicon=oov_lexicon)  # fmt: skip
     except DecodeInputError as exc:  # e.g. a width the graph cannot read: name the file
         raise DecodeInputError(f"{path}: {exc}") from None
     texts = [h[0].text for h in hyps]

@@ -31,6 +31,12 @@ into the layout the search reads: the goto function as an open-addressing hash t
 ``(node << 32) | word`` (linear probing from ``(word * HASH_MULT + node * NODE_MULT) mod 2**32``),
 whose entries carry the child's ``gain`` and ``enter`` (`boost.BoostTables` concatenates the
 utterances' tables; `bundles.arc_cost` walks them).
+
+Slot labels (a graph built with an out-of-vocabulary slot, `graph/oov_slot.py`: every label id
+from ``slot_label`` up) never fail through to the root: reading one with no goto entry on the
+failure walk down to the root is forbidden (bonus -inf, infinite cost), so a path through the slot
+survives only when it spells one of the boosted out-of-vocabulary words, which are phrases over
+those labels. Without a slot ``slot_label`` is ``NO_SLOT``, above every label.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from numba import njit
 
 ROOT = 0
 EMPTY = -1
+NO_SLOT = np.iinfo(np.int32).max
 HASH_MULT = 2654435761  # Knuth's multiplicative hash
 NODE_MULT = 40503
 
@@ -53,7 +60,7 @@ class PhraseAutomaton:
     the goto table: ``key`` (int64, EMPTY for a free slot) and ``child`` per slot, ``mask`` its
     capacity - 1."""
 
-    def __init__(self, phrases: dict[tuple[int, ...], float]):
+    def __init__(self, phrases: dict[tuple[int, ...], float], slot_label: int = NO_SLOT):
         lengths = np.fromiter((len(k) for k in phrases), np.int64, len(phrases))
         words = np.fromiter(itertools.chain.from_iterable(phrases), np.int64, int(lengths.sum()))
         bonus = np.fromiter((float(v) for v in phrases.values()), np.float64, len(phrases))
@@ -64,12 +71,19 @@ class PhraseAutomaton:
         self.num_nodes = int(num_nodes)
         self.mask = cap - 1
         self.phrases = phrases  # what the automaton was built from (the tests count with it)
+        self.slot_label = int(slot_label)
+        # whether some arc may be forbidden to a token already in a context state: one inside a
+        # spelling (the search's pre-pass bound then has no finite worst case)
+        self.forbids = bool(len(words)) and int(words.max()) >= self.slot_label
         self._goto: dict | None = None
 
     @property
     def worst(self) -> np.float32:
         """The most reading a word can add to an arc's cost (``-bonus``, >= 0), rounded up to
-        float32: a fast bound for the best cost of a frame (`cpu_steps.expand`)."""
+        float32: a fast bound for the best cost of a frame (`cpu_steps.expand`); infinite when
+        a spelling in progress can forbid an arc."""
+        if self.forbids:
+            return np.float32(np.inf)
         most = max(
             0.0, float(self.phi.max(initial=0.0)) - min(0.0, float(self.gain.min(initial=0.0)))
         )
@@ -102,19 +116,22 @@ class PhraseAutomaton:
                 bonus = self.gain[child] if x == ROOT else self.gain[child] - self.phi[x]
                 return int(self.enter[child]), np.float32(bonus)
             if node == ROOT:
+                if word >= self.slot_label:
+                    return ROOT, np.float32(-np.inf)  # forbidden: no boosted spelling goes on
                 return ROOT, np.float32(-self.phi[x] if x != ROOT else 0.0)
             node = int(self.fail[node])
 
     def path_bonus(self, words) -> float:
         """The bonus of a whole word sequence (give-back at the end included): the float32
         bonuses of `step`, summed in float64 (compiled: hypotheses of every utterance ask)."""
+        words = np.asarray(words, np.int64)
         return float(_path_bonus(self.key, self.child, self.mask, self.fail, self.enter, self.phi,
-                                 self.gain, np.asarray(words, np.int64)))  # fmt: skip
+                                 self.gain, words, self.slot_label))  # fmt: skip
 
     def fst_arrays(self, vocabulary):
         """C as a weighted acceptor over ``vocabulary`` (word ids), one state per context state,
         costs = -bonus, final cost = the give-back: TLG ∘ C is the graph a phrase-boosted search
-        decodes (used by the tests' OpenFst oracle)."""
+        decodes (used by the tests' OpenFst oracle). Forbidden moves have no arc."""
         from ..fstio import FstArrays
 
         states = np.flatnonzero(self.enter == np.arange(self.num_nodes))
@@ -123,6 +140,8 @@ class PhraseAutomaton:
         for s in states.tolist():
             for w in vocabulary:
                 nxt, bonus = self.step(s, int(w))
+                if bonus == -np.inf:
+                    continue
                 src.append(number[s])
                 dst.append(number[nxt])
                 lab.append(int(w))
@@ -147,7 +166,7 @@ def _slot(key, mask, node, word, insert):
 
 
 @njit(cache=True)
-def _path_bonus(key, child, mask, fail, enter, phi, gain, words):
+def _path_bonus(key, child, mask, fail, enter, phi, gain, words, slot_label):
     x = 0
     total = 0.0
     for w in words:
@@ -160,6 +179,8 @@ def _path_bonus(key, child, mask, fail, enter, phi, gain, words):
                 x = enter[c]
                 break
             if node == 0:
+                if w >= slot_label:
+                    return -np.inf
                 total -= phi[x]
                 x = 0
                 break

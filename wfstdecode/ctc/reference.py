@@ -183,12 +183,15 @@ def _costs_of(p: SearchProblem, b: int):
     -> (cost, next context state)``, written out from `phrases.PhraseAutomaton.step`."""
     g = p.graph
     automaton = p.boosts.automata[b]
+    slot = p.slot_label
 
     def cost_of(a, x):
         c = p.arc_cost[a]
         w = int(g.olabel[a])
-        if not w or automaton is None:
+        if not w:
             return c, x
+        if automaton is None:  # an oov slot label without any spelling to follow: forbidden
+            return (c if w < slot else _F32_INF), x
         nxt, bonus = automaton.step(x, w)
         return np.float32(c - bonus), nxt
 

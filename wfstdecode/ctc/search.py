@@ -19,7 +19,9 @@ from ..symbols import BLANK
 from ._paths import to_hypotheses
 from ._problem import SearchProblem, search_costs
 from .boost import build_boost_tables, resolve_boosts
+from .oov import OovSpeller
 from .options import CtcBeamOptions
+from .phrases import NO_SLOT
 from .tuning import CpuTuning, CudaTuning, tuning_for
 
 Boosts = Mapping | Sequence[Mapping | None] | None
@@ -35,6 +37,7 @@ def decode_ctc(
     *,
     tuning: CpuTuning | CudaTuning | None = None,
     num_threads: int | None = None,
+    oov_lexicon: Mapping | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode a batch of CTC log-probabilities against a decoding graph (TLG).
 
@@ -51,13 +54,18 @@ def decode_ctc(
                  tuple of words / word ids) or a word id; the bonus is per word (a positive bonus
                  makes the phrase more likely): every occurrence of a phrase in a hypothesis earns
                  its bonus once per word, and a partial match earns it word by word and gives it
-                 back when it fails (`wfstdecode.ctc.phrases`). Phrases with a word not in the
-                 graph warn and are ignored.
+                 back when it fails (`wfstdecode.ctc.phrases`). A word not in the graph is
+                 spelled through the graph's oov slot when it has one (``build-tlg --oov-slot``;
+                 `wfstdecode.ctc.oov`) and comes out as a word; without a slot, phrases with
+                 such a word warn and are ignored.
     backend:     ``"auto"`` (cuda for GPU-resident inputs when available, else cpu),
                  ``"reference"`` (pure Python, slow), ``"cpu"`` (Numba) or ``"cuda"``.
     tuning:      speed-only settings of the backend that runs: `CpuTuning` or `CudaTuning`
                  (None = defaults; one for another backend raises).
     num_threads: shorthand for ``tuning=CpuTuning(num_threads)``.
+    oov_lexicon: pronunciations of boosted words the graph lacks, ``{word: "tok tok …" or a
+                 list of them}``, for a graph with an oov slot (needed when its words were
+                 spelled from a pronunciation lexicon; else it overrides the graph's recipe).
 
     Returns one list per utterance of up to ``options.nbest`` `Hypothesis`, best first.
     Documented results: an empty batch gives ``[]``; a zero-length utterance gives the best path
@@ -74,13 +82,15 @@ def decode_ctc(
     name = resolve_ctc_backend(backend, log_probs)
     tuning = tuning_for(name, tuning, num_threads)
     on_device = name == "cuda" and is_device_array(log_probs)
-    problem = prepare_problem(log_probs, lengths, graph, options, boosts, on_device)
+    problem = prepare_problem(log_probs, lengths, graph, options, boosts, on_device, oov_lexicon)
     if problem.batch_size == 0:
         return []
     return to_hypotheses(problem, ctc_backend(name)(problem, tuning))
 
 
-def prepare_problem(log_probs, lengths, graph, options, boosts, on_device=False) -> SearchProblem:
+def prepare_problem(
+    log_probs, lengths, graph, options, boosts, on_device=False, oov_lexicon=None
+) -> SearchProblem:
     """Validate and convert the inputs of `decode_ctc` (shared by every backend). With
     ``on_device`` the log-probs stay on the GPU (checked there) for the cuda backend."""
     if on_device:
@@ -103,15 +113,22 @@ def prepare_problem(log_probs, lengths, graph, options, boosts, on_device=False)
             f"log_probs has V={V} columns but the graph reads column {max_ilabel - 1}"
         )
     lens = _lengths(lengths, B, T)
-    per_utt = resolve_boosts(boosts, B, graph.words)
+    oov = None
+    if "oov_slot" in graph.metadata:
+        oov = OovSpeller(graph, oov_lexicon)
+    elif oov_lexicon:
+        raise DecodeInputError("oov_lexicon needs a graph with an oov slot (build-tlg --oov-slot)")
+    per_utt = resolve_boosts(boosts, B, graph.words, oov)
+    slot_label = oov.slot.open if oov is not None else NO_SLOT
     blank = blank_id(graph)
     common = dict(
         lengths=lens,
         graph=graph,
         arc_cost=arc_costs(graph, options, blank),
-        boosts=build_boost_tables(per_utt),
+        boosts=build_boost_tables(per_utt, slot_label),
         options=options,
         blank_ilabel=blank + 1,
+        oov=oov,
     )
     if on_device:
         frame_max = check_device_log_probs(lp, lens)

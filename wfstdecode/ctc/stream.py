@@ -149,12 +149,14 @@ class CtcStreamDecoder:
         self._next_id = 0
 
     # ----- streams ----------------------------------------------------------------------------
-    def open(self, boosts: Mapping | None = None) -> int:
-        """A new stream; ``boosts`` (phrase -> bonus per word, as `decode_ctc`) hold for its
-        whole life."""
+    def open(self, boosts: Mapping | None = None, oov_lexicon: Mapping | None = None) -> int:
+        """A new stream; ``boosts`` (phrase -> bonus per word, as `decode_ctc`, words the graph
+        lacks spelled through its oov slot, by ``oov_lexicon`` where given) hold for its whole
+        life."""
         empty = np.zeros((1, 0, self.width), np.float32)
         problem = prepare_problem(empty, None, self.graph, self.options,
-                                  None if boosts is None else [boosts])  # fmt: skip
+                                  None if boosts is None else [boosts],
+                                  oov_lexicon=oov_lexicon)  # fmt: skip
         sid = self._next_id
         self._next_id += 1
         self._streams[sid] = _Stream(problem, self._search.begin(problem), self.width)

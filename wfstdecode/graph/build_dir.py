@@ -31,6 +31,8 @@ def build_graph_dir(
     force: bool | ReplaceRule = False,
     info: dict | None = None,
     progress: Callable[[dict], None] | None = None,
+    oov_slot: dict | None = None,
+    oov_logprob: float | None = None,
 ) -> tuple[Path, TlgBuild]:
     """Check ``out``, build TLG, write the graph directory; returns (its resolved path, the build).
 
@@ -38,7 +40,7 @@ def build_graph_dir(
                  so a refusal comes before any input is read or anything is built.
     read_inputs: returns (tokens, lexicon); called only after that check, because reading a
                  large lexicon or an ARPA vocabulary may itself take minutes.
-    arpa, topology, separator, keep_unk, push_labels: as in `build_tlg`.
+    arpa, topology, separator, keep_unk, push_labels, oov_slot, oov_logprob: as in `build_tlg`.
     force:       replace a graph directory wfstdecode wrote: a bool, or a rule given the
                  resolved ``out``, asked before the build and again before the write (the
                  directory may change meanwhile). The demo's rule replaces its own earlier graph.
@@ -55,7 +57,8 @@ def build_graph_dir(
     target = check_out_dir(target, may_replace(target))  # refuse now, not after a long build
     tokens, lexicon = read_inputs()
     build = build_tlg(tokens, lexicon, arpa, topology, separator=separator, keep_unk=keep_unk,
-                      push_labels=push_labels, progress=progress)  # fmt: skip
+                      push_labels=push_labels, progress=progress, oov_slot=oov_slot,
+                      oov_logprob=oov_logprob)  # fmt: skip
     info = {"command": " ".join(sys.argv), **(info or {}), "arpa": str(arpa),
             "topology": topology, "separator": separator, "lexicon_entries": len(lexicon),
             "total_seconds": round(time.perf_counter() - start, 2)}  # fmt: skip

@@ -18,6 +18,7 @@ from ..errors import GraphError, InputFileError
 from ..fstio import FstArrays
 from ..symbols import BACKOFF_DISAMBIG, BLANK, EPSILON, SymbolTable, is_disambig
 from ..textfiles import quoted, text_lines
+from .oov_slot import OPEN
 
 # Never part of a pronunciation: the CTC blank (either usual name) and epsilon spell nothing.
 _NOT_TOKENS = (BLANK, "<blank>", EPSILON)
@@ -138,7 +139,7 @@ def add_disambig_symbols(prons: Iterable[tuple[str, ...]]) -> tuple[list[tuple[s
 
 def build_lexicon_fst(
     entries: list[LexiconEntry], tokens: SymbolTable, words: SymbolTable,
-    separator: str | None = None,
+    separator: str | None = None, oov_slot: bool = False,
 ) -> tuple[FstArrays, int]:  # fmt: skip
     """Build L with disambiguation symbols; returns (L, number of token disambiguation symbols).
 
@@ -146,7 +147,8 @@ def build_lexicon_fst(
     words end in state 1 and must be separated by one or more separators; separators are also
     allowed before the first and after the last word. Without one, words follow each other
     directly. The backoff symbol ``#0`` loops (token ``#0`` in, word ``#0`` out) on the states
-    between words, where G may back off.
+    between words, where G may back off. ``oov_slot`` adds the class word ``<oov>``, read as the
+    next disambiguation symbol ``#oov``; the one after is ``#oovend`` (`oov_slot.py`).
     """
     if not entries:
         raise GraphError("lexicon is empty")
@@ -184,6 +186,10 @@ def build_lexicon_fst(
         sep = tokens.id(separator) + 1
         for s in (0, 1):  # leading / repeated separators, and the one that ends a word
             src.append(s), dst.append(0), ilabel.append(sep), olabel.append(0), weight.append(0.0)
+    if oov_slot:  # <oov> read as #oov (then #oovend, in the spelling loop added to LG)
+        src.append(0), dst.append(word_end), ilabel.append(num_tokens + 1 + num_disambig)
+        olabel.append(words.id(OPEN)), weight.append(0.0)
+        num_disambig += 2
     final = np.full(next_state, np.inf, np.float32)
     final[between_words] = 0.0
     return FstArrays(0, final, src, dst, ilabel, olabel, weight), num_disambig

@@ -38,18 +38,21 @@ def compose(a, b):
     return pynini.compose(a, b, connect=True)
 
 
-def determinize_minimize(fst, push_labels: bool):
+def determinize_minimize(fst):
     """Functional determinization, then minimization with labels and weights encoded (so no
-    weights move), then optionally output labels pushed toward the initial state."""
+    weights move)."""
     pynini = _pynini()
     fst = pynini.determinize(fst)
     mapper = pynini.EncodeMapper(fst.arc_type(), True, True)
     fst.encode(mapper)
     fst.minimize()
     fst.decode(mapper)
-    if push_labels:
-        fst = pynini.push(fst, push_labels=True)
     return fst
+
+
+def push_labels(fst):
+    """Output labels pushed toward the initial state (word boosts then act earlier)."""
+    return _pynini().push(fst, push_labels=True)
 
 
 def relabel_inputs_above(fst: FstArrays, max_label: int) -> FstArrays:

@@ -15,6 +15,7 @@ from ..symbols import BACKOFF_DISAMBIG, BLANK, EPSILON, SymbolTable
 from . import ops
 from .grammar import BOS, EOS, UNK, ArpaModel, build_grammar, read_arpa
 from .lexicon import LexiconEntry, build_lexicon_fst, check_pronunciations
+from .oov_slot import SPELLINGS, OovSlot, insert_spelling_loops, slot_words, with_slot_word
 from .topo import ctc_topology
 
 log = logging.getLogger(__name__)
@@ -31,10 +32,11 @@ class TlgBuild:
     dropped_words: dict[str, int] = field(default_factory=dict)
 
 
-def make_word_table(entries: list[LexiconEntry]) -> SymbolTable:
-    """``<eps>`` 0, the lexicon's words in sorted order, then ``#0``, ``<s>``, ``</s>``."""
+def make_word_table(entries: list[LexiconEntry], slot: list[str] = ()) -> SymbolTable:
+    """``<eps>`` 0, the lexicon's words in sorted order, then ``#0``, ``<s>``, ``</s>``, then the
+    ``slot`` labels (`oov_slot.slot_words`)."""
     words = sorted({e.word for e in entries})
-    return SymbolTable.from_list([EPSILON, *words, BACKOFF_DISAMBIG, BOS, EOS])
+    return SymbolTable.from_list([EPSILON, *words, BACKOFF_DISAMBIG, BOS, EOS, *slot])
 
 
 def build_tlg(
@@ -46,6 +48,8 @@ def build_tlg(
     keep_unk: bool = False,
     push_labels: bool = True,
     progress: Callable[[dict], None] | None = None,
+    oov_slot: dict | None = None,
+    oov_logprob: float | None = None,
 ) -> TlgBuild:
     """Build TLG for a CTC model.
 
@@ -58,12 +62,17 @@ def build_tlg(
     keep_unk: keep ``<unk>`` n-grams (needs ``<unk>`` in the lexicon); dropped otherwise.
     push_labels: push output labels toward the start (word boosts then act earlier).
     progress: called with each stage's figures as it finishes.
+    oov_slot: add the out-of-vocabulary slot (`oov_slot.py`): ``{"spelling": "chars" | "spm" |
+              "lexicon"}`` (with ``"spm"``: the model's path), how the decoder will spell the
+              boosted words the lexicon lacks. The slot's probability is the ARPA's ``<unk>``,
+              else ``oov_logprob`` (log10).
     """
     if BLANK not in tokens:
         raise GraphError(f"the token table has no blank symbol {BLANK!r}")
     if separator is not None and separator not in tokens:
         raise GraphError(f"separator {separator!r} is not in the token table")
     check_pronunciations(lexicon, separator)  # before the ARPA, which may take minutes to read
+    slot = _check_slot(oov_slot, keep_unk, lexicon, tokens, separator)
     stages: list[dict] = []
     clock = [time.perf_counter()]
 
@@ -78,36 +87,78 @@ def build_tlg(
         if progress:
             progress(info)
 
-    words = make_word_table(lexicon)
-    vocabulary = {e.word for e in lexicon} - (set() if keep_unk else {UNK})
+    words = make_word_table(lexicon, slot)
+    vocabulary = {e.word for e in lexicon} - (set() if keep_unk else {UNK}) | (
+        {UNK} if slot else set()
+    )
     model = arpa if isinstance(arpa, ArpaModel) else read_arpa(arpa, vocabulary)
+    if slot:
+        model = with_slot_word(model, oov_logprob)
+    elif oov_logprob is not None:
+        raise GraphError("oov_logprob is the slot's probability: it needs oov_slot")
     if model.dropped:
         log.warning("%d ARPA words are not in the lexicon; n-grams with them were dropped: %s",
                     len(model.dropped), _examples(model.dropped))  # fmt: skip
     g = build_grammar(model, words)
     stage("G", g, ngrams=model.counts(), dropped_words=len(model.dropped))
 
-    l_arrays, num_disambig = build_lexicon_fst(lexicon, tokens, words, separator)
+    l_arrays, num_disambig = build_lexicon_fst(lexicon, tokens, words, separator, bool(slot))
     stage("L", l_arrays, words=len(lexicon), disambig_symbols=num_disambig)
 
     lg = ops.compose(ops.to_pynini(l_arrays), ops.to_pynini(g))
     if lg.num_states() == 0:
         raise GraphError("L ∘ G is empty: no ARPA word is spelled by the lexicon")
     stage("LG", lg)
-    lg = ops.determinize_minimize(lg, push_labels)
+    lg = ops.determinize_minimize(lg)
+    if slot:
+        open_in = tokens.next_id + num_disambig - 1  # #oov, #oovend: the last two (lexicon.py)
+        lg = ops.to_pynini(insert_spelling_loops(ops.from_pynini(lg), tokens, words, separator,
+                                                 open_in, open_in + 1))  # fmt: skip
+    if push_labels:
+        lg = ops.push_labels(lg)
     stage("min(det(LG))", lg)
 
     t = ctc_topology(tokens.next_id, topology, tokens.id(BLANK), num_disambig)
     stage(f"T ({topology})", t)
     tlg = ops.from_pynini(ops.compose(ops.to_pynini(t), lg))
     tlg = ops.sort_arcs(ops.relabel_inputs_above(tlg, tokens.next_id))
+    meta = {"topology": topology, "blank_id": tokens.id(BLANK), "separator": separator,
+            "lm_order": model.order, **({"oov_slot": dict(oov_slot)} if slot else {})}  # fmt: skip
     graph = DecodingGraph.from_arrays(
-        tlg, tokens, words, {"topology": topology, "blank_id": tokens.id(BLANK),
-                             "separator": separator, "lm_order": model.order},
-        Pronunciations.from_lexicon(lexicon, tokens, words),  # for word times
-    )  # fmt: skip
+        tlg,
+        tokens,
+        words,
+        meta,
+        Pronunciations.from_lexicon(lexicon, tokens, words),  # word times
+    )
+    if slot:
+        _check_slot_arcs(graph)
     stage("TLG", tlg, epsilon_arcs=graph.num_arcs - graph.num_emitting_arcs)
     return TlgBuild(graph, tlg, words, stages, dict(model.dropped))
+
+
+def _check_slot(oov_slot, keep_unk, lexicon, tokens, separator) -> list[str]:
+    """The slot labels to add (none without ``oov_slot``); refuses what cannot go with it."""
+    if oov_slot is None:
+        return []
+    if not isinstance(oov_slot, dict) or oov_slot.get("spelling") not in SPELLINGS:
+        raise GraphError(f"oov_slot must be {{'spelling': one of {SPELLINGS}}}; got {oov_slot!r}")
+    if keep_unk:
+        raise GraphError("keep_unk and oov_slot both claim <unk>: the slot takes its n-grams")
+    slot = slot_words(tokens, separator)
+    taken = sorted({e.word for e in lexicon} & set(slot))
+    if taken:
+        raise GraphError(f"the lexicon spells {taken[0]!r}, a label of the oov slot")
+    return slot
+
+
+def _check_slot_arcs(graph: DecodingGraph) -> None:
+    """A token (emitting arc) carrying ``<oov>`` would let a search reach the slot's forbidden
+    labels without reading ``<oov>`` on an epsilon arc first; L puts it on ``#oov``, so only a
+    change of the build could move it."""
+    open_label = OovSlot.of(graph).open
+    if (graph.olabel[: graph.num_emitting_arcs] == open_label).any():
+        raise GraphError("internal: the oov slot's <oov> label sits on an emitting arc")
 
 
 def _examples(counts: dict[str, int], n: int = 10) -> str:

@@ -1,0 +1,347 @@
+"""Out-of-vocabulary words through the oov slot (``build-tlg --oov-slot``): the slot is closed
+unless an utterance boosts words the lexicon lacks, and then open for exactly their spellings;
+decoding equals OpenFst's shortest path through TLG ∘ C with an unbounded beam; cpu == cuda ==
+reference bit for bit; spelled words come out as words with their tokens' times."""
+
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+from wfstdecode import GraphError
+from wfstdecode.ctc import CtcBeamOptions, decode_ctc
+from wfstdecode.ctc.boost import resolve_boosts
+from wfstdecode.ctc.oov import OovSpeller
+from wfstdecode.ctc.phrases import PhraseAutomaton
+from wfstdecode.graph import build_tlg
+from wfstdecode.graph.grammar import read_arpa
+from wfstdecode.graph.lexicon import spell_lexicon
+from wfstdecode.graph.oov_slot import OovSlot
+from wfstdecode.symbols import SymbolTable
+from wfstdecode.testing import (
+    assert_hypotheses_equal,
+    fast_backends,
+    simulate_ctc,
+)
+from wfstdecode.testing.lm import random_arpa, random_words
+
+pytest.importorskip("pynini")
+
+LETTERS = "abcde"
+TOKENS = SymbolTable.from_list(["<blk>", "|", *LETTERS])
+WIDE = CtcBeamOptions(beam=math.inf, max_active=1_000_000)
+
+
+def _arpa(tmp_path, words, seed, unk=True):
+    path = tmp_path / f"lm{seed}.arpa"
+    path.write_text(random_arpa(words, order=2, seed=seed, unk=unk))
+    return path
+
+
+def _slot_graph(tmp_path, seed, topology="compact", unk=True, **kw):
+    words = random_words(5, LETTERS, seed, max_len=3)
+    lexicon, _ = spell_lexicon(words, TOKENS, separator="|")
+    arpa = _arpa(tmp_path, words, seed, unk)
+    slot = {"spelling": "chars"}
+    build = build_tlg(TOKENS, lexicon, arpa, topology, separator="|", oov_slot=slot, **kw)
+    return build.graph, words
+
+
+def _oov_words(rng, known, n):
+    out = set()
+    while len(out) < n:
+        w = "".join(rng.choice(list(LETTERS), size=int(rng.integers(1, 5))))
+        if w not in known:
+            out.add(w)
+    return sorted(out)
+
+
+def _random_boosts(rng, words, oovs):
+    boosts = {}
+    for w in oovs:
+        boosts[w] = float(np.float32(rng.uniform(-1.0, 4.0)))
+    if rng.random() < 0.5:
+        boosts[f"{words[0]} {oovs[0]}"] = float(np.float32(rng.uniform(0.0, 2.0)))
+    if rng.random() < 0.5:
+        boosts[words[1]] = 1.5
+    return boosts
+
+
+# ---- the graph ----------------------------------------------------------------------------
+
+
+def test_the_slot_labels_end_the_word_table_and_no_token_carries_oov(tmp_path):
+    g, _ = _slot_graph(tmp_path, 0)
+    slot = OovSlot.of(g)
+    assert g.words.symbol(slot.open) == "<oov>" and g.words.symbol(slot.close) == "</oov>"
+    assert sorted(slot.spell) == [TOKENS.id(c) for c in LETTERS]  # not blank, not separator
+    assert max(slot.spell.values()) == g.words.next_id - 1
+    assert not (g.olabel[: g.num_emitting_arcs] == slot.open).any()
+    assert (g.olabel == slot.open).any() and (g.olabel == slot.close).any()
+
+
+def test_the_slot_probability_comes_from_unk_or_is_given(tmp_path):
+    words = random_words(5, LETTERS, 1, max_len=3)
+    lexicon, _ = spell_lexicon(words, TOKENS, separator="|")
+    no_unk = _arpa(tmp_path, words, 1, unk=False)
+    with pytest.raises(GraphError, match="no <unk>.*--oov-logprob"):
+        build_tlg(TOKENS, lexicon, no_unk, separator="|", oov_slot={"spelling": "chars"})
+    with_unk = _arpa(tmp_path, words, 2, unk=True)
+    with pytest.raises(GraphError, match="has <unk>"):
+        build_tlg(TOKENS, lexicon, with_unk, separator="|", oov_slot={"spelling": "chars"},
+                  oov_logprob=-3.0)  # fmt: skip
+    with pytest.raises(GraphError, match="keep_unk and oov_slot"):
+        build_tlg(TOKENS, lexicon, with_unk, separator="|", oov_slot={"spelling": "chars"},
+                  keep_unk=True)  # fmt: skip
+    with pytest.raises(GraphError, match="needs oov_slot"):
+        build_tlg(TOKENS, lexicon, with_unk, separator="|", oov_logprob=-3.0)
+    g = build_tlg(TOKENS, lexicon, no_unk, separator="|", oov_slot={"spelling": "chars"},
+                  oov_logprob=-3.0).graph  # fmt: skip
+    assert OovSlot.of(g) is not None
+    unk_prob = read_arpa(with_unk).ngrams[0][("<unk>",)][0]
+    assert math.isfinite(unk_prob)
+
+
+# ---- decoding equals the composed graph -------------------------------------------------------
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+@pytest.mark.parametrize("seed", range(6))
+def test_unbounded_beam_equals_openfst_on_tlg_composed_with_the_context(tmp_path, seed, backend):
+    import pynini
+
+    from wfstdecode.testing.oracles import openfst_shortest_path, pynini_fst
+
+    g, words = _slot_graph(tmp_path, seed, ("compact", "normal")[seed % 2])
+    rng = np.random.default_rng(seed)
+    oovs = _oov_words(rng, set(words), 1 + seed % 3)
+    boosts = _random_boosts(rng, words, oovs) if seed % 3 else None  # also a closed slot
+    # emissions that spell an oov word now and then, so that the slot is worth taking
+    spoken = [rng.choice(words + oovs, size=3).tolist() for _ in range(2)]
+    seqs = [[TOKENS.id(c) for c in "|".join(s)] for s in spoken]
+    lp, lengths = simulate_ctc(seqs, TOKENS.next_id, seed=seed, noise=1.5, confusion_prob=0.2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        hyps = decode_ctc(lp, lengths, g, WIDE, boosts, backend=backend)
+    speller = OovSpeller(g)
+    (resolved,) = resolve_boosts(boosts, 1, g.words, speller)
+    automaton = PhraseAutomaton(resolved or {}, OovSlot.of(g).open)
+    context = pynini_fst(automaton.fst_arrays(range(1, g.words.next_id)))
+    composed = pynini.compose(pynini_fst(g.to_arrays()).arcsort("olabel"),
+                              context.arcsort("ilabel"))  # fmt: skip
+    for b in range(len(lp)):
+        labels, cost = openfst_shortest_path(lp[b, : lengths[b]], composed, 1.0)
+        h = hyps[b][0]
+        ids, spelled, _ = speller.collapse(list(labels))
+        assert h.word_ids == tuple(ids)
+        assert h.words == tuple(s or g.words.symbol(w) for w, s in zip(ids, spelled, strict=True))
+        assert -h.score == pytest.approx(cost, rel=1e-5, abs=1e-4)
+
+
+# ---- backends agree -----------------------------------------------------------------------
+
+OPTIONS = [
+    CtcBeamOptions(beam=6.0),
+    CtcBeamOptions(beam=10.0, max_active=4),
+    CtcBeamOptions(beam=2.0, max_active=10, min_active=3),
+    CtcBeamOptions(beam=8.0, nbest=3, word_insertion_penalty=0.5),
+]
+
+
+def _backend_case(tmp_path, seed):
+    g, words = _slot_graph(tmp_path, seed, ("compact", "normal")[seed % 2])
+    rng = np.random.default_rng(seed + 10)
+    oovs = _oov_words(rng, set(words), 3)
+    spoken = [rng.choice(words + oovs, size=3).tolist() for _ in range(3)]
+    seqs = [[TOKENS.id(c) for c in "|".join(s)] for s in spoken]
+    lp, lengths = simulate_ctc(seqs, TOKENS.next_id, seed=seed, noise=2.0, confusion_prob=0.3)
+    lengths[2] = lengths[2] // 2  # one cut short, perhaps inside a spelling
+    per = [_random_boosts(rng, words, oovs), None, _random_boosts(rng, words, oovs[:1])]
+    return g, lp, lengths, per
+
+
+# cpu: every option set on every seed; cuda (the simulator is slow): one option set per seed
+CASES = [("cpu", seed, opt) for seed in range(4) for opt in range(len(OPTIONS))] + [
+    pytest.param(*(p.values if hasattr(p, "values") else (p,)), seed, seed, marks=getattr(
+        p, "marks", ())) for p in fast_backends()[1:] for seed in range(4)
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("backend, seed, opt", CASES)
+def test_fast_backends_equal_reference_through_the_slot(tmp_path, backend, seed, opt):
+    g, lp, lengths, per = _backend_case(tmp_path, seed)
+    ref = decode_ctc(lp, lengths, g, OPTIONS[opt], per, backend="reference")
+    got = decode_ctc(lp, lengths, g, OPTIONS[opt], per, backend=backend)
+    assert_hypotheses_equal(ref, got, score_tol=0.0, what=backend)
+
+
+# ---- what users see -----------------------------------------------------------------------
+
+
+def _spoken(g, text, seed=3):
+    seq = [TOKENS.id(c) for c in "|".join(text.split())]
+    return simulate_ctc([seq], TOKENS.next_id, seed=seed)
+
+
+def test_a_boosted_oov_word_comes_back_as_a_word_with_its_tokens_times(tmp_path):
+    g, words = _slot_graph(tmp_path, 4)
+    oov = next(w for w in ("ebbed", "decade", "accede") if w not in words)
+    text = f"{words[0]} {oov} {words[1]}"
+    lp, lengths = _spoken(g, text)
+    closed = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16))[0][0]
+    assert oov not in closed.words
+    h = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16), {oov: 3.0})[0][0]
+    assert h.words == tuple(text.split())
+    slot = OovSlot.of(g)
+    assert h.word_ids[1] == slot.open
+    # its times are those of its first and last token (the letters between the separators)
+    seps = [i for i, t in enumerate(h.tokens) if t == TOKENS.id("|")]
+    first, last = seps[0] + 1, seps[1] - 1
+    assert h.word_timestamps[1][0] == h.timestamps[first]
+    assert h.word_timestamps[1][1] >= h.timestamps[last]
+    assert h.word_timestamps[1][1] < h.timestamps[seps[1]]
+    # the bonus counts once per word, however many letters the word has
+    zero = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16), {oov: 0.0})[0][0]
+    assert zero.words == h.words
+    assert h.score - zero.score == pytest.approx(3.0, abs=1e-4)
+
+
+def test_an_oov_word_that_cannot_be_spelled_warns_and_is_left_out(tmp_path):
+    g, words = _slot_graph(tmp_path, 5)
+    lp, lengths = _spoken(g, " ".join(words[:2]))
+    with pytest.warns(UserWarning, match="xyz"):
+        decode_ctc(lp, lengths, g, CtcBeamOptions(beam=8), {"xyz": 2.0})
+
+
+def test_pronunciations_given_at_decode_time_spell_the_word(tmp_path):
+    g, words = _slot_graph(tmp_path, 6)
+    oov = next(w for w in ("ebbed", "decade", "accede") if w not in words)
+    lp, lengths = _spoken(g, f"{words[0]} {oov}")
+    # a word spelled otherwise than its letters: its pronunciation says how
+    h = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16), {"Zed": 3.0},
+                   oov_lexicon={"Zed": " ".join(oov)})[0][0]  # fmt: skip
+    assert h.words == (words[0], "Zed")
+    with pytest.raises(Exception, match="oov slot"):
+        other = _slot_graph(tmp_path, 7)[0]
+        other.metadata.pop("oov_slot")
+        decode_ctc(lp, lengths, other, CtcBeamOptions(beam=16), oov_lexicon={"Zed": "a"})
+
+
+def test_build_tlg_and_decode_on_the_command_line(tmp_path, capsys):
+    from wfstdecode.cli import main
+
+    words = ["cab", "dab", "bead", "ace"]
+    (tmp_path / "tokens.txt").write_text("".join(f"{s} {i}\n" for s, i in TOKENS))
+    _arpa(tmp_path, words, 0, unk=False).rename(tmp_path / "lm.arpa")
+    build = ["build-tlg", "--tokens", str(tmp_path / "tokens.txt"), "--arpa",
+             str(tmp_path / "lm.arpa"), "--chars", "--separator", "|"]  # fmt: skip
+    assert main([*build, "--out", str(tmp_path / "g"), "--oov-slot"]) == 2
+    assert "--oov-logprob" in capsys.readouterr().err  # the LM has no <unk>
+    assert main([*build, "--out", str(tmp_path / "g"), "--oov-logprob", "-4"]) == 2
+    assert "needs --oov-slot" in capsys.readouterr().err
+    assert not (tmp_path / "g").exists()  # nothing half-written
+    assert main([*build, "--out", str(tmp_path / "g"), "--oov-slot", "--oov-logprob", "-4"]) == 0
+    capsys.readouterr()
+    seq = [TOKENS.id(c) for c in "cab|ebbed|dab"]
+    lp, lengths = simulate_ctc([seq], TOKENS.next_id, seed=2)
+    np.savez(tmp_path / "lp.npz", log_probs=lp, lengths=lengths)
+    common = ["decode", str(tmp_path / "g"), str(tmp_path / "lp.npz"), "--backend", "cpu"]
+    assert main(common) == 0
+    assert "ebbed" not in capsys.readouterr().out
+    assert main([*common, "--boost", "ebbed=3", "--json"]) == 0
+    import json
+
+    record = json.loads(capsys.readouterr().out)
+    assert [w["word"] for w in record["words"]] == ["cab", "ebbed", "dab"]
+    (tmp_path / "oov.txt").write_text("Ebbe e b b e d\n")
+    assert main([*common, "--boost", "Ebbe=3", "--oov-lexicon", str(tmp_path / "oov.txt")]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("cab Ebbe dab")
+    (tmp_path / "bad.txt").write_text("Ebbe e b\nZed z e d\n")
+    assert main([*common, "--boost", "Zed=3", "--oov-lexicon", str(tmp_path / "bad.txt")]) == 2
+    err = capsys.readouterr().err
+    assert "bad.txt:2" in err and "'z'" in err
+
+
+def test_a_pronunciation_lexicon_graph_spells_only_what_it_is_given(tmp_path):
+    """A graph spelled from a pronunciation lexicon, no separator (phones): an oov word needs a
+    pronunciation at decode time, and comes back timed by it."""
+    from wfstdecode.graph.lexicon import LexiconEntry
+
+    phones = SymbolTable.from_list(["<blk>", "AH", "B", "K", "D", "IY", "S"])
+    lexicon = [LexiconEntry("cub", ("K", "AH", "B")), LexiconEntry("bead", ("B", "IY", "D")),
+               LexiconEntry("seed", ("S", "IY", "D"))]  # fmt: skip
+    arpa = _arpa(tmp_path, ["cub", "bead", "seed"], 3, unk=True)
+    g = build_tlg(phones, lexicon, arpa, "compact", oov_slot={"spelling": "lexicon"}).graph
+    spoken = ["K", "AH", "B", "D", "IY", "S", "B", "IY", "D"]  # cub "deese" bead
+    lp, lengths = simulate_ctc([[phones.id(p) for p in spoken]], phones.next_id, seed=1)
+    with pytest.warns(UserWarning, match="deese"):
+        decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16), {"deese": 3.0})
+    h = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16), {"deese": 3.0},
+                   oov_lexicon={"deese": "D IY S"})[0][0]  # fmt: skip
+    assert h.words == ("cub", "deese", "bead")
+    assert h.word_timestamps[1] == (h.timestamps[3], h.word_timestamps[1][1])
+    assert h.timestamps[5] <= h.word_timestamps[1][1] < h.timestamps[6]
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_a_stream_through_the_slot_equals_the_whole_decode(tmp_path, backend):
+    from wfstdecode.ctc import CtcStreamDecoder
+
+    g, lp, lengths, per = _backend_case(tmp_path, 1)
+    opts = CtcBeamOptions(beam=8.0)
+    whole = decode_ctc(lp[:1, : lengths[0]], None, g, opts, per[:1], backend=backend)
+    dec = CtcStreamDecoder(g, opts, backend=backend)
+    sid = dec.open(per[0])
+    for start in range(0, int(lengths[0]), 5):
+        dec.advance({sid: lp[0, start : min(start + 5, int(lengths[0]))]})
+    assert_hypotheses_equal(whole, [dec.finish(sid)], score_tol=0.0, what="stream")
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_search_rule_forbids_what_the_automaton_forbids(seed):
+    """`bundles.arc_cost` (compiled, and as the kernels run it) against `PhraseAutomaton.step`
+    on a label space whose top part is a slot: labels 20 (open), 21 (close), 22-31 (spelling)."""
+    from wfstdecode.ctc.boost import build_boost_tables
+    from wfstdecode.ctc.bundles import LaneBoosts, SearchGraph, arc_cost
+
+    rng = np.random.default_rng(seed)
+    open_, close = 20, 21
+
+    def spelled():
+        return (open_, *rng.integers(22, 32, size=int(rng.integers(1, 4))).tolist(), close)
+
+    tables = []
+    for _ in range(2):
+        t = {}
+        for _ in range(int(rng.integers(1, 6))):
+            words = rng.integers(1, 20, size=int(rng.integers(0, 3))).tolist()
+            phrase = tuple(words) + spelled() if rng.random() < 0.7 else tuple(words) or (1,)
+            t[phrase] = np.float32(rng.uniform(-1, 3))
+        tables.append(t)
+    bt = build_boost_tables([tables[0], None, tables[1]], open_)
+    i32 = np.zeros(32, np.int32)
+    graph = SearchGraph(0, np.zeros(1, np.float32), i32, i32, i32, i32,
+                        np.arange(32, dtype=np.int32), np.ones(32, np.float32), i32, 32,
+                        open_)  # fmt: skip
+    boosts = LaneBoosts(bt.key, bt.gain, bt.enter, bt.offset, bt.mask, bt.fail, bt.phi,
+                        bt.node_offset, bt.contexts, bt.worst)  # fmt: skip
+    for lane, automaton in enumerate(bt.automata):
+        contexts = range(automaton.num_nodes) if automaton else [0]
+        for x in contexts:
+            if automaton and automaton.enter[x] != x:
+                continue
+            for w in range(1, 32):
+                cost, nxt = arc_cost(graph, boosts, lane, w, x)
+                assert arc_cost.py_func(graph, boosts, lane, w, x) == (cost, nxt)
+                if automaton is None:  # no table: the slot is closed
+                    assert cost == (np.float32(1.0) if w < open_ else np.inf)
+                    continue
+                want_x, bonus = automaton.step(x, w)
+                if bonus == -np.inf:
+                    assert cost == np.inf and w >= open_
+                else:
+                    assert (nxt, cost) == (want_x, np.float32(np.float32(1.0) - bonus))
+        if automaton is not None:
+            assert automaton.forbids == any(max(p) >= open_ for p in automaton.phrases)
+            assert bt.worst[lane] == (np.inf if automaton.forbids else automaton.worst)

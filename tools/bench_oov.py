@@ -1,0 +1,168 @@
+"""Out-of-vocabulary words through the oov slot, on the shipped real OCR posteriors: words taken
+out of the lexicon (and so out of the LM) and then boosted — how often do they come back?
+
+Per seed, ``--removed`` distinct words of the references (3 letters or more) are the targets; with
+``--distractors N`` as many other lexicon words (not in any reference) are taken out too and
+boosted alongside (a realistic list: more names than the utterance says). Graphs (compact TLG of
+the shipped 5k-word LM, characters): the full lexicon (what the words would give if they were in
+it), and the reduced lexicon with ``--oov-slot`` (slot log10 probability ``--oov-logprob``; the
+LM has no ``<unk>``). Every utterance gets the whole list (targets + distractors) at each
+``--bonus`` per word.
+
+Reported per configuration: recall (reference occurrences of target words that the aligned
+hypothesis has, over their count), false alarms (hypothesis words of the list the aligned
+reference word is not), WER, and CPU seconds of one thread for the batch.
+
+    python tools/bench_oov.py --out bench/ctc_oov.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+DATA = Path(__file__).resolve().parent.parent / "wfstdecode" / "data"
+
+
+def align(ref: list[str], hyp: list[str]) -> list[tuple[str | None, str | None]]:
+    """One minimum-edit alignment of ``hyp`` to ``ref`` as (ref word, hyp word) pairs."""
+    n, m = len(ref), len(hyp)
+    d = np.zeros((n + 1, m + 1), np.int64)
+    d[:, 0], d[0, :] = np.arange(n + 1), np.arange(m + 1)
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            d[i, j] = min(d[i - 1, j] + 1, d[i, j - 1] + 1,
+                          d[i - 1, j - 1] + (ref[i - 1] != hyp[j - 1]))  # fmt: skip
+    pairs, i, j = [], n, m
+    while i or j:
+        if i and j and d[i, j] == d[i - 1, j - 1] + (ref[i - 1] != hyp[j - 1]):
+            pairs.append((ref[i - 1], hyp[j - 1]))
+            i, j = i - 1, j - 1
+        elif i and d[i, j] == d[i - 1, j] + 1:
+            pairs.append((ref[i - 1], None))
+            i -= 1
+        else:
+            pairs.append((None, hyp[j - 1]))
+            j -= 1
+    return pairs[::-1]
+
+
+def score(refs, hyps, targets: set[str], listed: set[str]) -> dict:
+    found = total = false = errors = words = 0
+    for r, h in zip(refs, hyps, strict=True):
+        for a, b in align(r, h):
+            total += a in targets
+            found += a in targets and a == b
+            false += b in listed and a != b
+            errors += a != b
+        words += len(r)
+    return dict(recall=100 * found / max(total, 1), occurrences=total, false_alarms=false,
+                wer=100 * errors / max(words, 1))  # fmt: skip
+
+
+def choose(refs, lexicon_words: list[str], removed: int, distractors: int, seed: int):
+    rng = np.random.default_rng(seed)
+    in_refs = sorted({w for r in refs for w in r} & set(lexicon_words))
+    candidates = [w for w in in_refs if len(w) >= 3]
+    targets = sorted(rng.choice(candidates, size=min(removed, len(candidates)), replace=False))
+    others = sorted(set(lexicon_words) - set(in_refs))
+    extra = sorted(rng.choice(others, size=min(distractors, len(others)), replace=False))
+    return [str(w) for w in targets], [str(w) for w in extra]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--removed", type=int, default=40, help="target words taken out per seed")
+    ap.add_argument("--distractors", default="0,100,1000", help="other words taken out and boosted")
+    ap.add_argument("--bonus", default="0,2,4", help="bonuses per word (comma-separated)")
+    ap.add_argument("--oov-logprob", type=float, default=-5.0, help="the slot's log10 probability")
+    ap.add_argument("--seeds", type=int, default=2)
+    ap.add_argument("--beam", type=float, default=16.0)
+    ap.add_argument("--out", help="markdown file to write")
+    args = ap.parse_args(argv)
+
+    from wfstdecode import SymbolTable
+    from wfstdecode.ctc import CtcBeamOptions, decode_ctc
+    from wfstdecode.graph import build_tlg, read_lexicon
+
+    tokens = SymbolTable.read(DATA / "tokens.txt")
+    lexicon = read_lexicon(DATA / "lexicon.txt", tokens)
+    arpa = str(DATA / "lm.arpa.gz")
+    with np.load(DATA / "ocr_emissions.npz") as z:
+        lp, lengths = z["log_probs"], z["lengths"]
+        refs = [str(t).split() for t in z["texts"]]
+    opts = CtcBeamOptions(beam=args.beam, max_active=10000)
+    sizes = [int(x) for x in args.distractors.split(",")]
+    bonuses = [float(x) for x in args.bonus.split(",")]
+    load = os.getloadavg()[0]
+
+    def decode(g, boosts=None):
+        t = time.process_time()
+        hyps = decode_ctc(lp, lengths, g, opts, boosts, backend="cpu", num_threads=1)
+        return [list(h[0].words) for h in hyps], time.process_time() - t
+
+    full = build_tlg(tokens, lexicon, arpa, "compact", separator="|").graph
+    decode(full)  # compile
+    rows = []
+    for seed in range(args.seeds):
+        targets, extra = choose(refs, [e.word for e in lexicon], args.removed, max(sizes), seed)
+        gone = set(targets) | set(extra)
+        kept = [e for e in lexicon if e.word not in gone]
+        g = build_tlg(tokens, kept, arpa, "compact", separator="|",
+                      oov_slot={"spelling": "chars"}, oov_logprob=args.oov_logprob).graph  # fmt: skip
+        base, cpu = decode(full)
+        rows.append(dict(seed=seed, graph="full lexicon", n=0, bonus=None, cpu=cpu,
+                         **score(refs, base, set(targets), set(targets))))  # fmt: skip
+        for n in sizes:
+            listed = targets + extra[:n]
+            for bonus in [None, *bonuses] if n == sizes[0] else bonuses:
+                boosts = None if bonus is None else dict.fromkeys(listed, bonus)
+                hyps, cpu = decode(g, boosts)
+                row = dict(seed=seed, graph="without them, oov slot", n=n, bonus=bonus, cpu=cpu,
+                           **score(refs, hyps, set(targets), set(listed)))  # fmt: skip
+                rows.append(row)
+                print(row, flush=True)
+    lines = [
+        "| seed | graph | listed words | bonus per word | recall % | false alarms | WER % | "
+        "CPU s |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        listed = "—" if r["bonus"] is None else f"{args.removed} + {r['n']}"
+        bonus = "no boosting" if r["bonus"] is None else f"{r['bonus']:g}"
+        lines.append(f"| {r['seed']} | {r['graph']} | {listed} | {bonus} | {r['recall']:.1f} "
+                     f"({r['occurrences']}) | {r['false_alarms']} | {r['wer']:.2f} | "
+                     f"{r['cpu']:.2f} |")  # fmt: skip
+    table = "\n".join(lines)
+    print(table)
+    if args.out:
+        import numba
+
+        command = "python " + " ".join([sys.argv[0], *(argv or sys.argv[1:])])
+        Path(args.out).write_text(
+            "# Out-of-vocabulary words through the oov slot (OCR posteriors)\n\n"
+            f"- command: `{command}`\n"
+            f"- machine: {platform.machine()}, {os.cpu_count()} cores, python "
+            f"{platform.python_version()}, numba {numba.__version__}; 1-min load average "
+            f"{load:.2f} when it began\n"
+            f"- data: the shipped OCR posteriors ({len(refs)} lines, {int(lengths.sum())} frames), "
+            f"the shipped 5k-word trigram (no `<unk>`; slot log10 probability "
+            f"{args.oov_logprob:g}), compact TLG, beam {args.beam:g}, max-active 10000\n"
+            "- recall: reference occurrences of the target words (in brackets) that the aligned "
+            "hypothesis word equals; false alarms: hypothesis words of the boosted list where the "
+            "aligned reference word differs. The full-lexicon rows say what the same words give "
+            "when the lexicon and LM have them.\n\n" + table + "\n"
+        )
+        print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    with tempfile.TemporaryDirectory():
+        main()

@@ -1,0 +1,159 @@
+"""Boosted words the lexicon lacks, decoded through a graph's oov slot (`graph/oov_slot.py`).
+
+At decode time a word absent from ``words.txt`` is spelled the way the graph spelled its own words
+(characters; sentencepiece pieces; or, for a graph built from a pronunciation lexicon, the
+pronunciations the caller gives) and boosted as the label sequence ``<oov> <oov:t1> … </oov>``
+through the utterance's context automaton, which forbids every other spelling (`phrases.py`).
+On a path, such a run of labels comes back as one word: `OovSpeller.collapse`.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Mapping, Sequence
+
+from ..errors import DecodeInputError, InputFileError
+from ..graph.oov_slot import OovSlot
+from ..textfiles import quoted, text_lines
+
+MAX_SPELLINGS = 16  # pronunciations per word, and spellings per phrase
+
+
+class OovSpeller:
+    """Spells words through the slot of ``graph`` and reads spelled words off a path.
+
+    lexicon: ``{word: pronunciation or [pronunciations]}`` (a pronunciation is a sequence of
+             token symbols, or one string of them separated by spaces); it takes precedence over
+             the graph's own recipe, and is the only way to spell words when the graph was built
+             from a pronunciation lexicon.
+    """
+
+    def __init__(self, graph, lexicon: Mapping | None = None):
+        slot = OovSlot.of(graph)
+        if slot is None:
+            raise DecodeInputError("the graph has no oov slot (build-tlg --oov-slot)")
+        self.slot, self.tokens = slot, graph.tokens
+        self.lexicon = _checked_lexicon(lexicon or {})
+        self.token_of = {label: t for t, label in slot.spell.items()}
+        self.word_of: dict[tuple[int, ...], str] = {}  # spelled token ids -> the word
+        self._spm = None
+        self._spelled_as: dict[str, tuple[int, ...]] = {}
+
+    def spellings(self, word: str) -> list[tuple[int, ...]]:
+        """``word``'s spellings as token ids (none when it cannot be spelled)."""
+        if word in self.lexicon:
+            prons = self.lexicon[word]
+        elif self.slot.spelling == "chars":
+            prons = [tuple(word)]
+        elif self.slot.spelling == "spm":
+            prons = [tuple(self._pieces(word))]
+        else:
+            return []
+        out = []
+        for pron in prons:
+            ids = tuple(self.tokens.get(t, -1) for t in pron)
+            if pron and all(i in self.slot.spell for i in ids):
+                out.append(ids)
+                self.word_of.setdefault(ids, word)
+        return out
+
+    def spelling_of(self, word: str) -> tuple[int, ...]:
+        """The token ids a spelled ``word`` on a path was spelled with (`collapse`'s words)."""
+        return self._spelled_as[word]
+
+    def _pieces(self, word: str) -> list[str]:
+        if self._spm is None:
+            try:
+                import sentencepiece
+            except ImportError as exc:  # pragma: no cover - a dependency
+                raise ImportError("spelling with pieces needs sentencepiece") from exc
+            self._spm = sentencepiece.SentencePieceProcessor()
+            try:
+                self._spm.load(str(self.slot.spm))
+            except (OSError, RuntimeError, TypeError) as exc:
+                why = f"cannot load the sentencepiece model the graph's oov slot spells with: {exc}"
+                raise InputFileError(self.slot.spm, None, why) from None
+        return [self._spm.id_to_piece(i) for i in self._spm.encode(word)]
+
+    def phrase_labels(self, parts: Sequence, words) -> list[tuple[int, ...]] | None:
+        """A phrase (its words or word ids) as label sequences: words of ``words`` as their ids,
+        others spelled through the slot, one sequence per combination of spellings; None when
+        some word is neither known nor spellable."""
+        choices = []
+        for part in parts:
+            wid = words.get(part) if isinstance(part, str) and words is not None else None
+            if wid:
+                choices.append([(wid,)])
+                continue
+            spelled = self.spellings(part) if isinstance(part, str) else []
+            if not spelled:
+                return None
+            choices.append([(self.slot.open, *(self.slot.spell[t] for t in s), self.slot.close)
+                            for s in spelled])  # fmt: skip
+        combos = list(itertools.islice(itertools.product(*choices), MAX_SPELLINGS + 1))
+        if len(combos) > MAX_SPELLINGS:
+            raise DecodeInputError(f"{' '.join(map(str, parts))!r} has more than "
+                                   f"{MAX_SPELLINGS} spellings")  # fmt: skip
+        return [tuple(itertools.chain.from_iterable(c)) for c in combos]
+
+    def collapse(self, labels: Sequence[int]) -> tuple[list[int], list[str | None], list]:
+        """A path's output labels with each spelled run ``<oov> … </oov>`` as one word:
+        ``(word ids, spelled words or None, (first, last) label index of each word)``; a spelled
+        word's id is the slot's ``<oov>``. A run the search cut short (no ``</oov>``) still
+        comes back as a word, spelled as far as it went."""
+        ids, spelled, spans = [], [], []
+        i, n = 0, len(labels)
+        while i < n:
+            if labels[i] != self.slot.open:
+                ids.append(labels[i]), spelled.append(None), spans.append((i, i))
+                i += 1
+                continue
+            j = i + 1
+            while j < n and labels[j] in self.token_of:
+                j += 1
+            tokens = tuple(self.token_of[w] for w in labels[i + 1 : j])
+            word = self.word_of.get(tokens) or "".join(self.tokens.symbol(t) for t in tokens)
+            self._spelled_as[word] = tokens
+            last = j if j < n and labels[j] == self.slot.close else j - 1
+            ids.append(self.slot.open), spelled.append(word), spans.append((i, last))
+            i = last + 1
+        return ids, spelled, spans
+
+
+def _checked_lexicon(lexicon: Mapping) -> dict[str, list[tuple[str, ...]]]:
+    out = {}
+    for word, prons in lexicon.items():
+        if not isinstance(word, str) or not word or any(c.isspace() for c in word):
+            raise DecodeInputError(f"oov lexicon: {word!r} is not a word")
+        if isinstance(prons, str) or (prons and isinstance(prons[0], str)):
+            prons = [prons]
+        checked = []
+        for pron in prons:
+            pron = tuple(pron.split()) if isinstance(pron, str) else tuple(pron)
+            if not pron or not all(isinstance(t, str) for t in pron):
+                raise DecodeInputError(f"oov lexicon: a pronunciation of {word!r} must be token "
+                                       f"symbols; got {pron!r}")  # fmt: skip
+            checked.append(pron)
+        if len(checked) > MAX_SPELLINGS:
+            raise DecodeInputError(f"oov lexicon: {word!r} has more than {MAX_SPELLINGS} "
+                                   "pronunciations")  # fmt: skip
+        out[word] = checked
+    return out
+
+
+def read_oov_lexicon(path, tokens) -> dict[str, list[tuple[str, ...]]]:
+    """``word tok1 tok2 …`` per line (a word on several lines has several pronunciations); a
+    token the graph lacks raises `InputFileError` naming the line."""
+    out: dict[str, list[tuple[str, ...]]] = {}
+    for line_no, line in text_lines(path, "oov lexicon"):
+        fields = line.split()
+        if not fields:
+            continue
+        if len(fields) < 2:
+            raise InputFileError(path, line_no, f"expected 'word tok1 tok2 …'; got {quoted(line)}")
+        missing = [t for t in fields[1:] if t not in tokens]
+        if missing:
+            raise InputFileError(path, line_no, f"token {quoted(missing[0])} is not in the "
+                                 "graph's token table")  # fmt: skip
+        out.setdefault(fields[0], []).append(tuple(fields[1:]))
+    return out
