@@ -5,8 +5,9 @@ Per seed, ``--removed`` distinct words of the references (3 letters or more) are
 ``--distractors N`` as many other lexicon words (not in any reference) are taken out too and
 boosted alongside (a realistic list: more names than the utterance says). Graphs (compact TLG of
 the shipped 5k-word LM, characters): the full lexicon (what the words would give if they were in
-it), and the reduced lexicon with ``--oov-slot`` (slot log10 probability ``--oov-logprob``; the
-LM has no ``<unk>``). Every utterance gets the whole list (targets + distractors) at each
+it), and the reduced lexicon with ``--oov-slot`` (each slot log10 probability of
+``--oov-logprob``; the LM has no ``<unk>``). All rows of a seed take the same words out (targets
+and the most distractors), so they differ only in what is boosted. Every utterance gets the whole list (targets + distractors) at each
 ``--bonus`` per word.
 
 Reported per configuration: recall (reference occurrences of target words that the aligned
@@ -82,7 +83,8 @@ def main(argv=None):
     ap.add_argument("--removed", type=int, default=40, help="target words taken out per seed")
     ap.add_argument("--distractors", default="0,100,1000", help="other words taken out and boosted")
     ap.add_argument("--bonus", default="0,2,4", help="bonuses per word (comma-separated)")
-    ap.add_argument("--oov-logprob", type=float, default=-5.0, help="the slot's log10 probability")
+    ap.add_argument("--oov-logprob", default="-3,-5,-7",
+                    help="the slot's log10 probabilities to try (comma-separated)")  # fmt: skip
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--beam", type=float, default=16.0)
     ap.add_argument("--out", help="markdown file to write")
@@ -115,20 +117,22 @@ def main(argv=None):
         targets, extra = choose(refs, [e.word for e in lexicon], args.removed, max(sizes), seed)
         gone = set(targets) | set(extra)
         kept = [e for e in lexicon if e.word not in gone]
-        g = build_tlg(tokens, kept, arpa, "compact", separator="|",
-                      oov_slot={"spelling": "chars"}, oov_logprob=args.oov_logprob).graph  # fmt: skip
         base, cpu = decode(full)
         rows.append(dict(seed=seed, graph="full lexicon", n=0, bonus=None, cpu=cpu,
                          **score(refs, base, set(targets), set(targets))))  # fmt: skip
-        for n in sizes:
-            listed = targets + extra[:n]
-            for bonus in [None, *bonuses] if n == sizes[0] else bonuses:
-                boosts = None if bonus is None else dict.fromkeys(listed, bonus)
-                hyps, cpu = decode(g, boosts)
-                row = dict(seed=seed, graph="without them, oov slot", n=n, bonus=bonus, cpu=cpu,
-                           **score(refs, hyps, set(targets), set(listed)))  # fmt: skip
-                rows.append(row)
-                print(row, flush=True)
+        for logprob in [float(x) for x in args.oov_logprob.split(",")]:
+            g = build_tlg(tokens, kept, arpa, "compact", separator="|",
+                          oov_slot={"spelling": "chars"}, oov_logprob=logprob).graph  # fmt: skip
+            name = f"without them, oov slot at {logprob:g}"
+            for n in sizes:
+                listed = targets + extra[:n]
+                for bonus in [None, *bonuses] if n == sizes[0] else bonuses:
+                    boosts = None if bonus is None else dict.fromkeys(listed, bonus)
+                    hyps, cpu = decode(g, boosts)
+                    row = dict(seed=seed, graph=name, n=n, bonus=bonus, cpu=cpu,
+                               **score(refs, hyps, set(targets), set(listed)))  # fmt: skip
+                    rows.append(row)
+                    print(row, flush=True)
     lines = [
         "| seed | graph | listed words | bonus per word | recall % | false alarms | WER % | "
         "CPU s |",
@@ -153,8 +157,9 @@ def main(argv=None):
             f"{platform.python_version()}, numba {numba.__version__}; 1-min load average "
             f"{load:.2f} when it began\n"
             f"- data: the shipped OCR posteriors ({len(refs)} lines, {int(lengths.sum())} frames), "
-            f"the shipped 5k-word trigram (no `<unk>`; slot log10 probability "
-            f"{args.oov_logprob:g}), compact TLG, beam {args.beam:g}, max-active 10000\n"
+            "the shipped 5k-word trigram (no `<unk>`: the slot's log10 probability is given), "
+            f"compact TLG, beam {args.beam:g}, max-active 10000; all rows of a seed take the same "
+            f"{args.removed} targets and {max(sizes)} distractors out of the lexicon\n"
             "- recall: reference occurrences of the target words (in brackets) that the aligned "
             "hypothesis word equals; false alarms: hypothesis words of the boosted list where the "
             "aligned reference word differs. The full-lexicon rows say what the same words give "
