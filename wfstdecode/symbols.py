@@ -117,6 +117,10 @@ class SymbolTable:
     def get(self, symbol: str, default: int | None = None) -> int | None:
         return self._id_of.get(symbol, default)
 
+    def ids(self, symbols: Iterable[str]) -> list[int | None]:
+        """The id of each symbol (None for one not in the table), looked up in bulk."""
+        return list(map(self._id_of.get, symbols))
+
     def __contains__(self, symbol: object) -> bool:
         return symbol in self._id_of
 

@@ -112,3 +112,28 @@ def test_boost_file_on_the_command_line_equals_repeated_boost(tmp_path, capsys):
     assert capsys.readouterr().out != from_file  # the bonuses change the scores
     assert main([*common, "--boost-file", str(tmp_path / "b.txt"), "--boost", "sea=1"]) == 2
     assert "boosted by --boost and in" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_bulk_path_resolves_as_phrase_by_phrase(seed):
+    """Lists of plain phrases resolve in bulk (`boost._resolve_plain`); the result equals the
+    phrase-by-phrase rule, and anything the bulk path cannot take falls back to it."""
+    from wfstdecode.ctc.boost import _resolve_plain, phrase_ids
+
+    rng = np.random.default_rng(seed)
+    names = ["cat", "cap", "dog", "kubernetes"]
+    table, want = {}, {}
+    for _ in range(int(rng.integers(1, 30))):
+        k = "  ".join(rng.choice(names, size=int(rng.integers(1, 4))).tolist())
+        key = np.str_(k) if rng.random() < 0.3 else f" {k} "
+        if phrase_ids(key, WORDS) in want:
+            continue
+        table[key] = [1, 2.5, np.float32(0.75)][int(rng.integers(0, 3))]
+        want[phrase_ids(key, WORDS)] = np.float32(table[key])
+    (got,) = resolve_boosts(table, 1, WORDS)
+    assert got == want
+    assert _resolve_plain(list(table), list(table.values()), WORDS) == want
+    twice = {**table, "  ".join(next(iter(table)).split()) + " ": 1.0}  # one phrase twice
+    assert _resolve_plain(list(twice), list(twice.values()), WORDS) is None
+    with pytest.raises(DecodeInputError, match="same phrase"):
+        resolve_boosts(twice, 1, WORDS)

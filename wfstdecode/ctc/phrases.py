@@ -61,7 +61,7 @@ class PhraseAutomaton:
     capacity - 1."""
 
     def __init__(self, phrases: dict[tuple[int, ...], float], slot_label: int = NO_SLOT):
-        lengths = np.fromiter((len(k) for k in phrases), np.int64, len(phrases))
+        lengths = np.fromiter(map(len, phrases), np.int64, len(phrases))
         words = np.fromiter(itertools.chain.from_iterable(phrases), np.int64, int(lengths.sum()))
         bonus = np.fromiter((float(v) for v in phrases.values()), np.float64, len(phrases))
         cap = 1 << max(1, (2 * len(words) - 1).bit_length())  # > twice the nodes but the root
