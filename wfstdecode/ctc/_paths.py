@@ -140,7 +140,8 @@ def _with_notes(h: Hypothesis, notes) -> Hypothesis:
 
 def _collapse_spelled(oov, labels: list, spans: list, offsets: list):
     """Each path's spelled runs ``<oov> … </oov>`` as one word (`OovSpeller.collapse`), spanning
-    the frames of its spelled tokens: ``(word ids, spelled words or None, spans, offsets)``."""
+    the frames of its spelled tokens: ``(word ids, (word, token ids) of each spelled word or
+    None, spans, offsets)``."""
     ids, spelled, out_spans, out_off = [], [], [], [0]
     for k in range(len(offsets) - 1):
         w0, w1 = offsets[k], offsets[k + 1]
@@ -224,9 +225,7 @@ def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
             path_prons = prons
             if any(spelled[w0:w1]):  # a spelled word is pronounced as it was spelled
                 path_prons = dict(prons or {})
-                path_prons[problem.oov.slot.open] = [
-                    problem.oov.spelling_of(s) for s in spelled[w0:w1] if s is not None
-                ]
+                path_prons[problem.oov.slot.open] = [s[1] for s in spelled[w0:w1] if s]
             found = token_spans(tok_ids[t0:t1], word_ids[w0:w1], path_prons, separator)
             if found is not None:
                 spans[w0:w1] = [(tok_frames[t0 + a], tok_ends[t0 + b]) for a, b in found]
@@ -254,7 +253,7 @@ def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
         hyps.append(Hypothesis(
             tokens=tuple(tok_ids[t0:t1]), timestamps=tuple(tok_frames[t0:t1]),
             score=float(acoustic[k] + graph_score[k]),
-            words=tuple(s or symbol(w) for w, s in zip(ids, spelled[w0:w1], strict=True)),
+            words=tuple(s[0] if s else symbol(w) for w, s in zip(ids, spelled[w0:w1], strict=True)),
             word_ids=ids, word_timestamps=tuple(spans[w0:w1]),
             acoustic_score=float(acoustic[k]), graph_score=float(graph_score[k]),
         ))  # fmt: skip

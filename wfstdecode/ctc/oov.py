@@ -37,10 +37,10 @@ class OovSpeller:
         self.token_of = {label: t for t, label in slot.spell.items()}
         self.word_of: dict[tuple[int, ...], str] = {}  # spelled token ids -> the word
         self._spm = None
-        self._spelled_as: dict[str, tuple[int, ...]] = {}
 
     def spellings(self, word: str) -> list[tuple[int, ...]]:
-        """``word``'s spellings as token ids (none when it cannot be spelled)."""
+        """``word``'s spellings as token ids (none when it cannot be spelled); each is noted as
+        the word's for `collapse` (of two boosted words spelled alike, the first names it)."""
         if word in self.lexicon:
             prons = self.lexicon[word]
         elif self.slot.spelling == "chars":
@@ -56,10 +56,6 @@ class OovSpeller:
                 out.append(ids)
                 self.word_of.setdefault(ids, word)
         return out
-
-    def spelling_of(self, word: str) -> tuple[int, ...]:
-        """The token ids a spelled ``word`` on a path was spelled with (`collapse`'s words)."""
-        return self._spelled_as[word]
 
     def _pieces(self, word: str) -> list[str]:
         if self._spm is None:
@@ -96,11 +92,11 @@ class OovSpeller:
                                    f"{MAX_SPELLINGS} spellings")  # fmt: skip
         return [tuple(itertools.chain.from_iterable(c)) for c in combos]
 
-    def collapse(self, labels: Sequence[int]) -> tuple[list[int], list[str | None], list]:
+    def collapse(self, labels: Sequence[int]) -> tuple[list[int], list, list]:
         """A path's output labels with each spelled run ``<oov> … </oov>`` as one word:
-        ``(word ids, spelled words or None, (first, last) label index of each word)``; a spelled
-        word's id is the slot's ``<oov>``. A run the search cut short (no ``</oov>``) still
-        comes back as a word, spelled as far as it went."""
+        ``(word ids, (word, its token ids) of a spelled word or None, (first, last) label index
+        of each word)``; a spelled word's id is the slot's ``<oov>``. A run the search cut short
+        (no ``</oov>``) still comes back as a word, spelled as far as it went."""
         ids, spelled, spans = [], [], []
         i, n = 0, len(labels)
         while i < n:
@@ -113,9 +109,8 @@ class OovSpeller:
                 j += 1
             tokens = tuple(self.token_of[w] for w in labels[i + 1 : j])
             word = self.word_of.get(tokens) or "".join(self.tokens.symbol(t) for t in tokens)
-            self._spelled_as[word] = tokens
             last = j if j < n and labels[j] == self.slot.close else j - 1
-            ids.append(self.slot.open), spelled.append(word), spans.append((i, last))
+            ids.append(self.slot.open), spelled.append((word, tokens)), spans.append((i, last))
             i = last + 1
         return ids, spelled, spans
 

@@ -194,7 +194,14 @@ class CtcStreamDecoder:
         if arcs is None:  # the search died: what finish would say
             return to_hypotheses(s.scoring_problem(), [self._search.end(s.problem, s.state)])[0][0]
         hyp = _batch_hypotheses(s.scoring_problem(), [(0, arcs, frames, False)])[0]
-        stable = int(np.count_nonzero(self.graph.olabel[arcs[:n_stable]]))
+        labels = self.graph.olabel[arcs]
+        stable = int(np.count_nonzero(labels[:n_stable]))
+        if s.problem.oov is not None:  # a spelled word is stable once its </oov> is
+            labels = labels[labels != 0].tolist()
+            _, spelled, spans = s.problem.oov.collapse(labels)
+            close = s.problem.oov.slot.close
+            stable = sum(1 for w, (_, last) in zip(spelled, spans, strict=True)
+                         if last < stable and (w is None or labels[last] == close))  # fmt: skip
         return replace(hyp, stable_words=stable)
 
     def endpoint(self, stream: int) -> str | None:
