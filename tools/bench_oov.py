@@ -78,6 +78,80 @@ def choose(refs, lexicon_words: list[str], removed: int, distractors: int, seed:
     return [str(w) for w in targets], [str(w) for w in extra]
 
 
+def data_sets(speech: Path | None) -> list[dict]:
+    """ocr: the shipped OCR posteriors, characters; with ``speech``, flite speech through hama
+    and the shipped speech lexicon (phones, ``<wb>`` between words), whose pronunciations of the
+    removed words (hama's G2P and CMU dict's) are given at decode time as a user's would be."""
+    from wfstdecode import SymbolTable
+    from wfstdecode.graph import read_lexicon
+
+    tokens = SymbolTable.read(DATA / "tokens.txt")
+    with np.load(DATA / "ocr_emissions.npz") as z:
+        ocr = (z["log_probs"], z["lengths"], [str(t).split() for t in z["texts"]])
+    sets = [dict(name="ocr", tokens=tokens, lexicon=read_lexicon(DATA / "lexicon.txt", tokens),
+                 arpa=str(DATA / "lm.arpa.gz"), data=ocr, separator="|", scale=1.0,
+                 max_active=10000, spelling="chars")]  # fmt: skip
+    if speech:
+        sp = DATA / "speech"
+        tokens = SymbolTable.read(sp / "tokens.txt")
+        with np.load(speech) as z:
+            lengths = z["lengths"]
+            data = (z["log_probs"][:, : int(lengths.max())], lengths,
+                    [str(t).split() for t in z["texts"]])  # fmt: skip
+        sets.append(dict(name="speech", tokens=tokens,
+                         lexicon=read_lexicon(sp / "lexicon.txt.gz", tokens),
+                         arpa=str(sp / "lm.arpa.gz"), data=data, separator="<wb>", scale=1.25,
+                         max_active=4000, spelling="lexicon"))  # fmt: skip
+    return sets
+
+
+def run(s: dict, args, sizes, bonuses) -> list[dict]:
+    from wfstdecode.ctc import CtcBeamOptions, decode_ctc
+    from wfstdecode.graph import build_tlg
+
+    lp, lengths, refs = s["data"]
+    tokens, lexicon, arpa, sep = s["tokens"], s["lexicon"], s["arpa"], s["separator"]
+    opts = CtcBeamOptions(beam=args.beam, max_active=s["max_active"], acoustic_scale=s["scale"])
+
+    def decode(g, boosts=None, oov_lexicon=None):
+        t = time.process_time()
+        hyps = decode_ctc(lp, lengths, g, opts, boosts, backend="cpu", num_threads=1,
+                          oov_lexicon=oov_lexicon)  # fmt: skip
+        return [list(h[0].words) for h in hyps], time.process_time() - t
+
+    full = build_tlg(tokens, lexicon, arpa, "compact", separator=sep).graph
+    decode(full)  # compile
+    rows = []
+    words = sorted({e.word for e in lexicon})
+    for seed in range(args.seeds):
+        targets, extra = choose(refs, words, args.removed, max(sizes), seed)
+        gone = set(targets) | set(extra)
+        kept = [e for e in lexicon if e.word not in gone]
+        prons = None
+        if s["spelling"] == "lexicon":  # the removed words' pronunciations, as a G2P gives them
+            prons = {}
+            for e in lexicon:
+                if e.word in gone:
+                    prons.setdefault(e.word, []).append(e.tokens)
+        base, cpu = decode(full)
+        rows.append(dict(data=s["name"], seed=seed, graph="full lexicon", n=0, bonus=None,
+                         cpu=cpu, **score(refs, base, set(targets), set(targets))))  # fmt: skip
+        for logprob in [float(x) for x in args.oov_logprob.split(",")]:
+            g = build_tlg(tokens, kept, arpa, "compact", separator=sep,
+                          oov_slot={"spelling": s["spelling"]}, oov_logprob=logprob).graph  # fmt: skip
+            name = f"without them, oov slot at {logprob:g}"
+            for n in sizes:
+                listed = targets + extra[:n]
+                for bonus in [None, *bonuses] if n == sizes[0] else bonuses:
+                    boosts = None if bonus is None else dict.fromkeys(listed, bonus)
+                    hyps, cpu = decode(g, boosts, prons)
+                    row = dict(data=s["name"], seed=seed, graph=name, n=n, bonus=bonus, cpu=cpu,
+                               **score(refs, hyps, set(targets), set(listed)))  # fmt: skip
+                    rows.append(row)
+                    print(row, flush=True)
+    return rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--removed", type=int, default=40, help="target words taken out per seed")
@@ -87,61 +161,25 @@ def main(argv=None):
                     help="the slot's log10 probabilities to try (comma-separated)")  # fmt: skip
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--beam", type=float, default=16.0)
+    ap.add_argument("--speech", type=Path, help="flite.npz of tools/bench_speech_ctc.py")
     ap.add_argument("--out", help="markdown file to write")
     args = ap.parse_args(argv)
 
-    from wfstdecode import SymbolTable
-    from wfstdecode.ctc import CtcBeamOptions, decode_ctc
-    from wfstdecode.graph import build_tlg, read_lexicon
-
-    tokens = SymbolTable.read(DATA / "tokens.txt")
-    lexicon = read_lexicon(DATA / "lexicon.txt", tokens)
-    arpa = str(DATA / "lm.arpa.gz")
-    with np.load(DATA / "ocr_emissions.npz") as z:
-        lp, lengths = z["log_probs"], z["lengths"]
-        refs = [str(t).split() for t in z["texts"]]
-    opts = CtcBeamOptions(beam=args.beam, max_active=10000)
     sizes = [int(x) for x in args.distractors.split(",")]
     bonuses = [float(x) for x in args.bonus.split(",")]
     load = os.getloadavg()[0]
-
-    def decode(g, boosts=None):
-        t = time.process_time()
-        hyps = decode_ctc(lp, lengths, g, opts, boosts, backend="cpu", num_threads=1)
-        return [list(h[0].words) for h in hyps], time.process_time() - t
-
-    full = build_tlg(tokens, lexicon, arpa, "compact", separator="|").graph
-    decode(full)  # compile
     rows = []
-    for seed in range(args.seeds):
-        targets, extra = choose(refs, [e.word for e in lexicon], args.removed, max(sizes), seed)
-        gone = set(targets) | set(extra)
-        kept = [e for e in lexicon if e.word not in gone]
-        base, cpu = decode(full)
-        rows.append(dict(seed=seed, graph="full lexicon", n=0, bonus=None, cpu=cpu,
-                         **score(refs, base, set(targets), set(targets))))  # fmt: skip
-        for logprob in [float(x) for x in args.oov_logprob.split(",")]:
-            g = build_tlg(tokens, kept, arpa, "compact", separator="|",
-                          oov_slot={"spelling": "chars"}, oov_logprob=logprob).graph  # fmt: skip
-            name = f"without them, oov slot at {logprob:g}"
-            for n in sizes:
-                listed = targets + extra[:n]
-                for bonus in [None, *bonuses] if n == sizes[0] else bonuses:
-                    boosts = None if bonus is None else dict.fromkeys(listed, bonus)
-                    hyps, cpu = decode(g, boosts)
-                    row = dict(seed=seed, graph=name, n=n, bonus=bonus, cpu=cpu,
-                               **score(refs, hyps, set(targets), set(listed)))  # fmt: skip
-                    rows.append(row)
-                    print(row, flush=True)
+    for data in data_sets(args.speech):
+        rows += run(data, args, sizes, bonuses)
     lines = [
-        "| seed | graph | listed words | bonus per word | recall % | false alarms | WER % | "
-        "CPU s |",
-        "|---|---|---|---|---|---|---|---|",
+        "| data | seed | graph | listed words | bonus per word | recall % | false alarms | "
+        "WER % | CPU s |",
+        "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rows:
         listed = "—" if r["bonus"] is None else f"{args.removed} + {r['n']}"
         bonus = "no boosting" if r["bonus"] is None else f"{r['bonus']:g}"
-        lines.append(f"| {r['seed']} | {r['graph']} | {listed} | {bonus} | {r['recall']:.1f} "
+        lines.append(f"| {r['data']} | {r['seed']} | {r['graph']} | {listed} | {bonus} | {r['recall']:.1f} "
                      f"({r['occurrences']}) | {r['false_alarms']} | {r['wer']:.2f} | "
                      f"{r['cpu']:.2f} |")  # fmt: skip
     table = "\n".join(lines)
@@ -151,15 +189,19 @@ def main(argv=None):
 
         command = "python " + " ".join([sys.argv[0], *(argv or sys.argv[1:])])
         Path(args.out).write_text(
-            "# Out-of-vocabulary words through the oov slot (OCR posteriors)\n\n"
+            "# Out-of-vocabulary words through the oov slot\n\n"
             f"- command: `{command}`\n"
             f"- machine: {platform.machine()}, {os.cpu_count()} cores, python "
             f"{platform.python_version()}, numba {numba.__version__}; 1-min load average "
             f"{load:.2f} when it began\n"
-            f"- data: the shipped OCR posteriors ({len(refs)} lines, {int(lengths.sum())} frames), "
-            "the shipped 5k-word trigram (no `<unk>`: the slot's log10 probability is given), "
-            f"compact TLG, beam {args.beam:g}, max-active 10000; all rows of a seed take the same "
-            f"{args.removed} targets and {max(sizes)} distractors out of the lexicon\n"
+            "- data: **ocr**, the shipped OCR posteriors (60 lines) with the shipped 5k-word "
+            "trigram, characters, max-active 10000; **speech** (with `--speech`), flite speech "
+            "through hama's phone model with the shipped 72k-word speech lexicon and trigram, "
+            "`<wb>` between words, acoustic scale 1.25, max-active 4000, the removed words' "
+            "own pronunciations (hama G2P and CMU dict) given at decode time (`oov_lexicon`). "
+            "Neither LM has `<unk>`: the slot's log10 probability is given. Compact TLG, "
+            f"beam {args.beam:g}; all rows of a seed take the same {args.removed} targets and "
+            f"{max(sizes)} distractors out of the lexicon\n"
             "- recall: reference occurrences of the target words (in brackets) that the aligned "
             "hypothesis word equals; false alarms: hypothesis words of the boosted list where the "
             "aligned reference word differs. The full-lexicon rows say what the same words give "

@@ -282,6 +282,13 @@ def test_a_pronunciation_lexicon_graph_spells_only_what_it_is_given(tmp_path):
     h = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16), {"deese": 3.0},
                    oov_lexicon={"deese": "D IY S"})[0][0]  # fmt: skip
     assert h.words == ("cub", "deese", "bead")
+    # homophones share the spelling: the first listed names it; the same word twice is refused
+    both = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16), {"deese": 3.0, "dease": 3.0},
+                      oov_lexicon={"deese": "D IY S", "dease": "D IY S"})[0][0]  # fmt: skip
+    assert both.words == h.words
+    with pytest.raises(Exception, match="same phrase"):
+        decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16), {"deese": 3.0, " deese ": 1.0},
+                   oov_lexicon={"deese": "D IY S"})  # fmt: skip
     assert h.word_timestamps[1] == (h.timestamps[3], h.word_timestamps[1][1])
     assert h.timestamps[5] <= h.word_timestamps[1][1] < h.timestamps[6]
 

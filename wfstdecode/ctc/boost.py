@@ -210,8 +210,10 @@ def _resolve_table(table: Mapping, b: int, words, unknown: list, known: dict, oo
         if ids is None:
             continue
         if isinstance(ids, list):  # spelled through the oov slot: label sequences
-            words_in = len(key.split()) if isinstance(key, str) else len(key)
+            words_in = len(_words_of(key))
             for labels in ids:
+                if labels in given and _words_of(given[labels]) != _words_of(key):
+                    continue  # homophones (a phone lexicon's): the first one listed names it
                 _add_phrase(
                     resolved, given, labels, key, np.float32(bonus * words_in / len(labels)), b
                 )
@@ -250,6 +252,10 @@ def _resolve_plain(keys: list, bonuses: list, words) -> dict | None:
     phrases = [tuple(ids[e - n : e]) for e, n in zip(ends, lengths, strict=True)]
     resolved = dict(zip(phrases, values.astype(np.float32), strict=True))
     return resolved if len(resolved) == len(keys) else None
+
+
+def _words_of(key) -> tuple:
+    return tuple(key.split()) if isinstance(key, str) else tuple(key)
 
 
 def _add_phrase(resolved: dict, given: dict, ids: tuple, key, bonus, b: int) -> None:
