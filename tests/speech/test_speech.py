@@ -241,6 +241,31 @@ def test_boosted_phrases_mend_flite_speech(model, speech_graph):
     assert rent[1][0].graph_score > plain[1][0].graph_score
 
 
+def test_a_boosted_name_the_lexicon_lacks_comes_back_from_flite_speech(
+    tmp_path, monkeypatch, model, speech_graph_path
+):
+    """ "rashida" is not among the speech graph's 72k words: unboosted it comes out as "at let"
+    (measured); boosted, `transcribe` switches to the shipped graph's oov-slot variant (built
+    here into the test's cache) and spells the name with hama's G2P."""
+    from wfstdecode.testing.speech import missing_synthesizers, synthesize
+
+    if missing := missing_synthesizers("flite"):
+        pytest.skip(f"{missing[0]} is not installed (apt-get install flite)")
+    monkeypatch.setenv("WFSTDECODE_CACHE", str(speech_graph_path.parent))  # the shipped graph
+    wav = tmp_path / "a.wav"
+    samples = synthesize("we met rashida at the station", "slt")
+    with wave.open(str(wav), "wb") as w:
+        w.setnchannels(1), w.setsampwidth(2), w.setframerate(16000)
+        w.writeframes((np.clip(samples, -1, 1) * 32767).astype("<i2").tobytes())
+    (plain,) = transcribe([wav], model=model)
+    assert "rashida" not in plain[0].words
+    (boosted,) = transcribe([wav], model=model, boosts={"rashida": 4.0})
+    assert "rashida" in boosted[0].words
+    i = boosted[0].words.index("rashida")
+    assert boosted[0].word_timestamps[i][0] < boosted[0].word_timestamps[i][1]
+    assert any(p.name.startswith("speech-graph-oov-") for p in speech_graph_path.parent.iterdir())
+
+
 def test_phones_hama_recipe_spells_new_words_with_g2p(tmp_path):
     sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "graph_recipes"))
     import importlib

@@ -21,6 +21,10 @@ CLIPS = DATA / "clips"
 TOPOLOGY = "compact"
 _INPUTS = ("tokens.txt", "lexicon.txt.gz", "lm.arpa.gz")
 _RECIPE = f"phones_hama/{TOPOLOGY}/separator={WORD_BOUNDARY}/v1"
+# The variant with an out-of-vocabulary slot (`graph/oov_slot.py`): the LM has no <unk>, so the
+# slot gets this log10 probability (the best trade-off of recall and false alarms on flite
+# speech in bench/ctc_oov.md).
+OOV_LOGPROB = -5.0
 
 
 def cache_root() -> Path:
@@ -32,20 +36,24 @@ def cache_root() -> Path:
 
 
 def speech_graph_dir(cache: str | os.PathLike | None = None, verbose: bool = True,
-                     data: Path = DATA) -> Path:  # fmt: skip
+                     data: Path = DATA, oov_slot: bool = False) -> Path:  # fmt: skip
     """The directory of the shipped speech graph, built first if the cache does not hold it
-    (about 15-30 s and 1 GB of memory; with ``verbose``, a line per build stage)."""
+    (about 15-30 s and 1 GB of memory; with ``verbose``, a line per build stage). ``oov_slot``:
+    the variant with a slot for boosted words the lexicon lacks (their pronunciations are given
+    at decode time; `transcribe` asks hama's G2P)."""
     from ..decoding_graph import FORMAT_VERSION
     from ..graph.build_dir import build_graph_dir
     from ..graph.output import MARKER_VERSION, is_graph_dir
     from ..progress import print_stage
 
     # the builder's formats too: a toolkit that writes graphs differently builds a new one
-    digest = hashlib.sha256(f"{_RECIPE}/{MARKER_VERSION}/{FORMAT_VERSION}".encode())
+    recipe = f"{_RECIPE}/oov_slot={OOV_LOGPROB:g}" if oov_slot else _RECIPE
+    digest = hashlib.sha256(f"{recipe}/{MARKER_VERSION}/{FORMAT_VERSION}".encode())
     for name in _INPUTS:
         digest.update(name.encode() + b"\0" + (data / name).read_bytes())
     key = digest.hexdigest()[:16]
-    target = Path(cache if cache is not None else cache_root()) / f"speech-graph-{key}"
+    name = f"speech-graph-oov-{key}" if oov_slot else f"speech-graph-{key}"
+    target = Path(cache if cache is not None else cache_root()) / name
     if is_graph_dir(target):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -54,8 +62,10 @@ def speech_graph_dir(cache: str | os.PathLike | None = None, verbose: bool = Tru
     try:
         out, _ = build_graph_dir(
             target, lambda: _read_inputs(data), data / "lm.arpa.gz", TOPOLOGY,
-            separator=WORD_BOUNDARY, info={"speech_graph": key, "recipe": _RECIPE},
+            separator=WORD_BOUNDARY, info={"speech_graph": key, "recipe": recipe},
             progress=print_stage if verbose else None,
+            oov_slot={"spelling": "lexicon"} if oov_slot else None,
+            oov_logprob=OOV_LOGPROB if oov_slot else None,
         )  # fmt: skip
     except WfstDecodeError:
         if is_graph_dir(target):  # another process finished the same build first
@@ -72,8 +82,10 @@ def _read_inputs(data: Path) -> tuple:
     return tokens, read_lexicon(data / "lexicon.txt.gz", tokens)
 
 
-def load_speech_graph(cache: str | os.PathLike | None = None, verbose: bool = True):
-    """The shipped speech graph as a `DecodingGraph` (built into the cache on first use)."""
+def load_speech_graph(cache: str | os.PathLike | None = None, verbose: bool = True,
+                      oov_slot: bool = False):  # fmt: skip
+    """The shipped speech graph as a `DecodingGraph` (built into the cache on first use);
+    ``oov_slot``: its variant with an out-of-vocabulary slot."""
     from ..decoding_graph import DecodingGraph
 
-    return DecodingGraph.load(speech_graph_dir(cache, verbose))
+    return DecodingGraph.load(speech_graph_dir(cache, verbose, oov_slot=oov_slot))

@@ -32,7 +32,9 @@ def transcribe(
     graph:  a `DecodingGraph` over the model's tokens (e.g. built by
             ``graph_recipes/phones_hama.py``); None: the shipped speech graph, built on first use.
     boosts: one ``phrase -> bonus`` mapping (per word) for every file, as `decode_ctc` takes it
-            (hotwords: contact names, jargon).
+            (hotwords: contact names, jargon). Words the graph lacks are pronounced by hama's
+            G2P and decoded through its oov slot: with the shipped graph, through its variant
+            with a slot (built on first use, `speech_graph_dir`).
     A file that cannot be read raises `InputFileError` naming it.
     """
     found = iter_transcribe(paths, graph, options, backend=backend, model=model, boosts=boosts)
@@ -52,23 +54,48 @@ def iter_transcribe(
     if kind is not None and boosts:
         raise DecodeInputError("boosts apply to the graph search, not to the transducer")
     model = model or HamaPhoneModel()
+    oov_lexicon = None
     if kind is None:
-        graph = graph if graph is not None else load_speech_graph()
+        if graph is None:
+            graph = load_speech_graph()
+            if _unknown_words(boosts, graph):
+                graph = load_speech_graph(oov_slot=True)
+        oov_lexicon = _pronounced(_unknown_words(boosts, graph), graph)
     paths = list(paths)
     for lo in range(0, len(paths), BATCH):
         batch = paths[lo : lo + BATCH]
         rows = [model.log_probs_of_file(p) for p in batch]
         if kind is None:
             results = decode_log_probs(rows, graph, options, backend=backend, model=model,
-                                       boosts=boosts)  # fmt: skip
+                                       boosts=boosts, oov_lexicon=oov_lexicon)  # fmt: skip
         else:
             results = _decode_transducer(rows, kind, len(model.tokens), beam)
         yield from zip(batch, results, strict=True)
 
 
-def decode_log_probs(rows, graph, options=None, *, backend="auto", model=None, boosts=None):
+def _unknown_words(boosts, graph) -> list[str]:
+    """The words of the boosted phrases that ``graph`` lacks."""
+    if not boosts or graph.words is None:
+        return []
+    words = {w for key in boosts if isinstance(key, str) for w in key.split()}
+    return sorted(w for w in words if w not in graph.words)
+
+
+def _pronounced(words: list[str], graph) -> dict | None:
+    """hama's G2P pronunciations of ``words``, for a graph with an oov slot (else None: the
+    words stay unknown, and `decode_ctc` warns of them)."""
+    if not words or "oov_slot" not in graph.metadata:
+        return None
+    from .lexicon import g2p
+
+    return {w: p for w, p in zip(words, g2p(words), strict=True) if p}
+
+
+def decode_log_probs(rows, graph, options=None, *, backend="auto", model=None, boosts=None,
+                     oov_lexicon=None):  # fmt: skip
     """`transcribe` after the phone model: a list of (T, V) log-prob arrays; ``boosts`` one
-    ``phrase -> bonus`` mapping for all (`decode_ctc`)."""
+    ``phrase -> bonus`` mapping for all (`decode_ctc`), ``oov_lexicon`` the pronunciations of
+    boosted words the graph lacks."""
     num_tokens = len(model.tokens) if model is not None else rows[0].shape[1] if rows else 0
     if graph.tokens is not None and graph.num_tokens != num_tokens:
         raise DecodeInputError(
@@ -79,7 +106,7 @@ def decode_log_probs(rows, graph, options=None, *, backend="auto", model=None, b
     for lo in range(0, len(rows), BATCH):
         log_probs, lengths = pad_log_probs(rows[lo : lo + BATCH], num_tokens)
         out += decode_ctc(log_probs, lengths, graph, options or SPEECH_OPTIONS, boosts,
-                          backend=backend)  # fmt: skip
+                          backend=backend, oov_lexicon=oov_lexicon)  # fmt: skip
     return out
 
 
