@@ -150,11 +150,12 @@ OPTIONS = [
 ]
 
 
-def _backend_case(tmp_path, seed):
+def _backend_case(tmp_path, seed, words_per_utterance=3):
     g, words = _slot_graph(tmp_path, seed, ("compact", "normal")[seed % 2])
     rng = np.random.default_rng(seed + 10)
     oovs = _oov_words(rng, set(words), 3)
-    spoken = [rng.choice(words + oovs, size=3).tolist() for _ in range(3)]
+    spoken = [[oovs[k], *rng.choice(words + oovs, size=words_per_utterance - 1).tolist()]
+              for k in range(3)]  # fmt: skip
     seqs = [[TOKENS.id(c) for c in "|".join(s)] for s in spoken]
     lp, lengths = simulate_ctc(seqs, TOKENS.next_id, seed=seed, noise=2.0, confusion_prob=0.3)
     lengths[2] = lengths[2] // 2  # one cut short, perhaps inside a spelling
@@ -172,8 +173,10 @@ CASES = [("cpu", seed, opt) for seed in range(4) for opt in range(len(OPTIONS))]
 
 @pytest.mark.parametrize("backend, seed, opt", CASES)
 def test_fast_backends_equal_reference_through_the_slot(tmp_path, backend, seed, opt):
-    g, lp, lengths, per = _backend_case(tmp_path, seed)
+    g, lp, lengths, per = _backend_case(tmp_path, seed, 3 if backend == "cpu" else 2)
     ref = decode_ctc(lp, lengths, g, OPTIONS[opt], per, backend="reference")
+    if backend != "cpu":  # the two simulated cases do go through the slot
+        assert any(OovSlot.of(g).open in h[0].word_ids for h in ref)
     got = decode_ctc(lp, lengths, g, OPTIONS[opt], per, backend=backend)
     assert_hypotheses_equal(ref, got, score_tol=0.0, what=backend)
 
@@ -373,3 +376,32 @@ def test_partial_results_count_a_spelled_word_as_one_stable_word(tmp_path):
     final = dec.finish(sid)[0]
     assert final.words == (words[0], oov, words[1], words[0])
     assert h.words[: h.stable_words] == final.words[: h.stable_words]
+
+
+def test_a_sentencepiece_graph_spells_an_oov_word_with_its_pieces(tmp_path):
+    spm = pytest.importorskip("sentencepiece")
+    from importlib.resources import files
+
+    from wfstdecode.graph.lexicon import sentencepiece_lexicon
+
+    text = (files("wfstdecode") / "data" / "test_sentences.txt").read_text()
+    (tmp_path / "text.txt").write_text(text * 3)
+    spm.SentencePieceTrainer.train(input=str(tmp_path / "text.txt"), vocab_size=120,
+                                   model_prefix=str(tmp_path / "bpe"), model_type="bpe",
+                                   minloglevel=2)  # fmt: skip
+    model = spm.SentencePieceProcessor(model_file=str(tmp_path / "bpe.model"))
+    tokens = SymbolTable.from_list(["<blk>", *(model.id_to_piece(i) for i in range(120))])
+    vocabulary = sorted(set(text.split()))
+    oov = next(w for w in vocabulary if len(w) > 6 and len(model.encode(w)) > 2)
+    words = [w for w in vocabulary if w != oov][:40]
+    lexicon, _ = sentencepiece_lexicon(words, tmp_path / "bpe.model", tokens)
+    (tmp_path / "lm.arpa").write_text(random_arpa(words, order=2, seed=3))
+    slot = {"spelling": "spm", "spm": str(tmp_path / "bpe.model")}
+    g = build_tlg(tokens, lexicon, tmp_path / "lm.arpa", "compact", oov_slot=slot,
+                  oov_logprob=-4.0).graph  # fmt: skip
+    spoken = [words[0], oov, words[1]]
+    seq = [tokens.id(p) for w in spoken for p in (model.id_to_piece(i) for i in model.encode(w))]
+    lp, lengths = simulate_ctc([seq], tokens.next_id, seed=5)
+    assert oov not in decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16))[0][0].words
+    h = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16), {oov: 4.0})[0][0]
+    assert h.words == tuple(spoken)

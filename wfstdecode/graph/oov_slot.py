@@ -4,7 +4,8 @@ words absent from the lexicon can be decoded — those an utterance boosts, and 
 How it is built (the slot is a word of G whose pronunciation in L is a spelling loop):
 
 * G gets the class word ``<oov>``: the ARPA's ``<unk>`` n-grams renamed, or, when the ARPA has no
-  ``<unk>``, a unigram of a given log10 probability (backoff 0).
+  ``<unk>``, a unigram of a given log10 probability (backoff 0; the other words keep theirs, so
+  the unigrams sum to 1 + 10**logprob: a slot the search can only take for a boosted word).
 * L spells ``<oov>`` as ``#oov`` (a disambiguation-like input symbol: T passes it, and it becomes
   epsilon in TLG, like ``#0``). Once L ∘ G is determinized and minimized, each ``#oov`` arc is
   followed by a spelling loop: one or more tokens, each writing its spelling label
