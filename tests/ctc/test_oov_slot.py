@@ -405,3 +405,23 @@ def test_a_sentencepiece_graph_spells_an_oov_word_with_its_pieces(tmp_path):
     assert oov not in decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16))[0][0].words
     h = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16), {oov: 4.0})[0][0]
     assert h.words == tuple(spoken)
+
+
+def test_a_graph_whose_slot_does_not_hold_together_is_refused(tmp_path):
+    g, _ = _slot_graph(tmp_path, 2)
+    g.save(tmp_path / "g.npz")
+    from wfstdecode import DecodingGraph
+
+    for meta, match in (({"spelling": "morse"}, "spelling must be one of"),
+                        ("chars", "must be an object")):  # fmt: skip
+        bad = DecodingGraph.load(tmp_path / "g.npz")
+        bad.metadata["oov_slot"] = meta
+        with pytest.raises(GraphError, match=match):
+            OovSlot.of(bad)
+    bad = DecodingGraph.load(tmp_path / "g.npz")
+    bad.metadata["separator"] = None  # the spelling labels would then include "|"
+    with pytest.raises(GraphError, match="does not end with"):
+        OovSlot.of(bad)
+    lp, lengths = _spoken(g, "a")
+    with pytest.raises(GraphError, match="does not end with"):
+        decode_ctc(lp, lengths, bad, CtcBeamOptions(beam=8))

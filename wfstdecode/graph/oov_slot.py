@@ -72,8 +72,10 @@ class OovSlot:
         meta = graph.metadata.get("oov_slot")
         if meta is None:
             return None
+        if not isinstance(meta, dict):
+            raise GraphError(f"the graph's oov_slot metadata must be an object; got {meta!r}")
         words, tokens = graph.words, graph.tokens
-        if words is None or tokens is None or not isinstance(meta, dict):
+        if words is None or tokens is None:
             raise GraphError("the graph's oov_slot needs its word and token tables")
         spelling = meta.get("spelling")
         if spelling not in SPELLINGS:
@@ -81,11 +83,7 @@ class OovSlot:
         names = slot_words(tokens, graph.metadata.get("separator"))
         ids = [words.get(n) for n in names]
         first = ids[0]
-        if (
-            first is None
-            or ids != list(range(first, first + len(ids)))
-            or first + len(ids) != (words.next_id)
-        ):
+        if first is None or ids != list(range(first, words.next_id)):
             raise GraphError("the word table does not end with the graph's oov_slot labels")
         spellable = spellable_tokens(tokens, graph.metadata.get("separator"))
         spell = {tokens.id(t): first + 2 + k for k, t in enumerate(spellable)}
