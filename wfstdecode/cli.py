@@ -143,6 +143,19 @@ def _boosts(args: argparse.Namespace) -> dict | None:
     return boosts or None
 
 
+def _oov_lexicon(args: argparse.Namespace, graph=None) -> dict | None:
+    """--oov-lexicon's pronunciations, checked against the graph's tokens."""
+    if not args.oov_lexicon:
+        return None
+    from .ctc.oov import read_oov_lexicon
+    from .decoding_graph import DecodingGraph
+
+    graph = graph if graph is not None else DecodingGraph.load(args.graph, mmap=True)
+    if graph.tokens is None:
+        raise WfstDecodeError("--oov-lexicon needs a graph with a token table")
+    return read_oov_lexicon(args.oov_lexicon, graph.tokens)
+
+
 def decode_command(args: argparse.Namespace) -> None:
     import math
     import unicodedata
@@ -166,13 +179,7 @@ def decode_command(args: argparse.Namespace) -> None:
         from .ctc.boost import read_utterance_boosts
 
         per_utterance = read_utterance_boosts(args.utterance_boosts)
-    oov_lexicon = None
-    if args.oov_lexicon:
-        from .ctc.oov import read_oov_lexicon
-
-        if graph.tokens is None:
-            raise WfstDecodeError("--oov-lexicon needs a graph with a token table")
-        oov_lexicon = read_oov_lexicon(args.oov_lexicon, graph.tokens)
+    oov_lexicon = _oov_lexicon(args, graph)
     result = decode_npz(args.log_probs, graph, options, boosts, backend=args.backend,
                         utterance_boosts=per_utterance, oov_lexicon=oov_lexicon)  # fmt: skip
 
@@ -211,7 +218,8 @@ def decode_corpus_command(args: argparse.Namespace) -> int:
         raise WfstDecodeError("give --graph (CTC log-probs) or --transducer MODEL, not both")
     if args.transducer is not None:
         ctc_given = [n for n in DECODE_OPTIONS if n != "nbest" and getattr(args, n) is not None]
-        if ctc_given or args.boost or args.boost_file or args.backend != "cpu" or args.no_mmap:
+        if (ctc_given or args.boost or args.boost_file or args.oov_lexicon or args.backend != "cpu"
+                or args.no_mmap):  # fmt: skip
             raise WfstDecodeError("--transducer decodes without a graph: --beam, --boost, "
                                   "--backend, --no-mmap and the like do not apply")  # fmt: skip
         decoder = TransducerCorpusDecoder(args.transducer, _transducer_beam(args, args.nbest or 1),
@@ -226,7 +234,7 @@ def decode_corpus_command(args: argparse.Namespace) -> int:
         decoder = CtcCorpusDecoder(
             str(args.graph), CtcBeamOptions(**given), _boosts(args),
             backend=args.backend, num_threads=args.threads_per_worker, mmap=not args.no_mmap,
-            frame_shift=args.frame_shift,
+            frame_shift=args.frame_shift, oov_lexicon=_oov_lexicon(args),
         )  # fmt: skip
     summary = decode_corpus(
         args.manifest, args.out, decoder, workers=args.workers, executor=args.executor,
@@ -429,6 +437,9 @@ def make_parser() -> argparse.ArgumentParser:
                        help=f"default {defaults[name]}")  # fmt: skip
     _add_transducer_beam_arguments(p, "--transducer: ")
     _add_boost_arguments(p)
+    p.add_argument("--oov-lexicon", type=Path, metavar="FILE",
+                   help="pronunciations of boosted words the graph lacks, 'word tok1 tok2 …' "
+                        "per line (a graph built with --oov-slot)")  # fmt: skip
     p.add_argument("--backend", default="cpu", choices=("cpu", "cuda", "reference"),
                    help="cuda: one GPU per worker")  # fmt: skip
     p.add_argument("--executor", default="auto", choices=("auto", "ray", "local"),

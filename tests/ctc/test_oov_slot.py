@@ -425,3 +425,29 @@ def test_a_graph_whose_slot_does_not_hold_together_is_refused(tmp_path):
     lp, lengths = _spoken(g, "a")
     with pytest.raises(GraphError, match="does not end with"):
         decode_ctc(lp, lengths, bad, CtcBeamOptions(beam=8))
+
+
+def test_decode_corpus_spells_oov_words_with_the_given_pronunciations(tmp_path, capsys):
+    """decode-corpus on local workers: --oov-lexicon reaches the workers and is part of the
+    run's config (a changed lexicon does not reuse the outputs)."""
+    import json
+
+    from wfstdecode.cli import main
+
+    g, words = _slot_graph(tmp_path, 6)
+    g.save(tmp_path / "g.npz")
+    oov = next(w for w in ("ebbed", "decade", "accede") if w not in words)
+    (tmp_path / "shards").mkdir()
+    lp, lengths = _spoken(g, f"{words[0]} {oov}")
+    np.savez(tmp_path / "shards" / "s.npz", log_probs=lp, lengths=lengths)
+    (tmp_path / "oov.txt").write_text(f"Zed {' '.join(oov)}\n")
+    args = ["decode-corpus", str(tmp_path / "shards"), "--graph", str(tmp_path / "g.npz"),
+            "--out", str(tmp_path / "out"), "--executor", "local", "--workers", "1", "--quiet",
+            "--boost", "Zed=3", "--oov-lexicon", str(tmp_path / "oov.txt")]  # fmt: skip
+    assert main(args) == 0
+    record = json.loads((tmp_path / "out" / "s.jsonl").read_text().splitlines()[0])
+    assert record["text"] == f"{words[0]} Zed"
+    (tmp_path / "oov.txt").write_text(f"Zed {' '.join(oov[:-1])}\n")
+    capsys.readouterr()
+    assert main(args) != 0  # another lexicon, another config: not this run's output directory
+    assert "differing: oov_lexicon" in capsys.readouterr().err

@@ -69,7 +69,9 @@ class CtcCorpusDecoder:
     backend:     as `decode_ctc` (``"cuda"`` on GPU workers);
     num_threads: Numba threads per worker (cpu backend);
     mmap:        map the graph file (pages shared by the workers of a node) instead of reading it;
-    frame_shift: seconds per frame: word times in seconds besides frames, and RTFx.
+    frame_shift: seconds per frame: word times in seconds besides frames, and RTFx;
+    oov_lexicon: pronunciations of boosted words the graph lacks, for a graph with an oov slot
+                 (`decode_ctc`).
     """
 
     graph: str
@@ -79,6 +81,7 @@ class CtcCorpusDecoder:
     num_threads: int | None = 1
     mmap: bool = True
     frame_shift: float | None = None
+    oov_lexicon: Mapping | None = None
     _graph_id: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self):
@@ -109,9 +112,11 @@ class CtcCorpusDecoder:
         from ..decoding_graph import DecodingGraph
 
         graph = DecodingGraph.load(self.graph, mmap=True)
+        if self.oov_lexicon and "oov_slot" not in graph.metadata:
+            raise OptionsError("oov_lexicon needs a graph with an oov slot (build-tlg --oov-slot)")
         if not self.boosts:
             return None
-        oov = OovSpeller(graph) if "oov_slot" in graph.metadata else None
+        oov = OovSpeller(graph, self.oov_lexicon) if "oov_slot" in graph.metadata else None
         resolve_boosts(self.boosts, 1, graph.words, oov)  # raises, or warns of unknown words once
 
         def usable(key) -> bool:
@@ -125,11 +130,18 @@ class CtcCorpusDecoder:
     def config(self) -> dict:
         """Everything that changes the output (the backend and thread count do not): a run's
         outputs are reused only by a run with the same config."""
+        lexicon = None
+        if self.oov_lexicon:
+            from ..ctc.oov import checked_lexicon
+
+            checked = checked_lexicon(self.oov_lexicon)
+            lexicon = {w: [list(p) for p in checked[w]] for w in sorted(checked)}
         return {
             "decoder": "ctc",
             "graph_content": self._graph_id,  # not its path: a moved graph is the same graph
             "options": dataclasses.asdict(self.options),
             "boosts": {str(k): v for k, v in self.boosts.items()} if self.boosts else None,
+            "oov_lexicon": lexicon,
             "frame_shift": self.frame_shift,
         }
 
@@ -145,7 +157,7 @@ class CtcCorpusDecoder:
 
         def run(path):
             r = decode_npz(path, graph, self.options, self.boosts, backend=self.backend,
-                           num_threads=self.num_threads)  # fmt: skip
+                           num_threads=self.num_threads, oov_lexicon=self.oov_lexicon)  # fmt: skip
             return r.ids, r.hypotheses, r.lengths, r.references
 
         return decode_shard(path, name, run, self.frame_shift)

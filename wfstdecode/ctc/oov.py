@@ -33,7 +33,7 @@ class OovSpeller:
         if slot is None:
             raise DecodeInputError("the graph has no oov slot (build-tlg --oov-slot)")
         self.slot, self.tokens = slot, graph.tokens
-        self.lexicon = _checked_lexicon(lexicon or {})
+        self.lexicon = checked_lexicon(lexicon or {})
         self.token_of = {label: t for t, label in slot.spell.items()}
         self.word_of: dict[tuple[int, ...], str] = {}  # spelled token ids -> the word
         self._spm = None
@@ -115,7 +115,8 @@ class OovSpeller:
         return ids, spelled, spans
 
 
-def _checked_lexicon(lexicon: Mapping) -> dict[str, list[tuple[str, ...]]]:
+def checked_lexicon(lexicon: Mapping) -> dict[str, list[tuple[str, ...]]]:
+    """``{word: [pronunciation (token symbols), ...]}`` from the forms `OovSpeller` takes."""
     out = {}
     for word, prons in lexicon.items():
         if not isinstance(word, str) or not word or any(c.isspace() for c in word):
