@@ -38,7 +38,7 @@ def main(argv: list[str] | None = None) -> Path:
         )
         return tokens, *sentencepiece_lexicon(arpa_words(args.arpa), args.spm, tokens)
 
-    return build_and_write(args, read_inputs, recipe="bpe", spm=str(args.spm))
+    return build_and_write(args, read_inputs, recipe="bpe", spm=str(args.spm.absolute()))
 
 
 if __name__ == "__main__":

@@ -24,7 +24,16 @@ def parser(description: str) -> argparse.ArgumentParser:
     p.add_argument(
         "--force", action="store_true", help="replace a graph directory wfstdecode wrote there"
     )
+    p.add_argument("--oov-slot", action="store_true",
+                   help="a slot for boosted words the lexicon lacks (as build-tlg's)")  # fmt: skip
+    p.add_argument("--oov-logprob", type=float,
+                   help="log10 probability of the slot when the ARPA has no <unk>")  # fmt: skip
     return p
+
+
+# How each recipe's words are spelled, which the decoder repeats for the slot's words.
+SPELLING = {"characters": "chars", "bpe": "spm", "phones_cmudict": "lexicon",
+            "phones_hama": "lexicon"}  # fmt: skip
 
 
 def build_and_write(args, read_inputs: Callable[[], tuple], separator=None, **info) -> Path:
@@ -41,9 +50,13 @@ def build_and_write(args, read_inputs: Callable[[], tuple], separator=None, **in
             )
         return tokens, lexicon
 
+    slot = None
+    if args.oov_slot:
+        slot = {"spelling": SPELLING[info["recipe"]], **({"spm": info["spm"]} if "spm" in info
+                                                          else {})}  # fmt: skip
     out, build = build_dir.build_graph_dir(
         args.out, inputs, args.arpa, args.topology, separator=separator, force=args.force,
-        info=info, progress=print_stage,
+        info=info, progress=print_stage, oov_slot=slot, oov_logprob=args.oov_logprob,
     )  # fmt: skip
     print(f"wrote {out}: {build.graph.summary()}")
     return out

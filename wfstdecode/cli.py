@@ -126,7 +126,8 @@ def _add_boost_arguments(p: argparse.ArgumentParser) -> None:
     """--boost and --boost-file, as decode, decode-corpus and transcribe take them."""
     p.add_argument("--boost", type=_parse_boost, action="append", metavar="PHRASE=BONUS",
                    help="boost a word or a phrase of words in every utterance (bonus per word, "
-                        "positive = more likely); repeatable")  # fmt: skip
+                        "positive = more likely; a word the graph lacks goes through its oov "
+                        "slot, if it has one); repeatable")  # fmt: skip
     p.add_argument("--boost-file", type=Path, metavar="FILE",
                    help="phrases to boost: PHRASE<TAB>BONUS per line")  # fmt: skip
 

@@ -66,6 +66,13 @@ def test_bpe_recipe_with_a_tiny_sentencepiece_model(tmp_path):
     tokens = SymbolTable.read(out / "tokens.txt")
     assert tokens.symbol(0) == "<blk>" and graph.num_tokens == 121
     assert set(words) <= set(graph.words.symbols())
+    # with an oov slot: the decoder spells new words with the same model, wherever it runs from
+    from wfstdecode.graph.oov_slot import OovSlot
+
+    args = ["--spm", str(tmp_path / "bpe.model"), "--arpa", str(tmp_path / "lm.arpa"), "--out",
+            str(tmp_path / "g-oov"), "--oov-slot", "--oov-logprob", "-4"]  # fmt: skip
+    slot = OovSlot.of(DecodingGraph.load(recipe("bpe").main(args)))
+    assert slot.spelling == "spm" and Path(slot.spm) == (tmp_path / "bpe.model").absolute()
 
 
 def test_phones_recipe_with_a_cmudict_style_file(tmp_path):
