@@ -29,36 +29,15 @@ from pathlib import Path
 
 import numpy as np
 
+from wfstdecode.metrics import alignment
+
 DATA = Path(__file__).resolve().parent.parent / "wfstdecode" / "data"
-
-
-def align(ref: list[str], hyp: list[str]) -> list[tuple[str | None, str | None]]:
-    """One minimum-edit alignment of ``hyp`` to ``ref`` as (ref word, hyp word) pairs."""
-    n, m = len(ref), len(hyp)
-    d = np.zeros((n + 1, m + 1), np.int64)
-    d[:, 0], d[0, :] = np.arange(n + 1), np.arange(m + 1)
-    for i in range(1, n + 1):
-        for j in range(1, m + 1):
-            d[i, j] = min(d[i - 1, j] + 1, d[i, j - 1] + 1,
-                          d[i - 1, j - 1] + (ref[i - 1] != hyp[j - 1]))  # fmt: skip
-    pairs, i, j = [], n, m
-    while i or j:
-        if i and j and d[i, j] == d[i - 1, j - 1] + (ref[i - 1] != hyp[j - 1]):
-            pairs.append((ref[i - 1], hyp[j - 1]))
-            i, j = i - 1, j - 1
-        elif i and d[i, j] == d[i - 1, j] + 1:
-            pairs.append((ref[i - 1], None))
-            i -= 1
-        else:
-            pairs.append((None, hyp[j - 1]))
-            j -= 1
-    return pairs[::-1]
 
 
 def score(refs, hyps, targets: set[str], listed: set[str]) -> dict:
     found = total = false = errors = words = 0
     for r, h in zip(refs, hyps, strict=True):
-        for a, b in align(r, h):
+        for a, b in alignment(r, h):
             total += a in targets
             found += a in targets and a == b
             false += b in listed and a != b

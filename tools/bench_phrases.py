@@ -40,6 +40,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_ctc_pareto import best_cpu, data_sets
 
+from wfstdecode.metrics import alignment
+
 SIZES = (0, 100, 1000, 10000)
 
 
@@ -47,27 +49,11 @@ def split_errors(ref: list[str], hyp: list[str], biased: set[str]) -> tuple[int,
     """(biased errors, unbiased errors) of one edit-distance alignment of ``hyp`` to ``ref``:
     a substitution or deletion counts where its reference word is, an insertion where the
     inserted word is."""
-    n, m = len(ref), len(hyp)
-    d = np.zeros((n + 1, m + 1), np.int64)
-    d[:, 0] = np.arange(n + 1)
-    d[0, :] = np.arange(m + 1)
-    for i in range(1, n + 1):
-        for j in range(1, m + 1):
-            d[i, j] = min(d[i - 1, j] + 1, d[i, j - 1] + 1,
-                          d[i - 1, j - 1] + (ref[i - 1] != hyp[j - 1]))  # fmt: skip
     b = u = 0
-    i, j = n, m
-    while i or j:
-        if i and j and d[i, j] == d[i - 1, j - 1] + (ref[i - 1] != hyp[j - 1]):
-            if ref[i - 1] != hyp[j - 1]:
-                b, u = (b + 1, u) if ref[i - 1] in biased else (b, u + 1)
-            i, j = i - 1, j - 1
-        elif i and d[i, j] == d[i - 1, j] + 1:
-            b, u = (b + 1, u) if ref[i - 1] in biased else (b, u + 1)
-            i -= 1
-        else:
-            b, u = (b + 1, u) if hyp[j - 1] in biased else (b, u + 1)
-            j -= 1
+    for r, h in alignment(ref, hyp):
+        if r != h:
+            word = h if r is None else r
+            b, u = (b + 1, u) if word in biased else (b, u + 1)
     return b, u
 
 

@@ -16,6 +16,30 @@ def edit_distance(ref: Sequence, hyp: Sequence) -> int:
     return prev[-1]
 
 
+def alignment(ref: Sequence, hyp: Sequence) -> list[tuple]:
+    """One minimum-edit alignment of ``hyp`` to ``ref``: ``(ref item, hyp item)`` pairs, ``None``
+    on the side an insertion or deletion lacks. Of equal-cost alignments, the backtrace takes a
+    match or substitution first, then a deletion."""
+    n, m = len(ref), len(hyp)
+    d = [list(range(m + 1))] + [[i] + [0] * m for i in range(1, n + 1)]
+    for i in range(1, n + 1):
+        for j in range(1, m + 1):
+            d[i][j] = min(d[i - 1][j] + 1, d[i][j - 1] + 1,
+                          d[i - 1][j - 1] + (ref[i - 1] != hyp[j - 1]))  # fmt: skip
+    pairs, i, j = [], n, m
+    while i or j:
+        if i and j and d[i][j] == d[i - 1][j - 1] + (ref[i - 1] != hyp[j - 1]):
+            pairs.append((ref[i - 1], hyp[j - 1]))
+            i, j = i - 1, j - 1
+        elif i and d[i][j] == d[i - 1][j] + 1:
+            pairs.append((ref[i - 1], None))
+            i -= 1
+        else:
+            pairs.append((None, hyp[j - 1]))
+            j -= 1
+    return pairs[::-1]
+
+
 def word_error_rate(refs: Sequence[Sequence[str]], hyps: Sequence[Sequence[str]]) -> float:
     """Corpus WER: total edit distance over total reference words."""
     errors = sum(edit_distance(r, h) for r, h in zip(refs, hyps, strict=True))

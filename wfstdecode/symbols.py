@@ -15,6 +15,8 @@ from .textfiles import quoted, text_lines
 EPSILON = "<eps>"
 BLANK = "<blk>"
 BACKOFF_DISAMBIG = "#0"
+# Token names that spell nothing: the CTC blank (either usual name) and epsilon.
+NOT_TOKENS = (BLANK, "<blank>", EPSILON)
 # Graph labels are int32, and token labels (id + 1) are followed by the disambiguation labels.
 MAX_ID = 2**31 - 2**20
 _ID = re.compile(r"-?[0-9]{1,10}", re.ASCII)  # longer is out of range anyway

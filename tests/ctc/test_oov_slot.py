@@ -15,7 +15,6 @@ from wfstdecode.ctc.boost import resolve_boosts
 from wfstdecode.ctc.oov import OovSpeller
 from wfstdecode.ctc.phrases import PhraseAutomaton
 from wfstdecode.graph import build_tlg
-from wfstdecode.graph.grammar import read_arpa
 from wfstdecode.graph.lexicon import spell_lexicon
 from wfstdecode.graph.oov_slot import OovSlot
 from wfstdecode.symbols import SymbolTable
@@ -96,11 +95,19 @@ def test_the_slot_probability_comes_from_unk_or_is_given(tmp_path):
                   keep_unk=True)  # fmt: skip
     with pytest.raises(GraphError, match="needs oov_slot"):
         build_tlg(TOKENS, lexicon, with_unk, separator="|", oov_logprob=-3.0)
-    g = build_tlg(TOKENS, lexicon, no_unk, separator="|", oov_slot={"spelling": "chars"},
-                  oov_logprob=-3.0).graph  # fmt: skip
-    assert OovSlot.of(g) is not None
-    unk_prob = read_arpa(with_unk).ngrams[0][("<unk>",)][0]
-    assert math.isfinite(unk_prob)
+    # the given probability is the slot's: a path through it costs 3 x ln 10 more at -6 than at -3
+    oov = next(w for w in ("ebbed", "decade", "accede") if w not in words)
+    seq = [TOKENS.id(c) for c in f"{words[0]}|{oov}"]
+    lp, lengths = simulate_ctc([seq], TOKENS.next_id, seed=1)
+    found = []
+    for logprob in (-3.0, -6.0):
+        g = build_tlg(TOKENS, lexicon, no_unk, separator="|", oov_slot={"spelling": "chars"},
+                      oov_logprob=logprob).graph  # fmt: skip
+        h = decode_ctc(lp, lengths, g, WIDE, {oov: 20.0})[0][0]
+        assert h.words[-1] == oov
+        found.append(h)
+    assert found[0].words == found[1].words and found[0].tokens == found[1].tokens
+    assert found[0].graph_score - found[1].graph_score == pytest.approx(3 * math.log(10), abs=1e-4)
 
 
 # ---- decoding equals the composed graph -------------------------------------------------------

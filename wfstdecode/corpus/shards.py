@@ -107,7 +107,7 @@ class CtcCorpusDecoder:
         """The boosts of words the graph has (or can spell through its oov slot). Checked here,
         in the driver, so that a bad graph or bonus fails before any worker starts and unknown
         words warn once, not per shard."""
-        from ..ctc.boost import phrase_ids, resolve_boosts
+        from ..ctc.boost import resolve_boosts, resolve_phrase
         from ..ctc.oov import OovSpeller
         from ..decoding_graph import DecodingGraph
 
@@ -118,14 +118,8 @@ class CtcCorpusDecoder:
             return None
         oov = OovSpeller(graph, self.oov_lexicon) if "oov_slot" in graph.metadata else None
         resolve_boosts(self.boosts, 1, graph.words, oov)  # raises, or warns of unknown words once
-
-        def usable(key) -> bool:
-            if phrase_ids(key, graph.words) is not None:
-                return True
-            parts = key.split() if isinstance(key, str) else list(key)
-            return oov is not None and oov.phrase_labels(parts, graph.words) is not None
-
-        return {k: float(v) for k, v in self.boosts.items() if usable(k)} or None
+        return {k: float(v) for k, v in self.boosts.items()
+                if resolve_phrase(k, graph.words, oov) is not None} or None  # fmt: skip
 
     def config(self) -> dict:
         """Everything that changes the output (the backend and thread count do not): a run's

@@ -198,14 +198,7 @@ def _resolve_table(table: Mapping, b: int, words, unknown: list, known: dict, oo
             if None in ids or 0 in ids or not 0 < len(ids) <= MAX_PHRASE_WORDS:
                 ids = False  # unknown, epsilon or malformed: phrase_ids says which
         if ids is False:
-            missing: list[str] = []
-            ids = phrase_ids(key, words, b, missing)
-            if ids is None and oov is not None:
-                parts = key.split() if isinstance(key, str) else list(key)
-                spelled = oov.phrase_labels(parts, words)
-                if spelled is not None:
-                    ids, missing = spelled, []
-            unknown.extend(missing)
+            ids = resolve_phrase(key, words, oov, b, unknown)
         known[key] = ids
         if ids is None:
             continue
@@ -220,6 +213,21 @@ def _resolve_table(table: Mapping, b: int, words, unknown: list, known: dict, oo
             continue
         _add_phrase(resolved, given, ids, key, bonus, b)
     return resolved or None
+
+
+def resolve_phrase(key, words, oov=None, b: int = 0, unknown: list | None = None):
+    """A boost key as the search reads it: its word ids (`phrase_ids`), else, with ``oov`` (the
+    graph's `oov.OovSpeller`), a list of label sequences spelling its unknown words through the
+    slot, else None (its unknown words noted in ``unknown``)."""
+    missing: list[str] = []
+    ids = phrase_ids(key, words, b, missing)
+    if ids is None and oov is not None:
+        spelled = oov.phrase_labels(list(_words_of(key)), words)
+        if spelled is not None:
+            return spelled
+    if unknown is not None:
+        unknown.extend(missing)
+    return ids
 
 
 _PLAIN_NUMBERS = frozenset((int, float, np.float32, np.float64))

@@ -14,7 +14,6 @@ from collections.abc import Mapping, Sequence
 
 from ..errors import DecodeInputError, InputFileError
 from ..graph.oov_slot import OovSlot
-from ..textfiles import quoted, text_lines
 
 MAX_SPELLINGS = 16  # pronunciations per word, and spellings per phrase
 
@@ -138,18 +137,12 @@ def checked_lexicon(lexicon: Mapping) -> dict[str, list[tuple[str, ...]]]:
 
 
 def read_oov_lexicon(path, tokens) -> dict[str, list[tuple[str, ...]]]:
-    """``word tok1 tok2 …`` per line (a word on several lines has several pronunciations); a
-    token the graph lacks raises `InputFileError` naming the line."""
+    """``word tok1 tok2 …`` per line, read as any lexicon is (`graph.read_lexicon`: a token the
+    graph lacks, or one that spells nothing, raises `InputFileError` naming the line); a word on
+    several lines has several pronunciations."""
+    from ..graph.lexicon import read_lexicon
+
     out: dict[str, list[tuple[str, ...]]] = {}
-    for line_no, line in text_lines(path, "oov lexicon"):
-        fields = line.split()
-        if not fields:
-            continue
-        if len(fields) < 2:
-            raise InputFileError(path, line_no, f"expected 'word tok1 tok2 …'; got {quoted(line)}")
-        missing = [t for t in fields[1:] if t not in tokens]
-        if missing:
-            raise InputFileError(path, line_no, f"token {quoted(missing[0])} is not in the "
-                                 "graph's token table")  # fmt: skip
-        out.setdefault(fields[0], []).append(tuple(fields[1:]))
+    for entry in read_lexicon(path, tokens):
+        out.setdefault(entry.word, []).append(entry.tokens)
     return out

@@ -16,12 +16,9 @@ import numpy as np
 
 from ..errors import GraphError, InputFileError
 from ..fstio import FstArrays
-from ..symbols import BACKOFF_DISAMBIG, BLANK, EPSILON, SymbolTable, is_disambig
+from ..symbols import BACKOFF_DISAMBIG, EPSILON, NOT_TOKENS, SymbolTable, is_disambig
 from ..textfiles import quoted, text_lines
 from .oov_slot import OPEN
-
-# Never part of a pronunciation: the CTC blank (either usual name) and epsilon spell nothing.
-_NOT_TOKENS = (BLANK, "<blank>", EPSILON)
 
 
 @dataclass(frozen=True)
@@ -100,7 +97,7 @@ def check_pronunciations(entries: Iterable[LexiconEntry], separator: str | None 
 def _pronunciation_problem(word: str, tokens: Iterable[str], separator: str | None) -> str | None:
     """Why ``tokens`` cannot spell ``word`` (see `check_pronunciations`), or None."""
     for t in tokens:
-        if t in _NOT_TOKENS:
+        if t in NOT_TOKENS:
             return f"the pronunciation of {quoted(word)} holds {t!r}, which spells nothing"
         if is_disambig(t):
             return (

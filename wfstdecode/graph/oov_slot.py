@@ -34,7 +34,7 @@ import numpy as np
 
 from ..errors import GraphError
 from ..fstio import FstArrays
-from ..symbols import BLANK, SymbolTable
+from ..symbols import NOT_TOKENS, SymbolTable
 from .grammar import UNK, ArpaModel
 
 OPEN, CLOSE = "<oov>", "</oov>"
@@ -46,9 +46,8 @@ def spell_label(token: str) -> str:
 
 
 def spellable_tokens(tokens: SymbolTable, separator: str | None) -> list[str]:
-    """Tokens a spelled word may hold: all but the blank, epsilon-like names and the separator."""
-    skip = {BLANK, "<blank>", "<eps>", separator}
-    return [s for s, _ in tokens if s not in skip]
+    """Tokens a spelled word may hold: all but those that spell nothing and the separator."""
+    return [s for s, _ in tokens if s not in NOT_TOKENS and s != separator]
 
 
 def slot_words(tokens: SymbolTable, separator: str | None) -> list[str]:
