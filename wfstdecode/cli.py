@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import logging
+import math
 import sys
 from pathlib import Path
 
@@ -25,6 +26,7 @@ DECODE_OPTIONS = {
     "blank_penalty": float,
     "word_insertion_penalty": float,
     "nbest": int,
+    "lattice_beam": float,
 }
 
 
@@ -181,8 +183,21 @@ def decode_command(args: argparse.Namespace) -> None:
 
         per_utterance = read_utterance_boosts(args.utterance_boosts)
     oov_lexicon = _oov_lexicon(args, graph)
+    if args.write_lattices is not None and args.lattice_beam is None:
+        raise WfstDecodeError("--write-lattices needs --lattice-beam BEAM (e.g. 8)")
     result = decode_npz(args.log_probs, graph, options, boosts, backend=args.backend,
-                        utterance_boosts=per_utterance, oov_lexicon=oov_lexicon)  # fmt: skip
+                        utterance_boosts=per_utterance, oov_lexicon=oov_lexicon,
+                        lattices=args.write_lattices is not None,
+                        rescore=_rescoring(args))  # fmt: skip
+    if args.write_lattices is not None:
+        from .lattice import write_kaldi_archive
+
+        kept = {u: lat for u, lat in zip(result.ids, result.lattices, strict=True) if lat}
+        write_kaldi_archive(kept, args.write_lattices)
+        died = len(result.ids) - len(kept)
+        print(f"wrote {len(kept)} lattices to {args.write_lattices}"
+              + (f" ({died} utterances whose search died have none)" if died else ""),
+              file=sys.stderr)  # fmt: skip
 
     def escape(utt: str) -> str:  # one line per hypothesis whatever the id holds
         return "".join(
@@ -210,6 +225,24 @@ def decode_command(args: argparse.Namespace) -> None:
     if result.wer is not None:
         print(f"WER {100 * result.wer:.2f}% (greedy CTC {100 * result.greedy_wer:.2f}%)",
               file=sys.stderr)  # fmt: skip
+
+
+def _rescoring(args: argparse.Namespace):
+    """`LmRescoring` from --rescore-lm / --first-pass-lm / --lm-scale / --rescore-beam."""
+    if args.rescore_lm is None:
+        if args.first_pass_lm is not None:
+            raise WfstDecodeError("--first-pass-lm goes with --rescore-lm")
+        return None
+    if args.lattice_beam is None:
+        raise WfstDecodeError("--rescore-lm rescores lattices: give --lattice-beam BEAM (e.g. 8)")
+    if args.first_pass_lm is None:
+        raise WfstDecodeError("--rescore-lm needs --first-pass-lm ARPA: the LM compiled into "
+                              "the graph, whose scores it replaces")  # fmt: skip
+    from .rescore import LmRescoring, NgramLm
+
+    beam = args.rescore_beam if args.rescore_beam is not None else args.lattice_beam
+    return LmRescoring(NgramLm(args.rescore_lm), NgramLm(args.first_pass_lm), args.lm_scale,
+                       None if math.isinf(beam) else beam)  # fmt: skip
 
 
 def decode_corpus_command(args: argparse.Namespace) -> int:
@@ -416,6 +449,24 @@ def make_parser() -> argparse.ArgumentParser:
                             help="CTM: ID 1 START DURATION WORD (needs --frame-shift)")  # fmt: skip
     p.add_argument("--frame-shift", type=float, metavar="SECONDS",
                    help="seconds per frame: word times in seconds (--json, --ctm)")  # fmt: skip
+    p.add_argument("--rescore-lm", type=Path, metavar="ARPA",
+                   help="rescore each lattice (--lattice-beam) with this n-gram LM in place "
+                        "of --first-pass-lm (the graph's); prints the rescored n-best")  # fmt: skip
+    p.add_argument(
+        "--first-pass-lm",
+        type=Path,
+        metavar="ARPA",
+        help="the ARPA the graph was built from (its scores are taken out)",
+    )
+    p.add_argument("--lm-scale", type=float, default=1.0,
+                   help="scale of the --rescore-lm costs (default 1)")  # fmt: skip
+    p.add_argument("--rescore-beam", type=float, metavar="BEAM",
+                   help="prune the rescoring composition with this beam (default: the lattice "
+                        "beam; inf: exact)")  # fmt: skip
+    p.add_argument("--write-lattices", type=Path, metavar="ARK",
+                   help="write each utterance's lattice (--lattice-beam) to a binary Kaldi "
+                        "archive of Lattice (token id + 1 : word id, graph and unscaled "
+                        "acoustic costs): lattice-copy ark:ARK ark,t:- reads it")  # fmt: skip
     p.set_defaults(func=decode_command)
 
     p = sub.add_parser(

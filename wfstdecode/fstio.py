@@ -231,19 +231,57 @@ def write_openfst_bytes(fst: FstArrays, fst_type: str = "vector") -> bytes:
         return _const_body(header, fst, counts, arcs)
     state_headers = np.empty(n_states, _VECTOR_STATE_HEADER)
     state_headers["final"], state_headers["narcs"] = fst.final, counts
-    # Interleave: state s's 12-byte header sits at 12*s + 16*(arcs before s).
-    body = np.empty(12 * n_states + 16 * n_arcs, np.uint8)
+    return header + _vector_body(state_headers, arcs, fst.src, counts)
+
+
+def _vector_body(state_headers: np.ndarray, arcs: np.ndarray, src: np.ndarray,
+                 counts: np.ndarray) -> bytes:  # fmt: skip
+    """VectorFst's body: each state's header (final weight, arc count) followed by its arcs
+    (``arcs`` grouped by state ``src``); any record layouts."""
+    n_states, n_arcs = len(state_headers), len(arcs)
+    h, a = state_headers.dtype.itemsize, arcs.dtype.itemsize
+    body = np.empty(h * n_states + a * n_arcs, np.uint8)
     arcs_before = np.concatenate(([0], np.cumsum(counts)[:-1])) if n_states else counts
-    header_pos = 12 * np.arange(n_states, dtype=np.int64) + 16 * arcs_before
-    hb = state_headers.view(np.uint8).reshape(n_states, 12)
-    for k in range(12):
+    header_pos = h * np.arange(n_states, dtype=np.int64) + a * arcs_before
+    hb = state_headers.view(np.uint8).reshape(n_states, h)
+    for k in range(h):
         body[header_pos + k] = hb[:, k]
     if n_arcs:
-        arc_pos = 12 * (fst.src.astype(np.int64) + 1) + 16 * np.arange(n_arcs, dtype=np.int64)
-        ab = arcs.view(np.uint8).reshape(n_arcs, 16)
-        for k in range(16):
+        arc_pos = h * (src.astype(np.int64) + 1) + a * np.arange(n_arcs, dtype=np.int64)
+        ab = arcs.view(np.uint8).reshape(n_arcs, a)
+        for k in range(a):
             body[arc_pos + k] = ab[:, k]
-    return header + body.tobytes()
+    return body.tobytes()
+
+
+_LATTICE_ARC_DTYPE = np.dtype([("ilabel", "<i4"), ("olabel", "<i4"), ("graph", "<f4"),
+                               ("acoustic", "<f4"), ("nextstate", "<i4")])  # fmt: skip
+_LATTICE_STATE_HEADER = np.dtype([("graph", "<f4"), ("acoustic", "<f4"), ("narcs", "<i8")])
+
+
+def write_lattice_bytes(final, src, dst, ilabel, olabel, graph_cost, acoustic_cost,
+                        start: int = 0) -> bytes:  # fmt: skip
+    """Serialise a lattice as an OpenFst ``vector`` FST with Kaldi's ``lattice4`` arcs (weight:
+    graph cost, acoustic cost; a final state's weight is ``(final[s], 0)``, a non-final one's
+    Kaldi's zero ``(inf, inf)``). Arcs must be grouped by ``src`` in state order."""
+    n_states, n_arcs = len(final), len(src)
+    if n_arcs and np.any(np.diff(src) < 0):
+        raise ValueError("lattice arcs must be sorted by source state")
+    header = (
+        struct.pack("<i", FST_MAGIC) + _pack_string("vector") + _pack_string("lattice4")
+        + struct.pack("<iiQqqq", 2, 0, _PROPS_EXPANDED_MUTABLE, start if n_states else -1,
+                      n_states, n_arcs)
+    )  # fmt: skip
+    counts = np.bincount(src, minlength=n_states).astype(np.int64)
+    states = np.empty(n_states, _LATTICE_STATE_HEADER)
+    is_final = np.isfinite(final)
+    states["graph"] = final
+    states["acoustic"] = np.where(is_final, 0.0, np.inf)
+    states["narcs"] = counts
+    arcs = np.empty(n_arcs, _LATTICE_ARC_DTYPE)
+    arcs["ilabel"], arcs["olabel"], arcs["nextstate"] = ilabel, olabel, dst
+    arcs["graph"], arcs["acoustic"] = graph_cost, acoustic_cost
+    return header + _vector_body(states, arcs, np.asarray(src), counts)
 
 
 def _const_body(header: bytes, fst: FstArrays, counts: np.ndarray, arcs: np.ndarray) -> bytes:

@@ -5,7 +5,7 @@ cuda backend's memory (`cuda_memory_bytes`, `max_cuda_batch_size`, `release_cuda
 from .cuda.memory import cuda_memory_bytes, max_cuda_batch_size, release_cuda_buffers
 from .npz import NpzDecodeResult, decode_npz, greedy_ctc_texts, load_log_probs_npz
 from .options import CtcBeamOptions
-from .search import decode_ctc
+from .search import ctc_lattices, decode_ctc
 from .stream import CtcStreamDecoder, EndpointRule, EndpointRules
 from .tuning import CpuTuning, CudaTuning
 
@@ -17,6 +17,7 @@ __all__ = [
     "EndpointRule",
     "EndpointRules",
     "NpzDecodeResult",
+    "ctc_lattices",
     "cuda_memory_bytes",
     "decode_ctc",
     "decode_npz",

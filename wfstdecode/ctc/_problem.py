@@ -3,7 +3,7 @@ inputs and outputs of the CTC WFST beam search. Built only by `search.py`."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -59,6 +59,12 @@ class SearchProblem:
 
             lp = gather_log_probs(self.device_lp, b, t, k)
         return lp.astype(np.float64) * -float(self.options.acoustic_scale)
+
+    def utterance(self, b: int) -> SearchProblem:
+        """Utterance ``b`` alone, as a batch of one (host log-probs only)."""
+        one = slice(b, b + 1)
+        return replace(self, ac=self.ac[one], log_probs=self.log_probs[one],
+                       lengths=self.lengths[one], boosts=self.boosts.lane(b))  # fmt: skip
 
     @property
     def slot_label(self) -> int:

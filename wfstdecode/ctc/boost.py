@@ -73,6 +73,13 @@ class BoostTables:
         """Whether any utterance's tokens can be in a context state other than the root."""
         return bool((self.contexts > 1).any())
 
+    def lane(self, b: int) -> BoostTables:
+        """Utterance ``b``'s tables alone, as utterance 0 (the flat arrays are shared)."""
+        one = slice(b, b + 1)
+        return BoostTables(self.key, self.gain, self.enter, self.offset[one], self.mask[one],
+                           self.fail, self.phi, self.node_offset[one], self.contexts[one],
+                           self.worst[one], (self.automata[b],))  # fmt: skip
+
     def path_bonus(self, b: int, word_ids) -> float:
         """Utterance ``b``'s bonus for a whole word sequence (float64)."""
         automaton = self.automata[b]

@@ -320,6 +320,13 @@ class CpuStreams:
                 return rows.result(0, n, status, 0, died)
             rows = rows.grown(1, status, nbest)
 
+    def survivors(self, state):
+        """The last token frame's surviving tokens as ``(graph states, context states)``, or
+        None once the search stopped."""
+        if state.counts[STATUS] & _STOPPING:
+            return None
+        return state.alive.state.copy(), state.alive.ctx.copy()
+
     def partial(self, p, state):
         """The best path on cost alone, ``(state, arcs, frames, stable arcs)``: the records are
         collected first (hence a new state to keep), so the stable arcs are the prefix every

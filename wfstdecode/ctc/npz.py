@@ -17,13 +17,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..decoding_graph import DecodingGraph
-from ..errors import DecodeInputError, InputFileError
+from ..errors import DecodeInputError, InputFileError, OptionsError
 from ..metrics import word_error_rate
 from ..results import Hypothesis
 from ..safe_io import NpzArchive
 from ..symbols import SymbolTable
 from .options import CtcBeamOptions
-from .search import blank_id, decode_ctc
+from .search import blank_id, decode_ctc, lattice_decode, prepared
 
 WORD_SEPARATOR = "|"
 
@@ -42,6 +42,7 @@ class NpzDecodeResult:
     wer: float | None
     greedy_wer: float | None
     lengths: list[int]
+    lattices: list | None = None  # per utterance a `Lattice` (None: died) when asked for
 
 
 def load_log_probs_npz(path: str | os.PathLike) -> dict:
@@ -134,6 +135,8 @@ def decode_npz(
     tuning=None,
     utterance_boosts=None,
     oov_lexicon=None,
+    lattices: bool = False,
+    rescore=None,
 ) -> NpzDecodeResult:
     """Decode every utterance of an emissions ``.npz`` against ``graph`` with `decode_ctc`.
 
@@ -144,7 +147,9 @@ def decode_npz(
     for those utterances, their own bonus winning for a phrase in both; an id the file does not
     have raises `DecodeInputError`. The file's own ``boosts`` member is used the same way; it and
     ``utterance_boosts`` together raise (one place for an utterance's list). ``oov_lexicon``:
-    pronunciations of boosted words the graph lacks (`decode_ctc`).
+    pronunciations of boosted words the graph lacks (`decode_ctc`). ``lattices``: also keep each
+    utterance's lattice (``options.lattice_beam`` must be set; `ctc_lattices`); ``rescore``:
+    an `LmRescoring` for the lattices (`decode_ctc`).
     Output: `NpzDecodeResult` with graph and greedy transcripts, and their WER when the file has
     reference ``texts``.
     """
@@ -175,9 +180,19 @@ def decode_npz(
     lengths = data["lengths"]
     if lengths is None:
         lengths = np.full(lp.shape[0], lp.shape[1], np.int64)
+    lats = None
     try:
-        hyps = decode_ctc(lp, lengths, graph, options, boosts, backend, tuning=tuning,
-                          num_threads=num_threads, oov_lexicon=oov_lexicon)  # fmt: skip
+        if lattices:
+            if options is None or options.lattice_beam is None:
+                raise OptionsError("lattices need options with lattice_beam set")
+            problem, name, tuning = prepared(lp, lengths, graph, options, boosts, backend,
+                                             tuning, num_threads, oov_lexicon, True,
+                                             rescore)  # fmt: skip
+            hyps, lats = lattice_decode(problem, name, tuning, rescore) if len(lp) else ([], [])
+        else:
+            hyps = decode_ctc(lp, lengths, graph, options, boosts, backend, tuning=tuning,
+                              num_threads=num_threads, oov_lexicon=oov_lexicon,
+                              rescore=rescore)  # fmt: skip
     except DecodeInputError as exc:  # e.g. a width the graph cannot read: name the file
         raise DecodeInputError(f"{path}: {exc}") from None
     texts = [h[0].text for h in hyps]
@@ -193,7 +208,7 @@ def decode_npz(
         wer = word_error_rate(ref_words, [t.split() for t in texts])
         greedy_wer = word_error_rate(ref_words, [t.split() for t in greedy])
     return NpzDecodeResult(
-        data["ids"], hyps, texts, greedy, refs, wer, greedy_wer, [int(n) for n in lengths]
+        data["ids"], hyps, texts, greedy, refs, wer, greedy_wer, [int(n) for n in lengths], lats
     )
 
 

@@ -36,11 +36,18 @@ class CtcBeamOptions:
                             ``MAX_COST_TERM`` (1000) in magnitude, as is the next one.
     word_insertion_penalty: cost added for every output word (positive = fewer words). Counted in
                             ``graph_score``.
-    nbest:                  hypotheses returned per utterance: the surviving end tokens (one per
-                            graph state) best first, traced back, duplicates of a better word
-                            sequence dropped. Not a lattice n-best: paths that recombined into
-                            the same state are gone, so fewer than ``nbest`` may come back (one
-                            when the graph has a single final state).
+    nbest:                  hypotheses returned per utterance, best first. Without
+                            ``lattice_beam``: the surviving end tokens (one per graph state)
+                            traced back, duplicates of a better word sequence dropped — paths
+                            that recombined into the same state are gone, so fewer may come
+                            back (one when the graph has a single final state). With it: the
+                            best path, then the next best distinct word sequences of the lattice.
+    lattice_beam:           None (no lattice), or a beam > 0 (``math.inf`` allowed): the lattice
+                            keeps every path through the search's surviving tokens within this
+                            much of the best (`wfstdecode.ctc.lattice`; Kaldi's lattice beam),
+                            and ``nbest > 1`` takes its n best distinct word sequences (each its
+                            best alignment). Reference and cpu backends; `ctc_lattices` returns
+                            the lattices themselves.
     max_candidates:         cuda backend: states one utterance may reach in a frame before
                             pruning (its token table holds twice as many slots). None = twice
                             ``max_active`` (at least 256), at most the graph's state count. A frame
@@ -58,6 +65,7 @@ class CtcBeamOptions:
     blank_penalty: float = 0.0
     word_insertion_penalty: float = 0.0
     nbest: int = 1
+    lattice_beam: float | None = None
     max_candidates: int | None = None
     cuda_graphs: str = "auto"
 
@@ -100,6 +108,11 @@ class CtcBeamOptions:
                 )
         if integer("nbest") < 1:
             raise OptionsError(f"CtcBeamOptions.nbest must be >= 1; got {self.nbest}")
+        if self.lattice_beam is not None:
+            lattice_beam = number("lattice_beam")
+            if math.isnan(lattice_beam) or lattice_beam <= 0:
+                raise OptionsError("CtcBeamOptions.lattice_beam must be > 0 (inf for every "
+                                   f"surviving path) or None; got {lattice_beam}")  # fmt: skip
         if self.cuda_graphs not in ("auto", "on", "off"):
             raise OptionsError(
                 "CtcBeamOptions.cuda_graphs must be 'auto', 'on' or 'off'; "

@@ -147,6 +147,14 @@ class ReferenceStreams:
     def end(self, p: SearchProblem, state: SearchState) -> RawResult:
         return end(p, 0, state)
 
+    def survivors(self, state: SearchState):
+        """The last token frame's surviving tokens as ``(graph states, context states)``, or
+        None once the search died."""
+        if state.died is not None:
+            return None
+        keys = np.array(list(state.alive), np.int32).reshape(-1, 2)
+        return keys[:, 0], keys[:, 1]
+
     def partial(self, p: SearchProblem, state: SearchState):
         """The best surviving path on cost alone (with phrase bonuses in progress given back, as
         at the end), ``(state, arcs, frames, stable arcs)``: the stable arcs end at the deepest

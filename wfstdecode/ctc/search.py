@@ -14,11 +14,14 @@ import numpy as np
 from ..backends import ctc_backend, is_device_array, is_numba_device_array, resolve_ctc_backend
 from ..decoding_graph import DecodingGraph
 from ..errors import DecodeInputError, OptionsError
+from ..lattice import Lattice
+from ..rescore import LmRescoring
 from ..results import Hypothesis
 from ..symbols import BLANK
 from ._paths import to_hypotheses
 from ._problem import SearchProblem, search_costs
 from .boost import build_boost_tables, resolve_boosts
+from .lattice import lattice_hypotheses, lattice_search, nbest_results
 from .oov import OovSpeller
 from .options import CtcBeamOptions
 from .phrases import NO_SLOT
@@ -38,6 +41,7 @@ def decode_ctc(
     tuning: CpuTuning | CudaTuning | None = None,
     num_threads: int | None = None,
     oov_lexicon: Mapping | None = None,
+    rescore: LmRescoring | None = None,
 ) -> list[list[Hypothesis]]:
     """Decode a batch of CTC log-probabilities against a decoding graph (TLG).
 
@@ -66,6 +70,9 @@ def decode_ctc(
     oov_lexicon: pronunciations of boosted words the graph lacks, ``{word: "tok tok …" or a
                  list of them}``, for a graph with an oov slot (needed when its words were
                  spelled from a pronunciation lexicon; else it overrides the graph's recipe).
+    rescore:     `wfstdecode.rescore.LmRescoring`: each utterance's lattice (``options.
+                 lattice_beam`` must be set) gets the new LM's scores in place of the first
+                 pass's, and the hypotheses are its n best (scores: the rescored graph side).
 
     Returns one list per utterance of up to ``options.nbest`` `Hypothesis`, best first.
     Documented results: an empty batch gives ``[]``; a zero-length utterance gives the best path
@@ -75,17 +82,88 @@ def decode_ctc(
     Raises `DecodeInputError` for malformed inputs, naming the offending shape or value.
     """
     options = CtcBeamOptions() if options is None else options
+    lattice = rescore is not None or (
+        getattr(options, "lattice_beam", None) is not None and options.nbest > 1
+    )
+    problem, name, tuning = prepared(
+        log_probs, lengths, graph, options, boosts, backend, tuning, num_threads, oov_lexicon,
+        lattice, rescore,
+    )  # fmt: skip
+    if problem.batch_size == 0:
+        return []
+    if lattice:
+        return lattice_decode(problem, name, tuning, rescore)[0]
+    return to_hypotheses(problem, ctc_backend(name)(problem, tuning))
+
+
+def ctc_lattices(
+    log_probs,
+    lengths,
+    graph: DecodingGraph,
+    options: CtcBeamOptions,
+    boosts: Boosts = None,
+    backend: str = "auto",
+    *,
+    tuning: CpuTuning | None = None,
+    num_threads: int | None = None,
+    oov_lexicon: Mapping | None = None,
+) -> list[Lattice | None]:
+    """The lattice of each utterance (`wfstdecode.lattice.Lattice`): the paths through the
+    search's surviving tokens within ``options.lattice_beam`` (required) of the best; None for
+    an utterance whose search died. Arguments as `decode_ctc`; the reference and cpu backends
+    make lattices (``"auto"`` is cpu). The lattice's best path is the search's best path (same
+    words and cost up to float rounding)."""
+    if not isinstance(options, CtcBeamOptions) or options.lattice_beam is None:
+        raise OptionsError("ctc_lattices needs CtcBeamOptions with lattice_beam set")
+    problem, name, tuning = prepared(log_probs, lengths, graph, options, boosts, backend,
+                                      tuning, num_threads, oov_lexicon, True)  # fmt: skip
+    if problem.batch_size == 0:
+        return []
+    return lattice_decode(problem, name, tuning)[1]
+
+
+def lattice_decode(problem: SearchProblem, name: str, tuning, rescore=None) -> tuple[list, list]:
+    """The hypotheses (n-best from the lattice) and the pruned lattices of a checked problem,
+    rescored (`LmRescoring`) if asked: then the hypotheses are the rescored lattice's n best
+    (the search's where it died)."""
+    raws, lattices = lattice_search(problem, name, tuning)
+    beam = problem.options.lattice_beam
+    pruned = [None if lat is None else lat.pruned(beam) for lat in lattices]
+    hyps = to_hypotheses(problem, nbest_results(problem, raws, pruned))
+    if rescore is None:
+        return hyps, pruned
+    words = problem.graph.words
+    rescored = [None if lat is None else rescore.apply(lat, words) for lat in pruned]
+    better = lattice_hypotheses(problem, rescored)
+    return [h if r is None else r for h, r in zip(hyps, better, strict=True)], rescored
+
+
+def prepared(log_probs, lengths, graph, options, boosts, backend, tuning, num_threads,
+             oov_lexicon, lattice: bool, rescore=None):  # fmt: skip
+    """The checked `SearchProblem`, the backend's name and its tuning."""
     if not isinstance(options, CtcBeamOptions):
         raise OptionsError(f"options must be a CtcBeamOptions; got {type(options).__name__}")
     if not isinstance(graph, DecodingGraph):
         raise DecodeInputError(f"graph must be a DecodingGraph; got {type(graph).__name__}")
-    name = resolve_ctc_backend(backend, log_probs)
+    if rescore is not None:
+        if not isinstance(rescore, LmRescoring):
+            raise OptionsError(f"rescore must be an LmRescoring; got {type(rescore).__name__}")
+        if options.lattice_beam is None:
+            raise OptionsError("rescoring works on lattices: set CtcBeamOptions.lattice_beam")
+        if graph.words is None or "oov_slot" in graph.metadata:
+            raise OptionsError("rescoring needs a graph with a word table and no oov slot (its "
+                               "spelled words are not n-gram words)")  # fmt: skip
+    if lattice:
+        if backend not in ("auto", "cpu", "reference"):
+            raise OptionsError(f"lattices are made by the 'reference' and 'cpu' backends; got "
+                               f"backend={backend!r}")  # fmt: skip
+        name = "cpu" if backend == "auto" else backend
+    else:
+        name = resolve_ctc_backend(backend, log_probs)
     tuning = tuning_for(name, tuning, num_threads)
     on_device = name == "cuda" and is_device_array(log_probs)
     problem = prepare_problem(log_probs, lengths, graph, options, boosts, on_device, oov_lexicon)
-    if problem.batch_size == 0:
-        return []
-    return to_hypotheses(problem, ctc_backend(name)(problem, tuning))
+    return problem, name, tuning
 
 
 def prepare_problem(

@@ -59,6 +59,21 @@ def openfst_shortest_path(lp: np.ndarray, graph_fst, scale: float):
     return tuple(words), cost
 
 
+def openfst_nbest(lp: np.ndarray, graph_fst, scale: float, n: int) -> list[tuple[tuple, float]]:
+    """The ``n`` best distinct output (word) sequences of E ∘ ``graph_fst``, best first, as
+    ``(word ids, cost)``: OpenFst's n-shortest unique paths of the composition projected on
+    words, epsilons removed and determinized (each sequence at the cost of its best path)."""
+    import pynini
+
+    composed = pynini.compose(emission_acceptor(lp, scale), graph_fst.copy().arcsort("ilabel"))
+    words = pynini.determinize(composed.project("output").rmepsilon())
+    found = [
+        (tuple(out), cost)
+        for _, out, cost in paths(pynini.shortestpath(words, nshortest=n, unique=True))
+    ]
+    return sorted(found, key=lambda x: x[1])
+
+
 def linear_acceptor(labels: Sequence[int], loop_label: int | None = None):
     """pynini acceptor of exactly ``labels`` (with a ``loop_label`` self-loop on every state)."""
     import pynini

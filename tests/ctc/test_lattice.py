@@ -1,0 +1,298 @@
+"""Lattices of the CTC search: with unbounded beams the n-best distinct word sequences are
+OpenFst's n-shortest unique paths of E ∘ TLG (∘ the phrase automaton); the lattice's best path is
+the search's; every lattice arc and path re-scores exactly through the graph; pruning keeps
+exactly the arcs within the lattice beam; posteriors sum to one per frame; reference == cpu
+array for array; Kaldi reads what is written."""
+
+import math
+
+import numpy as np
+import pytest
+
+from wfstdecode import OptionsError
+from wfstdecode.ctc import CtcBeamOptions, ctc_lattices, decode_ctc
+from wfstdecode.ctc.boost import resolve_boosts
+from wfstdecode.ctc.phrases import PhraseAutomaton
+from wfstdecode.lattice import write_kaldi_archive
+from wfstdecode.testing import (
+    assert_hypotheses_equal,
+    lexicon_graph,
+    random_graph,
+    random_log_probs,
+    simulate_ctc,
+)
+from wfstdecode.testing.oracles import openfst_nbest, pynini_fst
+
+WIDE = dict(beam=math.inf, max_active=1_000_000, lattice_beam=math.inf)
+
+
+def _case(seed, **graph_args):
+    g = random_graph(seed, num_states=8 + seed % 7, num_tokens=5, arcs_per_state=3, **graph_args)
+    lp = random_log_probs(seed, 2, 6 + seed % 5, g.num_tokens, peaky=1.5 + seed % 3)
+    return g, lp
+
+
+def _assert_nbest_matches(hyps, want):
+    """Same costs in order; same word sequences, where exact ties may come in either order (and
+    a tie at the n-th cost may bring in another sequence of that cost)."""
+    got = [(h.word_ids, -h.score) for h in hyps]
+    assert len(got) == len(want)
+    assert [c for _, c in got] == pytest.approx([c for _, c in want], rel=1e-5, abs=1e-3)
+    cost_of = dict(want)
+    assert len({w for w, _ in got}) == len(got)
+    for words, cost in got:
+        if words in cost_of:
+            assert cost == pytest.approx(cost_of[words], rel=1e-5, abs=1e-3)
+        else:
+            assert cost == pytest.approx(want[-1][1], rel=1e-5, abs=1e-3), (words, want)
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+@pytest.mark.parametrize("seed", range(8))
+def test_nbest_equals_openfst_n_shortest_unique_paths(seed, backend):
+    pytest.importorskip("pynini")
+    g, lp = _case(seed)
+    n = 2 + seed % 6
+    hyps = decode_ctc(lp, None, g, CtcBeamOptions(nbest=n, **WIDE), backend=backend)
+    fst = pynini_fst(g.to_arrays())
+    for b in range(len(lp)):
+        _assert_nbest_matches(hyps[b], openfst_nbest(lp[b], fst, 1.0, n))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_nbest_with_phrases_equals_openfst_on_tlg_composed_with_the_context(seed):
+    pynini = pytest.importorskip("pynini")
+    g, lp = _case(seed, word_prob=0.6)
+    rng = np.random.default_rng(seed)
+    boosts = {}
+    while len(boosts) < 3:
+        k = tuple(g.words.symbol(int(w)) for w in rng.integers(1, 6, size=rng.integers(1, 3)))
+        boosts[k] = float(np.float32(rng.uniform(-1.0, 3.0)))
+    hyps = decode_ctc(lp, None, g, CtcBeamOptions(nbest=5, **WIDE), boosts, backend="cpu")
+    (resolved,) = resolve_boosts(boosts, 1, g.words)
+    context = pynini_fst(PhraseAutomaton(resolved).fst_arrays(range(1, g.words.next_id)))
+    composed = pynini.compose(pynini_fst(g.to_arrays()).arcsort("olabel"),
+                              context.arcsort("ilabel"))  # fmt: skip
+    for b in range(len(lp)):
+        _assert_nbest_matches(hyps[b], openfst_nbest(lp[b], composed, 1.0, 5))
+
+
+def test_nbest_on_a_lexicon_graph_with_scale_and_penalties():
+    pytest.importorskip("pynini")
+    words = ["cat", "cap", "act", "tact", "pat", "tapa"]
+    g = lexicon_graph(words, word_cost=[1.0, 1.2, 2.0, 2.5, 1.1, 2.4])
+    seqs = [[g.tokens.id(c) for c in "".join(ws)] for ws in (["cat", "pat"], ["tapa", "act"])]
+    lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=1, confusion_prob=0.4, noise=2.0)
+    options = CtcBeamOptions(nbest=4, acoustic_scale=0.8, **WIDE)
+    hyps = decode_ctc(lp, lengths, g, options, backend="cpu")
+    fst = pynini_fst(g.to_arrays())
+    for b in range(len(lp)):
+        _assert_nbest_matches(hyps[b], openfst_nbest(lp[b, : lengths[b]], fst, 0.8, 4))
+    assert max(len(h) for h in hyps) > 1
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_the_lattice_best_path_is_the_search_best_path_at_finite_beams(seed):
+    g, lp = _case(seed, eps_cycles=seed % 3 == 2)
+    options = CtcBeamOptions(beam=2.0 + seed % 4, max_active=4 + seed, lattice_beam=3.0)
+    one = decode_ctc(lp, None, g, options, backend="cpu")
+    for b, lat in enumerate(ctc_lattices(lp, None, g, options, backend="cpu")):
+        if lat is None:
+            assert one[b][0].score == -math.inf
+            continue
+        ((arcs, cost),) = lat.nbest(1)
+        labels = lat.olabel[arcs]
+        assert tuple(labels[labels != 0]) == one[b][0].word_ids
+        assert cost == pytest.approx(-one[b][0].score, rel=1e-5, abs=1e-3)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_reference_and_cpu_make_the_same_lattice(seed):
+    g, lp = _case(seed, eps_cycles=seed % 2 == 1)
+    rng = np.random.default_rng(seed)
+    boosts = [{(g.words.symbol(1), g.words.symbol(2)): 1.5}, {g.words.symbol(3): 2.0}]
+    options = CtcBeamOptions(beam=4.0, max_active=10 + seed, lattice_beam=float(rng.uniform(1, 6)))
+    ref = ctc_lattices(lp, None, g, options, boosts, backend="reference")
+    cpu = ctc_lattices(lp, None, g, options, boosts, backend="cpu")
+    for a, b in zip(ref, cpu, strict=True):
+        assert (a is None) == (b is None)
+        if a is None:
+            continue
+        for name in ("node_frame", "node_state", "final", "src", "dst", "graph_arc", "frame",
+                     "graph_cost", "acoustic_cost"):  # fmt: skip
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    n5 = CtcBeamOptions(beam=4.0, max_active=10 + seed, lattice_beam=5.0, nbest=5)
+    for x, y in zip(decode_ctc(lp, None, g, n5, boosts, backend="reference"),
+                    decode_ctc(lp, None, g, n5, boosts, backend="cpu"), strict=True):  # fmt: skip
+        assert len(x) == len(y)
+        assert_hypotheses_equal([x], [y])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_every_lattice_arc_and_path_rescores_through_the_graph(seed):
+    g, lp = _case(seed)
+    options = CtcBeamOptions(beam=5.0, lattice_beam=4.0, acoustic_scale=0.7,
+                             blank_penalty=0.3, word_insertion_penalty=-0.2)  # fmt: skip
+    hyps = decode_ctc(lp, None, g, CtcBeamOptions(**{**options.__dict__, "nbest": 6}),
+                      backend="cpu")  # fmt: skip
+    for b, lat in enumerate(ctc_lattices(lp, None, g, options, backend="cpu")):
+        a = lat.graph_arc
+        assert (lat.src < lat.dst).all()
+        assert (np.diff(lat.src) >= 0).all()
+        assert (g.arc_source[a] == lat.node_state[lat.src]).all()
+        assert (g.next_state[a] == lat.node_state[lat.dst]).all()
+        emitting = a < g.num_emitting_arcs
+        assert (lat.node_frame[lat.dst] - lat.node_frame[lat.src] == emitting).all()
+        assert (lat.frame == lat.node_frame[lat.dst] - 1).all()
+        want = (
+            g.weight[a]
+            + np.where(g.ilabel[a] == 1, np.float32(0.3), 0)
+            + np.where(g.olabel[a] != 0, np.float32(-0.2), 0)
+        )  # blank is token 0: ilabel 1
+        np.testing.assert_allclose(lat.graph_cost, want, atol=1e-5)
+        acoustic = np.where(emitting, -lp[b, lat.frame, np.maximum(lat.ilabel - 1, 0)], 0)
+        np.testing.assert_allclose(lat.acoustic_cost, acoustic, atol=1e-6)
+        # each of the n best lattice paths is a path of the graph at the cost the graph gives
+        by_words = {}
+        for arcs, cost in lat.nbest(6):
+            ga = lat.graph_arc[arcs]
+            assert g.arc_source[ga[0]] == g.start
+            assert (g.next_state[ga[:-1]] == g.arc_source[ga[1:]]).all()
+            assert int((ga < g.num_emitting_arcs).sum()) == lat.num_frames
+            graph = sum(float(g.weight[x]) + 0.3 * (g.ilabel[x] == 1) - 0.2 * (g.olabel[x] != 0)
+                        for x in ga)  # fmt: skip
+            acoustic = sum(-0.7 * float(lp[b, f, g.ilabel[x] - 1])
+                           for x, f in zip(ga, lat.frame[arcs], strict=True)
+                           if x < g.num_emitting_arcs)  # fmt: skip
+            end = float(g.final_cost[g.next_state[ga[-1]]])
+            assert cost == pytest.approx(graph + acoustic + end, rel=1e-5, abs=1e-4)
+            by_words[tuple(int(w) for w in g.olabel[ga] if w)] = cost
+        for h in hyps[b][1:]:  # the n-best after the first come from the lattice
+            assert -h.score == pytest.approx(by_words[h.word_ids], rel=1e-5, abs=1e-4)
+        assert (lat.final[lat.node_frame != lat.num_frames] == np.inf).all()
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_pruning_keeps_exactly_the_arcs_within_the_lattice_beam(seed):
+    g, lp = _case(seed)
+    full = ctc_lattices(lp, None, g, CtcBeamOptions(beam=6.0, lattice_beam=math.inf))
+    for lat in full:
+        beam = 0.5 + seed
+        pruned = lat.pruned(beam)
+        alpha, beta, w = lat.forward(), lat.backward(), lat.arc_cost()
+        within = alpha[lat.src] + w + beta[lat.dst] <= lat.best_cost + beam
+        assert pruned.num_arcs == int(within.sum())
+        np.testing.assert_array_equal(pruned.graph_arc, lat.graph_arc[within])
+        assert pruned.best_cost == pytest.approx(lat.best_cost)
+        assert (pruned.forward()[pruned.src] + pruned.arc_cost() + pruned.backward()[pruned.dst]
+                <= pruned.best_cost + beam + 1e-9).all()  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_posteriors_sum_to_one_per_frame_and_over_word_sequences(seed):
+    g, lp = _case(seed)
+    (lat, _) = ctc_lattices(lp, None, g, CtcBeamOptions(lattice_beam=8.0))
+    post = lat.arc_posteriors()
+    emitting = lat.graph_arc < g.num_emitting_arcs
+    per_frame = np.bincount(lat.frame[emitting], post[emitting], minlength=lat.num_frames)
+    np.testing.assert_allclose(per_frame, 1.0, rtol=1e-9)
+    sequences = lat.nbest(10_000)
+    total = 0.0
+    for arcs, _ in sequences:
+        labels = lat.olabel[arcs]
+        total += lat.path_posterior(labels[labels != 0])
+    assert total == pytest.approx(1.0, rel=1e-6)
+
+
+def test_a_died_search_has_no_lattice_and_the_nbest_says_so():
+    g = lexicon_graph(["ab"], word_cost=[0.0])
+    lp = np.full((1, 3, g.num_tokens), -np.inf, np.float32)
+    lp[0, :, g.tokens.id("<blk>")] = 0.0
+    lp[0, 1, :] = -np.inf
+    lp[0, 1, g.tokens.id("b")] = 0.0  # "b" cannot start a word
+    options = CtcBeamOptions(lattice_beam=5.0, nbest=3)
+    assert ctc_lattices(lp, None, g, options) == [None]
+    (hyps,) = decode_ctc(lp, None, g, options)
+    assert hyps[0].score == -math.inf and "died" in hyps[0].notes[-1]
+
+
+def test_kaldi_reads_the_written_lattice(tmp_path):
+    kaldifst = pytest.importorskip("kaldifst")
+    g, lp = _case(3)
+    lats = ctc_lattices(lp, None, g, CtcBeamOptions(lattice_beam=4.0))
+    path = tmp_path / "one.fst"
+    path.write_bytes(lats[0].kaldi_bytes())
+    fst = kaldifst.Lattice.read(str(path))
+    assert fst.num_states == lats[0].num_nodes
+    arcs, finals = [], {}
+    for line in fst.to_str().splitlines():  # fstprint: src dst in out graph,acoustic / s final
+        fields = line.split()
+        if len(fields) == 5:
+            cost = tuple(float(x) for x in fields[4].split(","))
+            arcs.append((*map(int, fields[:4]), *cost))
+        else:
+            finals[int(fields[0])] = float(fields[1].split(",")[0]) if len(fields) > 1 else 0.0
+    lat = lats[0]
+    assert len(arcs) == lat.num_arcs
+    for got, want in zip(arcs, zip(lat.src, lat.dst, lat.ilabel, lat.olabel, lat.graph_cost,
+                                   lat.acoustic_cost, strict=True), strict=True):  # fmt: skip
+        assert got[:4] == tuple(int(x) for x in want[:4])
+        assert got[4:] == pytest.approx([float(x) for x in want[4:]], rel=1e-5, abs=1e-5)
+    is_final = np.flatnonzero(np.isfinite(lat.final))
+    assert sorted(finals) == is_final.tolist()
+    assert [finals[s] for s in is_final] == pytest.approx(lat.final[is_final].tolist(), abs=1e-5)
+    ark = tmp_path / "lat.ark"
+    write_kaldi_archive({"utt1": lats[0], "utt2": lats[1]}, ark)
+    data = ark.read_bytes()
+    assert data.startswith(b"utt1 \0B" + lats[0].kaldi_bytes() + b"utt2 \0B")
+    with pytest.raises(OptionsError, match="whitespace"):
+        write_kaldi_archive({"a b": lats[0]}, tmp_path / "bad.ark")
+    assert not (tmp_path / "bad.ark").exists()
+
+
+def test_lattice_options_are_checked():
+    g, lp = _case(0)
+    for bad in (0.0, -1.0, math.nan):
+        with pytest.raises(OptionsError, match="lattice_beam"):
+            CtcBeamOptions(lattice_beam=bad)
+    with pytest.raises(OptionsError, match="lattice_beam set"):
+        ctc_lattices(lp, None, g, CtcBeamOptions())
+    with pytest.raises(OptionsError, match="'reference' and 'cpu'"):
+        decode_ctc(lp, None, g, CtcBeamOptions(lattice_beam=2.0, nbest=2), backend="cuda")
+    # nbest=1 with a lattice beam is the search's result as it is
+    assert_hypotheses_equal(
+        decode_ctc(lp, None, g, CtcBeamOptions(lattice_beam=2.0)),
+        decode_ctc(lp, None, g, CtcBeamOptions()),
+    )
+
+
+def test_decode_command_writes_a_kaldi_archive_and_lattice_nbest(tmp_path, capsys):
+    from wfstdecode.cli import main
+
+    words = ["cat", "cap", "act", "tact", "pat", "tapa"]
+    g = lexicon_graph(words, word_cost=[1.0, 1.2, 2.0, 2.5, 1.1, 2.4])
+    g.save(tmp_path / "TLG.npz")
+    seqs = [[g.tokens.id(c) for c in "".join(ws)] for ws in (["cat", "pat"], ["tapa", "act"])]
+    lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=1, confusion_prob=0.4, noise=2.0)
+    np.savez(tmp_path / "e.npz", log_probs=lp, lengths=lengths, ids=np.array(["u1", "u2"]))
+    ark = tmp_path / "lat.ark"
+    args = ["decode", str(tmp_path / "TLG.npz"), str(tmp_path / "e.npz"), "--backend", "cpu"]
+    assert main([*args, "--nbest", "3"]) == 0
+    plain = capsys.readouterr().out
+    assert main([*args, "--nbest", "3", "--lattice-beam", "6", "--write-lattices", str(ark)]) == 0
+    out = capsys.readouterr()
+    assert "wrote 2 lattices" in out.err
+    options = CtcBeamOptions(nbest=3, lattice_beam=6.0)
+    lats = ctc_lattices(lp, lengths, g, options)
+    assert ark.read_bytes() == b"u1 \0B" + lats[0].kaldi_bytes() + b"u2 \0B" + lats[1].kaldi_bytes()
+    hyps = decode_ctc(lp, lengths, g, options)
+    want = [
+        f"{u}-{r + 1}\t{h.score:.3f}\t{h.text}"
+        for u, hs in zip(["u1", "u2"], hyps, strict=True)
+        for r, h in enumerate(hs)
+    ]
+    assert out.out.splitlines() == want
+    assert plain.splitlines()[0] == want[0]  # the best path is the search's, lattice or not
+    assert main([*args, "--write-lattices", str(tmp_path / "x.ark")]) == 2
+    assert "--lattice-beam" in capsys.readouterr().err
+    assert not (tmp_path / "x.ark").exists()

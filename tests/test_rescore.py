@@ -1,0 +1,178 @@
+"""Lattice rescoring: `NgramLm` scores sentences as KenLM does (real and random ARPA models,
+unknown words, backoff weights on n-grams that are no context); rescoring a lattice moves every
+word sequence's cost by exactly ``lm_scale * new - old`` (KenLM's sentence costs) with the best
+alignment kept; the pruned composition keeps the best path; `decode_ctc(rescore=)` and
+`wfstdecode decode --rescore-lm` give the rescored lattice's n best; bad requests are refused."""
+
+import math
+
+import numpy as np
+import pytest
+
+from wfstdecode import OptionsError
+from wfstdecode.ctc import CtcBeamOptions, ctc_lattices, decode_ctc
+from wfstdecode.rescore import LmRescoring, NgramLm, rescore
+from wfstdecode.testing import simulate_ctc
+from wfstdecode.testing.lm import random_arpa
+
+kenlm = pytest.importorskip("kenlm")
+PACKAGE_LM = "wfstdecode/data/lm.arpa.gz"
+LN10 = math.log(10.0)
+
+
+def _kenlm_cost(model, words) -> float:
+    return -LN10 * model.score(" ".join(words), bos=True, eos=True)
+
+
+def _sentences(vocab, rng, n, unknown=0.2):
+    out = []
+    for _ in range(n):
+        words = [str(w) for w in rng.choice(vocab, size=int(rng.integers(0, 7)))]
+        if words and rng.random() < unknown:
+            words[int(rng.integers(len(words)))] = "zzunknownzz"
+        out.append(words)
+    return out
+
+
+def test_sentence_costs_equal_kenlm_on_the_shipped_lm_and_real_sentences():
+    from importlib.resources import files
+
+    text = files("wfstdecode").joinpath("data/test_sentences.txt").read_text()
+    sentences = [line.lower().split() for line in text.splitlines()[:200]]
+    lm, model = NgramLm(PACKAGE_LM), kenlm.Model(PACKAGE_LM)
+    sentences += _sentences(lm.model.vocabulary[2:], np.random.default_rng(0), 200)
+    for words in sentences:
+        assert lm.sentence_cost(words) == pytest.approx(_kenlm_cost(model, words), abs=1e-4)
+    assert "zzunknownzz" in lm.missing
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_sentence_costs_equal_kenlm_on_random_models(tmp_path, seed):
+    words = ["a", "ab", "ba", "bab", "c"]
+    path = tmp_path / "lm.arpa"
+    path.write_text(random_arpa(words, order=2 + seed % 3, seed=seed, unk=seed % 2 == 1))
+    lm, model = NgramLm(path), kenlm.Model(str(path))
+    for sentence in _sentences(words, np.random.default_rng(seed), 300, unknown=0.1):
+        assert lm.sentence_cost(sentence) == pytest.approx(_kenlm_cost(model, sentence),
+                                                           abs=1e-4)  # fmt: skip
+
+
+def _first_pass(tmp_path, seed, old_order=2, new_order=3):
+    """A TLG of a random old LM, emissions of random sentences, both LMs' files."""
+    from wfstdecode import SymbolTable
+    from wfstdecode.graph import LexiconEntry, build_tlg
+
+    words = ["a", "ab", "ba", "bab", "c", "ca"]
+    old, new = tmp_path / "old.arpa", tmp_path / "new.arpa"
+    old.write_text(random_arpa(words, order=old_order, seed=seed, density=0.6))
+    new.write_text(random_arpa(words, order=new_order, seed=seed + 50, density=0.6))
+    tokens = SymbolTable.from_list(["<blk>", "a", "b", "c", "|"])
+    lexicon = [LexiconEntry(w, tuple(w)) for w in words]
+    g = build_tlg(tokens, lexicon, str(old), "compact", separator="|").graph
+    rng = np.random.default_rng(seed)
+    refs = [list(rng.choice(words, size=2)) for _ in range(2)]
+    seqs = [[tokens.id(c) for c in "|".join(r)] for r in refs]
+    lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=seed, confusion_prob=0.3, noise=1.5)
+    return g, lp, lengths, old, new
+
+
+def _costs_by_words(lattice):
+    out = {}
+    for arcs, cost in lattice.nbest(100_000):
+        labels = lattice.olabel[arcs]
+        out[tuple(labels[labels != 0].tolist())] = cost
+    return out
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_rescoring_moves_each_word_sequence_by_the_lm_difference(tmp_path, seed):
+    g, lp, lengths, old, new = _first_pass(tmp_path, seed)
+    # rescoring is exact on whatever lattice it gets: 4 to 160 word sequences each here
+    options = CtcBeamOptions(beam=math.inf, lattice_beam=12.0, max_active=1_000_000)
+    lattices = ctc_lattices(lp, lengths, g, options)
+    old_k, new_k = kenlm.Model(str(old)), kenlm.Model(str(new))
+    scale = 0.5 + seed / 2
+    for lat in lattices:
+        before = _costs_by_words(lat)
+        after = rescore(lat, g.words, NgramLm(new), NgramLm(old), lm_scale=scale)
+        assert (after.src < after.dst).all() and (np.diff(after.src) >= 0).all()
+        got = _costs_by_words(after)
+        assert got.keys() == before.keys()
+        for ids, cost in before.items():
+            words = [g.words.symbol(w) for w in ids]
+            want = cost - _kenlm_cost(old_k, words) + scale * _kenlm_cost(new_k, words)
+            assert got[ids] == pytest.approx(want, rel=1e-5, abs=1e-3), words
+        # pruned composition: a subset of the paths (a sequence may keep only a worse alignment),
+        # never worse than the first pass's best path rescored; a wide beam finds the best
+        pruned = rescore(lat, g.words, NgramLm(new), NgramLm(old), lm_scale=scale, beam=2.0)
+        first_best = next(iter(before.items()))
+        first_words = [g.words.symbol(w) for w in first_best[0]]
+        first_rescored = (first_best[1] - _kenlm_cost(old_k, first_words)
+                          + scale * _kenlm_cost(new_k, first_words))  # fmt: skip
+        assert after.best_cost - 1e-6 <= pruned.best_cost <= first_rescored + 1e-3
+        for ids, cost in _costs_by_words(pruned).items():
+            assert cost >= got[ids] - 1e-3
+        wide = rescore(lat, g.words, NgramLm(new), NgramLm(old), lm_scale=scale, beam=60.0)
+        assert wide.best_cost == pytest.approx(after.best_cost, rel=1e-6)
+
+
+def test_rescoring_with_the_first_pass_lm_itself_changes_nothing(tmp_path):
+    g, lp, lengths, old, _ = _first_pass(tmp_path, 7)
+    options = CtcBeamOptions(lattice_beam=8.0, nbest=3)
+    same = LmRescoring(NgramLm(old), NgramLm(old))
+    plain = decode_ctc(lp, lengths, g, options)
+    rescored = decode_ctc(lp, lengths, g, options, rescore=same)
+    for a, b in zip(plain, rescored, strict=True):
+        assert [h.word_ids for h in a] == [h.word_ids for h in b]
+        assert [h.score for h in b] == pytest.approx([h.score for h in a], rel=1e-5, abs=1e-3)
+        assert "rescored with old.arpa" in b[0].notes[-1]
+
+
+def test_decode_with_rescoring_is_the_rescored_lattice_nbest(tmp_path):
+    g, lp, lengths, old, new = _first_pass(tmp_path, 3)
+    options = CtcBeamOptions(lattice_beam=8.0, nbest=4)
+    job = LmRescoring(NgramLm(new), NgramLm(old), lm_scale=0.8)
+    hyps = decode_ctc(lp, lengths, g, options, rescore=job)
+    for b, lat in enumerate(ctc_lattices(lp, lengths, g, options)):
+        want = rescore(lat, g.words, job.new_lm, job.old_lm, 0.8).nbest(4)
+        assert len(hyps[b]) == len(want)
+        for h, (_, cost) in zip(hyps[b], want, strict=True):
+            assert -h.score == pytest.approx(cost, rel=1e-5, abs=1e-3)
+            assert h.graph_score + h.acoustic_score == pytest.approx(h.score)
+
+
+def test_decode_command_rescores(tmp_path, capsys):
+    from wfstdecode.cli import main
+
+    g, lp, lengths, old, new = _first_pass(tmp_path, 5)
+    g.save(tmp_path / "TLG.npz")
+    np.savez(tmp_path / "e.npz", log_probs=lp, lengths=lengths, ids=np.array(["u1", "u2"]))
+    args = ["decode", str(tmp_path / "TLG.npz"), str(tmp_path / "e.npz"), "--backend", "cpu"]
+    assert main([*args, "--lattice-beam", "8", "--rescore-lm", str(new), "--first-pass-lm",
+                 str(old), "--lm-scale", "0.8"]) == 0  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    options = CtcBeamOptions(lattice_beam=8.0)
+    job = LmRescoring(NgramLm(new), NgramLm(old), lm_scale=0.8, beam=8.0)
+    hyps = decode_ctc(lp, lengths, g, options, rescore=job)
+    assert lines == [f"u{b + 1}\t{h[0].score:.3f}\t{h[0].text}" for b, h in enumerate(hyps)]
+    assert main([*args, "--rescore-lm", str(new), "--first-pass-lm", str(old)]) == 2
+    assert "--lattice-beam" in capsys.readouterr().err
+    assert main([*args, "--lattice-beam", "8", "--rescore-lm", str(new)]) == 2
+    assert "--first-pass-lm" in capsys.readouterr().err
+
+
+def test_bad_rescoring_requests_are_refused(tmp_path):
+    g, lp, lengths, old, new = _first_pass(tmp_path, 1)
+    lm = NgramLm(old)
+    with pytest.raises(OptionsError, match="lattice_beam"):
+        decode_ctc(lp, lengths, g, CtcBeamOptions(), rescore=LmRescoring(lm, lm))
+    for bad in (math.nan, math.inf, "1"):
+        with pytest.raises(OptionsError, match="lm_scale"):
+            LmRescoring(lm, lm, lm_scale=bad)
+    with pytest.raises(OptionsError, match="NgramLm"):
+        LmRescoring(str(old), lm)
+    (lat,) = ctc_lattices(lp[:1], lengths[:1], g, CtcBeamOptions(lattice_beam=8.0))
+    with pytest.raises(OptionsError, match="max_nodes"):
+        rescore(lat, g.words, NgramLm(new), lm, max_nodes=3)
+    with pytest.raises(OptionsError, match="beam"):
+        rescore(lat, g.words, NgramLm(new), lm, beam=0.0)

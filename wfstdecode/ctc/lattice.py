@@ -1,0 +1,309 @@
+"""Lattices from the CTC search: what `reference.py`'s search keeps, turned into a `Lattice`.
+
+The lattice of an utterance is defined on the search's survivors (reference.py step 5), as
+Kaldi's lattice-faster-decoder keeps its tokens and the links between them:
+
+* nodes: every token that survived token frame ``f`` (a (graph state, context state) pair), and
+  the tokens along the search's own result paths (an epsilon ancestor of a survivor may itself
+  have been pruned when a later arc had negative cost; the best path must be in the lattice);
+* arcs: every graph arc between two nodes: emitting arcs from frame ``f`` to ``f + 1`` reading
+  log-prob frame ``f`` (``-inf`` log-probs left out), epsilon arcs within a frame, with the arc
+  cost and phrase bonus of step 2 (`bundles.arc_cost`) as graph cost and ``-log_prob`` as
+  acoustic cost; an epsilon cycle (which no best path uses) is cut where it closes, with a note;
+* end: last-frame nodes, at ``final_cost + phi`` (step 6; ``phi`` alone when no final state
+  survived, as the search's partial result);
+
+then pruned to the paths within ``lattice_beam`` of the best (`Lattice.pruned`). Survivors come
+from the backend's streaming interface (`stream.py`'s ``begin`` / ``advance`` / ``end``) one frame
+at a time, so every backend with streaming (reference, cpu) gives the same lattice; the cuda
+backend has none yet.
+
+n-best (`nbest_results`): the search's best path first — the result without a lattice, bit for
+bit — then the lattice's next best distinct word sequences (`Lattice.nbest`), each as the best
+alignment of its words.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+from numba import njit
+
+from ..backends import ctc_stream_backend
+from ..lattice import Lattice
+from ..results import Hypothesis
+from ._paths import to_hypotheses
+from ._problem import RawResult, SearchProblem
+from .bundles import arc_cost, lane_boosts, search_graph
+from .status import DIED, NO_FINAL
+
+_F32_INF = np.float32(np.inf)
+_NO_FINAL_NOTE = "no final state survived the last frame: the lattice ends without final costs"
+
+
+def lattice_search(problem: SearchProblem, backend: str, tuning) -> tuple[list, list]:
+    """Search every utterance frame by frame on ``backend``'s streaming interface, keeping each
+    frame's survivors: ``(RawResult per utterance, Lattice or None per utterance)`` (None when
+    the search died). The utterances of a frame advance together (on the backend's threads)."""
+    streams = ctc_stream_backend(backend)(tuning)
+    one = [problem.utterance(b) for b in range(problem.batch_size)]
+    states = [streams.begin(p) for p in one]
+    kept = [[streams.survivors(s)] for s in states]
+    for t in range(int(problem.lengths.max(initial=0))):
+        live = [b for b, p in enumerate(one) if t < p.lengths[0] and kept[b][-1] is not None]
+        jobs = [(one[b], states[b], one[b].ac[0, t : t + 1]) for b in live]
+        for b, state in zip(live, streams.advance(jobs), strict=True):
+            states[b] = state
+            kept[b].append(streams.survivors(state))
+    raws, lattices = [], []
+    for p, state, frames in zip(one, states, kept, strict=True):
+        raw = streams.end(p, state)
+        raws.append(raw)
+        died = not raw.paths or any(f is None for f in frames)
+        lattices.append(None if died else build_lattice(p, frames, raw))
+    return raws, lattices
+
+
+def build_lattice(p: SearchProblem, frames: list, raw: RawResult) -> Lattice:
+    """Utterance 0 of ``p``'s lattice from its survivors per token frame (``(states, context
+    states)`` each) and the search's result ``raw`` (module docstring), before pruning."""
+    graph, boosts = search_graph(p), lane_boosts(p)
+    start_key = int(graph.start) << 32  # a token's key: state << 32 | context state
+    keys = [(s.astype(np.int64) << 32) | x for s, x in frames]
+    keys[0] = np.append(keys[0], start_key)
+    for arcs, path_frames, _ in raw.paths:
+        for f, key in _path_tokens(graph, boosts, arcs, path_frames):
+            keys[f] = np.append(keys[f], key)
+    keys = [np.unique(k) for k in keys]  # canonical order: the same lattice from every backend
+    sizes = np.array([len(k) for k in keys], np.int64)
+    frame_start = np.concatenate(([0], np.cumsum(sizes)))
+    all_keys = np.concatenate(keys)
+    node_state = (all_keys >> 32).astype(np.int32)
+    node_ctx = (all_keys & 0xFFFFFFFF).astype(np.int32)
+    T = len(frames) - 1
+    lp = p.log_probs[0, :T]
+    src, dst, garc, gcost, acost, afr = _links(node_state, node_ctx, frame_start, graph, boosts,
+                                               lp, p.graph.num_states)  # fmt: skip
+    start = int(np.searchsorted(keys[0], start_key))
+    rank, cut = _topological_ranks(frame_start, src, dst, garc < graph.num_emitting, start)
+    src, dst = rank[src], rank[dst]
+    order = np.argsort(src[~cut], kind="stable")
+    arcs = [x[~cut][order] for x in (src, dst, garc, gcost, acost, afr)]
+    node_frame = np.repeat(np.arange(T + 1, dtype=np.int32), sizes)
+    by_rank = np.empty_like(rank)
+    by_rank[rank] = np.arange(len(rank), dtype=rank.dtype)
+    node_state, node_ctx, node_frame = node_state[by_rank], node_ctx[by_rank], node_frame[by_rank]
+    final = np.full(len(node_state), np.inf, np.float32)
+    last = node_frame == T
+    phi = np.zeros(int(last.sum()), np.float32)
+    if boosts.mask[0] >= 0:
+        phi = boosts.phi[boosts.node_offset[0] + node_ctx[last]]
+    final[last] = phi if raw.status & NO_FINAL else p.graph.final_cost[node_state[last]] + phi
+    notes = []
+    if raw.status & NO_FINAL:
+        notes.append(_NO_FINAL_NOTE)
+    if cut.any():
+        notes.append(f"{int(cut.sum())} epsilon arcs closing a cycle were left out")
+    src, dst, garc, gcost, acost, afr = arcs
+    return Lattice(
+        T, node_frame, node_state, final, src.astype(np.int32), dst.astype(np.int32), garc,
+        p.graph.ilabel[garc], p.graph.olabel[garc], afr, gcost, acost,
+        float(p.options.acoustic_scale), tuple(notes),
+    )  # fmt: skip
+
+
+def nbest_results(p: SearchProblem, raws: list, lattices: list) -> list:
+    """Per utterance a `RawResult` with the search's best path, then the (pruned) lattice's
+    next best distinct word sequences, up to ``nbest`` in all."""
+    n = p.options.nbest
+    out = []
+    for raw, lat in zip(raws, lattices, strict=True):
+        if lat is None or n == 1:
+            out.append(RawResult(raw.paths[:1], raw.status, raw.died_frame, raw.notes))
+            continue
+        first = raw.paths[0]
+        words = tuple(p.graph.olabel[first[0]][p.graph.olabel[first[0]] != 0].tolist())
+        paths = [first]
+        for arcs, cost in lat.nbest(n + 1):
+            labels = lat.olabel[arcs]
+            if tuple(labels[labels != 0].tolist()) == words:
+                continue
+            if len(paths) == n:
+                break
+            paths.append((lat.graph_arc[arcs], lat.frame[arcs], cost))
+        out.append(RawResult(paths, raw.status, raw.died_frame, raw.notes))
+    return out
+
+
+def lattice_hypotheses(p: SearchProblem, lattices: list) -> list[list[Hypothesis] | None]:
+    """The ``nbest`` best distinct word sequences of each lattice of ``p``'s utterances (e.g.
+    rescored: `wfstdecode.rescore`) as hypotheses, scored by the lattice's own costs:
+    ``graph_score`` is its graph side (a rescoring LM counts there), ``acoustic_score`` the
+    scaled acoustic side. None where the lattice is None (the search died) or has no path."""
+    raws, graph_costs = [], []
+    for lat in lattices:
+        best = lat.nbest(p.options.nbest) if lat is not None else []
+        if not best:
+            raws.append(RawResult([], DIED))
+            graph_costs.append(None)
+            continue
+        status = NO_FINAL if _NO_FINAL_NOTE in lat.notes else 0
+        notes = tuple(n for n in lat.notes if n != _NO_FINAL_NOTE)
+        raws.append(RawResult([(lat.graph_arc[a], lat.frame[a], c) for a, c in best], status,
+                              notes=notes))  # fmt: skip
+        graph_costs.append([float(lat.graph_cost[a].astype(np.float64).sum())
+                            + float(lat.final[lat.dst[a[-1]] if len(a) else 0])
+                            for a, _ in best])  # fmt: skip
+    out: list[list[Hypothesis] | None] = []
+    for hyps, costs in zip(to_hypotheses(p, raws), graph_costs, strict=True):
+        out.append(None if costs is None else [
+            replace(h, graph_score=-c, score=h.acoustic_score - c)
+            for h, c in zip(hyps, costs, strict=True)
+        ])  # fmt: skip
+    return out
+
+
+def _path_tokens(graph, boosts, arcs, path_frames):
+    """``(token frame, key)`` of every token a path passes."""
+    state, x, f = int(graph.start), 0, 0
+    for a, fr in zip(arcs.tolist(), path_frames.tolist(), strict=True):
+        _, x = arc_cost(graph, boosts, 0, a, x)
+        f = fr + 1
+        state = int(graph.next_state[a])
+        yield f, (state << 32) | int(x)
+
+
+@njit(cache=True)
+def _node_of(head, same_state, node_ctx, state, ctx):
+    """The node of (state, ctx) in the frame whose nodes are chained from ``head``, or -1."""
+    v = head[state]
+    while v >= 0 and node_ctx[v] != ctx:
+        v = same_state[v]
+    return v
+
+
+@njit(cache=True)
+def _links(node_state, node_ctx, frame_start, graph, boosts, lp, num_states):
+    """Every graph arc between two nodes (module docstring), frame by frame: the emitting arcs
+    into frame ``f``, then the epsilon arcs within it. Returns ``(src, dst, graph arc, graph
+    cost, acoustic cost, frame)``."""
+    n_nodes = node_state.shape[0]
+    head = np.full(num_states, -1, np.int32)
+    same_state = np.full(n_nodes, -1, np.int32)
+    cap = max(16, 4 * n_nodes)
+    src = np.empty(cap, np.int32)
+    dst = np.empty(cap, np.int32)
+    garc = np.empty(cap, np.int32)
+    gcost = np.empty(cap, np.float32)
+    acost = np.empty(cap, np.float32)
+    afr = np.empty(cap, np.int32)
+    n = 0
+    for f in range(frame_start.shape[0] - 1):
+        lo, hi = frame_start[f], frame_start[f + 1]
+        for v in range(lo, hi):
+            s = node_state[v]
+            same_state[v] = head[s]
+            head[s] = v
+        for emitting in (True, False):
+            u_lo, u_hi = (frame_start[f - 1], lo) if emitting else (lo, hi)
+            if emitting and f == 0:
+                continue
+            for u in range(u_lo, u_hi):
+                s, x = node_state[u], node_ctx[u]
+                first = graph.e_offsets[s] if emitting else graph.ne_offsets[s]
+                last = graph.e_offsets[s + 1] if emitting else graph.ne_offsets[s + 1]
+                for a in range(first, last):
+                    ac = np.float32(0.0)
+                    if emitting:
+                        ac = -lp[f - 1, graph.ilabel[a] - 1]
+                        if not ac < _F32_INF:
+                            continue
+                    c, nx = arc_cost(graph, boosts, 0, a, x)
+                    if not c < _F32_INF:
+                        continue
+                    v = _node_of(head, same_state, node_ctx, graph.next_state[a], nx)
+                    if v < 0:
+                        continue
+                    if n == cap:
+                        cap *= 2
+                        src, dst, garc = _grown(src, cap), _grown(dst, cap), _grown(garc, cap)
+                        gcost, acost, afr = _grown(gcost, cap), _grown(acost, cap), _grown(afr, cap)
+                    src[n], dst[n], garc[n] = u, v, a
+                    gcost[n], acost[n], afr[n] = c, ac, f - 1
+                    n += 1
+        for v in range(lo, hi):
+            head[node_state[v]] = -1
+    return src[:n], dst[:n], garc[:n], gcost[:n], acost[:n], afr[:n]
+
+
+@njit(cache=True)
+def _grown(a, cap):
+    out = np.empty(cap, a.dtype)
+    out[: a.shape[0]] = a
+    return out
+
+
+@njit(cache=True)
+def _topological_ranks(frame_start, src, dst, emitting, start):
+    """A topological rank of every node — frame by frame, within a frame in the order of its
+    epsilon arcs (Kahn's algorithm, nodes in index order), node ``start`` first — and which
+    epsilon arcs close a cycle and are cut: those into ``start`` (every frame-0 token comes from
+    it), and when every node left waits on another, the first left is placed anyway and the arcs
+    that still reach it are cut."""
+    n_nodes, n_arcs = frame_start[-1], src.shape[0]
+    indeg = np.zeros(n_nodes, np.int64)
+    first = np.zeros(n_nodes + 1, np.int64)
+    cut = np.zeros(n_arcs, np.bool_)
+    for i in range(n_arcs):
+        if dst[i] == start:
+            cut[i] = True
+        elif not emitting[i]:
+            indeg[dst[i]] += 1
+            first[src[i] + 1] += 1
+    for v in range(n_nodes):
+        first[v + 1] += first[v]
+    out_arcs = np.empty(first[n_nodes], np.int64)
+    fill = first[:-1].copy()
+    for i in range(n_arcs):
+        if not emitting[i] and not cut[i]:
+            out_arcs[fill[src[i]]] = i
+            fill[src[i]] += 1
+    order = np.empty(n_nodes, np.int64)
+    placed = np.zeros(n_nodes, np.bool_)
+    order[0] = start
+    placed[start] = True
+    pos = 1
+    for f in range(frame_start.shape[0] - 1):
+        lo, hi = frame_start[f], frame_start[f + 1]
+        done = lo
+        for v in range(lo, hi):
+            if indeg[v] == 0 and not placed[v]:
+                order[pos] = v
+                placed[v] = True
+                pos += 1
+        forced = lo
+        while done < hi:
+            if done == pos:  # every node left is on a cycle
+                while placed[forced]:
+                    forced += 1
+                order[pos] = forced
+                placed[forced] = True
+                pos += 1
+            u = order[done]
+            done += 1
+            for k in range(first[u], first[u + 1]):
+                i = out_arcs[k]
+                d = dst[i]
+                if placed[d]:
+                    cut[i] = True
+                    continue
+                indeg[d] -= 1
+                if indeg[d] == 0:
+                    order[pos] = d
+                    placed[d] = True
+                    pos += 1
+    rank = np.empty(n_nodes, np.int32)
+    for k in range(n_nodes):
+        rank[order[k]] = k
+    return rank, cut

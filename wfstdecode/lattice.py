@@ -1,0 +1,317 @@
+"""`Lattice`: the alternatives a search kept for one utterance, and what is computed on them.
+
+A lattice here is an acyclic, frame-synchronous graph of the search's tokens: node ``n`` is a
+token (graph state ``node_state[n]`` at token frame ``node_frame[n]``), arc ``i`` a decoding-graph
+arc ``graph_arc[i]`` taken between two tokens — an emitting arc from token frame ``t`` to
+``t + 1`` (consuming log-prob frame ``t``) or an epsilon arc within a frame. It is Kaldi's
+state-level lattice (lattice-faster-decoder's tokens and links, before determinization); how the
+CTC search makes one is in `wfstdecode.ctc.lattice`.
+
+Costs follow Kaldi's ``LatticeWeight``: each arc keeps its ``graph_cost`` (graph weight,
+penalties, phrase bonuses as negative cost) and its ``acoustic_cost`` (``-log_prob``, *not*
+scaled) apart; a path ranks by ``graph + acoustic_scale * acoustic``, plus the final cost of its
+last node. Written with `write_kaldi`, Kaldi's ``lattice-*`` tools read it (``ark:``) with
+``--acoustic-scale`` as usual.
+
+Operations (float64 throughout): `best_cost` and Viterbi `forward` / `backward` costs, `pruned`
+to a lattice beam, `nbest` (the n best distinct word sequences, each with its best alignment),
+`arc_posteriors` (forward-backward in the log semiring, the posteriors Kaldi's lattice-to-post
+computes).
+"""
+
+from __future__ import annotations
+
+import heapq
+import io
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit
+
+from .errors import OptionsError
+
+_INF = np.inf
+
+
+@dataclass(frozen=True, eq=False)
+class Lattice:
+    """One utterance's lattice (module docstring). Nodes are numbered in topological order
+    (``src[i] < dst[i]``), node 0 is the start; arcs are sorted by ``src``.
+
+    num_frames:     log-prob frames of the utterance (the last token frame).
+    node_frame:     int32 [N] token frame of each node; node_state: int32 [N] its graph state.
+    final:          float32 [N] final cost (graph side) of ending at a node; +inf where it may
+                    not end (only last-frame nodes may).
+    src, dst:       int32 [A] arc ends; graph_arc: int32 [A] the decoding-graph arc.
+    ilabel:         int32 [A] token id + 1 (0: epsilon); olabel: int32 [A] word id (0: none).
+    frame:          int32 [A] log-prob frame the arc consumes, or for an epsilon arc the frame of
+                    the emitting arc before it (-1 before the first), as ``RawResult`` frames.
+    graph_cost, acoustic_cost: float32 [A] (module docstring).
+    acoustic_scale: the scale the search ranked paths with.
+    notes:          what the lattice lacks (e.g. no final state survived, epsilon cycles cut).
+    """
+
+    num_frames: int
+    node_frame: np.ndarray
+    node_state: np.ndarray
+    final: np.ndarray
+    src: np.ndarray
+    dst: np.ndarray
+    graph_arc: np.ndarray
+    ilabel: np.ndarray
+    olabel: np.ndarray
+    frame: np.ndarray
+    graph_cost: np.ndarray
+    acoustic_cost: np.ndarray
+    acoustic_scale: float
+    notes: tuple = ()
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.node_frame)
+
+    @property
+    def num_arcs(self) -> int:
+        return len(self.src)
+
+    # ----- costs -------------------------------------------------------------------------------
+    def arc_cost(self, acoustic_scale: float | None = None, lm_scale: float = 1.0) -> np.ndarray:
+        """float64 ``lm_scale * graph + acoustic_scale * acoustic`` per arc (default scale: the
+        search's)."""
+        scale = self.acoustic_scale if acoustic_scale is None else acoustic_scale
+        return (lm_scale * self.graph_cost.astype(np.float64)
+                + scale * self.acoustic_cost.astype(np.float64))  # fmt: skip
+
+    def forward(self) -> np.ndarray:
+        """Viterbi cost of the best path from the start to each node (float64; inf: none)."""
+        if "alpha" not in self._cache:
+            self._cache["alpha"] = _viterbi_forward(self.num_nodes, self.src, self.dst,
+                                                    self.arc_cost())  # fmt: skip
+        return self._cache["alpha"]
+
+    def backward(self) -> np.ndarray:
+        """Viterbi cost of the best way from each node to the end, final cost included."""
+        if "beta" not in self._cache:
+            self._cache["beta"] = _viterbi_backward(self.final.astype(np.float64), self.src,
+                                                    self.dst, self.arc_cost())  # fmt: skip
+        return self._cache["beta"]
+
+    @property
+    def best_cost(self) -> float:
+        """Cost of the best complete path (inf for an empty lattice)."""
+        return float(self.backward()[0]) if self.num_nodes else _INF
+
+    # ----- derived lattices and paths ----------------------------------------------------------
+    def pruned(self, beam: float) -> Lattice:
+        """The arcs and nodes on some complete path within ``beam`` of the best (Kaldi's lattice
+        beam, applied exactly with forward and backward costs)."""
+        if not beam > 0:
+            raise OptionsError(f"lattice beam must be > 0; got {beam}")
+        if not self.num_nodes or not self.best_cost < _INF:
+            return self._subset(np.zeros(self.num_nodes, bool), np.zeros(self.num_arcs, bool))
+        alpha, beta, w = self.forward(), self.backward(), self.arc_cost()
+        limit = self.best_cost + beam
+        keep_arc = alpha[self.src] + w + beta[self.dst] <= limit
+        keep_node = np.zeros(self.num_nodes, bool)
+        keep_node[0] = True
+        keep_node[self.src[keep_arc]] = True
+        keep_node[self.dst[keep_arc]] = True
+        return self._subset(keep_node, keep_arc)
+
+    def _subset(self, keep_node: np.ndarray, keep_arc: np.ndarray) -> Lattice:
+        new_id = np.cumsum(keep_node, dtype=np.int64) - 1
+        arcs = {name: getattr(self, name)[keep_arc] for name in _ARC_FIELDS}
+        arcs["src"] = new_id[arcs["src"]].astype(np.int32)
+        arcs["dst"] = new_id[arcs["dst"]].astype(np.int32)
+        return Lattice(self.num_frames, self.node_frame[keep_node], self.node_state[keep_node],
+                       self.final[keep_node], acoustic_scale=self.acoustic_scale,
+                       notes=self.notes, **arcs)  # fmt: skip
+
+    def nbest(self, n: int) -> list[tuple[np.ndarray, float]]:
+        """Up to ``n`` paths with distinct word sequences, best first: ``(arc indices, cost)``,
+        each the best alignment of its words. An A* search over (node, words so far) with the
+        exact backward costs as its heuristic: the first arrival at a pair is its best, so a
+        later one is dropped — on-the-fly determinization on words, as n-best strings needs."""
+        if n < 1:
+            raise OptionsError(f"nbest must be >= 1; got {n}")
+        beta = self.backward()
+        if not self.num_nodes or not beta[0] < _INF:
+            return []
+        w, final = self.arc_cost(), self.final.astype(np.float64)
+        first = np.searchsorted(self.src, np.arange(self.num_nodes + 1)).tolist()
+        dst, olabel = self.dst.tolist(), self.olabel.tolist()
+        end = -1  # the pseudo-node after a final node: one arrival per word sequence
+        prefixes: dict[tuple[int, int], int] = {}  # (prefix, word) -> prefix id (0: no words)
+        steps: list[tuple[int, int]] = []  # (step before, arc) of each queued arrival
+        heap = [(float(beta[0]), 0, 0.0, 0, 0, -1)]  # (estimate, order, cost, node, prefix, step)
+        done: set[tuple[int, int]] = set()
+        out: list[tuple[np.ndarray, float]] = []
+        while heap and len(out) < n:
+            _, _, cost, node, prefix, step = heapq.heappop(heap)
+            if (node, prefix) in done:
+                continue
+            done.add((node, prefix))
+            if node == end:
+                out.append((_arcs_of(step, steps), cost))
+                continue
+            if final[node] < _INF:
+                total = cost + final[node]
+                heapq.heappush(heap, (total, len(steps) + len(heap), total, end, prefix, step))
+            for i in range(first[node], first[node + 1]):
+                d = dst[i]
+                if not beta[d] < _INF:
+                    continue
+                nxt = (
+                    prefix
+                    if not olabel[i]
+                    else prefixes.setdefault((prefix, olabel[i]), len(prefixes) + 1)
+                )
+                if (d, nxt) in done:
+                    continue
+                steps.append((step, i))
+                c = cost + w[i]
+                heapq.heappush(heap, (c + beta[d], len(steps), c, d, nxt, len(steps) - 1))
+        return out
+
+    def arc_posteriors(self) -> np.ndarray:
+        """float64 [A] posterior of each arc: the share of the lattice's total probability
+        (``exp(-cost)`` summed over its complete paths) that passes through it."""
+        w = self.arc_cost()
+        a = _log_forward(self.num_nodes, self.src, self.dst, w)
+        b = _log_backward(self.final.astype(np.float64), self.src, self.dst, w)
+        if not self.num_nodes or not b[0] < _INF:
+            return np.zeros(self.num_arcs)
+        with np.errstate(invalid="ignore"):
+            post = np.exp(b[0] - (a[self.src] + w + b[self.dst]))
+        return np.nan_to_num(post, nan=0.0)
+
+    def path_posterior(self, words) -> float:
+        """Posterior probability of a word sequence: its paths' share of the total."""
+        if not self.num_nodes:
+            return 0.0
+        total = _log_backward(self.final.astype(np.float64), self.src, self.dst, self.arc_cost())
+        if not total[0] < _INF:
+            return 0.0
+        return float(np.exp(total[0] - _word_constrained_cost(self, tuple(map(int, words)))))
+
+    # ----- output ------------------------------------------------------------------------------
+    def kaldi_bytes(self) -> bytes:
+        """The lattice as an OpenFst ``vector`` FST with Kaldi's ``lattice4`` arcs (input: token
+        id + 1, output: word id, weight: (graph cost, unscaled acoustic cost)): what Kaldi's
+        ``Lattice`` holder reads and writes in binary."""
+        from .fstio import write_lattice_bytes
+
+        return write_lattice_bytes(self.final, self.src, self.dst, self.ilabel, self.olabel,
+                                   self.graph_cost, self.acoustic_cost)  # fmt: skip
+
+
+_ARC_FIELDS = ("src", "dst", "graph_arc", "ilabel", "olabel", "frame", "graph_cost",
+               "acoustic_cost")  # fmt: skip
+
+
+def write_kaldi_archive(lattices, path: str | os.PathLike | io.BufferedIOBase) -> None:
+    """Write ``{key: Lattice}`` as a binary Kaldi archive (``ark:``) of lattices: per entry the
+    key, a space, Kaldi's binary marker and the FST. A path is written to a temporary file
+    beside it and renamed into place, so a failed write leaves nothing half-written."""
+    for key in lattices:
+        if not key or any(c.isspace() for c in key):
+            raise OptionsError(f"lattice key {key!r} must be non-empty, without whitespace")
+    if hasattr(path, "write"):
+        for key, lat in lattices.items():
+            path.write(key.encode() + b" \0B" + lat.kaldi_bytes())
+        return
+    path = os.fspath(path)
+    tmp = f"{path}.{os.getpid()}.partial"
+    try:
+        with open(tmp, "wb") as f:
+            write_kaldi_archive(lattices, f)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)  # our own partial file, never the user's
+        raise
+
+
+def _arcs_of(step: int, steps: list[tuple[int, int]]) -> np.ndarray:
+    arcs = []
+    while step >= 0:
+        step, arc = steps[step]
+        arcs.append(arc)
+    return np.array(arcs[::-1], np.int32)
+
+
+def _word_constrained_cost(lat: Lattice, words: tuple) -> float:
+    """-log of the summed probability of ``lat``'s paths that write exactly ``words``: a
+    forward pass over (node, words matched so far)."""
+    n_words = len(words)
+    w = lat.arc_cost()
+    alpha = np.full((lat.num_nodes, n_words + 1), _INF)
+    if lat.num_nodes:
+        alpha[0, 0] = 0.0
+    for i in range(lat.num_arcs):
+        s, d, label = lat.src[i], lat.dst[i], lat.olabel[i]
+        for k in range(n_words + 1):
+            if not alpha[s, k] < _INF:
+                continue
+            if label == 0:
+                k2 = k
+            elif k < n_words and label == words[k]:
+                k2 = k + 1
+            else:
+                continue
+            alpha[d, k2] = -np.logaddexp(-alpha[d, k2], -(alpha[s, k] + w[i]))
+    ends = alpha[:, n_words] + lat.final.astype(np.float64)
+    return float(-np.logaddexp.reduce(-ends)) if lat.num_nodes else _INF
+
+
+@njit(cache=True)
+def _viterbi_forward(n_nodes, src, dst, w):
+    alpha = np.full(n_nodes, np.inf)
+    if n_nodes:
+        alpha[0] = 0.0
+    for i in range(src.shape[0]):  # arcs by source, sources in topological order
+        c = alpha[src[i]] + w[i]
+        if c < alpha[dst[i]]:
+            alpha[dst[i]] = c
+    return alpha
+
+
+@njit(cache=True)
+def _viterbi_backward(final, src, dst, w):
+    beta = final.copy()
+    for i in range(src.shape[0] - 1, -1, -1):
+        c = w[i] + beta[dst[i]]
+        if c < beta[src[i]]:
+            beta[src[i]] = c
+    return beta
+
+
+@njit(cache=True)
+def _neg_logaddexp(a, b):
+    """-log(exp(-a) + exp(-b)) for costs a, b (inf: zero probability)."""
+    if a == np.inf:
+        return b
+    if b == np.inf:
+        return a
+    lo, hi = min(a, b), max(a, b)
+    return lo - np.log1p(np.exp(lo - hi))
+
+
+@njit(cache=True)
+def _log_forward(n_nodes, src, dst, w):
+    alpha = np.full(n_nodes, np.inf)
+    if n_nodes:
+        alpha[0] = 0.0
+    for i in range(src.shape[0]):
+        alpha[dst[i]] = _neg_logaddexp(alpha[dst[i]], alpha[src[i]] + w[i])
+    return alpha
+
+
+@njit(cache=True)
+def _log_backward(final, src, dst, w):
+    beta = final.copy()
+    for i in range(src.shape[0] - 1, -1, -1):
+        beta[src[i]] = _neg_logaddexp(beta[src[i]], w[i] + beta[dst[i]])
+    return beta

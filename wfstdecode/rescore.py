@@ -1,0 +1,274 @@
+"""Lattice rescoring with an n-gram language model: `rescore` replaces the first-pass LM's
+scores in a `Lattice` with another model's — Kaldi's ``lattice-lmrescore`` run with the old LM at
+scale -1 and the new one at ``+lm_scale``, in one pass.
+
+The first pass decodes with a small (pruned) LM compiled into TLG, where the graph is small and
+the search fast; the lattice keeps the alternatives; rescoring applies the large LM to them
+exactly. Each word sequence's graph cost becomes ``graph - old(words) + lm_scale * new(words)``,
+where ``old`` and ``new`` are the models' costs of ``<s> words </s>`` (backoff semantics,
+``-ln p``). Because a word's n-gram cost depends on the words before it, a lattice node reached
+with different histories is split: the result's nodes are (node, old LM state, new LM state)
+triples in topological order, a state being the part of the history the model can still use
+(`NgramLm.step`) — the composition of the lattice with both models, as Kaldi computes it.
+
+`NgramLm` scores an ARPA model on demand (the exact backoff recursion, memoized), which is what
+the composition needs; no G is built.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import OptionsError
+from .lattice import Lattice
+
+LN10 = math.log(10.0)
+BOS, EOS, UNK = "<s>", "</s>", "<unk>"
+# KenLM's log10 probability for a word the model lacks when it has no <unk>
+MISSING_WORD_LOG10 = -100.0
+
+
+class NgramLm:
+    """An ARPA n-gram model (`wfstdecode.graph.read_arpa`), scored on demand: `cost` of a word
+    after a history, with ARPA backoff (``P(w | h) = bo(h) P(w | h[1:])`` until the n-gram is
+    listed). A word the model lacks scores as ``<unk>`` when it has one, else at log10
+    ``MISSING_WORD_LOG10`` (KenLM's choice); `missing` names such words (with the number of
+    distinct histories they were scored after)."""
+
+    def __init__(self, model):
+        from .graph.grammar import ArpaModel, read_arpa
+
+        self.model = model if isinstance(model, ArpaModel) else read_arpa(model)
+        self.order = self.model.order
+        self.path = self.model.path
+        self._cache: dict[tuple[tuple[str, ...], str], float] = {}
+        self._steps: dict[tuple[tuple[str, ...], str], tuple[float, tuple[str, ...]]] = {}
+        self.missing: dict[str, int] = {}
+        self._unk = (UNK,) in self.model.ngrams[0]
+        # histories some longer n-gram extends: the states `step` keeps
+        self._contexts = {k[:-1] for level in self.model.ngrams[1:] for k in level}
+
+    @property
+    def start(self) -> tuple[str, ...]:
+        """The state before the first word."""
+        return (BOS,) if self.order > 1 else ()
+
+    def step(self, state: tuple[str, ...], word: str) -> tuple[float, tuple[str, ...]]:
+        """``(cost, next state)`` of ``word`` after ``state``: ``-ln P(word | state)`` plus the
+        backoff weights of the words the next state forgets. A state is the longest suffix of
+        the history that some listed n-gram extends (KenLM's state minimization); a history
+        that none extends backs off on every next word, so its backoff weight is charged once,
+        here, exactly."""
+        key = (state, word)
+        hit = self._steps.get(key)
+        if hit is None:
+            cost = self.cost(state, word)
+            if word == EOS:  # nothing follows: no state, nothing to charge
+                hit = self._steps[key] = (cost, ())
+                return hit
+            if self._unk and (word,) not in self.model.ngrams[0]:
+                word = UNK  # the model's contexts know it as <unk>
+            history = (*state, word)[-(self.order - 1) :] if self.order > 1 else ()
+            extra, nxt = self._reduced(history)
+            hit = self._steps[key] = (cost + extra, nxt)
+        return hit
+
+    def _reduced(self, history: tuple[str, ...]) -> tuple[float, tuple[str, ...]]:
+        cost = 0.0
+        while history and history not in self._contexts:
+            entry = self.model.ngrams[len(history) - 1].get(history)
+            cost += -LN10 * entry[1] if entry is not None else 0.0
+            history = history[1:]
+        return cost, history
+
+    def cost(self, history: tuple[str, ...], word: str) -> float:
+        """``-ln P(word | history)`` (natural log; the history's last ``order - 1`` words)."""
+        history = history[-(self.order - 1) :] if self.order > 1 else ()
+        key = (history, word)
+        cost = self._cache.get(key)
+        if cost is None:
+            cost = self._cache[key] = -LN10 * self._log10(history, word)
+        return cost
+
+    def sentence_cost(self, words) -> float:
+        """``-ln P(<s> words </s>)`` (through `step`)."""
+        state, total = self.start, 0.0
+        for word in [*words, EOS]:
+            cost, state = self.step(state, word)
+            total += cost
+        return total
+
+    def _log10(self, history: tuple[str, ...], word: str) -> float:
+        ngrams = self.model.ngrams
+        unigram = ngrams[0].get((word,))
+        if unigram is None:  # backs off to a unigram of <unk> or MISSING_WORD_LOG10, as KenLM
+            self.missing[word] = self.missing.get(word, 0) + 1
+            if self._unk:
+                word = UNK
+                unigram = ngrams[0][(UNK,)]
+        total = 0.0
+        while True:
+            if not history:
+                return total + (unigram[0] if unigram is not None else MISSING_WORD_LOG10)
+            entry = (
+                ngrams[len(history)].get((*history, word)) if len(history) < len(ngrams) else None
+            )
+            if entry is not None:
+                return total + entry[0]
+            context = ngrams[len(history) - 1].get(history)
+            total += context[1] if context is not None else 0.0
+            history = history[1:]
+
+
+@dataclass(frozen=True)
+class LmRescoring:
+    """What `decode_ctc` (``rescore=``) applies to each lattice: `rescore` with these models,
+    scale and beam (None: exact composition)."""
+
+    new_lm: NgramLm
+    old_lm: NgramLm | None
+    lm_scale: float = 1.0
+    beam: float | None = None
+
+    def __post_init__(self):
+        if not isinstance(self.new_lm, NgramLm) or not isinstance(self.old_lm, NgramLm | None):
+            raise OptionsError("LmRescoring takes NgramLm models (old_lm may be None)")
+        _check_scale(self.lm_scale)
+        if self.beam is not None and not self.beam > 0:
+            raise OptionsError(f"rescoring beam must be > 0 or None; got {self.beam}")
+
+    def apply(self, lattice: Lattice, words) -> Lattice:
+        return rescore(lattice, words, self.new_lm, self.old_lm, self.lm_scale, self.beam)
+
+
+def _check_scale(lm_scale) -> None:
+    if (
+        isinstance(lm_scale, bool)
+        or not isinstance(lm_scale, (int, float))
+        or not math.isfinite(lm_scale)
+    ):
+        raise OptionsError(f"lm_scale must be a finite number; got {lm_scale!r}")
+
+
+def rescore(
+    lattice: Lattice,
+    words,
+    new_lm: NgramLm,
+    old_lm: NgramLm | None,
+    lm_scale: float = 1.0,
+    beam: float | None = None,
+    max_nodes: int = 2_000_000,
+) -> Lattice:
+    """``lattice`` with each word sequence's graph cost moved from ``old_lm`` (the LM compiled
+    into the first-pass graph, subtracted at scale 1; None: nothing subtracted) to ``new_lm`` at
+    ``lm_scale`` (module docstring). ``words``: the graph's word table (the lattice's output
+    labels).
+
+    ``beam``: None composes exactly. A number prunes as the composition goes (as Kaldi's
+    lattice-lmrescore-pruned): a split node whose rescored cost so far plus the first pass's
+    best cost from its lattice node exceeds the rescored cost of the first pass's best path by
+    more than ``beam`` is not followed — an estimate (the new LM may make the rest of a path
+    cheaper than the old did); the first pass's best path is always followed, so a path
+    remains.
+    Raises `OptionsError` when the expansion would pass ``max_nodes`` nodes."""
+    _check_scale(lm_scale)
+    if beam is not None and not beam > 0:
+        raise OptionsError(f"rescoring beam must be > 0 or None; got {beam}")
+
+    def step(state, word):
+        """``(cost change, next state)``: the state is both models' (old, new)."""
+        c_new, s_new = new_lm.step(state[1], word)
+        if old_lm is None:
+            return lm_scale * c_new, (None, s_new)
+        c_old, s_old = old_lm.step(state[0], word)
+        return lm_scale * c_new - c_old, (s_old, s_new)
+
+    n = lattice.num_nodes
+    first = np.searchsorted(lattice.src, np.arange(n + 1)).tolist()
+    dst, olabel = lattice.dst.tolist(), lattice.olabel.tolist()
+    names = {w: words.symbol(w) for w in set(olabel) if w}
+    start = (old_lm.start if old_lm is not None else None, new_lm.start)
+    split: list[dict] = [{} for _ in range(n)]  # node -> {history: new node}
+    node_of, history_of = [], []
+    if n:
+        split[0][start] = 0
+        node_of.append(0)
+        history_of.append(start)
+    src_new, dst_new, arc_of, extra = [], [], [], []
+    w_arc = lattice.arc_cost().tolist()
+    alpha = [0.0] * len(node_of)
+    limit, kept = math.inf, set()
+    if beam is not None and n:
+        beta = lattice.backward().tolist()
+        best, kept = _rescored_best(lattice, names, step, start)
+        limit = best + beam
+    for u in range(n):
+        for history, p in split[u].items():
+            if beam is not None and alpha[p] + beta[u] > limit and (u, history) not in kept:
+                continue
+            for i in range(first[u], first[u + 1]):
+                w = olabel[i]
+                if w:
+                    cost, after = step(history, names[w])
+                else:
+                    cost, after = 0.0, history
+                targets = split[dst[i]]
+                q = targets.get(after)
+                if q is None:
+                    if len(node_of) == max_nodes:
+                        raise OptionsError(f"rescoring would split the lattice into more than "
+                                           f"{max_nodes} nodes (max_nodes)")  # fmt: skip
+                    q = targets[after] = len(node_of)
+                    node_of.append(dst[i])
+                    history_of.append(after)
+                    alpha.append(math.inf)
+                alpha[q] = min(alpha[q], alpha[p] + w_arc[i] + cost)
+                src_new.append(p)
+                dst_new.append(q)
+                arc_of.append(i)
+                extra.append(cost)
+    node_of_a = np.array(node_of, np.int64)
+    final = lattice.final[node_of_a].astype(np.float64)
+    for p in np.flatnonzero(np.isfinite(final)).tolist():
+        final[p] += step(history_of[p], EOS)[0]
+    # topological order: by the lattice's node, then order of creation
+    order_new = np.lexsort((np.arange(len(node_of_a)), node_of_a))
+    rank = np.empty_like(order_new)
+    rank[order_new] = np.arange(len(order_new))
+    src_r, dst_r = rank[np.array(src_new, np.int64)], rank[np.array(dst_new, np.int64)]
+    by_src = np.argsort(src_r, kind="stable")
+    arcs = np.array(arc_of, np.int64)[by_src]
+    graph_cost = (lattice.graph_cost[arcs].astype(np.float64)
+                  + np.array(extra, np.float64)[by_src]).astype(np.float32)  # fmt: skip
+    names_kept = ("graph_arc", "ilabel", "olabel", "frame", "acoustic_cost")
+    fields = {name: getattr(lattice, name)[arcs] for name in names_kept}
+    note = f"rescored with {os.path.basename(new_lm.path) or 'a new LM'} at lm_scale {lm_scale:g}"
+    out = Lattice(
+        lattice.num_frames, lattice.node_frame[node_of_a[order_new]],
+        lattice.node_state[node_of_a[order_new]], final[order_new].astype(np.float32),
+        src_r[by_src].astype(np.int32), dst_r[by_src].astype(np.int32),
+        graph_cost=graph_cost, acoustic_scale=lattice.acoustic_scale,
+        notes=(*lattice.notes, note), **fields,
+    )  # fmt: skip
+    return out if beam is None else out.pruned(math.inf)  # drop the paths not followed
+
+
+def _rescored_best(lattice: Lattice, names, step, start) -> tuple[float, set]:
+    """The rescored cost of the lattice's best path (a cost the rescored lattice reaches) and
+    its split nodes ``(node, state)``, which the pruned composition always follows."""
+    found = lattice.nbest(1)
+    if not found:
+        return math.inf, set()
+    ((arcs, cost),) = found
+    state, on_path = start, {(0, start)}
+    for i in arcs.tolist():
+        w = int(lattice.olabel[i])
+        if w:
+            change, state = step(state, names[w])
+            cost += change
+        on_path.add((int(lattice.dst[i]), state))
+    return cost + step(state, EOS)[0], on_path
