@@ -148,6 +148,32 @@ def advance(state, ac, n_frames, graph, boosts, lane, lim, state_map, cancel):
 
 
 @njit(nogil=True, cache=True)
+def advance_keeping(state, ac, n_frames, graph, boosts, lane, lim, state_map, cancel):
+    """`advance` frame by frame, keeping each token frame's survivors (for lattices): returns
+    the state, their states and context states, and where each frame's end in them. Fewer
+    frames are kept when the search stops."""
+    kept_s = np.empty(1024, np.int32)
+    kept_x = np.empty(1024, np.int32)
+    ends = np.empty(n_frames, np.int64)
+    n = 0
+    for t in range(n_frames):
+        state = advance(state, ac[t : t + 1], 1, graph, boosts, lane, lim, state_map, cancel)
+        if state.counts[STATUS] & _STOPPING:
+            return state, kept_s[:n], kept_x[:n], ends[:t]
+        m = state.alive.state.shape[0]
+        if n + m > kept_s.shape[0]:
+            size = max(2 * kept_s.shape[0], n + m)
+            grown_s, grown_x = np.empty(size, np.int32), np.empty(size, np.int32)
+            grown_s[:n], grown_x[:n] = kept_s[:n], kept_x[:n]
+            kept_s, kept_x = grown_s, grown_x
+        kept_s[n : n + m] = state.alive.state
+        kept_x[n : n + m] = state.alive.ctx
+        n += m
+        ends[t] = n
+    return state, kept_s[:n], kept_x[:n], ends
+
+
+@njit(nogil=True, cache=True)
 def end(state, graph, boosts, lane, final_cost, nbest, out):
     """Step 6 into ``out`` (`PathRows.lane`): ``(number of paths, status bits, stopped frame)``.
     ``final_cost`` is the graph's, or zeros for a partial result (ranked on cost alone)."""
@@ -302,12 +328,29 @@ class CpuStreams:
                        self._state_map(p.graph), self._cancel)  # fmt: skip
 
     def advance(self, jobs) -> list[SearchState]:
+        return self._map(self._advance_one, jobs)
+
+    def _map(self, fn, jobs) -> list:
         threads = self.tuning.num_threads or numba.get_num_threads()
         if threads == 1 or len(jobs) == 1:
-            return [self._advance_one(job) for job in jobs]
+            return [fn(job) for job in jobs]
         if self._pool is None:
             self._pool = futures.ThreadPoolExecutor(threads, "wfstdecode-ctc-streams")
-        return list(self._pool.map(self._advance_one, jobs))
+        return list(self._pool.map(fn, jobs))
+
+    def advance_keeping(self, jobs) -> list[tuple]:
+        """`advance` each job, keeping every token frame's survivors: ``(state, [(states,
+        context states) per frame])``, fewer frames when the search stopped."""
+        return self._map(self._advance_keeping_one, jobs)
+
+    def _advance_keeping_one(self, job):
+        p, state, ac = job
+        state, kept_s, kept_x, ends = advance_keeping(
+            state, ac, len(ac), search_graph(p), lane_boosts(p), 0, limits(p),
+            self._state_map(p.graph), self._cancel,
+        )  # fmt: skip
+        starts = np.concatenate(([0], ends[:-1]))
+        return state, [(kept_s[a:b], kept_x[a:b]) for a, b in zip(starts, ends, strict=True)]
 
     def end(self, p, state):
         """Step 6 for one stream, with the same output retry as `decode_cpu`."""

@@ -43,24 +43,21 @@ _NO_FINAL_NOTE = "no final state survived the last frame: the lattice ends witho
 
 
 def lattice_search(problem: SearchProblem, backend: str, tuning) -> tuple[list, list]:
-    """Search every utterance frame by frame on ``backend``'s streaming interface, keeping each
-    frame's survivors: ``(RawResult per utterance, Lattice or None per utterance)`` (None when
-    the search died). The utterances of a frame advance together (on the backend's threads)."""
+    """Search every utterance on ``backend``'s streaming interface, keeping each frame's
+    survivors: ``(RawResult per utterance, Lattice or None per utterance)`` (None when the
+    search died). Utterances run on the backend's threads."""
     streams = ctc_stream_backend(backend)(tuning)
     one = [problem.utterance(b) for b in range(problem.batch_size)]
-    states = [streams.begin(p) for p in one]
-    kept = [[streams.survivors(s)] for s in states]
-    for t in range(int(problem.lengths.max(initial=0))):
-        live = [b for b, p in enumerate(one) if t < p.lengths[0] and kept[b][-1] is not None]
-        jobs = [(one[b], states[b], one[b].ac[0, t : t + 1]) for b in live]
-        for b, state in zip(live, streams.advance(jobs), strict=True):
-            states[b] = state
-            kept[b].append(streams.survivors(state))
+    begun = [streams.begin(p) for p in one]
+    firsts = [streams.survivors(state) for state in begun]  # before advancing (in place)
+    jobs = [(p, state, p.ac[0, : p.lengths[0]]) for p, state in zip(one, begun, strict=True)]
     raws, lattices = [], []
-    for p, state, frames in zip(one, states, kept, strict=True):
+    done = streams.advance_keeping(jobs)
+    for p, first, (state, kept) in zip(one, firsts, done, strict=True):
         raw = streams.end(p, state)
         raws.append(raw)
-        died = not raw.paths or any(f is None for f in frames)
+        frames = [first, *kept]
+        died = not raw.paths or first is None or len(kept) < p.lengths[0]
         lattices.append(None if died else build_lattice(p, frames, raw))
     return raws, lattices
 
@@ -69,23 +66,31 @@ def build_lattice(p: SearchProblem, frames: list, raw: RawResult) -> Lattice:
     """Utterance 0 of ``p``'s lattice from its survivors per token frame (``(states, context
     states)`` each) and the search's result ``raw`` (module docstring), before pruning."""
     graph, boosts = search_graph(p), lane_boosts(p)
-    start_key = int(graph.start) << 32  # a token's key: state << 32 | context state
-    keys = [(s.astype(np.int64) << 32) | x for s, x in frames]
-    keys[0] = np.append(keys[0], start_key)
+    T = len(frames) - 1
+    start_key = np.int64(graph.start) << 32  # a token's key: state << 32 | context state
+    sizes = [len(s) for s, _ in frames]
+    keys = [(np.concatenate([s for s, _ in frames]).astype(np.int64) << 32)
+            | np.concatenate([x for _, x in frames]), [start_key]]  # fmt: skip
+    frame_of = [np.repeat(np.arange(T + 1, dtype=np.int64), sizes), [0]]
     for arcs, path_frames, _ in raw.paths:
-        for f, key in _path_tokens(graph, boosts, arcs, path_frames):
-            keys[f] = np.append(keys[f], key)
-    keys = [np.unique(k) for k in keys]  # canonical order: the same lattice from every backend
-    sizes = np.array([len(k) for k in keys], np.int64)
+        f, k = _path_tokens(graph, boosts, arcs, path_frames)
+        frame_of.append(f)
+        keys.append(k)
+    # canonical order (frame, key), duplicates dropped: the same lattice from every backend
+    all_frames, all_keys = np.concatenate(frame_of), np.concatenate(keys)
+    order = np.lexsort((all_keys, all_frames))
+    all_frames, all_keys = all_frames[order], all_keys[order]
+    new = np.ones(len(order), bool)
+    new[1:] = (all_frames[1:] != all_frames[:-1]) | (all_keys[1:] != all_keys[:-1])
+    all_frames, all_keys = all_frames[new], all_keys[new]
+    sizes = np.bincount(all_frames, minlength=T + 1)
     frame_start = np.concatenate(([0], np.cumsum(sizes)))
-    all_keys = np.concatenate(keys)
     node_state = (all_keys >> 32).astype(np.int32)
     node_ctx = (all_keys & 0xFFFFFFFF).astype(np.int32)
-    T = len(frames) - 1
     lp = p.log_probs[0, :T]
     src, dst, garc, gcost, acost, afr = _links(node_state, node_ctx, frame_start, graph, boosts,
                                                lp, p.graph.num_states)  # fmt: skip
-    start = int(np.searchsorted(keys[0], start_key))
+    start = int(np.searchsorted(all_keys[: frame_start[1]], start_key))
     rank, cut = _topological_ranks(frame_start, src, dst, garc < graph.num_emitting, start)
     src, dst = rank[src], rank[dst]
     order = np.argsort(src[~cut], kind="stable")
@@ -164,14 +169,19 @@ def lattice_hypotheses(p: SearchProblem, lattices: list) -> list[list[Hypothesis
     return out
 
 
+@njit(cache=True)
 def _path_tokens(graph, boosts, arcs, path_frames):
-    """``(token frame, key)`` of every token a path passes."""
-    state, x, f = int(graph.start), 0, 0
-    for a, fr in zip(arcs.tolist(), path_frames.tolist(), strict=True):
+    """``(token frames, keys)`` of the tokens a path passes."""
+    n = arcs.shape[0]
+    frames = np.empty(n, np.int64)
+    keys = np.empty(n, np.int64)
+    x = 0
+    for i in range(n):
+        a = arcs[i]
         _, x = arc_cost(graph, boosts, 0, a, x)
-        f = fr + 1
-        state = int(graph.next_state[a])
-        yield f, (state << 32) | int(x)
+        frames[i] = path_frames[i] + 1
+        keys[i] = (np.int64(graph.next_state[a]) << 32) | np.int64(x)
+    return frames, keys
 
 
 @njit(cache=True)

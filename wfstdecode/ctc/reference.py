@@ -147,6 +147,20 @@ class ReferenceStreams:
     def end(self, p: SearchProblem, state: SearchState) -> RawResult:
         return end(p, 0, state)
 
+    def advance_keeping(self, jobs) -> list[tuple]:
+        """`advance` each job frame by frame, keeping every token frame's survivors: ``(state,
+        [(states, context states) per frame])``, fewer frames when the search died."""
+        out = []
+        for p, state, ac in jobs:
+            kept = []
+            for t in range(len(ac)):
+                advance(p, 0, state, ac[t : t + 1])
+                if state.died is not None:
+                    break
+                kept.append(self.survivors(state))
+            out.append((state, kept))
+        return out
+
     def survivors(self, state: SearchState):
         """The last token frame's surviving tokens as ``(graph states, context states)``, or
         None once the search died."""
