@@ -219,7 +219,8 @@ def decode_command(args: argparse.Namespace) -> None:
                 field = tag.replace(" ", "\\x20")  # fields are space-separated
                 for word in hyp.word_entries(args.frame_shift):
                     duration = word["end"] - word["start"]
-                    print(f"{field} 1 {word['start']:.3f} {duration:.3f} {word['word']}")
+                    conf = f" {word['confidence']:.4f}" if "confidence" in word else ""
+                    print(f"{field} 1 {word['start']:.3f} {duration:.3f} {word['word']}{conf}")
             else:
                 print(f"{tag}\t{hyp.score:.3f}\t{hyp.text}")
     if result.wer is not None:
@@ -426,7 +427,7 @@ def make_parser() -> argparse.ArgumentParser:
         "Python escapes (\\\\, \\t, \\n, \\x1b, \\u2028), so every hypothesis is one line. "
         "--json: one object per hypothesis with its words' first and last frames (and seconds "
         "with --frame-shift), scores and notes. --ctm: a line per word, ID 1 START DURATION WORD "
-        "in seconds (spaces in IDs as \\x20).",
+        "in seconds (spaces in IDs as \\x20), then the word's confidence with --lattice-beam.",
     )  # fmt: skip
     p.add_argument("graph", type=Path, help="directory from build-tlg (or a TLG.npz)")
     p.add_argument("log_probs", type=Path, help=".npz with log_probs (B, T, V), lengths, texts")

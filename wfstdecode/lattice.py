@@ -187,6 +187,27 @@ class Lattice:
             post = np.exp(b[0] - (a[self.src] + w + b[self.dst]))
         return np.nan_to_num(post, nan=0.0)
 
+    def word_posteriors(self) -> list[dict[int, float]]:
+        """Per word position ``k`` (0-based), ``{word id: posterior}``: the probability that a
+        path's ``k``-th word is that word (forward-backward over (node, words so far)). Summed
+        over words, position ``k`` gives the probability that a path has more than ``k`` words;
+        the rest is the probability of fewer. A hypothesis' word confidences are its words'
+        entries (`Hypothesis.word_confidences`)."""
+        if not self.num_nodes or not self.backward()[0] < _INF:
+            return []
+        pos, label, post = _position_posteriors(
+            self.num_nodes,
+            self.src,
+            self.dst,
+            self.olabel,
+            self.arc_cost(),
+            self.final.astype(np.float64),
+        )
+        out: list[dict[int, float]] = [{} for _ in range(int(pos.max(initial=-1)) + 1)]
+        for k, w, x in zip(pos.tolist(), label.tolist(), post.tolist(), strict=True):
+            out[k][w] = out[k].get(w, 0.0) + x
+        return out
+
     def path_posterior(self, words) -> float:
         """Posterior probability of a word sequence: its paths' share of the total."""
         if not self.num_nodes:
@@ -264,6 +285,40 @@ def _word_constrained_cost(lat: Lattice, words: tuple) -> float:
             alpha[d, k2] = -np.logaddexp(-alpha[d, k2], -(alpha[s, k] + w[i]))
     ends = alpha[:, n_words] + lat.final.astype(np.float64)
     return float(-np.logaddexp.reduce(-ends)) if lat.num_nodes else _INF
+
+
+@njit(cache=True)
+def _position_posteriors(n_nodes, src, dst, olabel, w, final):
+    """``(position, word, posterior)`` of each word arc at each number of words before it."""
+    n_arcs = src.shape[0]
+    most = np.zeros(n_nodes, np.int64)  # the most words on a path to each node
+    for i in range(n_arcs):
+        most[dst[i]] = max(most[dst[i]], most[src[i]] + (olabel[i] != 0))
+    K = most.max() + 1
+    alpha = np.full((n_nodes, K), np.inf)
+    alpha[0, 0] = 0.0
+    for i in range(n_arcs):
+        step = 1 if olabel[i] != 0 else 0
+        for k in range(K - step):
+            if alpha[src[i], k] < np.inf:
+                alpha[dst[i], k + step] = _neg_logaddexp(
+                    alpha[dst[i], k + step], alpha[src[i], k] + w[i]
+                )
+    beta = _log_backward(final, src, dst, w)
+    total = beta[0]
+    pos, label, post = [], [], []
+    for i in range(n_arcs):
+        if olabel[i] == 0:
+            continue
+        for k in range(K - 1):
+            c = alpha[src[i], k] + w[i] + beta[dst[i]]
+            if c < np.inf:
+                p = np.exp(total - c)
+                if p > 1e-12:
+                    pos.append(k)
+                    label.append(olabel[i])
+                    post.append(p)
+    return np.array(pos, np.int64), np.array(label, np.int64), np.array(post, np.float64)
 
 
 @njit(cache=True)

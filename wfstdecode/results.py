@@ -26,6 +26,8 @@ class Hypothesis:
     notes:           what the decoder had to change or could not do, in words.
     stable_words:    streaming partial results: the first ``stable_words`` words can no longer
                      change (0 for final results, where every word is final).
+    word_confidences: per word, its posterior in the decoder's lattice (CTC with a lattice
+                     beam: `wfstdecode.lattice.Lattice.word_posteriors`), or empty.
     """
 
     tokens: tuple[int, ...]
@@ -39,6 +41,7 @@ class Hypothesis:
     graph_score: float | None = None
     notes: tuple[str, ...] = field(default=())
     stable_words: int = 0
+    word_confidences: tuple[float, ...] = ()
 
     @property
     def text(self) -> str:
@@ -47,13 +50,17 @@ class Hypothesis:
 
     def word_entries(self, frame_shift: float | None = None) -> list[dict]:
         """``[{"word", "start_frame", "end_frame"}]`` per word, plus ``start`` / ``end`` in
-        seconds (the end of the last frame) given the seconds per frame."""
+        seconds (the end of the last frame) given the seconds per frame, and ``confidence``
+        where the decoder gives word confidences."""
         entries = []
-        for word, (start, end) in zip(self.words, self.word_timestamps, strict=True):
+        for i, (word, (start, end)) in enumerate(zip(self.words, self.word_timestamps,
+                                                     strict=True)):  # fmt: skip
             entry = {"word": word, "start_frame": start, "end_frame": end}
             if frame_shift is not None:
                 entry["start"] = round(start * frame_shift, 3)
                 entry["end"] = round((end + 1) * frame_shift, 3)
+            if self.word_confidences:
+                entry["confidence"] = round(self.word_confidences[i], 4)
             entries.append(entry)
         return entries
 

@@ -204,6 +204,37 @@ def test_posteriors_sum_to_one_per_frame_and_over_word_sequences(seed):
     assert total == pytest.approx(1.0, rel=1e-6)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_word_posteriors_equal_sums_over_the_word_sequences(seed):
+    g, lp = _case(seed)
+    hyps = decode_ctc(lp, None, g, CtcBeamOptions(lattice_beam=6.0, nbest=3))
+    lattices = ctc_lattices(lp, None, g, CtcBeamOptions(lattice_beam=6.0))
+    for b, lat in enumerate(lattices):
+        sequences = {}
+        for arcs, _ in lat.nbest(100_000):
+            labels = lat.olabel[arcs]
+            words = tuple(labels[labels != 0].tolist())
+            sequences[words] = lat.path_posterior(words)
+        assert sum(sequences.values()) == pytest.approx(1.0, rel=1e-6)
+        posteriors = lat.word_posteriors()
+        assert len(posteriors) == max(len(w) for w in sequences)
+        for k, at_k in enumerate(posteriors):
+            brute = {}
+            for words, p in sequences.items():
+                if len(words) > k:
+                    brute[words[k]] = brute.get(words[k], 0.0) + p
+            assert at_k.keys() <= brute.keys()
+            for w, p in brute.items():
+                assert at_k.get(w, 0.0) == pytest.approx(p, rel=1e-6, abs=1e-9)
+            # summed over the words: the paths with more than k words; the rest have fewer
+            longer = sum(p for words, p in sequences.items() if len(words) > k)
+            assert sum(at_k.values()) == pytest.approx(longer, rel=1e-6, abs=1e-9)
+        for h in hyps[b]:
+            want = [posteriors[k].get(w, 0.0) for k, w in enumerate(h.word_ids)]
+            assert h.word_confidences == pytest.approx(want)
+            assert all(0.0 <= c <= 1.0 + 1e-9 for c in h.word_confidences)
+
+
 def test_a_died_search_has_no_lattice_and_the_nbest_says_so():
     g = lexicon_graph(["ab"], word_cost=[0.0])
     lp = np.full((1, 3, g.num_tokens), -np.inf, np.float32)
@@ -259,7 +290,7 @@ def test_lattice_options_are_checked():
         ctc_lattices(lp, None, g, CtcBeamOptions())
     with pytest.raises(OptionsError, match="'reference' and 'cpu'"):
         decode_ctc(lp, None, g, CtcBeamOptions(lattice_beam=2.0, nbest=2), backend="cuda")
-    # nbest=1 with a lattice beam is the search's result as it is
+    # nbest=1 with a lattice beam is the search's result as it is (with word confidences)
     assert_hypotheses_equal(
         decode_ctc(lp, None, g, CtcBeamOptions(lattice_beam=2.0)),
         decode_ctc(lp, None, g, CtcBeamOptions()),
@@ -293,6 +324,12 @@ def test_decode_command_writes_a_kaldi_archive_and_lattice_nbest(tmp_path, capsy
     ]
     assert out.out.splitlines() == want
     assert plain.splitlines()[0] == want[0]  # the best path is the search's, lattice or not
+    assert hyps[0][0].word_confidences  # the best path's words have confidences
+    assert main([*args, "--lattice-beam", "6", "--ctm", "--frame-shift", "0.04"]) == 0
+    ctm = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert [float(f[5]) for f in ctm] == pytest.approx(
+        [c for h in hyps for c in h[0].word_confidences], abs=1e-4
+    )
     assert main([*args, "--write-lattices", str(tmp_path / "x.ark")]) == 2
     assert "--lattice-beam" in capsys.readouterr().err
     assert not (tmp_path / "x.ark").exists()

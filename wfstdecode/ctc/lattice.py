@@ -169,6 +169,24 @@ def lattice_hypotheses(p: SearchProblem, lattices: list) -> list[list[Hypothesis
     return out
 
 
+def with_confidences(p: SearchProblem, hyps: list, lattices: list) -> list:
+    """Each hypothesis with its words' posteriors in its utterance's lattice
+    (`Lattice.word_confidences`); unchanged where there is no lattice, and with an oov slot,
+    whose spelled words are several lattice labels each."""
+    if p.oov is not None:
+        return hyps
+    out = []
+    for utt, lat in zip(hyps, lattices, strict=True):
+        if lat is None:
+            out.append(utt)
+            continue
+        posteriors = lat.word_posteriors()
+        out.append([replace(h, word_confidences=tuple(
+            posteriors[k].get(w, 0.0) if k < len(posteriors) else 0.0
+            for k, w in enumerate(h.word_ids))) for h in utt])  # fmt: skip
+    return out
+
+
 @njit(cache=True)
 def _path_tokens(graph, boosts, arcs, path_frames):
     """``(token frames, keys)`` of the tokens a path passes."""

@@ -46,8 +46,9 @@ class CtcBeamOptions:
                             keeps every path through the search's surviving tokens within this
                             much of the best (`wfstdecode.ctc.lattice`; Kaldi's lattice beam),
                             and ``nbest > 1`` takes its n best distinct word sequences (each its
-                            best alignment). Reference and cpu backends; `ctc_lattices` returns
-                            the lattices themselves.
+                            best alignment); every hypothesis gets its words' posteriors in the
+                            lattice (``Hypothesis.word_confidences``). Reference and cpu
+                            backends; `ctc_lattices` returns the lattices themselves.
     max_candidates:         cuda backend: states one utterance may reach in a frame before
                             pruning (its token table holds twice as many slots). None = twice
                             ``max_active`` (at least 256), at most the graph's state count. A frame

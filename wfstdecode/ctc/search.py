@@ -21,7 +21,7 @@ from ..symbols import BLANK
 from ._paths import to_hypotheses
 from ._problem import SearchProblem, search_costs
 from .boost import build_boost_tables, resolve_boosts
-from .lattice import lattice_hypotheses, lattice_search, nbest_results
+from .lattice import lattice_hypotheses, lattice_search, nbest_results, with_confidences
 from .oov import OovSpeller
 from .options import CtcBeamOptions
 from .phrases import NO_SLOT
@@ -82,9 +82,7 @@ def decode_ctc(
     Raises `DecodeInputError` for malformed inputs, naming the offending shape or value.
     """
     options = CtcBeamOptions() if options is None else options
-    lattice = rescore is not None or (
-        getattr(options, "lattice_beam", None) is not None and options.nbest > 1
-    )
+    lattice = rescore is not None or getattr(options, "lattice_beam", None) is not None
     problem, name, tuning = prepared(
         log_probs, lengths, graph, options, boosts, backend, tuning, num_threads, oov_lexicon,
         lattice, rescore,
@@ -131,11 +129,12 @@ def lattice_decode(problem: SearchProblem, name: str, tuning, rescore=None) -> t
     pruned = [None if lat is None else lat.pruned(beam) for lat in lattices]
     hyps = to_hypotheses(problem, nbest_results(problem, raws, pruned))
     if rescore is None:
-        return hyps, pruned
+        return with_confidences(problem, hyps, pruned), pruned
     words = problem.graph.words
     rescored = [None if lat is None else rescore.apply(lat, words) for lat in pruned]
     better = lattice_hypotheses(problem, rescored)
-    return [h if r is None else r for h, r in zip(hyps, better, strict=True)], rescored
+    hyps = [h if r is None else r for h, r in zip(hyps, better, strict=True)]
+    return with_confidences(problem, hyps, rescored), rescored
 
 
 def prepared(log_probs, lengths, graph, options, boosts, backend, tuning, num_threads,
