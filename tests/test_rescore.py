@@ -176,3 +176,43 @@ def test_bad_rescoring_requests_are_refused(tmp_path):
         rescore(lat, g.words, NgramLm(new), lm, max_nodes=3)
     with pytest.raises(OptionsError, match="beam"):
         rescore(lat, g.words, NgramLm(new), lm, beam=0.0)
+
+
+def test_rescore_command_reads_the_archive_decode_wrote(tmp_path, capsys):
+    from wfstdecode.cli import main
+    from wfstdecode.lattice import read_kaldi_archive
+
+    g, lp, lengths, old, new = _first_pass(tmp_path, 6)
+    g.save(tmp_path / "TLG.npz")
+    g.words.write(tmp_path / "words.txt")
+    np.savez(tmp_path / "e.npz", log_probs=lp, lengths=lengths, ids=np.array(["u1", "u2"]))
+    ark, out = tmp_path / "lat.ark", tmp_path / "rescored.ark"
+    assert main(["decode", str(tmp_path / "TLG.npz"), str(tmp_path / "e.npz"), "--backend",
+                 "cpu", "--lattice-beam", "8", "--write-lattices", str(ark)]) == 0  # fmt: skip
+    lattices = ctc_lattices(lp, lengths, g, CtcBeamOptions(lattice_beam=8.0))
+    back = read_kaldi_archive(ark)
+    for key, lat in zip(["u1", "u2"], lattices, strict=True):  # the file keeps everything
+        for name in ("node_frame", "final", "src", "dst", "ilabel", "olabel", "frame",
+                     "graph_cost", "acoustic_cost"):  # fmt: skip
+            np.testing.assert_array_equal(getattr(back[key], name), getattr(lat, name))
+    capsys.readouterr()
+    assert main(["rescore", str(ark), "--words", str(tmp_path / "words.txt"), "--new-lm",
+                 str(new), "--old-lm", str(old), "--lm-scale", "0.7", "--nbest", "2", "--out",
+                 str(out)]) == 0  # fmt: skip
+    lines = capsys.readouterr().out.splitlines()
+    want = []
+    for key, lat in zip(["u1", "u2"], lattices, strict=True):
+        rescored = rescore(lat, g.words, NgramLm(new), NgramLm(old), 0.7)
+        for r, (arcs, cost) in enumerate(rescored.nbest(2)):
+            text = " ".join(g.words.symbol(w) for w in rescored.olabel[arcs] if w)
+            want.append(f"{key}-{r + 1}\t{-cost:.3f}\t{text}")
+    assert lines == want
+    again = read_kaldi_archive(out)
+    assert set(again) == {"u1", "u2"}
+    assert again["u1"].best_cost == pytest.approx(
+        rescore(lattices[0], g.words, NgramLm(new), NgramLm(old), 0.7).best_cost, rel=1e-5
+    )
+    (tmp_path / "bad.ark").write_bytes(b"u1 \0Bnot a lattice")
+    assert main(["rescore", str(tmp_path / "bad.ark"), "--words", str(tmp_path / "words.txt"),
+                 "--new-lm", str(new), "--old-lm", str(old)]) == 2  # fmt: skip
+    assert "entry 'u1'" in capsys.readouterr().err

@@ -246,6 +246,30 @@ def _rescoring(args: argparse.Namespace):
                        None if math.isinf(beam) else beam)  # fmt: skip
 
 
+def rescore_command(args: argparse.Namespace) -> None:
+    from .lattice import read_kaldi_archive, write_kaldi_archive
+    from .rescore import NgramLm, rescore
+    from .symbols import SymbolTable
+
+    if args.nbest < 1:
+        raise WfstDecodeError(f"--nbest must be >= 1; got {args.nbest}")
+    words_path = args.words / "words.txt" if args.words.is_dir() else args.words
+    words = SymbolTable.read(words_path)
+    lattices = read_kaldi_archive(args.lattices, args.acoustic_scale)
+    new_lm, old_lm = NgramLm(args.new_lm), NgramLm(args.old_lm)
+    beam = None if args.beam is None or math.isinf(args.beam) else args.beam
+    out = {}
+    for key, lat in lattices.items():
+        out[key] = rescored = rescore(lat, words, new_lm, old_lm, args.lm_scale, beam)
+        for rank, (arcs, cost) in enumerate(rescored.nbest(args.nbest)):
+            text = " ".join(words.symbol(w) for w in rescored.olabel[arcs].tolist() if w)
+            tag = key if args.nbest == 1 else f"{key}-{rank + 1}"
+            print(f"{tag}\t{-cost:.3f}\t{text}")
+    if args.out is not None:
+        write_kaldi_archive(out, args.out)
+        print(f"wrote {len(out)} rescored lattices to {args.out}", file=sys.stderr)
+
+
 def decode_corpus_command(args: argparse.Namespace) -> int:
     from .corpus import CtcCorpusDecoder, TransducerCorpusDecoder, decode_corpus, print_summary
 
@@ -469,6 +493,32 @@ def make_parser() -> argparse.ArgumentParser:
                         "archive of Lattice (token id + 1 : word id, graph and unscaled "
                         "acoustic costs): lattice-copy ark:ARK ark,t:- reads it")  # fmt: skip
     p.set_defaults(func=decode_command)
+
+    p = sub.add_parser(
+        "rescore", help="rescore lattices (a Kaldi archive) with an n-gram LM",
+        description="Replaces the first-pass LM's scores in each lattice of a binary Kaldi "
+        "archive of Lattice (decode --write-lattices, or Kaldi's lattice-copy "
+        "--write-compact=false) with another n-gram LM's (Kaldi's lattice-lmrescore with the "
+        "old LM at scale -1 and the new at +LM_SCALE) and prints ID<tab>SCORE<tab>TEXT of the "
+        "best path (ID-RANK with --nbest > 1); --out writes the rescored lattices.",
+    )  # fmt: skip
+    p.add_argument("lattices", type=Path, help="binary Kaldi archive of Lattice")
+    p.add_argument("--words", type=Path, required=True,
+                   help="the graph's words.txt (or its graph directory)")  # fmt: skip
+    p.add_argument("--new-lm", type=Path, required=True, metavar="ARPA", help="the LM to apply")
+    p.add_argument("--old-lm", type=Path, required=True, metavar="ARPA",
+                   help="the LM the graph was built from (its scores are taken out)")  # fmt: skip
+    p.add_argument("--lm-scale", type=float, default=1.0, help="scale of the new LM (default 1)")
+    p.add_argument("--beam", type=float, help="prune the composition (default: exact)")
+    p.add_argument(
+        "--acoustic-scale",
+        type=float,
+        default=1.0,
+        help="what paths rank by (the archive keeps acoustic costs unscaled)",
+    )
+    p.add_argument("--nbest", type=int, default=1, help="hypotheses printed per lattice")
+    p.add_argument("--out", type=Path, metavar="ARK", help="write the rescored lattices here")
+    p.set_defaults(func=rescore_command)
 
     p = sub.add_parser(
         "decode-corpus", help="decode many .npz shards on Ray (or local processes), resumably",

@@ -297,6 +297,56 @@ def _const_body(header: bytes, fst: FstArrays, counts: np.ndarray, arcs: np.ndar
     return b"".join(parts)
 
 
+def read_lattice_bytes(data, offset: int = 0, path: str = "<bytes>") -> tuple[dict, int]:
+    """Parse an OpenFst ``vector`` FST with Kaldi's ``lattice4`` arcs starting at ``offset``
+    (what `write_lattice_bytes` and Kaldi's ``Lattice`` holder write): ``({start, final, src,
+    dst, ilabel, olabel, graph_cost, acoustic_cost}, end offset)``; a final state's acoustic
+    part is ignored (Kaldi lattices keep it 0). Raises `GraphError` naming the byte."""
+    r = _Reader(data, path)
+    r.pos = offset
+    if r.unpack("<i") != FST_MAGIC:
+        raise GraphError(f"{path}: no OpenFst lattice at byte {offset} (bad magic number)")
+    fst_type, arc_type = r.string(), r.string()
+    if fst_type != "vector" or arc_type != "lattice4":
+        raise GraphError(
+            f"{path}: an FST of type {fst_type!r} with {arc_type!r} arcs at byte {offset}; "
+            "expected a Kaldi Lattice (vector, lattice4) — a CompactLattice converts with "
+            "lattice-copy --write-compact=false"
+        )
+    _version, flags, _props, start, num_states, num_arcs = r.unpack("<iiQqqq")
+    if flags & (_HAS_ISYMBOLS | _HAS_OSYMBOLS):
+        raise GraphError(f"{path}: lattice at byte {offset} carries symbol tables (unsupported)")
+    size = _LATTICE_STATE_HEADER.itemsize * num_states + _LATTICE_ARC_DTYPE.itemsize * num_arcs
+    if num_states < 0 or num_arcs < 0 or r.pos + size > len(r.data):
+        raise GraphError(f"{path}: truncated lattice at byte {offset} ({num_states} states, "
+                         f"{num_arcs} arcs declared)")  # fmt: skip
+    final = np.empty(num_states, np.float32)
+    arcs = np.empty(num_arcs, _LATTICE_ARC_DTYPE)
+    src = np.empty(num_arcs, np.int32)
+    pos, done = r.pos, 0
+    for s in range(num_states):
+        graph, _acoustic, narcs = struct.unpack_from("<ffq", r.data, pos)
+        pos += _LATTICE_STATE_HEADER.itemsize
+        if not 0 <= narcs <= num_arcs - done:
+            raise GraphError(f"{path}: state {s} of the lattice at byte {offset} claims {narcs} "
+                             "arcs")  # fmt: skip
+        arcs[done : done + narcs] = np.frombuffer(r.data, _LATTICE_ARC_DTYPE, narcs, pos)
+        src[done : done + narcs] = s
+        final[s] = graph
+        pos += _LATTICE_ARC_DTYPE.itemsize * narcs
+        done += narcs
+    if done != num_arcs:
+        raise GraphError(f"{path}: the lattice at byte {offset} has {done} arcs, not {num_arcs}")
+    if num_states and not 0 <= start < num_states:
+        raise GraphError(f"{path}: the lattice at byte {offset} starts at state {start}")
+    if num_arcs and (arcs["nextstate"].min() < 0 or arcs["nextstate"].max() >= num_states):
+        raise GraphError(f"{path}: an arc of the lattice at byte {offset} leaves the states")
+    out = dict(start=int(start), final=final, src=src, dst=arcs["nextstate"].copy(),
+               ilabel=arcs["ilabel"].copy(), olabel=arcs["olabel"].copy(),
+               graph_cost=arcs["graph"].copy(), acoustic_cost=arcs["acoustic"].copy())  # fmt: skip
+    return out, pos
+
+
 def read_openfst(path: str | os.PathLike) -> FstArrays:
     try:
         with open(path, "rb") as f:

@@ -255,6 +255,97 @@ def write_kaldi_archive(lattices, path: str | os.PathLike | io.BufferedIOBase) -
         raise
 
 
+def read_kaldi_archive(path: str | os.PathLike, acoustic_scale: float = 1.0) -> dict:
+    """``{key: Lattice}`` from a binary Kaldi archive of ``Lattice`` (as `write_kaldi_archive`
+    and Kaldi's ``lattice-copy --write-compact=false ... ark:`` write). Such a file has no graph
+    arcs or states (``graph_arc`` and ``node_state`` are -1); node frames are counted along the
+    arcs (input label 0 = no frame). ``acoustic_scale``: what paths rank by (the file keeps
+    acoustic costs unscaled). Raises `InputFileError` naming the entry and byte."""
+    from .errors import GraphError, InputFileError
+    from .fstio import read_lattice_bytes
+
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as exc:
+        raise InputFileError(path, None, f"cannot read: {exc}") from None
+    out, pos = {}, 0
+    while pos < len(data):
+        space = data.find(b" ", pos)
+        if space < 0 or data[space + 1 : space + 3] != b"\0B":
+            raise InputFileError(path, None, f"byte {pos}: expected 'KEY \\0B' (a binary Kaldi "
+                                             "archive entry)")  # fmt: skip
+        key = data[pos:space].decode("utf-8", errors="replace")
+        try:
+            arrays, pos = read_lattice_bytes(data, space + 3, str(path))
+            out[key] = _from_arrays(arrays, acoustic_scale)
+        except GraphError as exc:
+            raise InputFileError(path, None, f"entry {key!r}: {exc}") from None
+    return out
+
+
+def _from_arrays(a: dict, acoustic_scale: float) -> Lattice:
+    """A `Lattice` of a lattice FST read from a file: states renumbered topologically from the
+    start, node frames counted along the arcs."""
+    from .errors import GraphError
+
+    n = len(a["final"])
+    order = _topological_order(n, a["start"], a["src"], a["dst"])
+    rank = np.full(n, -1, np.int64)
+    rank[order] = np.arange(len(order))
+    keep = (rank[a["src"]] >= 0) & (rank[a["dst"]] >= 0)
+    src, dst = rank[a["src"][keep]], rank[a["dst"][keep]]
+    by_src = np.argsort(src, kind="stable")
+    src, dst = src[by_src], dst[by_src]
+    ilabel, olabel = a["ilabel"][keep][by_src], a["olabel"][keep][by_src]
+    frames = np.zeros(len(order), np.int64)
+    for i in range(len(src)):  # sources in topological order: frames settle in one pass
+        frames[dst[i]] = frames[src[i]] + (ilabel[i] != 0)
+    if np.any(frames[dst] != frames[src] + (ilabel != 0)):
+        raise GraphError("the lattice is not frame-synchronous (paths to a state differ in length)")
+    return Lattice(
+        int(frames.max(initial=0)), frames.astype(np.int32), np.full(len(order), -1, np.int32),
+        a["final"][order], src.astype(np.int32), dst.astype(np.int32),
+        np.full(len(src), -1, np.int32), ilabel, olabel, (frames[dst] - 1).astype(np.int32),
+        a["graph_cost"][keep][by_src], a["acoustic_cost"][keep][by_src], float(acoustic_scale),
+    )  # fmt: skip
+
+
+def _topological_order(n: int, start: int, src, dst) -> np.ndarray:
+    """The states reachable from ``start``, in a topological order (Kahn), or all of them as
+    they are when every arc already goes forward from state 0; a cycle raises."""
+    from .errors import GraphError
+
+    if not n:
+        return np.zeros(0, np.int64)
+    if start == 0 and bool(np.all(src < dst)):  # already in order (as written here)
+        return np.arange(n, dtype=np.int64)
+    succ: list[list[int]] = [[] for _ in range(n)]
+    for s, d in zip(src.tolist(), dst.tolist(), strict=True):
+        succ[s].append(d)
+    seen, stack = {start}, [start]
+    while stack:
+        for d in succ[stack.pop()]:
+            if d not in seen:
+                seen.add(d)
+                stack.append(d)
+    indegree = dict.fromkeys(seen, 0)
+    for s in seen:
+        for d in succ[s]:
+            indegree[d] += 1
+    ready, order = [start], []
+    while ready:
+        s = ready.pop()
+        order.append(s)
+        for d in succ[s]:
+            indegree[d] -= 1
+            if indegree[d] == 0:
+                ready.append(d)
+    if len(order) != len(seen):
+        raise GraphError("the lattice has a cycle")
+    return np.array(order, np.int64)
+
+
 def _arcs_of(step: int, steps: list[tuple[int, int]]) -> np.ndarray:
     arcs = []
     while step >= 0:

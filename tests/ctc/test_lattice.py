@@ -333,3 +333,27 @@ def test_decode_command_writes_a_kaldi_archive_and_lattice_nbest(tmp_path, capsy
     assert main([*args, "--write-lattices", str(tmp_path / "x.ark")]) == 2
     assert "--lattice-beam" in capsys.readouterr().err
     assert not (tmp_path / "x.ark").exists()
+
+
+def test_a_lattice_file_in_any_state_order_reads_back_the_same(tmp_path):
+    from wfstdecode.fstio import write_lattice_bytes
+    from wfstdecode.lattice import read_kaldi_archive
+
+    g, lp = _case(4)
+    (lat, _) = ctc_lattices(lp, None, g, CtcBeamOptions(lattice_beam=6.0))
+    perm = np.random.default_rng(0).permutation(lat.num_nodes)  # old node -> new state number
+    src, dst = perm[lat.src], perm[lat.dst]
+    order = np.argsort(src, kind="stable")
+    final = np.empty_like(lat.final)
+    final[perm] = lat.final
+    data = write_lattice_bytes(final, src[order], dst[order], lat.ilabel[order],
+                               lat.olabel[order], lat.graph_cost[order], lat.acoustic_cost[order],
+                               start=int(perm[0]))  # fmt: skip
+    (tmp_path / "p.ark").write_bytes(b"x \0B" + data)
+    back = read_kaldi_archive(tmp_path / "p.ark")["x"]
+    assert (back.num_nodes, back.num_arcs) == (lat.num_nodes, lat.num_arcs)
+    assert (back.src < back.dst).all()
+    assert sorted(back.node_frame.tolist()) == sorted(lat.node_frame.tolist())
+    got, want = back.nbest(5), lat.nbest(5)
+    assert [c for _, c in got] == pytest.approx([c for _, c in want])
+    assert [back.olabel[a].tolist() for a, _ in got] == [lat.olabel[a].tolist() for a, _ in want]
