@@ -27,7 +27,8 @@ import os
 from dataclasses import dataclass, field
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.typed import Dict
 
 from .errors import OptionsError
 
@@ -139,41 +140,12 @@ class Lattice:
         beta = self.backward()
         if not self.num_nodes or not beta[0] < _INF:
             return []
-        w, final = self.arc_cost(), self.final.astype(np.float64)
-        first = np.searchsorted(self.src, np.arange(self.num_nodes + 1)).tolist()
-        dst, olabel = self.dst.tolist(), self.olabel.tolist()
-        end = -1  # the pseudo-node after a final node: one arrival per word sequence
-        prefixes: dict[tuple[int, int], int] = {}  # (prefix, word) -> prefix id (0: no words)
-        steps: list[tuple[int, int]] = []  # (step before, arc) of each queued arrival
-        heap = [(float(beta[0]), 0, 0.0, 0, 0, -1)]  # (estimate, order, cost, node, prefix, step)
-        done: set[tuple[int, int]] = set()
-        out: list[tuple[np.ndarray, float]] = []
-        while heap and len(out) < n:
-            _, _, cost, node, prefix, step = heapq.heappop(heap)
-            if (node, prefix) in done:
-                continue
-            done.add((node, prefix))
-            if node == end:
-                out.append((_arcs_of(step, steps), cost))
-                continue
-            if final[node] < _INF:
-                total = cost + final[node]
-                heapq.heappush(heap, (total, len(steps) + len(heap), total, end, prefix, step))
-            for i in range(first[node], first[node + 1]):
-                d = dst[i]
-                if not beta[d] < _INF:
-                    continue
-                nxt = (
-                    prefix
-                    if not olabel[i]
-                    else prefixes.setdefault((prefix, olabel[i]), len(prefixes) + 1)
-                )
-                if (d, nxt) in done:
-                    continue
-                steps.append((step, i))
-                c = cost + w[i]
-                heapq.heappush(heap, (c + beta[d], len(steps), c, d, nxt, len(steps) - 1))
-        return out
+        first = np.searchsorted(self.src, np.arange(self.num_nodes + 1))
+        arcs, ends, costs = _nbest(n, first, self.dst, self.olabel, self.arc_cost(),
+                                   self.final.astype(np.float64), beta)  # fmt: skip
+        starts = np.concatenate(([0], ends[:-1]))
+        return [(arcs[a:b].astype(np.int32), float(c))
+                for a, b, c in zip(starts, ends, costs, strict=True)]  # fmt: skip
 
     def arc_posteriors(self) -> np.ndarray:
         """float64 [A] posterior of each arc: the share of the lattice's total probability
@@ -346,14 +318,6 @@ def _topological_order(n: int, start: int, src, dst) -> np.ndarray:
     return np.array(order, np.int64)
 
 
-def _arcs_of(step: int, steps: list[tuple[int, int]]) -> np.ndarray:
-    arcs = []
-    while step >= 0:
-        step, arc = steps[step]
-        arcs.append(arc)
-    return np.array(arcs[::-1], np.int32)
-
-
 def _word_constrained_cost(lat: Lattice, words: tuple) -> float:
     """-log of the summed probability of ``lat``'s paths that write exactly ``words``: a
     forward pass over (node, words matched so far)."""
@@ -376,6 +340,65 @@ def _word_constrained_cost(lat: Lattice, words: tuple) -> float:
             alpha[d, k2] = -np.logaddexp(-alpha[d, k2], -(alpha[s, k] + w[i]))
     ends = alpha[:, n_words] + lat.final.astype(np.float64)
     return float(-np.logaddexp.reduce(-ends)) if lat.num_nodes else _INF
+
+
+@njit(cache=True)
+def _nbest(n, first, dst, olabel, w, final, beta):
+    """`Lattice.nbest`'s A* search: ``(arcs of every path, where each ends, costs)``. A queue
+    entry is ``(cost + beta, order, cost, node, prefix, step)``; node -1 is the pseudo-node
+    after a final node (one arrival per word sequence); a prefix is an id of the words so far
+    (0: none), a step the arrival it came from and the arc it took."""
+    prefixes = Dict.empty(types.int64, types.int64)  # prefix << 32 | word -> prefix
+    done = Dict.empty(types.int64, types.boolean)  # (node + 1) << 32 | prefix
+    step_before, step_arc = [np.int64(-1)], [np.int64(-1)]  # step 0: the start
+    heap = [(beta[0], np.int64(0), 0.0, np.int64(0), np.int64(0), np.int64(0))]
+    out_arcs, out_ends, out_costs = [np.int64(0) for _ in range(0)], [np.int64(0)], [0.0]
+    order = np.int64(1)
+    while len(heap) and len(out_costs) - 1 < n:
+        _, _, cost, node, prefix, step = heapq.heappop(heap)
+        key = ((node + 1) << 32) | prefix
+        if key in done:
+            continue
+        done[key] = True
+        if node == -1:
+            path = []
+            while step > 0:
+                path.append(step_arc[step])
+                step = step_before[step]
+            for k in range(len(path) - 1, -1, -1):
+                out_arcs.append(path[k])
+            out_ends.append(np.int64(len(out_arcs)))
+            out_costs.append(cost)
+            continue
+        if final[node] < np.inf:
+            total = cost + final[node]
+            heapq.heappush(heap, (total, order, total, np.int64(-1), prefix, step))
+            order += 1
+        for i in range(first[node], first[node + 1]):
+            d = np.int64(dst[i])
+            if not beta[d] < np.inf:
+                continue
+            nxt = prefix
+            if olabel[i] != 0:
+                word_key = (prefix << 32) | np.int64(olabel[i])
+                if word_key in prefixes:
+                    nxt = prefixes[word_key]
+                else:
+                    nxt = np.int64(len(prefixes) + 1)
+                    prefixes[word_key] = nxt
+            if (((d + 1) << 32) | nxt) in done:
+                continue
+            step_before.append(step)
+            step_arc.append(np.int64(i))
+            c = cost + w[i]
+            heapq.heappush(heap, (c + beta[d], order, c, d, nxt, np.int64(len(step_arc) - 1)))
+            order += 1
+    arcs = np.empty(len(out_arcs), np.int64)
+    for k in range(len(out_arcs)):
+        arcs[k] = out_arcs[k]
+    ends = np.array(out_ends[1:], np.int64)
+    costs = np.array(out_costs[1:], np.float64)
+    return arcs, ends, costs
 
 
 @njit(cache=True)

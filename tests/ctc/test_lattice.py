@@ -21,6 +21,7 @@ from wfstdecode.testing import (
     random_log_probs,
     simulate_ctc,
 )
+from wfstdecode.testing.lm import random_arpa
 from wfstdecode.testing.oracles import openfst_nbest, pynini_fst
 
 WIDE = dict(beam=math.inf, max_active=1_000_000, lattice_beam=math.inf)
@@ -357,3 +358,52 @@ def test_a_lattice_file_in_any_state_order_reads_back_the_same(tmp_path):
     got, want = back.nbest(5), lat.nbest(5)
     assert [c for _, c in got] == pytest.approx([c for _, c in want])
     assert [back.olabel[a].tolist() for a, _ in got] == [lat.olabel[a].tolist() for a, _ in want]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_nbest_through_an_oov_slot_equals_openfst(tmp_path, seed):
+    """Boosted words the graph lacks are spelled through its slot: the n best label sequences
+    of TLG ∘ C, collapsed to words, are the lattice n-best's words."""
+    pynini = pytest.importorskip("pynini")
+    from wfstdecode import SymbolTable
+    from wfstdecode.ctc.oov import OovSpeller
+    from wfstdecode.graph import build_tlg
+    from wfstdecode.graph.lexicon import spell_lexicon
+    from wfstdecode.graph.oov_slot import OovSlot
+    from wfstdecode.testing.lm import random_words
+
+    tokens = SymbolTable.from_list(["<blk>", "|", *"abcd"])
+    words = random_words(5, "abcd", seed, max_len=3)
+    lexicon, _ = spell_lexicon(words, tokens, separator="|")
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(random_arpa(words, order=2, seed=seed, unk=True))
+    g = build_tlg(tokens, lexicon, arpa, "compact", separator="|",
+                  oov_slot={"spelling": "chars"}).graph  # fmt: skip
+    oov = next(w for w in ("dcba", "abcd", "cadd", "bbad") if w not in words)
+    boosts = {oov: 3.0}
+    spoken = [[words[0], oov, words[1]], [oov, words[2]]]
+    seqs = [[tokens.id(c) for c in "|".join(s)] for s in spoken]
+    lp, lengths = simulate_ctc(seqs, tokens.next_id, seed=seed, noise=1.5, confusion_prob=0.2)
+    hyps = decode_ctc(lp, lengths, g, CtcBeamOptions(nbest=4, **WIDE), boosts)
+    speller = OovSpeller(g)
+    (resolved,) = resolve_boosts(boosts, 1, g.words, speller)
+    context = pynini_fst(PhraseAutomaton(resolved, OovSlot.of(g).open).fst_arrays(
+        range(1, g.words.next_id)))  # fmt: skip
+    composed = pynini.compose(pynini_fst(g.to_arrays()).arcsort("olabel"),
+                              context.arcsort("ilabel"))  # fmt: skip
+    assert any(oov in h.words for h in hyps[0] + hyps[1])
+    for b in range(len(lp)):
+        spread = -hyps[b][-1].score + hyps[b][0].score
+        want = openfst_nbest(lp[b, : lengths[b]], composed, 1.0, 4, within=spread + 2.0)
+        collapsed = []
+        for labels, cost in want:
+            ids, spelled, _ = speller.collapse(list(labels))
+            names = tuple(
+                s[0] if s else g.words.symbol(w) for w, s in zip(ids, spelled, strict=True)
+            )
+            collapsed.append((names, cost))
+        got = [(h.words, -h.score) for h in hyps[b]]
+        assert [c for _, c in got] == pytest.approx([c for _, c in collapsed], rel=1e-5,
+                                                    abs=1e-3)  # fmt: skip
+        assert {w for w, _ in got} <= {w for w, _ in collapsed} | {got[-1][0]}
+        assert not hyps[b][0].word_confidences  # spelled words are several labels: none given

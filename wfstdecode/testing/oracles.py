@@ -59,13 +59,18 @@ def openfst_shortest_path(lp: np.ndarray, graph_fst, scale: float):
     return tuple(words), cost
 
 
-def openfst_nbest(lp: np.ndarray, graph_fst, scale: float, n: int) -> list[tuple[tuple, float]]:
+def openfst_nbest(lp: np.ndarray, graph_fst, scale: float, n: int,
+                  within: float | None = None) -> list[tuple[tuple, float]]:  # fmt: skip
     """The ``n`` best distinct output (word) sequences of E ∘ ``graph_fst``, best first, as
     ``(word ids, cost)``: OpenFst's n-shortest unique paths of the composition projected on
-    words, epsilons removed and determinized (each sequence at the cost of its best path)."""
+    words, epsilons removed and determinized (each sequence at the cost of its best path).
+    ``within``: first prune to the paths within this cost of the best (determinizing every
+    path of a large composition can take exponential memory)."""
     import pynini
 
     composed = pynini.compose(emission_acceptor(lp, scale), graph_fst.copy().arcsort("ilabel"))
+    if within is not None:
+        composed = pynini.prune(composed, weight=within)
     words = pynini.determinize(composed.project("output").rmepsilon())
     found = [
         (tuple(out), cost)
