@@ -27,6 +27,7 @@ DECODE_OPTIONS = {
     "word_insertion_penalty": float,
     "nbest": int,
     "lattice_beam": float,
+    "mbr_candidates": int,
 }
 
 

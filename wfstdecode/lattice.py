@@ -184,10 +184,16 @@ class Lattice:
         """Posterior probability of a word sequence: its paths' share of the total."""
         if not self.num_nodes:
             return 0.0
-        total = _log_backward(self.final.astype(np.float64), self.src, self.dst, self.arc_cost())
+        w, final = self.arc_cost(), self.final.astype(np.float64)
+        total = _log_backward(final, self.src, self.dst, w)
         if not total[0] < _INF:
             return 0.0
-        return float(np.exp(total[0] - _word_constrained_cost(self, tuple(map(int, words)))))
+        words = np.asarray([int(x) for x in words], np.int64)
+        return float(
+            np.exp(
+                total[0] - _word_constrained_cost(self.src, self.dst, self.olabel, w, final, words)
+            )
+        )
 
     # ----- output ------------------------------------------------------------------------------
     def kaldi_bytes(self) -> bytes:
@@ -318,28 +324,29 @@ def _topological_order(n: int, start: int, src, dst) -> np.ndarray:
     return np.array(order, np.int64)
 
 
-def _word_constrained_cost(lat: Lattice, words: tuple) -> float:
-    """-log of the summed probability of ``lat``'s paths that write exactly ``words``: a
-    forward pass over (node, words matched so far)."""
-    n_words = len(words)
-    w = lat.arc_cost()
-    alpha = np.full((lat.num_nodes, n_words + 1), _INF)
-    if lat.num_nodes:
-        alpha[0, 0] = 0.0
-    for i in range(lat.num_arcs):
-        s, d, label = lat.src[i], lat.dst[i], lat.olabel[i]
+@njit(cache=True)
+def _word_constrained_cost(src, dst, olabel, w, final, words):
+    """-log of the summed probability of the paths that write exactly ``words``: a forward
+    pass over (node, words matched so far)."""
+    n_nodes, n_words = final.shape[0], words.shape[0]
+    if not n_nodes:
+        return np.inf
+    alpha = np.full((n_nodes, n_words + 1), np.inf)
+    alpha[0, 0] = 0.0
+    for i in range(src.shape[0]):
         for k in range(n_words + 1):
-            if not alpha[s, k] < _INF:
+            if not alpha[src[i], k] < np.inf:
                 continue
-            if label == 0:
-                k2 = k
-            elif k < n_words and label == words[k]:
+            k2 = k
+            if olabel[i] != 0:
+                if k == n_words or olabel[i] != words[k]:
+                    continue
                 k2 = k + 1
-            else:
-                continue
-            alpha[d, k2] = -np.logaddexp(-alpha[d, k2], -(alpha[s, k] + w[i]))
-    ends = alpha[:, n_words] + lat.final.astype(np.float64)
-    return float(-np.logaddexp.reduce(-ends)) if lat.num_nodes else _INF
+            alpha[dst[i], k2] = _neg_logaddexp(alpha[dst[i], k2], alpha[src[i], k] + w[i])
+    total = np.inf
+    for v in range(n_nodes):
+        total = _neg_logaddexp(total, alpha[v, n_words] + final[v])
+    return total
 
 
 @njit(cache=True)

@@ -407,3 +407,35 @@ def test_nbest_through_an_oov_slot_equals_openfst(tmp_path, seed):
                                                     abs=1e-3)  # fmt: skip
         assert {w for w, _ in got} <= {w for w, _ in collapsed} | {got[-1][0]}
         assert not hyps[b][0].word_confidences  # spelled words are several labels: none given
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_mbr_ranks_the_candidates_by_expected_word_errors(seed):
+    from wfstdecode.metrics import edit_distance
+
+    g, lp = _case(seed, word_prob=0.6)
+    k = 6
+    base = CtcBeamOptions(lattice_beam=6.0, nbest=k)
+    mbr = decode_ctc(lp, None, g, CtcBeamOptions(lattice_beam=6.0, nbest=3, mbr_candidates=k))
+    candidates = decode_ctc(lp, None, g, base)
+    for b, lat in enumerate(ctc_lattices(lp, None, g, base)):
+        words = [h.word_ids for h in candidates[b]]
+        post = np.array([lat.path_posterior(w) for w in words])
+        post /= post.sum()
+        risk = [sum(q * edit_distance(w, v) for q, v in zip(post, words, strict=True))
+                for w in words]  # fmt: skip
+        order = sorted(range(len(words)), key=lambda i: (risk[i], i))[:3]
+        assert [h.word_ids for h in mbr[b]] == [words[i] for i in order]
+        assert risk[order[0]] <= risk[0]  # never worse than the most probable path
+        for h, i in zip(mbr[b], order, strict=True):
+            assert h.notes[-1] == f"MBR over {len(words)} candidates: expected word errors " \
+                                  f"{risk[i]:.3f}"  # fmt: skip
+            assert h.score == pytest.approx(candidates[b][i].score)
+
+
+def test_mbr_options_are_checked():
+    for bad in (1, -1):
+        with pytest.raises(OptionsError, match="mbr_candidates"):
+            CtcBeamOptions(lattice_beam=4.0, mbr_candidates=bad)
+    with pytest.raises(OptionsError, match="set lattice_beam"):
+        CtcBeamOptions(mbr_candidates=4)

@@ -14,9 +14,10 @@ Kaldi's lattice-faster-decoder keeps its tokens and the links between them:
   survived, as the search's partial result);
 
 then pruned to the paths within ``lattice_beam`` of the best (`Lattice.pruned`). Survivors come
-from the backend's streaming interface (`stream.py`'s ``begin`` / ``advance`` / ``end``) one frame
-at a time, so every backend with streaming (reference, cpu) gives the same lattice; the cuda
-backend has none yet.
+from the backend's streaming interface (``begin``, then ``advance_keeping``, which runs the
+frames as ``advance`` does and keeps each frame's survivors, then ``end``), so every backend
+with streaming (reference, cpu) gives the same lattice, array for array; the cuda backend has
+none yet. The nodes and arcs are then found in one pass over the kept survivors (`_links`).
 
 n-best (`nbest_results`): the search's best path first — the result without a lattice, bit for
 bit — then the lattice's next best distinct word sequences (`Lattice.nbest`), each as the best
@@ -32,6 +33,7 @@ from numba import njit
 
 from ..backends import ctc_stream_backend
 from ..lattice import Lattice
+from ..metrics import edit_distance
 from ..results import Hypothesis
 from ._paths import to_hypotheses
 from ._problem import RawResult, SearchProblem
@@ -118,10 +120,9 @@ def build_lattice(p: SearchProblem, frames: list, raw: RawResult) -> Lattice:
     )  # fmt: skip
 
 
-def nbest_results(p: SearchProblem, raws: list, lattices: list) -> list:
+def nbest_results(p: SearchProblem, raws: list, lattices: list, n: int) -> list:
     """Per utterance a `RawResult` with the search's best path, then the (pruned) lattice's
-    next best distinct word sequences, up to ``nbest`` in all."""
-    n = p.options.nbest
+    next best distinct word sequences, up to ``n`` in all."""
     out = []
     for raw, lat in zip(raws, lattices, strict=True):
         if lat is None or n == 1:
@@ -141,14 +142,14 @@ def nbest_results(p: SearchProblem, raws: list, lattices: list) -> list:
     return out
 
 
-def lattice_hypotheses(p: SearchProblem, lattices: list) -> list[list[Hypothesis] | None]:
-    """The ``nbest`` best distinct word sequences of each lattice of ``p``'s utterances (e.g.
+def lattice_hypotheses(p: SearchProblem, lattices: list, n: int) -> list[list[Hypothesis] | None]:
+    """The ``n`` best distinct word sequences of each lattice of ``p``'s utterances (e.g.
     rescored: `wfstdecode.rescore`) as hypotheses, scored by the lattice's own costs:
     ``graph_score`` is its graph side (a rescoring LM counts there), ``acoustic_score`` the
     scaled acoustic side. None where the lattice is None (the search died) or has no path."""
     raws, graph_costs = [], []
     for lat in lattices:
-        best = lat.nbest(p.options.nbest) if lat is not None else []
+        best = lat.nbest(n) if lat is not None else []
         if not best:
             raws.append(RawResult([], DIED))
             graph_costs.append(None)
@@ -166,6 +167,29 @@ def lattice_hypotheses(p: SearchProblem, lattices: list) -> list[list[Hypothesis
             replace(h, graph_score=-c, score=h.acoustic_score - c)
             for h, c in zip(hyps, costs, strict=True)
         ])  # fmt: skip
+    return out
+
+
+def mbr_ranked(p: SearchProblem, hyps: list, lattices: list) -> list:
+    """Minimum Bayes risk over each utterance's candidates (``options.mbr_candidates`` best
+    word sequences of its lattice): each candidate's expected word errors against the others,
+    weighted by their posteriors in the lattice (summed over alignments, normalised over the
+    candidates); candidates ranked by it (ties: the lattice's order), the first ``nbest`` kept,
+    each with its expected errors in its notes (Stolcke et al.'s n-best MBR)."""
+    n = p.options.nbest
+    out = []
+    for utt, lat in zip(hyps, lattices, strict=True):
+        if lat is None or len(utt) < 2:
+            out.append(utt[:n])
+            continue
+        post = np.array([lat.path_posterior(h.word_ids) for h in utt])
+        post /= post.sum()
+        risk = [float(sum(q * edit_distance(h.word_ids, g.word_ids)
+                          for q, g in zip(post, utt, strict=True))) for h in utt]  # fmt: skip
+        order = sorted(range(len(utt)), key=lambda i: (risk[i], i))[:n]
+        note = "MBR over {} candidates: expected word errors {:.3f}"
+        out.append([replace(utt[i], notes=(*utt[i].notes, note.format(len(utt), risk[i])))
+                     for i in order])  # fmt: skip
     return out
 
 

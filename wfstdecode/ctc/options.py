@@ -49,6 +49,11 @@ class CtcBeamOptions:
                             best alignment); every hypothesis gets its words' posteriors in the
                             lattice (``Hypothesis.word_confidences``). Reference and cpu
                             backends; `ctc_lattices` returns the lattices themselves.
+    mbr_candidates:         0 (the most probable path first), or at least 2: minimum Bayes risk
+                            decoding over the lattice's this many best word sequences — they
+                            are ranked by their expected word errors against each other under
+                            the lattice's posteriors, and the first ``nbest`` returned (needs
+                            ``lattice_beam``).
     max_candidates:         cuda backend: states one utterance may reach in a frame before
                             pruning (its token table holds twice as many slots). None = twice
                             ``max_active`` (at least 256), at most the graph's state count. A frame
@@ -67,6 +72,7 @@ class CtcBeamOptions:
     word_insertion_penalty: float = 0.0
     nbest: int = 1
     lattice_beam: float | None = None
+    mbr_candidates: int = 0
     max_candidates: int | None = None
     cuda_graphs: str = "auto"
 
@@ -114,6 +120,12 @@ class CtcBeamOptions:
             if math.isnan(lattice_beam) or lattice_beam <= 0:
                 raise OptionsError("CtcBeamOptions.lattice_beam must be > 0 (inf for every "
                                    f"surviving path) or None; got {lattice_beam}")  # fmt: skip
+        if integer("mbr_candidates") < 0 or self.mbr_candidates == 1:
+            raise OptionsError("CtcBeamOptions.mbr_candidates must be 0 (off) or >= 2; got "
+                               f"{self.mbr_candidates}")  # fmt: skip
+        if self.mbr_candidates and self.lattice_beam is None:
+            raise OptionsError("CtcBeamOptions.mbr_candidates ranks a lattice's word sequences: "
+                               "set lattice_beam too")  # fmt: skip
         if self.cuda_graphs not in ("auto", "on", "off"):
             raise OptionsError(
                 "CtcBeamOptions.cuda_graphs must be 'auto', 'on' or 'off'; "

@@ -21,7 +21,13 @@ from ..symbols import BLANK
 from ._paths import to_hypotheses
 from ._problem import SearchProblem, search_costs
 from .boost import build_boost_tables, resolve_boosts
-from .lattice import lattice_hypotheses, lattice_search, nbest_results, with_confidences
+from .lattice import (
+    lattice_hypotheses,
+    lattice_search,
+    mbr_ranked,
+    nbest_results,
+    with_confidences,
+)
 from .oov import OovSpeller
 from .options import CtcBeamOptions
 from .phrases import NO_SLOT
@@ -125,16 +131,18 @@ def lattice_decode(problem: SearchProblem, name: str, tuning, rescore=None) -> t
     rescored (`LmRescoring`) if asked: then the hypotheses are the rescored lattice's n best
     (the search's where it died)."""
     raws, lattices = lattice_search(problem, name, tuning)
-    beam = problem.options.lattice_beam
-    pruned = [None if lat is None else lat.pruned(beam) for lat in lattices]
-    hyps = to_hypotheses(problem, nbest_results(problem, raws, pruned))
-    if rescore is None:
-        return with_confidences(problem, hyps, pruned), pruned
-    words = problem.graph.words
-    rescored = [None if lat is None else rescore.apply(lat, words) for lat in pruned]
-    better = lattice_hypotheses(problem, rescored)
-    hyps = [h if r is None else r for h, r in zip(hyps, better, strict=True)]
-    return with_confidences(problem, hyps, rescored), rescored
+    options = problem.options
+    n = max(options.nbest, options.mbr_candidates)  # the candidates MBR ranks
+    pruned = [None if lat is None else lat.pruned(options.lattice_beam) for lat in lattices]
+    hyps = to_hypotheses(problem, nbest_results(problem, raws, pruned, n))
+    final = pruned
+    if rescore is not None:
+        final = [None if lat is None else rescore.apply(lat, problem.graph.words) for lat in pruned]
+        better = lattice_hypotheses(problem, final, n)
+        hyps = [h if r is None else r for h, r in zip(hyps, better, strict=True)]
+    if options.mbr_candidates:
+        hyps = mbr_ranked(problem, hyps, final)
+    return with_confidences(problem, hyps, final), final
 
 
 def prepared(log_probs, lengths, graph, options, boosts, backend, tuning, num_threads,
@@ -152,6 +160,9 @@ def prepared(log_probs, lengths, graph, options, boosts, backend, tuning, num_th
         if graph.words is None or "oov_slot" in graph.metadata:
             raise OptionsError("rescoring needs a graph with a word table and no oov slot (its "
                                "spelled words are not n-gram words)")  # fmt: skip
+    if options.mbr_candidates and "oov_slot" in graph.metadata:
+        raise OptionsError("MBR needs a graph without an oov slot (a spelled word is several "
+                           "lattice labels)")  # fmt: skip
     if lattice:
         if backend not in ("auto", "cpu", "reference"):
             raise OptionsError(f"lattices are made by the 'reference' and 'cpu' backends; got "
