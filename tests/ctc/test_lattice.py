@@ -88,7 +88,10 @@ def test_nbest_on_a_lexicon_graph_with_scale_and_penalties():
     hyps = decode_ctc(lp, lengths, g, options, backend="cpu")
     fst = pynini_fst(g.to_arrays())
     for b in range(len(lp)):
-        _assert_nbest_matches(hyps[b], openfst_nbest(lp[b, : lengths[b]], fst, 0.8, 4))
+        # OpenFst prunes before it determinizes (every path of this composition: 15 s)
+        spread = hyps[b][0].score - hyps[b][-1].score
+        want = openfst_nbest(lp[b, : lengths[b]], fst, 0.8, 4, within=spread + 2.0)
+        _assert_nbest_matches(hyps[b], want)
     assert max(len(h) for h in hyps) > 1
 
 
