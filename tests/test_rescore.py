@@ -169,8 +169,9 @@ def test_bad_rescoring_requests_are_refused(tmp_path):
     for bad in (math.nan, math.inf, "1"):
         with pytest.raises(OptionsError, match="lm_scale"):
             LmRescoring(lm, lm, lm_scale=bad)
-    with pytest.raises(OptionsError, match="NgramLm"):
-        LmRescoring(str(old), lm)
+    with pytest.raises(OptionsError, match="NgramLm or an ARPA path"):
+        LmRescoring(3, lm)
+    assert LmRescoring(str(old), old).old_lm.order == lm.order  # paths are read
     (lat,) = ctc_lattices(lp[:1], lengths[:1], g, CtcBeamOptions(lattice_beam=8.0))
     with pytest.raises(OptionsError, match="max_nodes"):
         rescore(lat, g.words, NgramLm(new), lm, max_nodes=3)

@@ -129,20 +129,30 @@ class LmRescoring:
     """What `decode_ctc` (``rescore=``) applies to each lattice: `rescore` with these models,
     scale and beam (None: exact composition)."""
 
-    new_lm: NgramLm
+    new_lm: NgramLm  # or an ARPA path, read here
     old_lm: NgramLm | None
     lm_scale: float = 1.0
     beam: float | None = None
 
     def __post_init__(self):
-        if not isinstance(self.new_lm, NgramLm) or not isinstance(self.old_lm, NgramLm | None):
-            raise OptionsError("LmRescoring takes NgramLm models (old_lm may be None)")
+        object.__setattr__(self, "new_lm", _as_lm(self.new_lm))
+        if self.old_lm is not None:
+            object.__setattr__(self, "old_lm", _as_lm(self.old_lm))
         _check_scale(self.lm_scale)
         if self.beam is not None and not self.beam > 0:
             raise OptionsError(f"rescoring beam must be > 0 or None; got {self.beam}")
 
     def apply(self, lattice: Lattice, words) -> Lattice:
         return rescore(lattice, words, self.new_lm, self.old_lm, self.lm_scale, self.beam)
+
+
+def _as_lm(lm) -> NgramLm:
+    """An `NgramLm` as it is, or one read from an ARPA path."""
+    if isinstance(lm, NgramLm):
+        return lm
+    if isinstance(lm, str | os.PathLike):
+        return NgramLm(lm)
+    raise OptionsError(f"an LM is an NgramLm or an ARPA path; got {type(lm).__name__}")
 
 
 def _check_scale(lm_scale) -> None:
@@ -157,16 +167,16 @@ def _check_scale(lm_scale) -> None:
 def rescore(
     lattice: Lattice,
     words,
-    new_lm: NgramLm,
-    old_lm: NgramLm | None,
+    new_lm: NgramLm | str | os.PathLike,
+    old_lm: NgramLm | str | os.PathLike | None,
     lm_scale: float = 1.0,
     beam: float | None = None,
     max_nodes: int = 2_000_000,
 ) -> Lattice:
     """``lattice`` with each word sequence's graph cost moved from ``old_lm`` (the LM compiled
     into the first-pass graph, subtracted at scale 1; None: nothing subtracted) to ``new_lm`` at
-    ``lm_scale`` (module docstring). ``words``: the graph's word table (the lattice's output
-    labels).
+    ``lm_scale`` (module docstring); an LM is an `NgramLm` or an ARPA path. ``words``: the
+    graph's word table (the lattice's output labels).
 
     ``beam``: None composes exactly. A number prunes as the composition goes (as Kaldi's
     lattice-lmrescore-pruned): a split node whose rescored cost so far plus the first pass's
@@ -176,6 +186,8 @@ def rescore(
     remains.
     Raises `OptionsError` when the expansion would pass ``max_nodes`` nodes."""
     _check_scale(lm_scale)
+    new_lm = _as_lm(new_lm)
+    old_lm = _as_lm(old_lm) if old_lm is not None else None
     if beam is not None and not beam > 0:
         raise OptionsError(f"rescoring beam must be > 0 or None; got {beam}")
 
