@@ -10,6 +10,7 @@ import math
 import sys
 from pathlib import Path
 
+from .cli_rescore import add_rescore_parser, add_rescoring_arguments, rescoring
 from .ctc import CtcBeamOptions
 from .errors import WfstDecodeError
 from .progress import print_stage
@@ -161,7 +162,6 @@ def _oov_lexicon(args: argparse.Namespace, graph=None) -> dict | None:
 
 
 def decode_command(args: argparse.Namespace) -> None:
-    import math
     import unicodedata
 
     from .ctc import decode_npz
@@ -189,7 +189,7 @@ def decode_command(args: argparse.Namespace) -> None:
     result = decode_npz(args.log_probs, graph, options, boosts, backend=args.backend,
                         utterance_boosts=per_utterance, oov_lexicon=oov_lexicon,
                         lattices=args.write_lattices is not None,
-                        rescore=_rescoring(args))  # fmt: skip
+                        rescore=rescoring(args))  # fmt: skip
     if args.write_lattices is not None:
         from .lattice import write_kaldi_archive
 
@@ -227,48 +227,6 @@ def decode_command(args: argparse.Namespace) -> None:
     if result.wer is not None:
         print(f"WER {100 * result.wer:.2f}% (greedy CTC {100 * result.greedy_wer:.2f}%)",
               file=sys.stderr)  # fmt: skip
-
-
-def _rescoring(args: argparse.Namespace):
-    """`LmRescoring` from --rescore-lm / --first-pass-lm / --lm-scale / --rescore-beam."""
-    if args.rescore_lm is None:
-        if args.first_pass_lm is not None:
-            raise WfstDecodeError("--first-pass-lm goes with --rescore-lm")
-        return None
-    if args.lattice_beam is None:
-        raise WfstDecodeError("--rescore-lm rescores lattices: give --lattice-beam BEAM (e.g. 8)")
-    if args.first_pass_lm is None:
-        raise WfstDecodeError("--rescore-lm needs --first-pass-lm ARPA: the LM compiled into "
-                              "the graph, whose scores it replaces")  # fmt: skip
-    from .rescore import LmRescoring, NgramLm
-
-    beam = args.rescore_beam if args.rescore_beam is not None else args.lattice_beam
-    return LmRescoring(NgramLm(args.rescore_lm), NgramLm(args.first_pass_lm), args.lm_scale,
-                       None if math.isinf(beam) else beam)  # fmt: skip
-
-
-def rescore_command(args: argparse.Namespace) -> None:
-    from .lattice import read_kaldi_archive, write_kaldi_archive
-    from .rescore import NgramLm, rescore
-    from .symbols import SymbolTable
-
-    if args.nbest < 1:
-        raise WfstDecodeError(f"--nbest must be >= 1; got {args.nbest}")
-    words_path = args.words / "words.txt" if args.words.is_dir() else args.words
-    words = SymbolTable.read(words_path)
-    lattices = read_kaldi_archive(args.lattices, args.acoustic_scale)
-    new_lm, old_lm = NgramLm(args.new_lm), NgramLm(args.old_lm)
-    beam = None if args.beam is None or math.isinf(args.beam) else args.beam
-    out = {}
-    for key, lat in lattices.items():
-        out[key] = rescored = rescore(lat, words, new_lm, old_lm, args.lm_scale, beam)
-        for rank, (arcs, cost) in enumerate(rescored.nbest(args.nbest)):
-            text = " ".join(words.symbol(w) for w in rescored.olabel[arcs].tolist() if w)
-            tag = key if args.nbest == 1 else f"{key}-{rank + 1}"
-            print(f"{tag}\t{-cost:.3f}\t{text}")
-    if args.out is not None:
-        write_kaldi_archive(out, args.out)
-        print(f"wrote {len(out)} rescored lattices to {args.out}", file=sys.stderr)
 
 
 def decode_corpus_command(args: argparse.Namespace) -> int:
@@ -475,51 +433,14 @@ def make_parser() -> argparse.ArgumentParser:
                             help="CTM: ID 1 START DURATION WORD (needs --frame-shift)")  # fmt: skip
     p.add_argument("--frame-shift", type=float, metavar="SECONDS",
                    help="seconds per frame: word times in seconds (--json, --ctm)")  # fmt: skip
-    p.add_argument("--rescore-lm", type=Path, metavar="ARPA",
-                   help="rescore each lattice (--lattice-beam) with this n-gram LM in place "
-                        "of --first-pass-lm (the graph's); prints the rescored n-best")  # fmt: skip
-    p.add_argument(
-        "--first-pass-lm",
-        type=Path,
-        metavar="ARPA",
-        help="the ARPA the graph was built from (its scores are taken out)",
-    )
-    p.add_argument("--lm-scale", type=float, default=1.0,
-                   help="scale of the --rescore-lm costs (default 1)")  # fmt: skip
-    p.add_argument("--rescore-beam", type=float, metavar="BEAM",
-                   help="prune the rescoring composition with this beam (default: the lattice "
-                        "beam; inf: exact)")  # fmt: skip
+    add_rescoring_arguments(p)
     p.add_argument("--write-lattices", type=Path, metavar="ARK",
                    help="write each utterance's lattice (--lattice-beam) to a binary Kaldi "
                         "archive of Lattice (token id + 1 : word id, graph and unscaled "
                         "acoustic costs): lattice-copy ark:ARK ark,t:- reads it")  # fmt: skip
     p.set_defaults(func=decode_command)
 
-    p = sub.add_parser(
-        "rescore", help="rescore lattices (a Kaldi archive) with an n-gram LM",
-        description="Replaces the first-pass LM's scores in each lattice of a binary Kaldi "
-        "archive of Lattice (decode --write-lattices, or Kaldi's lattice-copy "
-        "--write-compact=false) with another n-gram LM's (Kaldi's lattice-lmrescore with the "
-        "old LM at scale -1 and the new at +LM_SCALE) and prints ID<tab>SCORE<tab>TEXT of the "
-        "best path (ID-RANK with --nbest > 1); --out writes the rescored lattices.",
-    )  # fmt: skip
-    p.add_argument("lattices", type=Path, help="binary Kaldi archive of Lattice")
-    p.add_argument("--words", type=Path, required=True,
-                   help="the graph's words.txt (or its graph directory)")  # fmt: skip
-    p.add_argument("--new-lm", type=Path, required=True, metavar="ARPA", help="the LM to apply")
-    p.add_argument("--old-lm", type=Path, required=True, metavar="ARPA",
-                   help="the LM the graph was built from (its scores are taken out)")  # fmt: skip
-    p.add_argument("--lm-scale", type=float, default=1.0, help="scale of the new LM (default 1)")
-    p.add_argument("--beam", type=float, help="prune the composition (default: exact)")
-    p.add_argument(
-        "--acoustic-scale",
-        type=float,
-        default=1.0,
-        help="what paths rank by (the archive keeps acoustic costs unscaled)",
-    )
-    p.add_argument("--nbest", type=int, default=1, help="hypotheses printed per lattice")
-    p.add_argument("--out", type=Path, metavar="ARK", help="write the rescored lattices here")
-    p.set_defaults(func=rescore_command)
+    add_rescore_parser(sub)
 
     p = sub.add_parser(
         "decode-corpus", help="decode many .npz shards on Ray (or local processes), resumably",
