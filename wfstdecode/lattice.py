@@ -143,7 +143,7 @@ class Lattice:
         first = np.searchsorted(self.src, np.arange(self.num_nodes + 1))
         arcs, ends, costs = _nbest(n, first, self.dst, self.olabel, self.arc_cost(),
                                    self.final.astype(np.float64), beta)  # fmt: skip
-        starts = np.concatenate(([0], ends[:-1]))
+        starts = np.concatenate(([0], ends))[:-1]
         return [(arcs[a:b].astype(np.int32), float(c))
                 for a, b, c in zip(starts, ends, costs, strict=True)]  # fmt: skip
 

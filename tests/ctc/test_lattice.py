@@ -442,3 +442,23 @@ def test_mbr_options_are_checked():
             CtcBeamOptions(lattice_beam=4.0, mbr_candidates=bad)
     with pytest.raises(OptionsError, match="set lattice_beam"):
         CtcBeamOptions(mbr_candidates=4)
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_empty_utterances_and_paths_without_a_final_state(backend):
+    g, lp = _case(3)
+    lengths = np.array([6, 0])
+    with_lattice = decode_ctc(lp, lengths, g, CtcBeamOptions(lattice_beam=5.0, nbest=3),
+                              backend=backend)  # fmt: skip
+    plain = decode_ctc(lp, lengths, g, CtcBeamOptions(), backend=backend)
+    for x, y in zip(with_lattice, plain, strict=True):
+        assert_hypotheses_equal([x[:1]], [y])
+    ends_mid_word = lexicon_graph(["abc"], word_cost=[0.0])
+    lp2 = np.full((1, 2, ends_mid_word.num_tokens), -np.inf, np.float32)
+    lp2[0, 0, ends_mid_word.tokens.id("a")] = lp2[0, 1, ends_mid_word.tokens.id("b")] = 0.0
+    options = CtcBeamOptions(lattice_beam=5.0, nbest=3)
+    (hyps,) = decode_ctc(lp2, None, ends_mid_word, options, backend=backend)
+    assert_hypotheses_equal([hyps], decode_ctc(lp2, None, ends_mid_word, CtcBeamOptions(),
+                                               backend=backend))  # fmt: skip
+    (lat,) = ctc_lattices(lp2, None, ends_mid_word, options, backend=backend)
+    assert "without final costs" in lat.notes[0]

@@ -349,7 +349,7 @@ class CpuStreams:
             state, ac, len(ac), search_graph(p), lane_boosts(p), 0, limits(p),
             self._state_map(p.graph), self._cancel,
         )  # fmt: skip
-        starts = np.concatenate(([0], ends[:-1]))
+        starts = np.concatenate(([0], ends))[:-1]
         return state, [(kept_s[a:b], kept_x[a:b]) for a, b in zip(starts, ends, strict=True)]
 
     def end(self, p, state):
