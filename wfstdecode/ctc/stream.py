@@ -134,6 +134,9 @@ class CtcStreamDecoder:
             raise DecodeInputError(f"graph must be a DecodingGraph; got {type(graph).__name__}")
         if isinstance(max_lanes, bool) or not isinstance(max_lanes, int) or max_lanes < 1:
             raise OptionsError(f"max_lanes must be an int >= 1; got {max_lanes!r}")
+        if options.lattice_beam is not None:
+            raise OptionsError("streams make no lattices yet: decode whole utterances with "
+                               "decode_ctc for lattice_beam (n-best, confidences)")  # fmt: skip
         if endpoint is not None and not isinstance(endpoint, EndpointRules):
             raise OptionsError(f"endpoint must be EndpointRules or None; got {endpoint!r}")
         name = "cpu" if backend == "auto" else backend
