@@ -324,7 +324,7 @@ def _topological_order(n: int, start: int, src, dst) -> np.ndarray:
     return np.array(order, np.int64)
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _word_constrained_cost(src, dst, olabel, w, final, words):
     """-log of the summed probability of the paths that write exactly ``words``: a forward
     pass over (node, words matched so far)."""
@@ -349,7 +349,7 @@ def _word_constrained_cost(src, dst, olabel, w, final, words):
     return total
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _nbest(n, first, dst, olabel, w, final, beta):
     """`Lattice.nbest`'s A* search: ``(arcs of every path, where each ends, costs)``. A queue
     entry is ``(cost + beta, order, cost, node, prefix, step)``; node -1 is the pseudo-node
@@ -408,7 +408,7 @@ def _nbest(n, first, dst, olabel, w, final, beta):
     return arcs, ends, costs
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _position_posteriors(n_nodes, src, dst, olabel, w, final):
     """``(position, word, posterior)`` of each word arc at each number of words before it."""
     n_arcs = src.shape[0]
@@ -442,7 +442,7 @@ def _position_posteriors(n_nodes, src, dst, olabel, w, final):
     return np.array(pos, np.int64), np.array(label, np.int64), np.array(post, np.float64)
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _viterbi_forward(n_nodes, src, dst, w):
     alpha = np.full(n_nodes, np.inf)
     if n_nodes:
@@ -454,7 +454,7 @@ def _viterbi_forward(n_nodes, src, dst, w):
     return alpha
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _viterbi_backward(final, src, dst, w):
     beta = final.copy()
     for i in range(src.shape[0] - 1, -1, -1):
@@ -464,7 +464,7 @@ def _viterbi_backward(final, src, dst, w):
     return beta
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _neg_logaddexp(a, b):
     """-log(exp(-a) + exp(-b)) for costs a, b (inf: zero probability)."""
     if a == np.inf:
@@ -475,7 +475,7 @@ def _neg_logaddexp(a, b):
     return lo - np.log1p(np.exp(lo - hi))
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _log_forward(n_nodes, src, dst, w):
     alpha = np.full(n_nodes, np.inf)
     if n_nodes:
@@ -485,7 +485,7 @@ def _log_forward(n_nodes, src, dst, w):
     return alpha
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _log_backward(final, src, dst, w):
     beta = final.copy()
     for i in range(src.shape[0] - 1, -1, -1):

@@ -328,9 +328,11 @@ class CpuStreams:
                        self._state_map(p.graph), self._cancel)  # fmt: skip
 
     def advance(self, jobs) -> list[SearchState]:
-        return self._map(self._advance_one, jobs)
+        return self.map(self._advance_one, jobs)
 
-    def _map(self, fn, jobs) -> list:
+    def map(self, fn, jobs) -> list:
+        """``[fn(job) for job in jobs]`` on this backend's threads (for functions that spend
+        their time in Numba code that releases the GIL)."""
         threads = self.tuning.num_threads or numba.get_num_threads()
         if threads == 1 or len(jobs) == 1:
             return [fn(job) for job in jobs]
@@ -341,7 +343,7 @@ class CpuStreams:
     def advance_keeping(self, jobs) -> list[tuple]:
         """`advance` each job, keeping every token frame's survivors: ``(state, [(states,
         context states) per frame])``, fewer frames when the search stopped."""
-        return self._map(self._advance_keeping_one, jobs)
+        return self.map(self._advance_keeping_one, jobs)
 
     def _advance_keeping_one(self, job):
         p, state, ac = job

@@ -47,21 +47,22 @@ _NO_FINAL_NOTE = "no final state survived the last frame: the lattice ends witho
 def lattice_search(problem: SearchProblem, backend: str, tuning) -> tuple[list, list]:
     """Search every utterance on ``backend``'s streaming interface, keeping each frame's
     survivors: ``(RawResult per utterance, Lattice or None per utterance)`` (None when the
-    search died). Utterances run on the backend's threads."""
+    search died). Utterances run on the backend's threads, searches and lattices alike."""
     streams = ctc_stream_backend(backend)(tuning)
     one = [problem.utterance(b) for b in range(problem.batch_size)]
     begun = [streams.begin(p) for p in one]
     firsts = [streams.survivors(state) for state in begun]  # before advancing (in place)
     jobs = [(p, state, p.ac[0, : p.lengths[0]]) for p, state in zip(one, begun, strict=True)]
-    raws, lattices = [], []
     done = streams.advance_keeping(jobs)
-    for p, first, (state, kept) in zip(one, firsts, done, strict=True):
-        raw = streams.end(p, state)
-        raws.append(raw)
-        frames = [first, *kept]
-        died = not raw.paths or first is None or len(kept) < p.lengths[0]
-        lattices.append(None if died else build_lattice(p, frames, raw))
-    return raws, lattices
+    raws = [streams.end(p, state) for p, (state, _) in zip(one, done, strict=True)]
+
+    def lattice_of(b):
+        p, first, kept, raw = one[b], firsts[b], done[b][1], raws[b]
+        if not raw.paths or first is None or len(kept) < p.lengths[0]:  # the search died
+            return None
+        return build_lattice(p, [first, *kept], raw)
+
+    return raws, streams.map(lattice_of, range(len(one)))
 
 
 def build_lattice(p: SearchProblem, frames: list, raw: RawResult) -> Lattice:
@@ -211,7 +212,7 @@ def with_confidences(p: SearchProblem, hyps: list, lattices: list) -> list:
     return out
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _path_tokens(graph, boosts, arcs, path_frames):
     """``(token frames, keys)`` of the tokens a path passes."""
     n = arcs.shape[0]
@@ -226,7 +227,7 @@ def _path_tokens(graph, boosts, arcs, path_frames):
     return frames, keys
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _node_of(head, same_state, node_ctx, state, ctx):
     """The node of (state, ctx) in the frame whose nodes are chained from ``head``, or -1."""
     v = head[state]
@@ -235,7 +236,7 @@ def _node_of(head, same_state, node_ctx, state, ctx):
     return v
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _links(node_state, node_ctx, frame_start, graph, boosts, lp, num_states):
     """Every graph arc between two nodes (module docstring), frame by frame: the emitting arcs
     into frame ``f``, then the epsilon arcs within it. Returns ``(src, dst, graph arc, graph
@@ -289,14 +290,14 @@ def _links(node_state, node_ctx, frame_start, graph, boosts, lp, num_states):
     return src[:n], dst[:n], garc[:n], gcost[:n], acost[:n], afr[:n]
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _grown(a, cap):
     out = np.empty(cap, a.dtype)
     out[: a.shape[0]] = a
     return out
 
 
-@njit(cache=True)
+@njit(nogil=True, cache=True)
 def _topological_ranks(frame_start, src, dst, emitting, start):
     """A topological rank of every node — frame by frame, within a frame in the order of its
     epsilon arcs (Kahn's algorithm, nodes in index order), node ``start`` first — and which

@@ -147,6 +147,10 @@ class ReferenceStreams:
     def end(self, p: SearchProblem, state: SearchState) -> RawResult:
         return end(p, 0, state)
 
+    def map(self, fn, jobs) -> list:
+        """``[fn(job) for job in jobs]`` (the reference has one thread)."""
+        return [fn(job) for job in jobs]
+
     def advance_keeping(self, jobs) -> list[tuple]:
         """`advance` each job frame by frame, keeping every token frame's survivors: ``(state,
         [(states, context states) per frame])``, fewer frames when the search died."""
