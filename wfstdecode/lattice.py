@@ -114,7 +114,8 @@ class Lattice:
             return self._subset(np.zeros(self.num_nodes, bool), np.zeros(self.num_arcs, bool))
         alpha, beta, w = self.forward(), self.backward(), self.arc_cost()
         limit = self.best_cost + beam
-        keep_arc = alpha[self.src] + w + beta[self.dst] <= limit
+        through = alpha[self.src] + w + beta[self.dst]
+        keep_arc = (through < _INF) & (through <= limit)  # an infinite beam drops dead ends too
         keep_node = np.zeros(self.num_nodes, bool)
         keep_node[0] = True
         keep_node[self.src[keep_arc]] = True

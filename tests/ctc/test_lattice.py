@@ -186,6 +186,9 @@ def test_pruning_keeps_exactly_the_arcs_within_the_lattice_beam(seed):
         alpha, beta, w = lat.forward(), lat.backward(), lat.arc_cost()
         within = alpha[lat.src] + w + beta[lat.dst] <= lat.best_cost + beam
         assert pruned.num_arcs == int(within.sum())
+        every = lat.pruned(math.inf)  # every arc on a complete path, no dead ends
+        assert np.isfinite(every.forward()[every.src] + every.backward()[every.dst]).all()
+        assert every.num_arcs == int(np.isfinite(alpha[lat.src] + beta[lat.dst]).sum())
         np.testing.assert_array_equal(pruned.graph_arc, lat.graph_arc[within])
         assert pruned.best_cost == pytest.approx(lat.best_cost)
         assert (pruned.forward()[pruned.src] + pruned.arc_cost() + pruned.backward()[pruned.dst]
