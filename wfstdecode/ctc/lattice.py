@@ -80,14 +80,9 @@ def build_lattice(p: SearchProblem, frames: list, raw: RawResult) -> Lattice:
         frame_of.append(f)
         keys.append(k)
     # canonical order (frame, key), duplicates dropped: the same lattice from every backend
-    all_frames, all_keys = np.concatenate(frame_of), np.concatenate(keys)
-    order = np.lexsort((all_keys, all_frames))
-    all_frames, all_keys = all_frames[order], all_keys[order]
-    new = np.ones(len(order), bool)
-    new[1:] = (all_frames[1:] != all_frames[:-1]) | (all_keys[1:] != all_keys[:-1])
-    all_frames, all_keys = all_frames[new], all_keys[new]
-    sizes = np.bincount(all_frames, minlength=T + 1)
-    frame_start = np.concatenate(([0], np.cumsum(sizes)))
+    all_keys, frame_start = _canonical_nodes(np.concatenate(frame_of), np.concatenate(keys),
+                                             T + 1)  # fmt: skip
+    sizes = np.diff(frame_start)
     node_state = (all_keys >> 32).astype(np.int32)
     node_ctx = (all_keys & 0xFFFFFFFF).astype(np.int32)
     lp = p.log_probs[0, :T]
@@ -95,9 +90,7 @@ def build_lattice(p: SearchProblem, frames: list, raw: RawResult) -> Lattice:
                                                lp, p.graph.num_states)  # fmt: skip
     start = int(np.searchsorted(all_keys[: frame_start[1]], start_key))
     rank, cut = _topological_ranks(frame_start, src, dst, garc < graph.num_emitting, start)
-    src, dst = rank[src], rank[dst]
-    order = np.argsort(src[~cut], kind="stable")
-    arcs = [x[~cut][order] for x in (src, dst, garc, gcost, acost, afr)]
+    arcs = _by_source(rank, cut, src, dst, garc, gcost, acost, afr)
     node_frame = np.repeat(np.arange(T + 1, dtype=np.int32), sizes)
     by_rank = np.empty_like(rank)
     by_rank[rank] = np.arange(len(rank), dtype=rank.dtype)
@@ -115,7 +108,7 @@ def build_lattice(p: SearchProblem, frames: list, raw: RawResult) -> Lattice:
         notes.append(f"{int(cut.sum())} epsilon arcs closing a cycle were left out")
     src, dst, garc, gcost, acost, afr = arcs
     return Lattice(
-        T, node_frame, node_state, final, src.astype(np.int32), dst.astype(np.int32), garc,
+        T, node_frame, node_state, final, src, dst, garc,
         p.graph.ilabel[garc], p.graph.olabel[garc], afr, gcost, acost,
         float(p.options.acoustic_scale), tuple(notes),
     )  # fmt: skip
@@ -225,6 +218,59 @@ def _path_tokens(graph, boosts, arcs, path_frames):
         frames[i] = path_frames[i] + 1
         keys[i] = (np.int64(graph.next_state[a]) << 32) | np.int64(x)
     return frames, keys
+
+
+@njit(nogil=True, cache=True)
+def _canonical_nodes(frames, keys, n_frames):
+    """The distinct ``keys`` of each frame, sorted, frame after frame, and where each frame's
+    start (a counting sort by frame, then a sort within each)."""
+    start = np.zeros(n_frames + 1, np.int64)
+    for f in frames:
+        start[f + 1] += 1
+    for f in range(n_frames):
+        start[f + 1] += start[f]
+    grouped = np.empty(keys.shape[0], np.int64)
+    fill = start[:-1].copy()
+    for i in range(keys.shape[0]):
+        grouped[fill[frames[i]]] = keys[i]
+        fill[frames[i]] += 1
+    out = np.empty(keys.shape[0], np.int64)
+    out_start = np.zeros(n_frames + 1, np.int64)
+    n = 0
+    for f in range(n_frames):
+        part = np.sort(grouped[start[f] : start[f + 1]])
+        for i in range(part.shape[0]):
+            if i == 0 or part[i] != part[i - 1]:
+                out[n] = part[i]
+                n += 1
+        out_start[f + 1] = n
+    return out[:n], out_start
+
+
+@njit(nogil=True, cache=True)
+def _by_source(rank, cut, src, dst, garc, gcost, acost, afr):
+    """The arcs not ``cut``, their ends renumbered by ``rank``, grouped by source in rank order
+    (a stable counting sort): ``(src, dst, graph arc, graph cost, acoustic cost, frame)``."""
+    n_nodes = rank.shape[0]
+    first = np.zeros(n_nodes + 1, np.int64)
+    for i in range(src.shape[0]):
+        if not cut[i]:
+            first[rank[src[i]] + 1] += 1
+    for v in range(n_nodes):
+        first[v + 1] += first[v]
+    m = first[n_nodes]
+    o_src, o_dst = np.empty(m, np.int32), np.empty(m, np.int32)
+    o_arc, o_frame = np.empty(m, np.int32), np.empty(m, np.int32)
+    o_gcost, o_acost = np.empty(m, np.float32), np.empty(m, np.float32)
+    for i in range(src.shape[0]):
+        if cut[i]:
+            continue
+        s = rank[src[i]]
+        k = first[s]
+        first[s] += 1
+        o_src[k], o_dst[k], o_arc[k] = s, rank[dst[i]], garc[i]
+        o_gcost[k], o_acost[k], o_frame[k] = gcost[i], acost[i], afr[i]
+    return o_src, o_dst, o_arc, o_gcost, o_acost, o_frame
 
 
 @njit(nogil=True, cache=True)
