@@ -218,14 +218,20 @@ def rescore(
         beta = lattice.backward().tolist()
         best, kept = _rescored_best(lattice, names, step, start)
         limit = best + beam
+    steps: dict = {}  # (state, word) -> (cost change, next state), this lattice's
     for u in range(n):
+        arcs_u = range(first[u], first[u + 1])
         for history, p in split[u].items():
-            if beam is not None and alpha[p] + beta[u] > limit and (u, history) not in kept:
+            a_p = alpha[p]
+            if beam is not None and a_p + beta[u] > limit and (u, history) not in kept:
                 continue
-            for i in range(first[u], first[u + 1]):
+            for i in arcs_u:
                 w = olabel[i]
                 if w:
-                    cost, after = step(history, names[w])
+                    hit = steps.get((history, w))
+                    if hit is None:
+                        hit = steps[(history, w)] = step(history, names[w])
+                    cost, after = hit
                 else:
                     cost, after = 0.0, history
                 targets = split[dst[i]]
@@ -237,8 +243,11 @@ def rescore(
                     q = targets[after] = len(node_of)
                     node_of.append(dst[i])
                     history_of.append(after)
-                    alpha.append(math.inf)
-                alpha[q] = min(alpha[q], alpha[p] + w_arc[i] + cost)
+                    alpha.append(a_p + w_arc[i] + cost)
+                else:
+                    c = a_p + w_arc[i] + cost
+                    if c < alpha[q]:
+                        alpha[q] = c
                 src_new.append(p)
                 dst_new.append(q)
                 arc_of.append(i)
