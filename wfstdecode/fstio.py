@@ -181,32 +181,37 @@ def _read_const_body(r: _Reader, num_states: int, num_arcs: int, flags: int):
     return states["final"], counts, arcs
 
 
-def _read_vector_body(r: _Reader, num_states: int):
-    """VectorFst stores per state (final, narcs) then its arcs: walk the headers, then gather."""
-    if 12 * num_states > len(r.data) - r.pos:  # before allocating for them
+def _read_vector_body(r: _Reader, num_states: int, final_format: str = "<f",
+                      arc_dtype: np.dtype = ARC_DTYPE):  # fmt: skip
+    """VectorFst stores per state (final weight, narcs) then its arcs: walk the headers, then
+    gather. ``final_format``: the final weight's struct format (its first field is returned),
+    ``arc_dtype``: an arc's record (both as the arc type lays them out)."""
+    header = struct.Struct(final_format + "q")
+    h, a = header.size, arc_dtype.itemsize
+    if h * num_states > len(r.data) - r.pos:  # before allocating for them
         raise GraphError(f"{r.path}: truncated OpenFst file ({num_states} states declared)")
     final = np.empty(num_states, np.float32)
     counts = np.empty(num_states, np.int64)
     starts = np.empty(num_states, np.int64)
     data, pos, size = r.data, r.pos, len(r.data)
-    unpack = struct.Struct("<fq").unpack_from
     for s in range(num_states):
-        if pos + 12 > size:
+        if pos + h > size:
             raise GraphError(f"{r.path}: truncated OpenFst file in state {s}")
-        final[s], narcs = unpack(data, pos)
-        if not 0 <= narcs <= (size - pos - 12) // 16:
+        fields = header.unpack_from(data, pos)
+        final[s], narcs = fields[0], fields[-1]
+        if not 0 <= narcs <= (size - pos - h) // a:
             raise GraphError(f"{r.path}: state {s} claims {narcs} arcs at byte {pos}")
-        counts[s], starts[s] = narcs, pos + 12
-        pos += 12 + 16 * narcs
+        counts[s], starts[s] = narcs, pos + h
+        pos += h + a * narcs
     r.pos = pos
     raw = np.frombuffer(data, np.uint8)
     total = int(counts.sum())
-    arcs = np.empty(total, ARC_DTYPE)
+    arcs = np.empty(total, arc_dtype)
     if total:
         first_arc = np.cumsum(counts) - counts
-        arc_pos = np.repeat(starts - 16 * first_arc, counts) + 16 * np.arange(total, dtype=np.int64)
-        out = arcs.view(np.uint8).reshape(total, 16)
-        for k in range(16):
+        arc_pos = np.repeat(starts - a * first_arc, counts) + a * np.arange(total, dtype=np.int64)
+        out = arcs.view(np.uint8).reshape(total, a)
+        for k in range(a):
             out[:, k] = raw[arc_pos + k]
     return final, counts, arcs
 
@@ -316,27 +321,14 @@ def read_lattice_bytes(data, offset: int = 0, path: str = "<bytes>") -> tuple[di
     _version, flags, _props, start, num_states, num_arcs = r.unpack("<iiQqqq")
     if flags & (_HAS_ISYMBOLS | _HAS_OSYMBOLS):
         raise GraphError(f"{path}: lattice at byte {offset} carries symbol tables (unsupported)")
-    size = _LATTICE_STATE_HEADER.itemsize * num_states + _LATTICE_ARC_DTYPE.itemsize * num_arcs
-    if num_states < 0 or num_arcs < 0 or r.pos + size > len(r.data):
-        raise GraphError(f"{path}: truncated lattice at byte {offset} ({num_states} states, "
-                         f"{num_arcs} arcs declared)")  # fmt: skip
-    final = np.empty(num_states, np.float32)
-    arcs = np.empty(num_arcs, _LATTICE_ARC_DTYPE)
-    src = np.empty(num_arcs, np.int32)
-    pos, done = r.pos, 0
-    for s in range(num_states):
-        graph, _acoustic, narcs = struct.unpack_from("<ffq", r.data, pos)
-        pos += _LATTICE_STATE_HEADER.itemsize
-        if not 0 <= narcs <= num_arcs - done:
-            raise GraphError(f"{path}: state {s} of the lattice at byte {offset} claims {narcs} "
-                             "arcs")  # fmt: skip
-        arcs[done : done + narcs] = np.frombuffer(r.data, _LATTICE_ARC_DTYPE, narcs, pos)
-        src[done : done + narcs] = s
-        final[s] = graph
-        pos += _LATTICE_ARC_DTYPE.itemsize * narcs
-        done += narcs
-    if done != num_arcs:
-        raise GraphError(f"{path}: the lattice at byte {offset} has {done} arcs, not {num_arcs}")
+    if num_states < 0 or num_arcs < 0:
+        raise GraphError(f"{path}: lattice at byte {offset} declares {num_states} states, "
+                         f"{num_arcs} arcs")  # fmt: skip
+    final, counts, arcs = _read_vector_body(r, num_states, "<ff", _LATTICE_ARC_DTYPE)
+    if len(arcs) != num_arcs:
+        raise GraphError(f"{path}: the lattice at byte {offset} has {len(arcs)} arcs, not "
+                         f"{num_arcs}")  # fmt: skip
+    src = np.repeat(np.arange(num_states, dtype=np.int32), counts)
     if num_states and not 0 <= start < num_states:
         raise GraphError(f"{path}: the lattice at byte {offset} starts at state {start}")
     if num_arcs and (arcs["nextstate"].min() < 0 or arcs["nextstate"].max() >= num_states):
@@ -344,7 +336,7 @@ def read_lattice_bytes(data, offset: int = 0, path: str = "<bytes>") -> tuple[di
     out = dict(start=int(start), final=final, src=src, dst=arcs["nextstate"].copy(),
                ilabel=arcs["ilabel"].copy(), olabel=arcs["olabel"].copy(),
                graph_cost=arcs["graph"].copy(), acoustic_cost=arcs["acoustic"].copy())  # fmt: skip
-    return out, pos
+    return out, r.pos
 
 
 def read_openfst(path: str | os.PathLike) -> FstArrays:

@@ -136,27 +136,28 @@ def nbest_results(p: SearchProblem, raws: list, lattices: list, n: int) -> list:
     return out
 
 
-def lattice_hypotheses(p: SearchProblem, lattices: list, n: int) -> list[list[Hypothesis] | None]:
+def lattice_hypotheses(p: SearchProblem, raws: list, lattices: list,
+                       n: int) -> list[list[Hypothesis] | None]:  # fmt: skip
     """The ``n`` best distinct word sequences of each lattice of ``p``'s utterances (e.g.
     rescored: `wfstdecode.rescore`) as hypotheses, scored by the lattice's own costs:
     ``graph_score`` is its graph side (a rescoring LM counts there), ``acoustic_score`` the
-    scaled acoustic side. None where the lattice is None (the search died) or has no path."""
-    raws, graph_costs = [], []
-    for lat in lattices:
+    scaled acoustic side; status and notes are the search's (``raws``) and the lattice's. None
+    where the lattice is None (the search died) or has no path."""
+    paths, graph_costs = [], []
+    for raw, lat in zip(raws, lattices, strict=True):
         best = lat.nbest(n) if lat is not None else []
         if not best:
-            raws.append(RawResult([], DIED))
+            paths.append(RawResult([], DIED))
             graph_costs.append(None)
             continue
-        status = NO_FINAL if _NO_FINAL_NOTE in lat.notes else 0
-        notes = tuple(n for n in lat.notes if n != _NO_FINAL_NOTE)
-        raws.append(RawResult([(lat.graph_arc[a], lat.frame[a], c) for a, c in best], status,
-                              notes=notes))  # fmt: skip
+        notes = (*raw.notes, *(x for x in lat.notes if x != _NO_FINAL_NOTE))  # said by status
+        paths.append(RawResult([(lat.graph_arc[a], lat.frame[a], c) for a, c in best],
+                               raw.status, raw.died_frame, notes))  # fmt: skip
         graph_costs.append([float(lat.graph_cost[a].astype(np.float64).sum())
                             + float(lat.final[lat.dst[a[-1]] if len(a) else 0])
                             for a, _ in best])  # fmt: skip
     out: list[list[Hypothesis] | None] = []
-    for hyps, costs in zip(to_hypotheses(p, raws), graph_costs, strict=True):
+    for hyps, costs in zip(to_hypotheses(p, paths), graph_costs, strict=True):
         out.append(None if costs is None else [
             replace(h, graph_score=-c, score=h.acoustic_score - c)
             for h, c in zip(hyps, costs, strict=True)
@@ -189,7 +190,7 @@ def mbr_ranked(p: SearchProblem, hyps: list, lattices: list) -> list:
 
 def with_confidences(p: SearchProblem, hyps: list, lattices: list) -> list:
     """Each hypothesis with its words' posteriors in its utterance's lattice
-    (`Lattice.word_confidences`); unchanged where there is no lattice, and with an oov slot,
+    (`Lattice.word_posteriors`); unchanged where there is no lattice, and with an oov slot,
     whose spelled words are several lattice labels each."""
     if p.oov is not None:
         return hyps

@@ -186,7 +186,7 @@ def decode_npz(
             if options is None or options.lattice_beam is None:
                 raise OptionsError("lattices need options with lattice_beam set")
             problem, name, tuning = prepared(lp, lengths, graph, options, boosts, backend,
-                                             tuning, num_threads, oov_lexicon, True,
+                                             tuning, num_threads, oov_lexicon,
                                              rescore)  # fmt: skip
             hyps, lats = lattice_decode(problem, name, tuning, rescore) if len(lp) else ([], [])
         else:

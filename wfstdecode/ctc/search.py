@@ -88,14 +88,13 @@ def decode_ctc(
     Raises `DecodeInputError` for malformed inputs, naming the offending shape or value.
     """
     options = CtcBeamOptions() if options is None else options
-    lattice = rescore is not None or getattr(options, "lattice_beam", None) is not None
     problem, name, tuning = prepared(
         log_probs, lengths, graph, options, boosts, backend, tuning, num_threads, oov_lexicon,
-        lattice, rescore,
+        rescore,
     )  # fmt: skip
     if problem.batch_size == 0:
         return []
-    if lattice:
+    if options.lattice_beam is not None:
         return lattice_decode(problem, name, tuning, rescore)[0]
     return to_hypotheses(problem, ctc_backend(name)(problem, tuning))
 
@@ -120,7 +119,7 @@ def ctc_lattices(
     if not isinstance(options, CtcBeamOptions) or options.lattice_beam is None:
         raise OptionsError("ctc_lattices needs CtcBeamOptions with lattice_beam set")
     problem, name, tuning = prepared(log_probs, lengths, graph, options, boosts, backend,
-                                      tuning, num_threads, oov_lexicon, True)  # fmt: skip
+                                     tuning, num_threads, oov_lexicon)  # fmt: skip
     if problem.batch_size == 0:
         return []
     return lattice_decode(problem, name, tuning)[1]
@@ -138,7 +137,7 @@ def lattice_decode(problem: SearchProblem, name: str, tuning, rescore=None) -> t
     final = pruned
     if rescore is not None:
         final = [None if lat is None else rescore.apply(lat, problem.graph.words) for lat in pruned]
-        better = lattice_hypotheses(problem, final, n)
+        better = lattice_hypotheses(problem, raws, final, n)
         hyps = [h if r is None else r for h, r in zip(hyps, better, strict=True)]
     if options.mbr_candidates:
         hyps = mbr_ranked(problem, hyps, final)
@@ -146,8 +145,9 @@ def lattice_decode(problem: SearchProblem, name: str, tuning, rescore=None) -> t
 
 
 def prepared(log_probs, lengths, graph, options, boosts, backend, tuning, num_threads,
-             oov_lexicon, lattice: bool, rescore=None):  # fmt: skip
-    """The checked `SearchProblem`, the backend's name and its tuning."""
+             oov_lexicon, rescore=None):  # fmt: skip
+    """The checked `SearchProblem`, the backend's name (a lattice backend when
+    ``options.lattice_beam`` is set) and its tuning."""
     if not isinstance(options, CtcBeamOptions):
         raise OptionsError(f"options must be a CtcBeamOptions; got {type(options).__name__}")
     if not isinstance(graph, DecodingGraph):
@@ -163,7 +163,7 @@ def prepared(log_probs, lengths, graph, options, boosts, backend, tuning, num_th
     if options.mbr_candidates and "oov_slot" in graph.metadata:
         raise OptionsError("MBR needs a graph without an oov slot (a spelled word is several "
                            "lattice labels)")  # fmt: skip
-    if lattice:
+    if options.lattice_beam is not None:
         if backend not in ("auto", "cpu", "reference"):
             raise OptionsError(f"lattices are made by the 'reference' and 'cpu' backends; got "
                                f"backend={backend!r}")  # fmt: skip
