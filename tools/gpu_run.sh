@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs on a lent GPU machine (the device tool), after tools/gpu_prepare.sh made .gpu/ here:
 #   run(command="bash tools/gpu_run.sh tests", carry=[".gpu"])        # full suite on the GPU
+#   run(command="bash tools/gpu_run.sh cudatests", carry=[".gpu"])    # only files that name cuda
 #   run(command="bash tools/gpu_run.sh ctc", carry=[".gpu"])          # bench_ctc --backend cuda
 #   run(command="bash tools/gpu_run.sh transducer", carry=[".gpu"])   # bench_transducer on cuda
 # (one stage per call: each must end inside the tool's 10-minute limit; bench/gpu_h200.md says
@@ -10,6 +11,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 stage=${1:-tests}
+shift || true  # the rest: extra bench_ctc arguments for the ctc stage (the last one wins)
 out=${OUT:-/tmp/out}
 mkdir -p "$out" /tmp/site
 export PYTHONUNBUFFERED=1
@@ -33,12 +35,19 @@ tests)
   python3 -m pytest -v -n 8 -p no:cacheprovider -rfEs --durations=15 --timeout=240 2>&1 |
     tee "$out/pytest.log"
   ;;
+cudatests)
+  # The test files that touch the cuda backend: a fraction of the suite's time, when device time
+  # does not cover both the suite and the benchmarks.
+  mapfile -t files < <(grep -rl --include='test_*.py' cuda tests | sort)
+  python3 -m pytest -v -n 8 -p no:cacheprovider -rfEs --durations=15 --timeout=240 "${files[@]}" \
+    2>&1 | tee "$out/pytest.log"
+  ;;
 ctc)
   args=(--tokens wfstdecode/data/tokens.txt --lexicon .gpu/en-cut.lexicon.txt
         --arpa .gpu/en-cut.arpa.gz --sentences lm --utts 512 --confusion-prob 0.3
         --deletion-prob 0.03 --noise 2.0 --peak 7.0 --beam 12 --max-active 10000
         --fl-beam-size 1000 --repeats 3 --backend cuda --batch-sizes 1,8,64,256,512
-        --fl-processes 16 --mode-batch 1,64,512)
+        --fl-processes 16 --mode-batch 1,64,512 "$@")
   echo "+ python3 tools/bench_ctc.py ${args[*]}" | tee "$out/ctc_cuda.txt"
   python3 tools/bench_ctc.py "${args[@]}" 2>&1 | tee -a "$out/ctc_cuda.txt"
   ;;
@@ -47,7 +56,7 @@ transducer)
     tee "$out/transducer_cuda.log"
   ;;
 *)
-  echo "usage: gpu_run.sh tests|ctc|transducer" >&2
+  echo "usage: gpu_run.sh tests|cudatests|ctc [bench_ctc args]|transducer" >&2
   exit 2
   ;;
 esac
