@@ -5,7 +5,8 @@ Workloads, in one run: the planted-alignment models of `tools/bench_transducer.p
 predictor 640, joint 640, vocabulary 1025; time only, no transcripts) and, per ``--speech``
 file, the shipped trained character RNN-T and TDT on real hama posteriors (WER against the
 file's transcripts). Rows: greedy label-looping and every beam search at beams 2/4/8, TDT
-greedy and TDT ALSD; columns: WER and CPU time at each batch size. Every cell is run once for
+greedy and the TDT searches (standard, MAES, ALSD), or those whose name matches ``--rows``;
+columns: WER and CPU time at each batch size. Every cell is run once for
 its result, then timed ``--repeats`` times round-robin over all cells (best kept), so load from
 elsewhere on the machine hits every row alike.
 
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shlex
 import sys
 import time
@@ -53,10 +55,11 @@ def variants(beams, segments, window):
             ),
         ]
     rows.append(("TDT greedy (label-looping)", "tdt", GreedyOptions(durations=TDT)))
-    rows += [
-        (f"TDT alsd, beam {beam}", "tdt", BeamOptions("alsd", beam_size=beam, durations=TDT))
-        for beam in beams
-    ]
+    for beam in beams:
+        rows += [
+            (f"TDT {name}, beam {beam}", "tdt", BeamOptions(name, beam_size=beam, durations=TDT))
+            for name in ("standard", "maes", "alsd")
+        ]
     return rows
 
 
@@ -81,6 +84,8 @@ def main(argv=None):
     ap.add_argument("--batch-sizes", default="1,32")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-planted", action="store_true")
+    ap.add_argument("--rows", metavar="REGEX", help="only the rows whose name matches (the "
+                    "greedy rows, the ratios' base, are always run)")  # fmt: skip
     ap.add_argument("--out")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)  # CPU seconds of one core: comparable rows
@@ -96,6 +101,8 @@ def main(argv=None):
     cells = []
     for wname, (models, data, refs) in workloads:
         for name, kind, options in variants(beams, segments, args.window):
+            if args.rows and "greedy" not in name and not re.search(args.rows, name):
+                continue
             enc, lengths, order = data[kind]
             for bs in sizes:
                 run = partial(decode_all, models[kind], enc, lengths, order, bs, options)

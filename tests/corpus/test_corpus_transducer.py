@@ -70,3 +70,6 @@ def test_transducer_cli_and_refusals(shards, tmp_path, capsys):
         assert code == 2 and message in capsys.readouterr().err
     with pytest.raises(WfstDecodeError, match="BeamOptions"):
         TransducerCorpusDecoder("tdt", beam="alsd")
+    with pytest.raises(WfstDecodeError, match="'tokenwise' does not decode TDT models"):
+        TransducerCorpusDecoder("tdt", beam=BeamOptions("tokenwise", beam_size=2))
+    TransducerCorpusDecoder("tdt", beam=BeamOptions("maes", beam_size=2))  # TDT MAES: fine

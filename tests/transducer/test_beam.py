@@ -33,6 +33,9 @@ SEARCHES = [
     ("wind", {"window": 1}),
     ("wind", {"window": 3}),
     ("alsd", {"durations": TDT}),
+    ("standard", {"durations": TDT}),
+    ("maes", {"durations": TDT}),
+    ("standard", {"durations": (1, 3)}),  # no duration 0, a blank may jump 3
 ]
 IDS = ["-".join([a, *(f"{k}{v}" for k, v in kw.items())]) for a, kw in SEARCHES]
 

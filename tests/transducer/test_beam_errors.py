@@ -24,8 +24,10 @@ ALL = [
     BeamOptions("alsd", beam_size=3),
     BeamOptions("wind", beam_size=3, window=3),
     BeamOptions("alsd", beam_size=3, durations=(0, 1, 2)),
+    BeamOptions("standard", beam_size=3, durations=(0, 1, 2)),
+    BeamOptions("maes", beam_size=3, durations=(1, 2)),
 ]
-ALL_IDS = ["standard", "maes", "tokenwise", "alsd", "wind", "tdt"]
+ALL_IDS = ["standard", "maes", "tokenwise", "alsd", "wind", "tdt", "tdt-standard", "tdt-maes-no0"]
 
 
 @pytest.mark.parametrize(
@@ -46,8 +48,8 @@ ALL_IDS = ["standard", "maes", "tokenwise", "alsd", "wind", "tdt"]
         ({"algorithm": "maes", "expansion_gamma": -1.0}, "expansion_gamma"),
         ({"algorithm": "maes", "expansion_gamma": math.nan}, "expansion_gamma"),
         ({"algorithm": "maes", "expansion_beta": -1}, "expansion_beta"),
-        ({"algorithm": "wind", "durations": (0, 1)}, "durations.*'alsd'"),
-        ({"algorithm": "standard", "durations": (0, 1)}, "durations.*'alsd'"),
+        ({"algorithm": "wind", "durations": (0, 1)}, "durations.*'standard' or 'maes' or 'alsd'"),
+        ({"algorithm": "tokenwise", "durations": (0, 1)}, "durations.*'alsd'"),
         ({"algorithm": "alsd", "durations": (0, 0)}, "distinct"),
         ({"algorithm": "alsd", "durations": (0,)}, "positive"),
     ],

@@ -20,11 +20,15 @@ SEARCHES = [
     BeamOptions("alsd", beam_size=4, nbest=2),
     BeamOptions("wind", beam_size=4, nbest=2, window=4),
     BeamOptions("alsd", beam_size=4, nbest=2, durations=TDT),
+    BeamOptions("standard", beam_size=4, nbest=2, durations=TDT),
+    BeamOptions("maes", beam_size=4, nbest=2, durations=TDT),
 ]
 
 
 @pytest.mark.parametrize(
-    "options", SEARCHES, ids=["standard", "tokenwise", "maes", "alsd", "wind", "tdt"]
+    "options",
+    SEARCHES,
+    ids=["standard", "tokenwise", "maes", "alsd", "wind", "tdt", "tdt-standard", "tdt-maes"],
 )
 def test_cuda_equals_cpu(options):
     model = planted_transducer(129, 256, 256, 256, durations=options.durations, seed=3)

@@ -40,6 +40,8 @@ class TransducerCorpusDecoder:
                 f"beam must be a BeamOptions or None; got {type(self.beam).__name__}"
             )
         model = self._load()  # a bad model fails here, in the driver, before any worker starts
+        if self.beam is not None:  # ... and so does a search that cannot decode it
+            self.beam.for_model(tuple(getattr(model, "durations", ()) or ()) or None)
         if self.model not in ("rnnt", "tdt"):
             object.__setattr__(self, "model", str(Path(self.model).absolute()))
         shift = self.frame_shift if self.frame_shift is not None else getattr(

@@ -125,7 +125,6 @@ def transcribe_transducer(
 
 
 def _decode_transducer(rows, kind: str, num_tokens: int, beam=None) -> list[list[Hypothesis]]:
-    import dataclasses
 
     import torch
 
@@ -139,7 +138,7 @@ def _decode_transducer(rows, kind: str, num_tokens: int, beam=None) -> list[list
         if beam is None:
             hyps = greedy_decode(transducer, enc, enc_lengths, GreedyOptions(durations=durations))
             return [[spelled_words(h, transducer.tokens)] for h in hyps]
-        beam = dataclasses.replace(beam, durations=durations)
+        beam = beam.for_model(durations)
         nbests = beam_decode(transducer, enc, enc_lengths, beam)
     return [[spelled_words(h, transducer.tokens) for h in hyps] for hyps in nbests]
 

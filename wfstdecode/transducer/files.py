@@ -66,7 +66,7 @@ def decode_transducer_npz(model, path: str | os.PathLike, options=None) -> Trans
                 torch.from_numpy(arrays["log_probs"]), torch.from_numpy(arrays["lengths"])
             )
         if isinstance(options, BeamOptions):
-            options = dataclasses.replace(options, durations=durations)
+            options = options.for_model(durations)
             hyps = beam_decode(model, enc, lengths.long(), options)
         else:
             options = dataclasses.replace(options or GreedyOptions(), durations=durations)

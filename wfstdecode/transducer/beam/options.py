@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Literal
@@ -15,6 +16,8 @@ BEAM_ALGORITHMS = ("standard", "tokenwise", "maes", "alsd", "wind")
 # Searches whose hypothesis score sums over the alignments of its tokens (prefix merging), and
 # those whose score is one alignment's (identical hypotheses keep the better alignment).
 SUMMING = ("standard", "tokenwise", "maes")
+# Searches that decode TDT models (``durations``).
+TDT_ALGORITHMS = ("standard", "maes", "alsd")
 DEFAULT_SEGMENT = 3
 
 
@@ -58,8 +61,11 @@ class BeamOptions:
     length_norm: rank the final hypotheses by score / number of tokens (NeMo's score_norm,
                  Graves' final choice); the search itself compares raw log-probabilities.
     max_symbols_per_frame: labels one hypothesis may emit at one frame (a blank must follow).
-    durations:   TDT duration values; supported by "alsd" (a token moves its duration on, a blank
-                 at least one frame).
+    durations:   TDT duration values (a token moves its duration on, a blank at least one
+                 frame); supported by "alsd" and by "standard" and "maes", which then sum over
+                 alignments per (token sequence, frame reached): a hypothesis holds its mass
+                 landing on each of the next frames, and a label's timestamp is its frame, its
+                 duration the most probable one.
     window:      "wind" only; frames scored per step (default 8).
     segment_size: "tokenwise" only; frames per segment (default 3).
     max_tokens:  "alsd" / "wind" only: no hypothesis grows longer (ALSD's u_max); None: no bound.
@@ -101,7 +107,7 @@ class BeamOptions:
             "maes_steps": ("maes",),
             "expansion_beta": ("maes",),
             "expansion_gamma": ("maes",),
-            "durations": ("alsd",),
+            "durations": TDT_ALGORITHMS,
         }
         for name, algorithms in own.items():
             if getattr(self, name) is not None and self.algorithm not in algorithms:
@@ -128,6 +134,15 @@ class BeamOptions:
             )
         if self.durations is not None:
             object.__setattr__(self, "durations", check_durations(self.durations))
+
+    def for_model(self, durations) -> BeamOptions:
+        """These options for a model with TDT ``durations`` (None: RNN-T)."""
+        if durations is not None and self.algorithm not in TDT_ALGORITHMS:
+            raise OptionsError(
+                f"beam algorithm {self.algorithm!r} does not decode TDT models (durations "
+                f"{tuple(durations)}); use one of {', '.join(TDT_ALGORITHMS)}"
+            )
+        return dataclasses.replace(self, durations=durations)
 
     @property
     def sums_alignments(self) -> bool:

@@ -9,6 +9,7 @@ ties do not occur.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -42,6 +43,7 @@ class _Hyp:
     durations: tuple[int, ...] = ()
     frame: int = 0  # alignment search: the next frame to read
     count: int = 0  # alignment search: labels emitted at that frame so far
+    ahead: tuple[float, ...] = ()  # segment search: log mass landing on each next frame
 
 
 class _Model:
@@ -75,23 +77,38 @@ class _Model:
 def _segment_search(model: _Model, enc, options: BeamOptions) -> list[_Hyp]:
     """ "standard", "tokenwise", "maes": segment by segment, rounds of label expansions.
 
-    Each hypothesis carries ``d``: log-probabilities that its last label was emitted at each
-    frame of the segment (at the start of a segment, all mass on its first frame). A blank
+    Each active hypothesis carries ``d``: log-probabilities that its last label was emitted at
+    each frame of the segment (at the start of a segment, all mass on its first frame). A blank
     expansion finishes the hypothesis' segment (``done``, merged by log-sum-exp, the best
     ``beam_size`` kept); label expansions compete for ``options.expansions`` places and must
     beat the ``beam_size``-th finished score.
+
+    TDT (``options.durations``; segments of one frame): a token's duration says where it lands,
+    so a done hypothesis holds ``ahead``, its log mass at each of the next frames (`_landing`),
+    and scores their log-sum-exp; a segment starts from the mass that lands on its frame. A label
+    expansion's mass with duration 0 stays active, the rest lands ahead among the done ones.
+    RNN-T is the case where a blank lands one frame on and a label stays.
     """
     T, blank, S, K = enc.shape[0], model.blank, options.effective_segment, options.beam_size
-    done = {(): _Hyp((), 0.0)}
+    n_dur = len(options.durations or ())
+    done = {(): _Hyp((), 0.0, ahead=(0.0,) + (-math.inf,) * (_landing_width(options) - 1))}
     for start in range(0, T, S):
         frames = enc[start : start + S]
         n = frames.shape[0]
-        active = [(h, [h.score] + [-math.inf] * (n - 1)) for h in _top(done.values(), K)]
-        done = {}
+        active, done = [], {h.tokens: h for h in _top(done.values(), K)}
+        for h in list(done.values()):
+            active.append((h, [h.ahead[0]] + [-math.inf] * (n - 1)))
+            ahead = (*h.ahead[1:], -math.inf)
+            done[h.tokens] = _Hyp(h.tokens, _logsumexp(ahead), h.timestamps, h.durations,
+                                  ahead=ahead)  # fmt: skip
+        done = {y: h for y, h in done.items() if h.score > -math.inf}
         for round_ in range(options.rounds + 1):
             expansions = []
             for h, d in active:
-                lp, _ = model.log_probs(h.tokens, frames)
+                if max(d) == -math.inf:
+                    continue
+                lp, lpd = model.log_probs(h.tokens, frames, n_dur)
+                label_land, blank_land = _landing(options, lpd[0] if n_dur else None)
                 # cum[t]: log-prob of blanks at frames 0..t-1 of the segment
                 cum = [0.0]
                 for t in range(n):
@@ -102,7 +119,8 @@ def _segment_search(model: _Model, enc, options: BeamOptions) -> list[_Hyp]:
                     acc = _logaddexp(acc, d[t] - cum[t])
                     reach.append(acc + cum[t])
                 blank_score = reach[-1] + lp[n - 1][blank]  # Eq. 7
-                _merge(done, _Hyp(h.tokens, blank_score, h.timestamps))
+                ahead = tuple(blank_score + x for x in blank_land[1:])
+                _merge(done, _Hyp(h.tokens, blank_score, h.timestamps, h.durations, ahead=ahead))
                 if round_ == options.rounds:
                     continue
                 candidates = []
@@ -114,21 +132,49 @@ def _segment_search(model: _Model, enc, options: BeamOptions) -> list[_Hyp]:
                 best = max([blank_score] + [c[1] for c in candidates])
                 for k, score, emit in candidates:
                     if score >= best - options.gamma:
-                        expansions.append((score, h, k, emit))
+                        expansions.append((score, h, k, emit, label_land, lpd))
             done = dict(_top_items(done, K))
             if round_ == options.rounds:
                 break
             threshold = _kth(done, K)
             expansions.sort(key=lambda e: -e[0])
             active = []
-            for score, h, k, emit in expansions[: options.expansions]:
+            for score, h, k, emit, land, lpd in expansions[: options.expansions]:
                 if score > threshold:
                     frame = start + max(range(n), key=lambda t: emit[t])
-                    new = _Hyp((*h.tokens, k), score, (*h.timestamps, frame))
-                    active.append((new, emit))
+                    durations = h.durations
+                    if n_dur:  # the label's most probable duration
+                        best_d = max(range(n_dur), key=lambda i: lpd[0][i])
+                        durations = (*durations, options.durations[best_d])
+                    new = _Hyp((*h.tokens, k), score, (*h.timestamps, frame), durations)
+                    if n_dur:  # the mass that lands on a later frame joins the done ones
+                        ahead = tuple(score + x for x in land[1:])
+                        _merge(done, dataclasses.replace(new, score=_logsumexp(ahead), ahead=ahead))
+                    active.append((new, [e + land[0] for e in emit]))
+            done = dict(_top_items(done, K))
             if not active:
                 break
     return list(done.values())
+
+
+def _landing_width(options: BeamOptions) -> int:
+    """Frames ahead a token can land: the longest duration (at least 1, a blank's)."""
+    return max(max(options.durations or (1,)), 1)
+
+
+def _landing(options: BeamOptions, lpd):
+    """Where an emitted label and a blank land, as log-probs over frames ``0 .. width`` ahead
+    (0: the same frame): TDT from the duration log-probs ``lpd`` (a blank moves at least one
+    frame), RNN-T a label stays and a blank moves one frame."""
+    width = _landing_width(options)
+    label, blank = [-math.inf] * (width + 1), [-math.inf] * (width + 1)
+    if lpd is None:
+        label[0], blank[1] = 0.0, 0.0
+        return label, blank
+    for d, x in zip(options.durations, lpd, strict=True):
+        label[d] = _logaddexp(label[d], x)
+        blank[max(d, 1)] = _logaddexp(blank[max(d, 1)], x)
+    return label, blank
 
 
 def _alignment_search(model: _Model, enc, options: BeamOptions) -> list[_Hyp]:
@@ -253,7 +299,10 @@ def _merge(done: dict, h: _Hyp) -> None:
         done[h.tokens] = h
         return
     better = h if h.score > old.score else old
-    done[h.tokens] = _Hyp(h.tokens, _logaddexp(old.score, h.score), better.timestamps)
+    ahead = tuple(_logaddexp(a, b) for a, b in zip(old.ahead, h.ahead, strict=True))
+    done[h.tokens] = _Hyp(
+        h.tokens, _logaddexp(old.score, h.score), better.timestamps, better.durations, ahead=ahead
+    )
 
 
 def _top(hyps, k: int) -> list[_Hyp]:

@@ -161,7 +161,7 @@ def _index_copy(model, state, rows, sub):
 _MIX = -7046029254386353131  # 0x9E3779B97F4A7C15 (the golden-ratio constant) as an int64
 
 
-def recombine(values, keys, merge: str):
+def recombine(values, keys, merge: str, vectors=None):
     """Recombine hypotheses with equal keys: each group is represented by its best member
     (ties: the earlier), scored by the best ("max": Viterbi) or the log-sum-exp ("sum") of the
     group; the other members get -inf.
@@ -169,6 +169,10 @@ def recombine(values, keys, merge: str):
     values: (B, M) scores (-inf: none); keys: tuple of (B, M) integer tensors that together
     identify a hypothesis. Two stable sorts (by score, then by key) put each group together,
     best member first: O(M log M), where comparing all pairs would be O(M^2).
+
+    vectors ("sum" only): (B, M, W) log masses whose log-sum-exp over W is ``values`` (TDT:
+    where each hypothesis lands); returns ``(scores, vectors)``, each group's vectors summed
+    position by position at its representative.
     """
     B, M = values.shape
     dev = values.device
@@ -181,16 +185,33 @@ def recombine(values, keys, merge: str):
     first = torch.ones(B, M, dtype=torch.bool, device=dev)
     first[:, 1:] = key_sorted[:, 1:] != key_sorted[:, :-1]
     ordered = values.gather(1, order)
+    group = first.long().cumsum(1) - 1  # group index of each sorted position
     if merge == "sum":
-        group = first.long().cumsum(1) - 1  # group index of each sorted position
-        peak = torch.full_like(ordered, -math.inf).scatter_reduce(1, group, ordered, "amax")
-        base = peak.gather(1, group)
-        safe = torch.where(base > -math.inf, base, 0.0)
-        mass = torch.zeros_like(ordered).scatter_add(1, group, (ordered - safe).exp())
-        total = (mass.log() + torch.where(peak > -math.inf, peak, 0.0)).gather(1, group)
-        ordered = torch.where(base > -math.inf, total, -math.inf)
+        ordered = _group_logsumexp(ordered.unsqueeze(2), group).squeeze(2)
     kept = torch.where(first, ordered, -math.inf)
-    return torch.full_like(values, -math.inf).scatter(1, order, kept)
+    scores = torch.full_like(values, -math.inf).scatter(1, order, kept)
+    if vectors is None:
+        return scores
+    if merge != "sum":
+        raise ValueError("vectors are summed: merge must be 'sum'")
+    W = vectors.shape[2]
+    at = order.unsqueeze(2).expand(B, M, W)
+    summed = _group_logsumexp(vectors.gather(1, at), group)
+    summed = torch.where(first.unsqueeze(2), summed, -math.inf)
+    return scores, torch.full_like(vectors, -math.inf).scatter(1, at, summed)
+
+
+def _group_logsumexp(ordered, group):
+    """(B, M, W): each position's log-sum-exp over its group (``group``: (B, M), groups
+    numbered from 0 along M), one column of W at a time, -inf for empty sums."""
+    B, M, W = ordered.shape
+    index = group.unsqueeze(2).expand(B, M, W)
+    peak = torch.full_like(ordered, -math.inf).scatter_reduce(1, index, ordered, "amax")
+    base = peak.gather(1, index)
+    safe = torch.where(base > -math.inf, base, 0.0)
+    mass = torch.zeros_like(ordered).scatter_add(1, index, (ordered - safe).exp())
+    total = (mass.log() + torch.where(peak > -math.inf, peak, 0.0)).gather(1, index)
+    return torch.where(base > -math.inf, total, -math.inf)
 
 
 def best_distinct(values, keys, k: int, merge: str):

@@ -23,7 +23,7 @@ import math
 import torch
 
 from ..programs import host_flag
-from .rows import BeamRows, best_distinct
+from .rows import BeamRows, recombine
 
 __all__ = ["segment_search"]
 
@@ -32,20 +32,26 @@ def segment_search(adapter, enc, lengths, options, vocab, notes):
     B, T, _ = enc.shape
     K, E, S = options.beam_size, options.expansions, options.effective_segment
     dev = enc.device
-    rows = BeamRows(adapter, B, K + E, dev, tdt=False)
+    land = Landing(options.durations, dev)
+    rows = BeamRows(adapter, B, K + E, dev, tdt=land.tdt)
+    # The done rows' log mass landing on each of the next frames (RNN-T: one, the next).
+    ahead = torch.full((B, K, land.width), -math.inf, dtype=torch.float64, device=dev)
+    ahead[:, 0, 0] = 0.0  # the empty hypothesis, at frame 0
     enc_p = adapter.encoder(enc)
     for start in range(0, T, S):
         frames = start + torch.arange(S, device=dev)
         valid = frames < lengths.unsqueeze(1)  # (B, S)
         enc_seg = enc_p[:, frames.clamp(max=T - 1)]  # (B, S, J)
-        reach_from = _start_segment_(rows, K, E, S, lengths > start)
+        reach_from, ahead = _start_segment_(rows, ahead, K, E, S, lengths > start)
         for round_ in range(options.rounds + 1):
             live = rows.scores.view(B, -1)[:, K:] > -math.inf  # (B, E)
             if not host_flag(live.any()):
                 break
-            lp = _log_probs(adapter, rows, K, enc_seg, valid, vocab)
+            lp, lpd = _log_probs(adapter, rows, K, enc_seg, valid, vocab, land)
+            _, blank_land = land.of(lpd)  # (B, E, width + 1)
             blank_score, label_score, emit = _expansions(lp, reach_from, adapter.blank_id)
-            _merge_done_(rows, K, torch.where(live, blank_score, -math.inf))
+            blank_score = torch.where(live, blank_score, -math.inf)
+            ahead = _merge_done_(rows, ahead, K, blank_score.unsqueeze(2) + blank_land[..., 1:])
             if round_ == options.rounds:
                 break
             label_score = torch.where(live.unsqueeze(2), label_score, -math.inf)
@@ -53,40 +59,81 @@ def segment_search(adapter, enc, lengths, options, vocab, notes):
                 top = torch.maximum(label_score.amax(2), blank_score)
                 near = label_score >= (top - options.gamma).unsqueeze(2)
                 label_score = torch.where(near, label_score, -math.inf)
-            reach_from = _expand_(rows, K, label_score, emit, start)
+            reach_from, picked = _expand_(rows, K, label_score, emit, start, lpd, land)
+            if land.tdt:  # the mass that lands on a later frame joins the done rows
+                score = rows.scores.view(B, K + E)[:, K:]
+                ahead = _merge_done_(rows, ahead, K, score.unsqueeze(2) + picked[..., 1:])
+                kept = (score > -math.inf).unsqueeze(2)  # duration 0: still active
+                reach_from = torch.where(kept, reach_from + picked[..., :1], -math.inf)
+                scores = rows.scores.view(B, K + E)
+                rows.scores = torch.cat([scores[:, :K], reach_from[..., 0]], 1).view(-1)
     return rows.results(options, notes, first=0, count=K)
 
 
-def _start_segment_(rows: BeamRows, K, E, S, in_segment) -> torch.Tensor:
-    """The done rows become the active rows of the new segment (utterances that have frames
-    in it); returns their emission-frame log-probs, all mass on the segment's first frame."""
+class Landing:
+    """Where an emitted label and a blank land: log-probs over the frames ``0 .. width`` ahead
+    of the one they are emitted at (0: the same frame; `reference._landing`). TDT: from the
+    duration head's log-probs (a blank moves at least one frame); RNN-T: a label stays, a
+    blank moves one frame."""
+
+    def __init__(self, durations, device):
+        self.tdt = durations is not None
+        self.durations = None if durations is None else torch.tensor(durations, device=device)
+        self.width = max(max(durations or (1,)), 1)
+        offsets = torch.arange(self.width + 1, device=device)
+        if self.tdt:  # (D, width + 1): 0 where duration d lands, -inf elsewhere
+            lands = self.durations.unsqueeze(1) == offsets
+            blank_lands = self.durations.clamp(min=1).unsqueeze(1) == offsets
+        else:
+            lands, blank_lands = (offsets == 0).unsqueeze(0), (offsets == 1).unsqueeze(0)
+        self.label = torch.where(lands, 0.0, -math.inf).double()
+        self.blank = torch.where(blank_lands, 0.0, -math.inf).double()
+
+    def of(self, lpd):
+        """(label, blank) landings (..., width + 1) for duration log-probs ``lpd`` (..., D);
+        RNN-T (``lpd`` None): the fixed ones."""
+        if lpd is None:
+            return self.label[0], self.blank[0]
+        by_duration = lpd.unsqueeze(-1)
+        return (by_duration + self.label).logsumexp(-2), (by_duration + self.blank).logsumexp(-2)
+
+
+def _start_segment_(rows: BeamRows, ahead, K, E, S, in_segment):
+    """The done rows' mass landing on the segment's first frame becomes the active rows
+    (utterances that have frames in the segment); the rest moves one frame closer. Returns the
+    active rows' emission-frame log-probs, all mass on the segment's first frame, and the done
+    rows' new ``ahead``."""
     B, dev = rows.B, in_segment.device
     slots = torch.arange(K, device=dev)
     order = torch.cat([slots, slots, torch.zeros(E - K, dtype=torch.long, device=dev)])
     rows.reorder_((torch.arange(B, device=dev) * (K + E)).unsqueeze(1).add(order).view(-1))
-    scores = rows.scores.view(B, K + E)
-    starts = in_segment.unsqueeze(1)
-    active = torch.where(starts, scores[:, K:], -math.inf)
-    active[:, K:] = -math.inf
-    rows.scores = torch.cat([torch.where(starts, -math.inf, scores[:, :K]), active], 1).view(-1)
+    starts = in_segment.view(B, 1, 1)
+    arriving = torch.where(starts[..., 0], ahead[..., 0], -math.inf)  # (B, K)
+    active = torch.full((B, E), -math.inf, dtype=torch.float64, device=dev)
+    active[:, :K] = arriving
+    later = torch.cat([ahead[..., 1:], torch.full_like(ahead[..., :1], -math.inf)], 2)
+    ahead = torch.where(starts, later, ahead)
+    rows.scores = torch.cat([ahead.logsumexp(2), active], 1).view(-1)
     reach_from = torch.full((B, E, S), -math.inf, dtype=torch.float64, device=dev)
     reach_from[:, :, 0] = active
-    return reach_from
+    return reach_from, ahead
 
 
-def _log_probs(adapter, rows: BeamRows, K, enc_seg, valid, vocab) -> torch.Tensor:
-    """Token log-probs (B, E, S, V) of the active rows at the segment's frames; past an
-    utterance's end a frame passes everything through as blank (log-prob 0)."""
+def _log_probs(adapter, rows: BeamRows, K, enc_seg, valid, vocab, land):
+    """Token log-probs (B, E, S, V) of the active rows at the segment's frames, and TDT's
+    duration log-probs at its one frame (B, E, D; None for RNN-T); past an utterance's end a
+    frame passes everything through as blank (log-prob 0)."""
     B, S = valid.shape
     pred = rows.pred.view(B, rows.K, -1)[:, K:]  # (B, E, J)
     E, J = pred.shape[1], pred.shape[2]
     enc_rows = enc_seg.unsqueeze(1).expand(B, E, S, enc_seg.shape[-1]).reshape(B * E * S, -1)
     pred_rows = pred.unsqueeze(2).expand(B, E, S, J).reshape(B * E * S, J)
-    lp = adapter.joint(enc_rows, pred_rows).view(B, E, S, -1)[..., :vocab]
-    lp = lp.double().log_softmax(-1)
+    logits = adapter.joint(enc_rows, pred_rows).view(B, E, S, -1).double()
+    lp = logits[..., :vocab].log_softmax(-1)
+    lpd = logits[:, :, 0, vocab:].log_softmax(-1) if land.tdt else None
     is_blank = torch.arange(vocab, device=lp.device) == adapter.blank_id
     padding = torch.where(is_blank, 0.0, -math.inf).to(lp.dtype)
-    return torch.where(valid.view(B, 1, S, 1), lp, padding)
+    return torch.where(valid.view(B, 1, S, 1), lp, padding), lpd
 
 
 def _expansions(lp, reach_from, blank):
@@ -104,22 +151,27 @@ def _expansions(lp, reach_from, blank):
     return blank_score, label_score, emit
 
 
-def _merge_done_(rows: BeamRows, K, blank_score) -> None:
-    """Merge the active rows' blank expansions into the done rows: equal labels sum, the
-    best-scoring contribution stays as the representative; the K best remain done."""
+def _merge_done_(rows: BeamRows, ahead, K, landing) -> torch.Tensor:
+    """Merge the active rows' contributions — ``landing`` (B, E, width): log mass landing on
+    each of the next frames — into the done rows: equal labels sum frame by frame, the
+    best-scoring contribution stays as the representative; the K best remain done. Returns the
+    done rows' new ``ahead``."""
     B, R = rows.B, rows.K
     scores = rows.scores.view(B, R)
-    merged = torch.cat([scores[:, :K], blank_score], 1)
+    vectors = torch.cat([ahead, landing], 1)
     keys = (rows.hash.view(B, R), rows.lengths.view(B, R))
-    best, pick = best_distinct(merged, keys, K, merge="sum")
+    merged, vectors = recombine(vectors.logsumexp(2), keys, "sum", vectors)
+    best, pick = merged.topk(K, dim=1)
     order = torch.cat([pick, torch.arange(K, R, device=pick.device).expand(B, R - K)], 1)
     rows.reorder_((torch.arange(B, device=pick.device) * R).unsqueeze(1).add(order).view(-1))
     rows.scores = torch.cat([best, scores[:, K:]], 1).view(-1)
+    return vectors.gather(1, pick.unsqueeze(2).expand(B, K, vectors.shape[2]))
 
 
-def _expand_(rows: BeamRows, K, label_score, emit, start) -> torch.Tensor:
+def _expand_(rows: BeamRows, K, label_score, emit, start, lpd, land):
     """The E best label expansions that beat the K-th done score become the active rows;
-    returns their emission-frame log-probs, the next round's ``reach_from``."""
+    returns their emission-frame log-probs, the next round's ``reach_from``, and where each
+    lands (B, E, width + 1; TDT: its parent's duration log-probs)."""
     B, E, V = label_score.shape
     S, dev = emit.shape[2], label_score.device
     values, index = label_score.view(B, E * V).topk(E, dim=1)
@@ -135,7 +187,12 @@ def _expand_(rows: BeamRows, K, label_score, emit, start) -> torch.Tensor:
     rows.scores = torch.cat([done, torch.where(keep, values, -math.inf)], 1).view(-1)
     none = torch.zeros(B, K, dtype=torch.long, device=dev)
     mask = torch.cat([none.bool(), keep], 1).view(-1)
-    rows.emit_(
-        mask, torch.cat([none, label], 1).view(-1), timestamps=torch.cat([none, frame], 1).view(-1)
-    )
-    return reach_from
+    fields = {"timestamps": torch.cat([none, frame], 1).view(-1)}
+    picked = None
+    if land.tdt:
+        parent_lpd = lpd.gather(1, parent.unsqueeze(2).expand(B, E, lpd.shape[2]))
+        picked, _ = land.of(parent_lpd)
+        duration = land.durations[parent_lpd.argmax(2)]  # the most probable one
+        fields["durations"] = torch.cat([none, duration], 1).view(-1)
+    rows.emit_(mask, torch.cat([none, label], 1).view(-1), **fields)
+    return reach_from, picked
