@@ -54,7 +54,10 @@ class BeamOptions:
                   each step extends the ``beam_size`` best at the earliest frame by their
                   ``beam_size`` best moves in a window of ``window`` frames — a label at any
                   frame of the window after blanks before it, or blanks over the whole window.
-                  ``window=1`` is its frame-synchronous (non-windowed) form. RNN-T only.
+                  A hypothesis at the earliest frame goes on only while fewer than
+                  ``beam_size`` waiting at later frames beat it (Graves' rule: labels emitted
+                  at a frame bring hypotheses back to it). ``window=1`` is its
+                  frame-synchronous (non-windowed) form. RNN-T only.
 
     beam_size:   hypotheses kept per utterance.
     nbest:       hypotheses returned per utterance, best first (<= beam_size).

@@ -201,15 +201,19 @@ def _alignment_search(model: _Model, enc, options: BeamOptions) -> list[_Hyp]:
 def _window_search(model: _Model, enc, options: BeamOptions) -> list[_Hyp]:
     """ "wind": WIND Algorithm 3. Hypotheses wait in buckets by the frame they read next; each
     step takes the bucket of the earliest frame, keeps its ``beam_size`` best that beat the
-    ``beam_size``-th final score, and extends each by its ``beam_size`` best window moves.
+    ``beam_size``-th final score and the ``beam_size``-th score waiting at later frames (Graves'
+    rule, the paper's safeguard against staying at a frame: labels emitted at frame t bring
+    hypotheses back to t), and extends each by its ``beam_size`` best window moves.
     Recombination and the final set as in `_alignment_search`."""
     T, K = enc.shape[0], options.beam_size
     buckets = {0: {((), 0): _Hyp((), 0.0)}} if T else {}
     final = {} if T else {(): _Hyp((), 0.0)}
     while buckets:
         t = min(buckets)
-        threshold = _kth(final, K)
-        for h in _top(buckets.pop(t).values(), K):
+        here = buckets.pop(t)
+        later = [h.score for bucket in buckets.values() for h in bucket.values()]
+        threshold = max(_kth(final, K), _kth_score(later, K))
+        for h in _top(here.values(), K):
             if h.score <= threshold:
                 continue
             for new in _top(_moves(model, enc, h, options), K):
@@ -318,6 +322,11 @@ def _kth(done: dict, k: int) -> float:
     if len(done) < k:
         return -math.inf
     return min(h.score for h in done.values())
+
+
+def _kth_score(scores: list[float], k: int) -> float:
+    """The k-th best of ``scores``, -inf while there are fewer than k."""
+    return sorted(scores, reverse=True)[k - 1] if len(scores) >= k else -math.inf
 
 
 def _logaddexp(a: float, b: float) -> float:

@@ -1,15 +1,17 @@
 """Batched WIND beam search (the WIND paper's Algorithm 3), RNN-T, B x (P pool + K final)
 hypotheses in fixed-shape rows (`BeamRows`), P = K * (W + 1).
 
-Hypotheses wait in a pool, each at the frame it reads next; a step takes, per utterance, the
-K best of the earliest frame's hypotheses ("t = min(t2hyps.keys())"), scores their moves in a
-window of W frames (`alignment.score_moves`), keeps each one's K best moves (line 13), sends
-the moves that reach the last frame to the final set (`alignment.merge_final`) and puts the
-others back into the pool. The pool keeps, per frame, the K best distinct hypotheses that beat
-the K-th final score (Viterbi recombination by labels, frame and labels emitted at the frame;
-keeping the K best per frame as hypotheses arrive selects the same ones as the paper's pruning
-when a frame's turn comes). Every pool hypothesis reads a frame in [t, t + W], so K per frame
-fit in P rows. `reference._window_search` is the same per utterance.
+Hypotheses wait in a pool, each at the frame it reads next; a step takes, per utterance, the K
+best of the earliest frame's hypotheses ("t = min(t2hyps.keys())"), scores their moves in a
+window of W frames (`alignment.score_moves`), keeps each one's K best moves (line 13), sends the
+moves that reach the last frame to the final set (`alignment.merge_final`) and puts the others
+back into the pool. A hypothesis at the earliest frame is expanded only while fewer than K
+hypotheses at later frames beat it (Graves' rule; the paper's safeguard against staying at one
+frame, where labels emitted at t bring hypotheses back). The pool keeps, per frame, the K best
+distinct hypotheses that beat the K-th final score (Viterbi recombination by labels, frame and
+labels emitted at the frame; keeping the K best per frame as hypotheses arrive selects the same
+ones as the paper's pruning when a frame's turn comes). Every pool hypothesis reads a frame in
+[t, t + W], so K per frame fit in P rows. `reference._window_search` is the same per utterance.
 """
 
 from __future__ import annotations
@@ -51,7 +53,11 @@ def window_search(adapter, enc, lengths, options, vocab, notes):
         score, frame = rows.scores[pool_rows], s.frame[pool_rows]  # (B, P)
         live = score > -math.inf
         earliest = torch.where(live, frame, torch.iinfo(frame.dtype).max).amin(1, keepdim=True)
-        current = live & (frame == earliest)
+        # Graves' rule: a hypothesis at the earliest frame goes on only while fewer than K
+        # waiting at later frames beat it (labels emitted at t bring hypotheses back to t).
+        later = torch.where(live & (frame > earliest), score, -math.inf)
+        kth_later = later.topk(K, dim=1).values[:, -1:]
+        current = live & (frame == earliest) & (score > kth_later)
         cur_score, cur_pick = torch.where(current, score, -math.inf).topk(K, dim=1)
         expand = pool_rows.gather(1, cur_pick)
         rows.feed_pending_(expand.view(-1))
@@ -68,7 +74,7 @@ def window_search(adapter, enc, lengths, options, vocab, notes):
         threshold = final_best[:, -1:]
         g_values, g_move = decode_moves(rows, s, expand, moves, ~finishing, K * K, vocab, W, None)
         # Candidates for the pool: the hypotheses waiting at later frames, and the new moves.
-        waiting = torch.where(live & ~current, score, -math.inf)
+        waiting = later  # those at the earliest frame were expanded, or are dropped
         cand = {
             "parent": torch.cat([pool_rows, g_move["parent"]], 1),
             "label": torch.cat([torch.zeros_like(pool_rows), g_move["label"]], 1),
