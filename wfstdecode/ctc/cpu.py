@@ -105,7 +105,7 @@ def _collect(alive, records, prefix, counts, graph):
 @njit(nogil=True, cache=True)
 def begin(graph, boosts, lane, lim, state_map, collect_at):
     """Token frame 0 of one utterance (lane): the start state, closed and pruned."""
-    cands = candidates(256)
+    cands = candidates(np.int64(256))
     n = start(cands, state_map, graph)
     counts = np.zeros(8, np.int64)
     counts[COLLECT_AT] = collect_at
@@ -116,7 +116,10 @@ def begin(graph, boosts, lane, lim, state_map, collect_at):
         Records(np.empty(1024, np.int32), np.empty(1024, np.int32)),
         SharedPrefix(empty, empty), counts,
     )  # fmt: skip
-    return _settle(state, cands, n, np.float32(0.0), 0, graph, boosts, lane, lim, state_map)[0]
+    # int64, not the literals 1 and 0: begin and advance share one compiled _settle (Numba
+    # compiles a function again for each literal argument; that doubled the cold start)
+    n, frame = np.int64(n), np.int64(0)
+    return _settle(state, cands, n, np.float32(0.0), frame, graph, boosts, lane, lim, state_map)[0]
 
 
 @njit(nogil=True, cache=True)
