@@ -86,7 +86,8 @@ def _segment_search(model: _Model, enc, options: BeamOptions) -> list[_Hyp]:
     TDT (``options.durations``; segments of one frame): a token's duration says where it lands,
     so a done hypothesis holds ``ahead``, its log mass at each of the next frames (`_landing`),
     and scores their log-sum-exp; a segment starts from the mass that lands on its frame. A label
-    expansion's mass with duration 0 stays active, the rest lands ahead among the done ones.
+    expansion's mass with duration 0 stays active (while it alone beats the ``beam_size``-th
+    finished score), the rest lands ahead among the done ones.
     RNN-T is the case where a blank lands one frame on and a label stays.
     """
     T, blank, S, K = enc.shape[0], model.blank, options.effective_segment, options.beam_size
@@ -150,7 +151,9 @@ def _segment_search(model: _Model, enc, options: BeamOptions) -> list[_Hyp]:
                     if n_dur:  # the mass that lands on a later frame joins the done ones
                         ahead = tuple(score + x for x in land[1:])
                         _merge(done, dataclasses.replace(new, score=_logsumexp(ahead), ahead=ahead))
-                    active.append((new, [e + land[0] for e in emit]))
+                    stay = [e + land[0] for e in emit]  # TDT: what duration 0 keeps here
+                    if not n_dur or stay[0] > threshold:
+                        active.append((new, stay))
             done = dict(_top_items(done, K))
             if not active:
                 break

@@ -61,10 +61,13 @@ def segment_search(adapter, enc, lengths, options, vocab, notes):
                 label_score = torch.where(near, label_score, -math.inf)
             reach_from, picked = _expand_(rows, K, label_score, emit, start, lpd, land)
             if land.tdt:  # the mass that lands on a later frame joins the done rows
-                score = rows.scores.view(B, K + E)[:, K:]
+                scores = rows.scores.view(B, K + E)
+                score, kth_done = scores[:, K:], scores[:, :K].amin(1, keepdim=True)
                 ahead = _merge_done_(rows, ahead, K, score.unsqueeze(2) + picked[..., 1:])
-                kept = (score > -math.inf).unsqueeze(2)  # duration 0: still active
-                reach_from = torch.where(kept, reach_from + picked[..., :1], -math.inf)
+                # duration 0: still active, while that mass alone beats the K-th done score
+                stay = reach_from + picked[..., :1]
+                kept = ((score > -math.inf) & (stay[..., 0] > kth_done)).unsqueeze(2)
+                reach_from = torch.where(kept, stay, -math.inf)
                 scores = rows.scores.view(B, K + E)
                 rows.scores = torch.cat([scores[:, :K], reach_from[..., 0]], 1).view(-1)
     return rows.results(options, notes, first=0, count=K)
