@@ -51,3 +51,18 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
     # syncthreads; a short switch interval makes that several times faster.
     sys.setswitchinterval(5e-4)
     _patch_simulator_shared_arrays()
+
+
+def pytest_configure(config):
+    """Under pytest-xdist, the controller compiles the cpu backend once before the workers
+    start: Numba caches it next to the sources, so the workers and the processes tests spawn
+    (corpus workers, CLI runs) load it instead of each compiling it again (~20 s apiece on a
+    fresh clone)."""
+    if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
+        return
+    from wfstdecode.ctc import CtcBeamOptions, decode_ctc
+    from wfstdecode.testing import random_graph, random_log_probs
+
+    graph = random_graph(1, num_states=20, num_tokens=5, arcs_per_state=3)
+    decode_ctc(random_log_probs(1, 1, 9, graph.num_tokens), None, graph, CtcBeamOptions(),
+               backend="cpu")  # fmt: skip
