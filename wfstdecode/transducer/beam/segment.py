@@ -14,6 +14,11 @@ the hypotheses still expanding in it ("active"). Per segment of S frames (S = 1 
   4. `_expand_`: the E best label expansions that beat the K-th done score become the active
      rows and run the predictor. The last round takes blanks only.
 One host read per round (whether any hypothesis is still active).
+
+TDT (segments of one frame): a done row holds ``ahead``, its log mass landing on each of the
+next frames (`Landing`: a token's duration says where; RNN-T is the case of one frame, the
+next), scored by their log-sum-exp; a frame starts from the mass that lands on it, and a label
+expansion's mass with duration 0 stays active while the rest lands ahead among the done rows.
 """
 
 from __future__ import annotations
