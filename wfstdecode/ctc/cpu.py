@@ -321,6 +321,14 @@ class CpuStreams:
             maps = self._local.maps = (graph, np.full(graph.num_states, -1, np.int32))
         return maps[1]
 
+    def _no_final_costs(self, graph) -> np.ndarray:
+        """Zero final costs for ``graph`` (partial results rank on cost alone), made once: a
+        new array per call cost more than the decoding itself on a 934k-state graph."""
+        cached = getattr(self, "_zeros", None)
+        if cached is None or cached[0] is not graph:
+            cached = self._zeros = (graph, np.zeros_like(graph.final_cost))
+        return cached[1]
+
     def begin(self, p) -> SearchState:
         return begin(search_graph(p), lane_boosts(p), 0, limits(p), self._state_map(p.graph),
                      np.int64(self.tuning.collect_records_at))  # fmt: skip
@@ -383,7 +391,7 @@ class CpuStreams:
             return state, None, None, None
         graph, boosts = search_graph(p), lane_boosts(p)
         state = settled_prefix(state, graph)
-        no_final = np.zeros_like(p.graph.final_cost)
+        no_final = self._no_final_costs(p.graph)
         rows = PathRows.first(1, 1, int(state.counts[FRAMES]))
         while True:
             _, status, _ = end(state, graph, boosts, 0, no_final, np.int64(1), rows.lane(0))
