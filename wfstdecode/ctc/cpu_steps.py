@@ -119,8 +119,8 @@ def _new_slot(cands, j, state_map, d, x):
 @njit(nogil=True, cache=True)
 def _kth_smallest(costs, n, k):
     """The ``k``-th smallest (1-based) of ``costs[:n]``: quickselect on a copy (Hoare
-    partitions around a median of three). ``np.partition`` gives the same value but took 8 of
-    the backend's 26 seconds of first-call compilation."""
+    partitions around a median of three). ``np.partition`` gives the same value, but replacing
+    it cut the backend's first-call compilation from 26 to 21 seconds."""
     tmp = costs[:n].copy()
     target = k - 1
     lo, hi = 0, n - 1
