@@ -3,6 +3,7 @@
 #   run(command="bash tools/gpu_run.sh tests", carry=[".gpu"])        # full suite on the GPU
 #   run(command="bash tools/gpu_run.sh cudatests", carry=[".gpu"])    # only files that name cuda
 #   run(command="bash tools/gpu_run.sh ctc", carry=[".gpu"])          # bench_ctc --backend cuda
+#   run(command="bash tools/gpu_run.sh ctcprofile", carry=[".gpu"])   # kernel times, profile_ctc_cuda
 #   run(command="bash tools/gpu_run.sh transducer", carry=[".gpu"])   # bench_transducer on cuda
 # (one stage per call: each must end inside the tool's 10-minute limit; bench/gpu_h200.md says
 # what each stage took there and what went wrong the first time). Everything it prints also
@@ -51,12 +52,18 @@ ctc)
   echo "+ python3 tools/bench_ctc.py ${args[*]}" | tee "$out/ctc_cuda.txt"
   python3 tools/bench_ctc.py "${args[@]}" 2>&1 | tee -a "$out/ctc_cuda.txt"
   ;;
+ctcprofile)
+  # Device time per kernel (CUPTI via torch.profiler), CUDA graphs on and off, at batch 1 and 512.
+  python3 tools/profile_ctc_cuda.py --tokens wfstdecode/data/tokens.txt \
+    --lexicon .gpu/en-cut.lexicon.txt --arpa .gpu/en-cut.arpa.gz --trace-dir "$out" "$@" 2>&1 |
+    tee "$out/ctc_profile.txt"
+  ;;
 transducer)
   python3 tools/bench_transducer.py --device cuda --out "$out/transducer_cuda.md" 2>&1 |
     tee "$out/transducer_cuda.log"
   ;;
 *)
-  echo "usage: gpu_run.sh tests|cudatests|ctc [bench_ctc args]|transducer" >&2
+  echo "usage: gpu_run.sh tests|cudatests|ctc [bench_ctc args]|ctcprofile [args]|transducer" >&2
   exit 2
   ;;
 esac

@@ -499,19 +499,26 @@ def test_host_loop_orders_launches_copies_and_waits(monkeypatch, double_buffer):
 
     log = []
     names = iter(["computed0", "computed1", "copied0", "copied1"])
+    real_event = cuda.event
 
     class Event:
+        """Logs, and still orders the streams: on a GPU, events that did nothing let a copy
+        race the kernels it must wait for (negative record counts, found on an H200)."""
+
         def __init__(self):
             self.name = next(names, "profile")
+            self.event = real_event()
 
         def record(self, stream=0):
             log.append(("record", self.name))
+            self.event.record(stream)
 
         def wait(self, stream=0):
             log.append(("wait", self.name))
+            self.event.wait(stream)
 
         def synchronize(self):
-            pass
+            self.event.synchronize()
 
     launch, collect = _cuda.FrameSequence.launch_chunk, records.RecordCopier.collect
     monkeypatch.setattr(cuda, "event", Event)
