@@ -457,10 +457,11 @@ def test_real_gpu_torch_and_cupy_inputs_stay_on_the_device(graphs):
 
 
 @needs_cuda
-def test_graph_replay_loop_gives_the_same_paths(monkeypatch):
+@pytest.mark.parametrize("kernels_loaded", [False, True])
+def test_graph_replay_loop_gives_the_same_paths(monkeypatch, kernels_loaded):
     """The host loop of the CUDA-graph path (every chunk replays all its frame steps, idle ones
-    included, after a first uncaptured chunk) with the capture stood in for by a replay of the
-    same launches: the paths of the plain loop."""
+    included; the first chunk runs uncaptured when the kernels never ran in this context) with
+    the capture stood in for by a replay of the same launches: the paths of the plain loop."""
     from wfstdecode.ctc.cuda import driver as _cuda
     from wfstdecode.testing import random_log_probs
 
@@ -476,13 +477,42 @@ def test_graph_replay_loop_gives_the_same_paths(monkeypatch):
     monkeypatch.setattr(_cuda, "_use_graphs", lambda mode, *_: mode != "off")
     monkeypatch.setattr(_cuda, "_capture_streams", lambda: (None, cuda.stream()))
     monkeypatch.setattr(_cuda, "_capture", lambda *a: replays.append(Replay(*a)) or replays[-1])
+    monkeypatch.setattr(_cuda.FrameSequence, "kernels_loaded", lambda self: kernels_loaded)
     g = random_graph(5, num_states=30, num_tokens=5, arcs_per_state=3, eps_arcs_per_state=0.4)
     lp = random_log_probs(5, 2, 11, g.num_tokens, peaky=1.5)
     lengths = np.array([11, 4])
     opts = CtcBeamOptions(beam=10.0, max_active=20)
     plain = _raw(lp, lengths, g, CtcBeamOptions(beam=10.0, max_active=20, cuda_graphs="off"))
     _same_raw(plain, _raw(lp, lengths, g, opts, frames_per_chunk=4))
-    assert len(replays) == 1 and replays[0].launches >= 2  # 12 frames: 1 plain + 2 replays
+    # 12 frame steps, 4 per chunk: 3 replays, or 1 plain chunk and 2 replays
+    assert len(replays) == 1 and replays[0].launches == (3 if kernels_loaded else 2)
+
+
+@pytest.mark.skipif(SIM or "cuda" not in available_ctc_backends(), reason="needs a CUDA GPU")
+def test_kernels_launch_without_numba_dispatch_after_the_first(monkeypatch):
+    """`launch.Launch` finds each kernel's compiled overload after its first launch (skipping
+    Numba's typing of every argument at every launch), and a second search of the same kinds
+    captures its first chunk at once: no plain chunk."""
+    from wfstdecode.ctc.cuda import driver as _cuda
+    from wfstdecode.ctc.cuda import launch
+
+    launches, plain_chunks = [], []
+    call, chunk = launch.Launch.__call__, _cuda.FrameSequence.launch_chunk
+    monkeypatch.setattr(launch.Launch, "__call__",
+                        lambda self, *a: call(self, *a) or launches.append(self))  # fmt: skip
+    monkeypatch.setattr(_cuda.FrameSequence, "launch_chunk",
+                        lambda self, *a: plain_chunks.append(a) or chunk(self, *a))  # fmt: skip
+    g = random_graph(3, num_states=30, num_tokens=5, arcs_per_state=3, eps_arcs_per_state=0.4)
+    lp, lengths = simulate_ctc([[1, 2, 3, 1] * 10], g.num_tokens, seed=3)
+    opts = CtcBeamOptions(beam=10.0, max_active=20)
+    host = decode_ctc(lp, lengths, g, opts, backend="cpu")
+    for _ in range(2):
+        launches.clear()
+        plain_chunks.clear()
+        assert_hypotheses_equal(host, decode_ctc(lp, lengths, g, opts, backend="cuda"), 1e-4)
+        assert len(launches) > 8 and all(one.compiled for one in launches)
+    if _cuda._graphs_unavailable() == "":  # graphs need CuPy
+        assert len(plain_chunks) == 1  # the second search: only inside its capture
 
 
 @needs_cuda

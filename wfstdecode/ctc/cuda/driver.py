@@ -29,6 +29,7 @@ from .._problem import RawResult, SearchProblem
 from ..tuning import CudaTuning
 from .buffers import SearchBuffers, allocate, device_graph
 from .finish import finish
+from .launch import Launch, note_ran, ran_before
 from .memory import cuda_memory_bytes, int32_records_fit, record_capacity, table_size
 from .records import RecordCopier, keep_record_buffer, take_record_buffer
 
@@ -68,24 +69,25 @@ def decode_cuda(problem: SearchProblem, tuning: CudaTuning | None = None) -> lis
     d = allocate(problem, H, cap, frames_per_chunk, stream)
     threads = prune_threads or prune_block_size(B)
     run = FrameSequence(problem, d, device_graph(problem), frames_per_chunk, threads, profile)
-    copier = RecordCopier(d, take_record_buffer(timed=profile is not None))
+    copier = RecordCopier(d, take_record_buffer(timed=profile is not None),
+                          g.num_emitting_arcs, T)  # fmt: skip
     try:
         _run_chunks(run, copier, stream, capture_stream, graphs, T, frames_per_chunk,
                     double_buffer)  # fmt: skip
         if profile is not None:
-            ran = sum(1 for _, starts, _, _ in copier.chunks if len(starts))
-            stages = {**run.stage_ms(), "copy": copier.pinned.copy_ms(), "chunks": ran}
+            stages = {**run.stage_ms(), "copy": copier.pinned.copy_ms(), "chunks": copier.ran}
             for key, value in stages.items():
                 profile[key] = profile.get(key, 0) + value  # summed over calls
     finally:
         keep_record_buffer(copier.pinned)
-    return finish(problem, d, copier.chunks, T)
+    return finish(problem, d, copier.joined, T)
 
 
 def _run_chunks(run, copier, stream, capture_stream, graphs, T, frames_per_chunk, double_buffer):
     """The host loop: chunks are launched while frames may remain (a step of a chunk runs at
-    most one frame), the first plain and the rest as one captured CUDA graph when ``graphs``;
-    each is collected once the next one is queued behind it (double buffering) or at once."""
+    most one frame), as one captured CUDA graph when ``graphs`` (the first chunk plain when its
+    kernels never ran in this context: a capture must not compile or load them); each is
+    collected once the next one is queued behind it (double buffering) or at once."""
     chunk_graph = None
     launched: list[int] = []  # frame steps of each chunk launched
     frames_run = 0
@@ -97,6 +99,8 @@ def _run_chunks(run, copier, stream, capture_stream, graphs, T, frames_per_chunk
                 copier.pinned.stream_wait_copied(c % 2, stream)  # chunk c - 2's records left
             elif c >= 1 and not double_buffer:
                 copier.pinned.stream_wait_copied((c - 1) % 2, stream)  # waits for every copy
+            if graphs and chunk_graph is None and run.kernels_loaded():
+                chunk_graph = _capture(run.launch_chunk, capture_stream, stream)
             if chunk_graph is not None:
                 chunk_graph.launch(capture_stream)
                 launched.append(frames_per_chunk)
@@ -104,6 +108,7 @@ def _run_chunks(run, copier, stream, capture_stream, graphs, T, frames_per_chunk
                 steps = frames_per_chunk if graphs else min(frames_per_chunk, remaining)
                 run.launch_chunk(stream, steps)
                 launched.append(steps)
+                note_ran(run.context, run.signature)
                 if graphs:  # kernels compiled and loaded by now: capture the next chunks' launches
                     chunk_graph = _capture(run.launch_chunk, capture_stream, stream)
             copier.pinned.record_produced(c % 2, stream)
@@ -309,26 +314,41 @@ class FrameSequence:
         self.profile = profile
         self.events: list = []
         self._event = cuda.event
+        self.context = None if SIM else cuda.current_context()
+        self.begin_chunk, self.end_chunk = Launch(K.begin_chunk_kernel), Launch(K.end_chunk_kernel)
+        self.begin_frame, self.expand = Launch(K.begin_frame_kernel), Launch(K.expand_kernel)
+        self.closure_prune = Launch(K.closure_prune_kernel)
+        chunk_args = (d.control, d.records)
+        self.signature = (
+            self.begin_chunk.signature(*chunk_args),
+            self.begin_frame.signature(*chunk_args, self.last_frame, self.need),
+            self.expand.signature(np.int32(0), *self.expand_args),
+            self.closure_prune.signature(*self.prune_args),
+        )
+
+    def kernels_loaded(self) -> bool:
+        """Whether this search's kernels already ran in this context, so that a chunk can be
+        captured without running one plainly first."""
+        return all(self.signature) and ran_before(self.context, self.signature)
 
     def launch_chunk(self, stream, steps: int | None = None) -> None:
-        K, d = self.K, self.d
-        K.begin_chunk_kernel[1, 1, stream](d.control, d.records)
+        d = self.d
+        self.begin_chunk((1,), (1,), stream, d.control, d.records)
         for _ in range(self.frames_per_chunk if steps is None else steps):
             self.launch_frame(stream)
-        K.end_chunk_kernel[1, 1, stream](d.control, d.records)
+        self.end_chunk((1,), (1,), stream, d.control, d.records)
 
     def launch_frame(self, stream) -> None:
-        K, d = self.K, self.d
-        K.begin_frame_kernel[1, 1, stream](d.control, d.records, self.last_frame, self.need)
+        d, grid, threads = self.d, self.expand_grid, self.threads
+        self.begin_frame((1,), (1,), stream, d.control, d.records, self.last_frame, self.need)
         marks = [self._mark(stream)]
         if self.early:
-            K.expand_kernel[self.expand_grid, self.threads, stream](np.int32(0), *self.expand_args)
-        K.expand_kernel[self.expand_grid, self.threads, stream](np.int32(1), *self.expand_args)
+            self.expand(grid, threads, stream, np.int32(0), *self.expand_args)
+        self.expand(grid, threads, stream, np.int32(1), *self.expand_args)
         if self.phrases:
-            K.expand_kernel[self.expand_grid, self.threads, stream](np.int32(2),
-                                                                    *self.expand_args)  # fmt: skip
+            self.expand(grid, threads, stream, np.int32(2), *self.expand_args)
         marks.append(self._mark(stream))
-        K.closure_prune_kernel[self.B, self.prune_threads, stream](*self.prune_args)
+        self.closure_prune((self.B,), (self.prune_threads,), stream, *self.prune_args)
         marks.append(self._mark(stream))
         if self.profile is not None:
             self.events.append(marks)

@@ -1,6 +1,7 @@
 """End of a cuda search: the survivors gathered on the device into one short array per field
-(not the whole B x H token buffers), the chunks' records joined into global backpointers, and
-each utterance traced back on the host by the CPU backend's `finish_paths`."""
+(not the whole B x H token buffers), the records (joined into global backpointers as the chunks
+arrived, `records.JoinedRecords`) traced back per utterance on the host by the CPU backend's
+`finish_paths`."""
 
 from __future__ import annotations
 
@@ -11,15 +12,13 @@ from .._traceback import PathRows, Records, Survivors, finish_paths
 from ..status import DIED, RETRY_BITS, raise_graph_errors
 
 
-def finish(problem: SearchProblem, d, chunks, T: int) -> list[RawResult]:
-    """``d``: the search's `buffers.SearchBuffers`; ``chunks``: per chunk ``(first frame, record
-    start of each frame, arcs, prevs)``, record indices local to the chunk (an emitting arc's
-    ``prev`` points into the previous frame's chunk, an epsilon arc's into its own frame's)."""
+def finish(problem: SearchProblem, d, joined, T: int) -> list[RawResult]:
+    """``d``: the search's `buffers.SearchBuffers`; ``joined``: its `records.JoinedRecords`."""
 
     g = problem.graph
     B = problem.batch_size
-    st_arc, st_prev, frame_base = _global_records(chunks, g.num_emitting_arcs, T)
-    records = Records(st_prev, st_arc)
+    records = Records(joined.prev[: joined.n], joined.arc[: joined.n])
+    frame_base = joined.frame_base
 
     lanes = d.lanes
     status, died = lanes.status.copy_to_host(), lanes.died.copy_to_host()
@@ -49,7 +48,7 @@ def finish(problem: SearchProblem, d, chunks, T: int) -> list[RawResult]:
         while True:
             n_paths, st = finish_paths(
                 Survivors(state[lo : lo + n], ctx[lo : lo + n], cost[lo : lo + n], a_store),
-                records, len(st_arc), length, g.final_cost,
+                records, joined.n, length, g.final_cost,
                 boosts.phi[boosts.node_offset[b] :], g.olabel, g.num_emitting_arcs,
                 problem.options.nbest, out.lane(0),
             )  # fmt: skip
@@ -58,30 +57,6 @@ def finish(problem: SearchProblem, d, chunks, T: int) -> list[RawResult]:
             out = out.grown(1, st, problem.options.nbest)
         results.append(out.result(0, n_paths, st, b, notes=notes))
     return results
-
-
-def _global_records(chunks, n_emit: int, T: int):
-    """(arcs, global backpointers, global index of each frame's chunk start) over all chunks."""
-    used = np.array([len(arcs) for *_, arcs, _ in chunks], np.int64)
-    chunk_base = np.concatenate(([0], np.cumsum(used)))
-    frame_base = np.zeros(T + 1, np.int64)  # global index of record 0 of the frame's chunk
-    frame_parts, prev_parts, arc_parts = [], [], []
-    for c, (first, starts, arcs, prevs) in enumerate(chunks):
-        n = len(starts)
-        frame_base[first : first + n] = chunk_base[c]
-        counts = np.diff(np.append(starts, len(arcs)))
-        frame_parts.append(np.repeat(np.arange(first, first + n), counts))
-        arc_parts.append(arcs)
-        prev_parts.append(prevs)
-    if not chunks:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64), frame_base
-    st_arc = np.concatenate(arc_parts).astype(np.int64)
-    prev = np.concatenate(prev_parts).astype(np.int64)
-    frame = np.concatenate(frame_parts)
-    emitting = (st_arc >= 0) & (st_arc < n_emit)
-    prev_base = np.where(emitting, frame_base[np.maximum(frame - 1, 0)], frame_base[frame])
-    st_prev = np.where(prev < 0, -1, prev + prev_base)
-    return st_arc, st_prev, frame_base
 
 
 def _gather_survivors(survivors, act_n: np.ndarray, offsets: np.ndarray, H):

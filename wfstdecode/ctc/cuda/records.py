@@ -11,6 +11,7 @@ from __future__ import annotations
 import threading
 
 import numpy as np
+from numba import njit
 
 from ...buffers import grown
 from .layout import INFO_FIRST, INFO_FRAMES, INFO_STARTS
@@ -100,14 +101,16 @@ class PinnedDoubleBuffer:
         self.copied[slot].record(self.stream)
         self._sizes[slot] = sizes
 
-    def take(self, slot: int) -> list[np.ndarray]:
+    def take(self, slot: int, copy: bool = True) -> list[np.ndarray]:
+        """The slot's arrays, once copied; ``copy=False`` returns views of the pinned memory,
+        to be read before the slot is `put` again."""
         sizes = self._sizes[slot]
         if sizes is None:
             raise RuntimeError(f"PinnedDoubleBuffer slot {slot} holds nothing to take")
         self.copied[slot].synchronize()
         self._sizes[slot] = None
         return [
-            np.empty(0, dt) if host is None else host[:n].copy()
+            np.empty(0, dt) if host is None else host[:n].copy() if copy else host[:n]
             for host, n, dt in zip(self._pinned[slot], sizes, self.dtypes, strict=True)
         ]
 
@@ -128,16 +131,20 @@ class PinnedDoubleBuffer:
 
 class RecordCopier:
     """Chunk ``c``'s records go to slot ``c % 2`` of a `PinnedDoubleBuffer` once its kernels are
-    done; the host moves them out before that slot takes chunk ``c + 2``. ``d`` is the search's
-    `buffers.SearchBuffers`."""
+    done; the host moves them out of the slot into `JoinedRecords` (global backpointers) before
+    that slot takes chunk ``c + 2``, so the joining overlaps the device's next chunk. ``d`` is
+    the search's `buffers.SearchBuffers`, ``n_emit`` the graph's emitting arcs, ``T`` the
+    longest utterance's frames."""
 
-    def __init__(self, d, pinned: PinnedDoubleBuffer):
+    def __init__(self, d, pinned: PinnedDoubleBuffer, n_emit: int, T: int):
         from .target import SIM
 
         self.records, self.info, self.sim, self.pinned = d.records, d.control.info, SIM, pinned
         self.pending: list = [None, None]  # (chunk, first frame, frame starts) in each slot
-        self.chunks: list = []  # per chunk: (first frame, frame starts, arcs, prevs)
+        self.joined = JoinedRecords(n_emit, T)
         self.collected = 0
+        self.moved = 0  # chunks joined
+        self.ran = 0  # chunks that ran at least one frame step
 
     def collect(self, c: int) -> int:
         """Start copying chunk ``c``'s records (chunks in order); the frames it ran."""
@@ -151,20 +158,72 @@ class RecordCopier:
         self.pinned.put(i, (self.records.arc[lo : lo + used], self.records.prev[lo : lo + used]))
         self.pending[i] = (c, first, starts)
         self.collected += 1
+        self.ran += n > 0
         return n
 
     def _move_out(self, i: int) -> None:
         if self.pending[i] is None:
             return
         c, first, starts = self.pending[i]
-        assert c == len(self.chunks), "chunks arrive in order"
-        arcs, prevs = self.pinned.take(i)
-        self.chunks.append((first, starts, arcs, prevs))
+        assert c == self.moved, "chunks arrive in order"
+        arcs, prevs = self.pinned.take(i, copy=False)  # read before the slot is put again
+        self.joined.add(first, starts, arcs, prevs)
+        self.moved += 1
         self.pending[i] = None
 
     def drain(self) -> None:
         for _, i in sorted((p[0], i) for i, p in enumerate(self.pending) if p is not None):
             self._move_out(i)
+
+
+class JoinedRecords:
+    """The chunks' records as one backpointer store: ``arc[k]``, and ``prev[k]`` made global
+    (record indices of a chunk are local to it; an emitting arc's ``prev`` points into the
+    previous frame's chunk, an epsilon arc's into its own frame's); ``frame_base[t]``: global
+    index of record 0 of frame ``t``'s chunk."""
+
+    def __init__(self, n_emit: int, T: int):
+        self.n_emit = n_emit
+        self.frame_base = np.zeros(T + 1, np.int64)
+        self.arc = np.zeros(0, np.int64)
+        self.prev = np.zeros(0, np.int64)
+        self.n = 0
+
+    def add(self, first: int, starts: np.ndarray, arcs: np.ndarray, prevs: np.ndarray) -> None:
+        used = len(arcs)
+        if self.n + used > len(self.arc):
+            # Records per frame vary little: extrapolate to the last frame, grow rarely.
+            frames = max(first + len(starts), 1)
+            guess = (self.n + used) * len(self.frame_base) // frames + 1024
+            size = max(grown(max(len(self.arc), 1024), self.n + used), guess)
+            self.arc = np.concatenate((self.arc[: self.n], np.empty(size - self.n, np.int64)))
+            self.prev = np.concatenate((self.prev[: self.n], np.empty(size - self.n, np.int64)))
+        self.frame_base[first : first + len(starts)] = self.n
+        _join_chunk(first, starts, arcs, prevs, self.n_emit, self.frame_base, self.n,
+                    self.arc, self.prev)  # fmt: skip
+        self.n += used
+
+
+@njit(nogil=True, cache=True)
+def _join_chunk(first, starts, arcs, prevs, n_emit, frame_base, base, out_arc, out_prev):
+    """One pass over a chunk's records: ``out[base + k]`` gets record ``k`` with its ``prev``
+    made global."""
+    n_frames = len(starts)
+    for j in range(n_frames):
+        frame = first + j
+        end = starts[j + 1] if j + 1 < n_frames else len(arcs)
+        own = frame_base[frame]
+        before = frame_base[max(frame - 1, 0)]
+        for k in range(starts[j], end):
+            arc = arcs[k]
+            out_arc[base + k] = arc
+            prev = prevs[k]
+            if prev < 0:
+                out_prev[base + k] = -1
+            elif 0 <= arc < n_emit:
+                out_prev[base + k] = prev + before
+            else:
+                out_prev[base + k] = prev + own
 
 
 def take_record_buffer(timed: bool) -> PinnedDoubleBuffer:
