@@ -181,15 +181,16 @@ def test_bad_rescoring_requests_are_refused(tmp_path):
 
 def test_rescore_command_reads_the_archive_decode_wrote(tmp_path, capsys):
     from wfstdecode.cli import main
-    from wfstdecode.lattice import read_kaldi_archive
+    from wfstdecode.lattice_io import read_kaldi_archive
 
     g, lp, lengths, old, new = _first_pass(tmp_path, 6)
     g.save(tmp_path / "TLG.npz")
     g.words.write(tmp_path / "words.txt")
     np.savez(tmp_path / "e.npz", log_probs=lp, lengths=lengths, ids=np.array(["u1", "u2"]))
     ark, out = tmp_path / "lat.ark", tmp_path / "rescored.ark"
-    assert main(["decode", str(tmp_path / "TLG.npz"), str(tmp_path / "e.npz"), "--backend",
-                 "cpu", "--lattice-beam", "8", "--write-lattices", str(ark)]) == 0  # fmt: skip
+    decode = ["decode", str(tmp_path / "TLG.npz"), str(tmp_path / "e.npz"), "--backend", "cpu",
+              "--lattice-beam", "8", "--write-lattices"]  # fmt: skip
+    assert main([*decode, str(ark), "--no-determinize-lattice"]) == 0
     lattices = ctc_lattices(lp, lengths, g, CtcBeamOptions(lattice_beam=8.0))
     back = read_kaldi_archive(ark)
     for key, lat in zip(["u1", "u2"], lattices, strict=True):  # the file keeps everything
@@ -208,6 +209,17 @@ def test_rescore_command_reads_the_archive_decode_wrote(tmp_path, capsys):
             text = " ".join(g.words.symbol(w) for w in rescored.olabel[arcs] if w)
             want.append(f"{key}-{r + 1}\t{-cost:.3f}\t{text}")
     assert lines == want
+    compact_ark = tmp_path / "compact.ark"  # decode's default: word-determinized
+    assert main([*decode, str(compact_ark)]) == 0
+    capsys.readouterr()
+    assert main(["rescore", str(compact_ark), "--words", str(tmp_path / "words.txt"),
+                 "--new-lm", str(new), "--old-lm", str(old), "--lm-scale", "0.7", "--nbest",
+                 "2"]) == 0  # fmt: skip
+    from_compact = [line.split("\t") for line in capsys.readouterr().out.splitlines()]
+    assert [(k, t) for k, _, t in from_compact] == [tuple(w.split("\t")[::2]) for w in want]
+    assert [float(c) for _, c, _ in from_compact] == pytest.approx(
+        [float(w.split("\t")[1]) for w in want], abs=2e-3
+    )  # the same sequences, their best alignments' costs (float32 sums in the file)
     again = read_kaldi_archive(out)
     assert set(again) == {"u1", "u2"}
     assert again["u1"].best_cost == pytest.approx(

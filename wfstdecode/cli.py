@@ -191,12 +191,17 @@ def decode_command(args: argparse.Namespace) -> None:
                         lattices=args.write_lattices is not None,
                         rescore=rescoring(args))  # fmt: skip
     if args.write_lattices is not None:
-        from .lattice import write_kaldi_archive
+        from .lattice_io import write_kaldi_archive
 
         kept = {u: lat for u, lat in zip(result.ids, result.lattices, strict=True) if lat}
+        if args.determinize_lattice:
+            from .compact_lattice import determinize
+
+            kept = {u: determinize(lat) for u, lat in kept.items()}
         write_kaldi_archive(kept, args.write_lattices)
         died = len(result.ids) - len(kept)
-        print(f"wrote {len(kept)} lattices to {args.write_lattices}"
+        kind = "word-determinized CompactLattice" if args.determinize_lattice else "state-level"
+        print(f"wrote {len(kept)} {kind} lattices to {args.write_lattices}"
               + (f" ({died} utterances whose search died have none)" if died else ""),
               file=sys.stderr)  # fmt: skip
 
@@ -436,8 +441,12 @@ def make_parser() -> argparse.ArgumentParser:
     add_rescoring_arguments(p)
     p.add_argument("--write-lattices", type=Path, metavar="ARK",
                    help="write each utterance's lattice (--lattice-beam) to a binary Kaldi "
-                        "archive of Lattice (token id + 1 : word id, graph and unscaled "
-                        "acoustic costs): lattice-copy ark:ARK ark,t:- reads it")  # fmt: skip
+                        "archive of CompactLattice, determinized on words as Kaldi's decoders "
+                        "write them (graph and unscaled acoustic costs; the string: token id + "
+                        "1 per frame); lattice-copy ark:ARK ark,t:- reads it")  # fmt: skip
+    p.add_argument("--determinize-lattice", action=argparse.BooleanOptionalAction, default=True,
+                   help="--no-determinize-lattice writes the state-level Lattice instead (one "
+                        "path per alignment; token id + 1 : word id arcs)")  # fmt: skip
     p.set_defaults(func=decode_command)
 
     add_rescore_parser(sub)

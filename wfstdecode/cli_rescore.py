@@ -34,12 +34,13 @@ def add_rescore_parser(sub) -> None:
     p = sub.add_parser(
         "rescore", help="rescore lattices (a Kaldi archive) with an n-gram LM",
         description="Replaces the first-pass LM's scores in each lattice of a binary Kaldi "
-        "archive of Lattice (decode --write-lattices, or Kaldi's lattice-copy "
-        "--write-compact=false) with another n-gram LM's (Kaldi's lattice-lmrescore with the "
+        "archive of CompactLattice or Lattice (decode --write-lattices, Kaldi's decoders, "
+        "lattice-copy) with another n-gram LM's (Kaldi's lattice-lmrescore with the "
         "old LM at scale -1 and the new at +LM_SCALE) and prints ID<tab>SCORE<tab>TEXT of the "
         "best path (ID-RANK with --nbest > 1); --out writes the rescored lattices.",
     )  # fmt: skip
-    p.add_argument("lattices", type=Path, help="binary Kaldi archive of Lattice")
+    p.add_argument("lattices", type=Path,
+                   help="binary Kaldi archive of CompactLattice or Lattice")  # fmt: skip
     p.add_argument("--words", type=Path, required=True,
                    help="the graph's words.txt (or its graph directory)")  # fmt: skip
     p.add_argument("--new-lm", type=Path, required=True, metavar="ARPA", help="the LM to apply")
@@ -77,7 +78,7 @@ def rescoring(args: argparse.Namespace):
 
 
 def rescore_command(args: argparse.Namespace) -> None:
-    from .lattice import read_kaldi_archive, write_kaldi_archive
+    from .lattice_io import read_kaldi_archive, write_kaldi_archive
     from .rescore import NgramLm, rescore
     from .symbols import SymbolTable
 

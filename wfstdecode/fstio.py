@@ -302,21 +302,57 @@ def _const_body(header: bytes, fst: FstArrays, counts: np.ndarray, arcs: np.ndar
     return b"".join(parts)
 
 
+def compact_lattice_bytes(c) -> bytes:
+    """Serialise a `compact_lattice.CompactLattice` as an OpenFst ``vector`` FST with Kaldi's
+    ``compactlattice44`` arcs: per state its final weight then its arc count (int64), per arc
+    ilabel = olabel = word, the weight, the next state. A weight is (graph cost, acoustic cost)
+    as float32, the string's length (int32) and its labels (int32); a non-final state's is
+    Kaldi's zero, ``(inf, inf)`` with no string. Arcs must be grouped by ``src`` in state order."""
+    n_states, n_arcs = c.num_states, c.num_arcs
+    if n_arcs and np.any(np.diff(c.src) < 0):
+        raise ValueError("lattice arcs must be sorted by source state")
+    parts = [
+        struct.pack("<i", FST_MAGIC) + _pack_string("vector") + _pack_string("compactlattice44")
+        + struct.pack("<iiQqqq", 2, 0, _PROPS_EXPANDED_MUTABLE, 0 if n_states else -1, n_states,
+                      n_arcs)
+    ]  # fmt: skip
+    first = np.searchsorted(c.src, np.arange(n_states + 1)).tolist()
+    for s in range(n_states):
+        if np.isfinite(c.final_graph[s]):
+            parts.append(_compact_weight(c.final_graph[s], c.final_acoustic[s],
+                                         c.final_string_of(s)))  # fmt: skip
+        else:
+            parts.append(_compact_weight(np.inf, np.inf, ()))
+        parts.append(struct.pack("<q", first[s + 1] - first[s]))
+        for i in range(first[s], first[s + 1]):
+            word = int(c.word[i])
+            parts.append(struct.pack("<ii", word, word))
+            parts.append(_compact_weight(c.graph_cost[i], c.acoustic_cost[i], c.arc_string(i)))
+            parts.append(struct.pack("<i", int(c.dst[i])))
+    return b"".join(parts)
+
+
+def _compact_weight(graph: float, acoustic: float, labels) -> bytes:
+    labels = np.asarray(labels, "<i4")
+    return struct.pack("<ffi", graph, acoustic, len(labels)) + labels.tobytes()
+
+
 def read_lattice_bytes(data, offset: int = 0, path: str = "<bytes>") -> tuple[dict, int]:
     """Parse an OpenFst ``vector`` FST with Kaldi's ``lattice4`` arcs starting at ``offset``
     (what `write_lattice_bytes` and Kaldi's ``Lattice`` holder write): ``({start, final, src,
     dst, ilabel, olabel, graph_cost, acoustic_cost}, end offset)``; a final state's acoustic
-    part is ignored (Kaldi lattices keep it 0). Raises `GraphError` naming the byte."""
+    part is ignored (Kaldi lattices keep it 0). With ``compactlattice44`` arcs (a
+    ``CompactLattice``) the dict has ``compact: True`` and `_read_compact_body`'s fields instead.
+    Raises `GraphError` naming the byte."""
     r = _Reader(data, path)
     r.pos = offset
     if r.unpack("<i") != FST_MAGIC:
         raise GraphError(f"{path}: no OpenFst lattice at byte {offset} (bad magic number)")
     fst_type, arc_type = r.string(), r.string()
-    if fst_type != "vector" or arc_type != "lattice4":
+    if fst_type != "vector" or arc_type not in ("lattice4", "compactlattice44"):
         raise GraphError(
             f"{path}: an FST of type {fst_type!r} with {arc_type!r} arcs at byte {offset}; "
-            "expected a Kaldi Lattice (vector, lattice4) — a CompactLattice converts with "
-            "lattice-copy --write-compact=false"
+            "expected a Kaldi Lattice (vector, lattice4) or CompactLattice (compactlattice44)"
         )
     _version, flags, _props, start, num_states, num_arcs = r.unpack("<iiQqqq")
     if flags & (_HAS_ISYMBOLS | _HAS_OSYMBOLS):
@@ -324,19 +360,73 @@ def read_lattice_bytes(data, offset: int = 0, path: str = "<bytes>") -> tuple[di
     if num_states < 0 or num_arcs < 0:
         raise GraphError(f"{path}: lattice at byte {offset} declares {num_states} states, "
                          f"{num_arcs} arcs")  # fmt: skip
+    if num_states and not 0 <= start < num_states:
+        raise GraphError(f"{path}: the lattice at byte {offset} starts at state {start}")
+    if arc_type == "compactlattice44":
+        out = _read_compact_body(r, num_states, num_arcs, offset)
+        out["start"] = int(start)
+        return out, r.pos
     final, counts, arcs = _read_vector_body(r, num_states, "<ff", _LATTICE_ARC_DTYPE)
     if len(arcs) != num_arcs:
         raise GraphError(f"{path}: the lattice at byte {offset} has {len(arcs)} arcs, not "
                          f"{num_arcs}")  # fmt: skip
     src = np.repeat(np.arange(num_states, dtype=np.int32), counts)
-    if num_states and not 0 <= start < num_states:
-        raise GraphError(f"{path}: the lattice at byte {offset} starts at state {start}")
     if num_arcs and (arcs["nextstate"].min() < 0 or arcs["nextstate"].max() >= num_states):
         raise GraphError(f"{path}: an arc of the lattice at byte {offset} leaves the states")
     out = dict(start=int(start), final=final, src=src, dst=arcs["nextstate"].copy(),
                ilabel=arcs["ilabel"].copy(), olabel=arcs["olabel"].copy(),
                graph_cost=arcs["graph"].copy(), acoustic_cost=arcs["acoustic"].copy())  # fmt: skip
     return out, r.pos
+
+
+def _read_compact_body(r: _Reader, num_states: int, num_arcs: int, offset: int) -> dict:
+    """A CompactLattice's states and arcs (variable-length weights: read one by one)."""
+    path = r.path
+    src, dst, word, g, a, string, starts = [], [], [], [], [], [], [0]
+    final_g, final_a, final_string, final_starts = [], [], [], [0]
+
+    def weight():
+        graph, acoustic, n = r.unpack("<ffi")
+        if not 0 <= n <= (len(r.data) - r.pos) // 4:
+            raise GraphError(f"{path}: a weight at byte {r.pos - 12} claims a string of {n}")
+        return graph, acoustic, r.array(np.dtype("<i4"), n)
+
+    for s in range(num_states):
+        graph, acoustic, labels = weight()
+        final_g.append(graph), final_a.append(acoustic)
+        final_string.append(labels), final_starts.append(final_starts[-1] + len(labels))
+        narcs = r.unpack("<q")
+        if not 0 <= narcs <= (len(r.data) - r.pos) // 24:
+            raise GraphError(f"{path}: state {s} claims {narcs} arcs at byte {r.pos - 8}")
+        for _ in range(narcs):
+            ilabel, olabel = r.unpack("<ii")
+            if ilabel != olabel:
+                raise GraphError(f"{path}: a CompactLattice arc at byte {r.pos - 8} has input "
+                                 f"{ilabel} and output {olabel} (must be an acceptor)")  # fmt: skip
+            graph, acoustic, labels = weight()
+            nxt = r.unpack("<i")
+            if not 0 <= nxt < num_states:
+                raise GraphError(f"{path}: an arc of the lattice at byte {offset} leaves the "
+                                 "states")  # fmt: skip
+            src.append(s), dst.append(nxt), word.append(ilabel), g.append(graph)
+            a.append(acoustic), string.append(labels), starts.append(starts[-1] + len(labels))
+    if len(src) != num_arcs:
+        raise GraphError(f"{path}: the lattice at byte {offset} has {len(src)} arcs, not "
+                         f"{num_arcs}")  # fmt: skip
+    final_g = np.array(final_g, np.float64)
+    final_a = np.array(final_a, np.float64)
+    zero = ~np.isfinite(final_g + final_a)  # Kaldi's zero (inf, inf): not final
+    final_g[zero], final_a[zero] = np.inf, np.inf
+
+    def joined(parts):
+        return np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32)
+
+    return dict(compact=True, src=np.array(src, np.int32), dst=np.array(dst, np.int32),
+                word=np.array(word, np.int32), graph_cost=np.array(g, np.float64),
+                acoustic_cost=np.array(a, np.float64), string=joined(string),
+                string_start=np.array(starts, np.int64), final_graph=final_g,
+                final_acoustic=final_a, final_string=joined(final_string),
+                final_string_start=np.array(final_starts, np.int64))  # fmt: skip
 
 
 def read_openfst(path: str | os.PathLike) -> FstArrays:

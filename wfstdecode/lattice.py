@@ -10,8 +10,9 @@ CTC search makes one is in `wfstdecode.ctc.lattice`.
 Costs follow Kaldi's ``LatticeWeight``: each arc keeps its ``graph_cost`` (graph weight,
 penalties, phrase bonuses as negative cost) and its ``acoustic_cost`` (``-log_prob``, *not*
 scaled) apart; a path ranks by ``graph + acoustic_scale * acoustic``, plus the final cost of its
-last node. Written with `write_kaldi`, Kaldi's ``lattice-*`` tools read it (``ark:``) with
-``--acoustic-scale`` as usual.
+last node. Written with `kaldi_bytes` (archives: `lattice_io`), Kaldi's ``lattice-*`` tools
+read it (``ark:``) with ``--acoustic-scale`` as usual; `compact_lattice` determinizes it on
+words.
 
 Operations (float64 throughout): `best_cost` and Viterbi `forward` / `backward` costs, `pruned`
 to a lattice beam, `nbest` (the n best distinct word sequences, each with its best alignment),
@@ -22,8 +23,6 @@ computes).
 from __future__ import annotations
 
 import heapq
-import io
-import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -211,65 +210,13 @@ _ARC_FIELDS = ("src", "dst", "graph_arc", "ilabel", "olabel", "frame", "graph_co
                "acoustic_cost")  # fmt: skip
 
 
-def write_kaldi_archive(lattices, path: str | os.PathLike | io.BufferedIOBase) -> None:
-    """Write ``{key: Lattice}`` as a binary Kaldi archive (``ark:``) of lattices: per entry the
-    key, a space, Kaldi's binary marker and the FST. A path is written to a temporary file
-    beside it and renamed into place, so a failed write leaves nothing half-written."""
-    for key in lattices:
-        if not key or any(c.isspace() for c in key):
-            raise OptionsError(f"lattice key {key!r} must be non-empty, without whitespace")
-    if hasattr(path, "write"):
-        for key, lat in lattices.items():
-            path.write(key.encode() + b" \0B" + lat.kaldi_bytes())
-        return
-    path = os.fspath(path)
-    tmp = f"{path}.{os.getpid()}.partial"
-    try:
-        with open(tmp, "wb") as f:
-            write_kaldi_archive(lattices, f)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)  # our own partial file, never the user's
-        raise
-
-
-def read_kaldi_archive(path: str | os.PathLike, acoustic_scale: float = 1.0) -> dict:
-    """``{key: Lattice}`` from a binary Kaldi archive of ``Lattice`` (as `write_kaldi_archive`
-    and Kaldi's ``lattice-copy --write-compact=false ... ark:`` write). Such a file has no graph
-    arcs or states (``graph_arc`` and ``node_state`` are -1); node frames are counted along the
-    arcs (input label 0 = no frame). ``acoustic_scale``: what paths rank by (the file keeps
-    acoustic costs unscaled). Raises `InputFileError` naming the entry and byte."""
-    from .errors import GraphError, InputFileError
-    from .fstio import read_lattice_bytes
-
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise InputFileError(path, None, f"cannot read: {exc}") from None
-    out, pos = {}, 0
-    while pos < len(data):
-        space = data.find(b" ", pos)
-        if space < 0 or data[space + 1 : space + 3] != b"\0B":
-            raise InputFileError(path, None, f"byte {pos}: expected 'KEY \\0B' (a binary Kaldi "
-                                             "archive entry)")  # fmt: skip
-        key = data[pos:space].decode("utf-8", errors="replace")
-        try:
-            arrays, pos = read_lattice_bytes(data, space + 3, str(path))
-            out[key] = _from_arrays(arrays, acoustic_scale)
-        except GraphError as exc:
-            raise InputFileError(path, None, f"entry {key!r}: {exc}") from None
-    return out
-
-
-def _from_arrays(a: dict, acoustic_scale: float) -> Lattice:
-    """A `Lattice` of a lattice FST read from a file: states renumbered topologically from the
-    start, node frames counted along the arcs."""
+def lattice_from_fst(a: dict, acoustic_scale: float) -> Lattice:
+    """A `Lattice` of lattice FST arrays (`fstio.read_lattice_bytes`'s): states renumbered
+    topologically from the start, node frames counted along the arcs."""
     from .errors import GraphError
 
     n = len(a["final"])
-    order = _topological_order(n, a["start"], a["src"], a["dst"])
+    order = topological_order(n, a["start"], a["src"], a["dst"])
     rank = np.full(n, -1, np.int64)
     rank[order] = np.arange(len(order))
     keep = (rank[a["src"]] >= 0) & (rank[a["dst"]] >= 0)
@@ -290,7 +237,7 @@ def _from_arrays(a: dict, acoustic_scale: float) -> Lattice:
     )  # fmt: skip
 
 
-def _topological_order(n: int, start: int, src, dst) -> np.ndarray:
+def topological_order(n: int, start: int, src, dst) -> np.ndarray:
     """The states reachable from ``start``, in a topological order (Kahn), or all of them as
     they are when every arc already goes forward from state 0; a cycle raises."""
     from .errors import GraphError

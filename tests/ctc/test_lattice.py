@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 
 from wfstdecode import OptionsError
+from wfstdecode.compact_lattice import determinize
 from wfstdecode.ctc import CtcBeamOptions, CtcStreamDecoder, ctc_lattices, decode_ctc
 from wfstdecode.ctc.boost import resolve_boosts
 from wfstdecode.ctc.phrases import PhraseAutomaton
-from wfstdecode.lattice import write_kaldi_archive
+from wfstdecode.lattice_io import write_kaldi_archive
 from wfstdecode.testing import (
     assert_hypotheses_equal,
     lexicon_graph,
@@ -321,10 +322,20 @@ def test_decode_command_writes_a_kaldi_archive_and_lattice_nbest(tmp_path, capsy
     plain = capsys.readouterr().out
     assert main([*args, "--nbest", "3", "--lattice-beam", "6", "--write-lattices", str(ark)]) == 0
     out = capsys.readouterr()
-    assert "wrote 2 lattices" in out.err
+    assert "wrote 2 word-determinized CompactLattice lattices" in out.err
     options = CtcBeamOptions(nbest=3, lattice_beam=6.0)
     lats = ctc_lattices(lp, lengths, g, options)
-    assert ark.read_bytes() == b"u1 \0B" + lats[0].kaldi_bytes() + b"u2 \0B" + lats[1].kaldi_bytes()
+
+    def archive(lattices):
+        keys = (b"u1", b"u2")
+        return b"".join(k + b" \0B" + x.kaldi_bytes() for k, x in zip(keys, lattices, strict=True))
+
+    assert ark.read_bytes() == archive([determinize(lat) for lat in lats])
+    state = tmp_path / "state.ark"
+    assert main([*args, "--lattice-beam", "6", "--write-lattices", str(state),
+                 "--no-determinize-lattice"]) == 0  # fmt: skip
+    assert "state-level" in capsys.readouterr().err
+    assert state.read_bytes() == archive(lats)
     hyps = decode_ctc(lp, lengths, g, options)
     want = [
         f"{u}-{r + 1}\t{h.score:.3f}\t{h.text}"
@@ -346,7 +357,7 @@ def test_decode_command_writes_a_kaldi_archive_and_lattice_nbest(tmp_path, capsy
 
 def test_a_lattice_file_in_any_state_order_reads_back_the_same(tmp_path):
     from wfstdecode.fstio import write_lattice_bytes
-    from wfstdecode.lattice import read_kaldi_archive
+    from wfstdecode.lattice_io import read_kaldi_archive
 
     g, lp = _case(4)
     (lat, _) = ctc_lattices(lp, None, g, CtcBeamOptions(lattice_beam=6.0))

@@ -1,0 +1,177 @@
+"""Word-determinized lattices (`wfstdecode.compact_lattice`): one path per word sequence of the
+state-level lattice, carrying that sequence's best alignment (checked against every path of the
+lattice, enumerated here, and against OpenFst's determinization of the word acceptor); Kaldi
+CompactLattice files written and read back; the expansion back to a state-level lattice."""
+
+import math
+import struct
+
+import numpy as np
+import pytest
+
+from wfstdecode import OptionsError
+from wfstdecode.compact_lattice import CompactLattice, compact_from_fst, determinize
+from wfstdecode.ctc import CtcBeamOptions, ctc_lattices
+from wfstdecode.errors import InputFileError
+from wfstdecode.lattice_io import read_kaldi_archive, write_kaldi_archive
+from wfstdecode.testing import random_graph, random_log_probs
+
+WIDE = dict(beam=math.inf, max_active=1_000_000, lattice_beam=math.inf)
+
+
+def _lattices(seed, backend="cpu", **options):
+    g = random_graph(seed, num_states=8 + seed % 7, num_tokens=5, arcs_per_state=3,
+                     eps_arcs_per_state=0.3 * (seed % 3))  # fmt: skip
+    lp = random_log_probs(seed, 2, 5 + seed % 4, g.num_tokens, peaky=1.5 + seed % 3)
+    return ctc_lattices(lp, None, g, CtcBeamOptions(**{**WIDE, **options}), backend=backend)
+
+
+def _best_alignments(lat):
+    """Every path of the state-level lattice, enumerated: per word sequence the best one by
+    Kaldi's order (cost, then graph cost, then shorter string, then smaller string), as
+    ``(cost, graph, acoustic, string)``."""
+    first = np.searchsorted(lat.src, np.arange(lat.num_nodes + 1))
+    best: dict = {}
+    stack = [(0, (), 0.0, 0.0, ())] if lat.num_nodes else []
+    while stack:
+        node, words, g, a, labels = stack.pop()
+        if np.isfinite(lat.final[node]):
+            gf = g + float(lat.final[node])
+            key = (gf + lat.acoustic_scale * a, gf, len(labels), labels)
+            if words not in best or key < best[words][0]:
+                best[words] = (key, a)
+        for i in range(first[node], first[node + 1]):
+            word, label = int(lat.olabel[i]), int(lat.ilabel[i])
+            stack.append((int(lat.dst[i]), words + ((word,) if word else ()),
+                          g + float(lat.graph_cost[i]), a + float(lat.acoustic_cost[i]),
+                          labels + ((label,) if label else ())))  # fmt: skip
+    return {w: (k[0], k[1], a, k[3]) for w, (k, a) in best.items()}
+
+
+def _assert_same_paths(compact: CompactLattice, want: dict, tol=1e-3):
+    got = compact.paths()
+    assert len({words for words, *_ in got}) == len(got)  # one path per word sequence
+    assert {words for words, *_ in got} == set(want)
+    for words, g, a, labels in got:
+        cost, g_want, a_want, labels_want = want[words]
+        assert g + compact.acoustic_scale * a == pytest.approx(cost, abs=tol)
+        assert g == pytest.approx(g_want, abs=tol) and a == pytest.approx(a_want, abs=tol)
+        assert labels == labels_want  # the best alignment's tokens, one per frame
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+@pytest.mark.parametrize("seed", range(8))
+def test_one_path_per_word_sequence_with_its_best_alignment(seed, backend):
+    for lat in _lattices(seed, backend):
+        compact = determinize(lat)
+        _assert_same_paths(compact, _best_alignments(lat))
+        assert (compact.src < compact.dst).all()  # topological, arcs by source
+        assert (np.diff(compact.src) >= 0).all()
+        for *_, labels in compact.paths():
+            assert len(labels) == lat.num_frames  # every frame's token, once
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_costs_equal_openfst_determinization_of_the_word_acceptor(seed):
+    pynini = pytest.importorskip("pynini")
+    from wfstdecode.fstio import FstArrays
+    from wfstdecode.testing.oracles import paths, pynini_fst
+
+    for lat in _lattices(seed, lattice_beam=5.0):
+        words_fst = pynini_fst(FstArrays(0, lat.final, lat.src, lat.dst, lat.olabel, lat.olabel,
+                                         lat.arc_cost().astype(np.float32)))  # fmt: skip
+        det = pynini.determinize(pynini.rmepsilon(words_fst))
+        want = {tuple(o): w for _, o, w in paths(det)}
+        got = {words: g + lat.acoustic_scale * a for words, g, a, _ in determinize(lat).paths()}
+        assert set(got) == set(want)
+        for words, cost in got.items():
+            assert cost == pytest.approx(want[words], abs=2e-3)
+
+
+def test_finite_lattice_beams_and_the_beam_argument():
+    (lat, _) = _lattices(3)
+    for beam in (1.0, 4.0):
+        pruned = determinize(lat.pruned(beam))
+        assert {w for w, *_ in determinize(lat, beam=beam).paths()} == {
+            w for w, *_ in pruned.paths()
+        }
+        _assert_same_paths(pruned, _best_alignments(lat.pruned(beam)))
+        best = min(g + lat.acoustic_scale * a for _, g, a, _ in pruned.paths())
+        assert best == pytest.approx(lat.best_cost, abs=1e-3)  # the best path survives
+
+
+def test_too_many_states_raise_with_the_remedy():
+    (lat, _) = _lattices(2)
+    with pytest.raises(OptionsError, match="smaller lattice beam"):
+        determinize(lat, max_states=2)
+
+
+def test_expanding_back_gives_the_same_paths():
+    for seed in range(4):
+        for lat in _lattices(seed, lattice_beam=6.0):
+            compact = determinize(lat)
+            state_level = compact.to_lattice()
+            assert state_level.num_frames == lat.num_frames
+            again = determinize(state_level)
+            _assert_same_paths(again, {w: (g + lat.acoustic_scale * a, g, a, s)
+                                       for w, g, a, s in compact.paths()})  # fmt: skip
+            assert state_level.best_cost == pytest.approx(lat.best_cost, abs=1e-3)
+
+
+def test_kaldi_compact_lattice_file_layout_and_round_trip(tmp_path):
+    """The bytes of a two-arc CompactLattice as Kaldi's CompactLatticeWeight and OpenFst's
+    VectorFst write them, then a real one written and read back."""
+    tiny = compact_from_fst(dict(
+        start=0, src=np.array([0, 1], np.int32), dst=np.array([1, 2], np.int32),
+        word=np.array([7, 9], np.int32), graph_cost=np.array([1.5, 0.25]),
+        acoustic_cost=np.array([3.0, 2.0]), string=np.array([4, 1, 2], np.int32),
+        string_start=np.array([0, 2, 3]), final_graph=np.array([np.inf, np.inf, 0.5]),
+        final_acoustic=np.array([np.inf, np.inf, 0.75]), final_string=np.array([3], np.int32),
+        final_string_start=np.array([0, 0, 0, 1]),
+    ), 1.0)  # fmt: skip
+
+    def text(s: str) -> bytes:
+        return struct.pack("<i", len(s)) + s.encode()
+
+    zero = struct.pack("<ffi", np.inf, np.inf, 0)
+    want = (struct.pack("<i", 2125659606) + text("vector") + text("compactlattice44")
+            + struct.pack("<iiQqqq", 2, 0, 3, 0, 3, 2)
+            + zero + struct.pack("<q", 1)
+            + struct.pack("<iiffiiii", 7, 7, 1.5, 3.0, 2, 4, 1, 1)
+            + zero + struct.pack("<q", 1)
+            + struct.pack("<iiffiii", 9, 9, 0.25, 2.0, 1, 2, 2)
+            + struct.pack("<ffii", 0.5, 0.75, 1, 3) + struct.pack("<q", 0))  # fmt: skip
+    assert tiny.kaldi_bytes() == want
+    (lat, _) = _lattices(5, lattice_beam=6.0)
+    compact = determinize(lat)
+    ark = tmp_path / "c.ark"
+    write_kaldi_archive({"tiny": tiny, "u1": compact}, ark)
+    back = read_kaldi_archive(ark, keep_compact=True)
+    for name in ("src", "dst", "word", "string", "string_start", "final_string",
+                 "final_string_start"):  # fmt: skip
+        np.testing.assert_array_equal(getattr(back["u1"], name), getattr(compact, name))
+    for name in ("graph_cost", "acoustic_cost", "final_graph", "final_acoustic"):
+        np.testing.assert_allclose(getattr(back["u1"], name),
+                                   getattr(compact, name).astype(np.float32))  # fmt: skip
+    expanded = read_kaldi_archive(ark)["u1"]  # as rescoring reads it: state-level
+    assert expanded.best_cost == pytest.approx(lat.best_cost, abs=1e-3)
+    assert {tuple(w for w in expanded.olabel[arcs] if w) for arcs, _ in expanded.nbest(50)} == {
+        w for w, *_ in compact.paths()
+    }
+
+
+def test_a_truncated_compact_lattice_names_the_entry(tmp_path):
+    (lat, _) = _lattices(1, lattice_beam=4.0)
+    data = determinize(lat).kaldi_bytes()
+    (tmp_path / "bad.ark").write_bytes(b"u9 \0B" + data[: len(data) - 7])
+    with pytest.raises(InputFileError, match="u9"):
+        read_kaldi_archive(tmp_path / "bad.ark")
+
+
+def test_an_empty_lattice_determinizes_to_nothing(tmp_path):
+    (lat, _) = _lattices(0, lattice_beam=4.0)
+    empty = lat._subset(np.zeros(lat.num_nodes, bool), np.zeros(lat.num_arcs, bool))
+    compact = determinize(empty)
+    assert compact.num_states == 0 and compact.paths() == []
+    write_kaldi_archive({"e": compact}, tmp_path / "e.ark")
+    assert read_kaldi_archive(tmp_path / "e.ark", keep_compact=True)["e"].num_states == 0

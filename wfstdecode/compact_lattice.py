@@ -1,0 +1,286 @@
+"""`CompactLattice`: a lattice determinized on words, as Kaldi's decoders write by default.
+
+A state-level `Lattice` holds one path per alignment; most of them spell the same words. Kaldi
+determinizes it on the output (word) labels in the ``CompactLatticeWeight`` semiring: each arc
+is a word with a weight *(graph cost, acoustic cost)* and the string of input labels (here token
+id + 1, one per frame) it covers, so that every word sequence of the lattice is on exactly one
+path, whose weight and string are those of that sequence's best alignment. "Best" is Kaldi's
+order: the smaller ``graph + acoustic_scale * acoustic``, then the smaller graph cost, then the
+shorter string, then the lexicographically smaller one.
+
+`determinize` is the subset construction of weighted determinization in that semiring, on an
+acyclic lattice: a state of the result is a set of lattice nodes, each with the residual weight
+and string the emitted arcs have not yet paid; an arc for word ``w`` pays the best element's
+weight and the longest common prefix of the elements' strings. Lattices are acyclic, so it
+terminates; ``max_states`` bounds the pathological cases (prune with a lattice beam first, as
+Kaldi's determinization does).
+
+Written with `kaldi_bytes`, it is an OpenFst ``vector`` FST with ``compactlattice44`` arcs (what
+Kaldi's ``CompactLattice`` holder reads; ``lattice-copy``, ``lattice-best-path``,
+``lattice-to-ctm-conf`` take it as ``ark:``). `to_lattice` expands it back into a state-level
+`Lattice` (one arc per string label, Kaldi's ``ConvertLattice``), which is how `wfstdecode
+rescore` reads CompactLattice archives.
+"""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+
+import numpy as np
+
+from .errors import OptionsError
+from .lattice import Lattice, lattice_from_fst, topological_order
+
+_INF = np.inf
+_KEY_RESOLUTION = 1e-6  # residual costs closer than this make the same determinized state
+
+
+@dataclass(frozen=True, eq=False)
+class CompactLattice:
+    """A word lattice determinized on words (module docstring). State 0 is the start; states
+    are numbered in topological order (``src[i] < dst[i]``), arcs sorted by ``src``.
+
+    word:           int32 [A] the arc's word id (> 0; Kaldi's ilabel = olabel).
+    graph_cost, acoustic_cost: float64 [A] the arc's weight (acoustic cost unscaled).
+    string, string_start: int32 labels (token id + 1) and int64 [A + 1] offsets: arc ``i``'s
+                    string is ``string[string_start[i] : string_start[i + 1]]``.
+    final_graph, final_acoustic: float64 [N] a state's final weight (inf: not final), with
+                    ``final_string`` / ``final_string_start`` [N + 1] likewise.
+    acoustic_scale: the scale paths rank by.
+    """
+
+    src: np.ndarray
+    dst: np.ndarray
+    word: np.ndarray
+    graph_cost: np.ndarray
+    acoustic_cost: np.ndarray
+    string: np.ndarray
+    string_start: np.ndarray
+    final_graph: np.ndarray
+    final_acoustic: np.ndarray
+    final_string: np.ndarray
+    final_string_start: np.ndarray
+    acoustic_scale: float
+    notes: tuple = ()
+
+    @property
+    def num_states(self) -> int:
+        return len(self.final_graph)
+
+    @property
+    def num_arcs(self) -> int:
+        return len(self.src)
+
+    def arc_string(self, i: int) -> np.ndarray:
+        return self.string[self.string_start[i] : self.string_start[i + 1]]
+
+    def final_string_of(self, s: int) -> np.ndarray:
+        return self.final_string[self.final_string_start[s] : self.final_string_start[s + 1]]
+
+    def paths(self, limit: int = 100_000) -> list[tuple[tuple[int, ...], float, float, tuple]]:
+        """Every path as ``(words, graph cost, acoustic cost, string)``, at most ``limit`` of
+        them (a determinized lattice has one per word sequence; for tests and small lattices)."""
+        out: list = []
+        order = np.argsort(self.src, kind="stable")
+        first = np.searchsorted(self.src[order], np.arange(self.num_states + 1))
+        stack = [(0, (), 0.0, 0.0, ())] if self.num_states else []
+        while stack:
+            s, words, g, a, labels = stack.pop()
+            if np.isfinite(self.final_graph[s]):
+                out.append((words, g + self.final_graph[s], a + self.final_acoustic[s],
+                            labels + tuple(self.final_string_of(s).tolist())))  # fmt: skip
+                if len(out) >= limit:
+                    raise OptionsError(f"the lattice has more than {limit} paths")
+            for i in order[first[s] : first[s + 1]]:
+                stack.append((int(self.dst[i]), (*words, int(self.word[i])),
+                              g + self.graph_cost[i], a + self.acoustic_cost[i],
+                              labels + tuple(self.arc_string(i).tolist())))  # fmt: skip
+        return out
+
+    def to_lattice(self) -> Lattice:
+        """The state-level `Lattice` of the same paths: each arc becomes a chain with one arc per
+        string label (the first carries the word and the weight), a final string a chain to a
+        new final state (Kaldi's ``ConvertLattice``). No graph arcs or states are known (-1)."""
+        src, dst, ilabel, olabel, g, a = [], [], [], [], [], []
+        n = self.num_states
+        final = np.full(n, _INF, np.float32)
+
+        def chain(s: int, labels, word: int, graph: float, acoustic: float, end: int | None):
+            nonlocal n
+            labels = list(labels) or [0]
+            for k, label in enumerate(labels):
+                last = k == len(labels) - 1
+                nxt = end if last and end is not None else n
+                if nxt == n:
+                    n += 1
+                src.append(s), dst.append(nxt), ilabel.append(label)
+                olabel.append(word if k == 0 else 0)
+                g.append(graph if k == 0 else 0.0), a.append(acoustic if k == 0 else 0.0)
+                s = nxt
+            return s
+
+        finals = {}
+        for s in range(self.num_states):
+            if np.isfinite(self.final_graph[s]):
+                labels = self.final_string_of(s)
+                if len(labels) == 0 and self.final_acoustic[s] == 0:
+                    final[s] = self.final_graph[s]
+                else:  # Lattice finals hold a graph cost only: the rest on a chain
+                    finals[chain(s, labels, 0, self.final_graph[s], self.final_acoustic[s],
+                                 None)] = 0.0  # fmt: skip
+            for i in np.flatnonzero(self.src == s):
+                chain(s, self.arc_string(i), int(self.word[i]), self.graph_cost[i],
+                      self.acoustic_cost[i], int(self.dst[i]))  # fmt: skip
+        final = np.concatenate((final, np.full(n - len(final), _INF, np.float32)))
+        for s, cost in finals.items():
+            final[s] = cost
+        arrays = dict(start=0, final=final, src=np.array(src, np.int32),
+                      dst=np.array(dst, np.int32), ilabel=np.array(ilabel, np.int32),
+                      olabel=np.array(olabel, np.int32), graph_cost=np.array(g, np.float32),
+                      acoustic_cost=np.array(a, np.float32))  # fmt: skip
+        return lattice_from_fst(arrays, self.acoustic_scale)
+
+    def kaldi_bytes(self) -> bytes:
+        """An OpenFst ``vector`` FST with Kaldi's ``compactlattice44`` arcs (ilabel = olabel =
+        word; weight: graph cost, acoustic cost (float32), string length (int32), the labels
+        (int32); a non-final state's weight is Kaldi's zero, ``(inf, inf)`` with no string)."""
+        from .fstio import compact_lattice_bytes
+
+        return compact_lattice_bytes(self)
+
+
+def determinize(lattice: Lattice, beam: float | None = None,
+                max_states: int = 1_000_000) -> CompactLattice:  # fmt: skip
+    """``lattice`` determinized on words (module docstring), pruned to ``beam`` first when
+    given. Raises `OptionsError` past ``max_states`` states (lower the lattice beam)."""
+    if beam is not None:
+        lattice = lattice.pruned(beam)
+    scale = lattice.acoustic_scale
+    g_arc = lattice.graph_cost.astype(np.float64)
+    a_arc = lattice.acoustic_cost.astype(np.float64)
+    first = np.searchsorted(lattice.src, np.arange(lattice.num_nodes + 1))
+    dst, ilabel, olabel = lattice.dst.tolist(), lattice.ilabel.tolist(), lattice.olabel.tolist()
+    final = lattice.final.astype(np.float64)
+    g_arc, a_arc, first = g_arc.tolist(), a_arc.tolist(), first.tolist()
+
+    def order(g: float, a: float, labels: tuple) -> tuple:  # Kaldi's: best is smallest
+        return (g + scale * a, g, len(labels), labels)
+
+    states: dict = {}  # subset key -> state id
+    subsets: list = []  # state id -> [(node, g, a, labels)]
+    arcs: list = []  # (src, dst, word, g, a, labels)
+    finals: dict = {}  # state -> (g, a, labels)
+
+    def state_of(elements: list) -> int:
+        key = tuple(sorted((node, round(g / _KEY_RESOLUTION), round(a / _KEY_RESOLUTION),
+                            labels) for node, g, a, labels in elements))  # fmt: skip
+        s = states.get(key)
+        if s is None:
+            if len(subsets) >= max_states:
+                raise OptionsError(
+                    f"word determinization passed {max_states} states: prune the lattice with "
+                    "a smaller lattice beam first"
+                )
+            s = states[key] = len(subsets)
+            subsets.append(elements)
+        return s
+
+    if lattice.num_nodes and np.isfinite(lattice.best_cost):
+        state_of([(0, 0.0, 0.0, ())])
+    s = 0
+    while s < len(subsets):
+        # Within the words' epsilon region: the best residual reaching each node (nodes are in
+        # topological order, so popping the smallest settles it).
+        best = {node: (g, a, labels) for node, g, a, labels in subsets[s]}
+        heap = list(best)
+        heapq.heapify(heap)
+        by_word: dict = {}  # word -> {node after its arc: (g, a, labels)}
+        while heap:
+            node = heapq.heappop(heap)
+            g0, a0, l0 = best[node]
+            if final[node] < _INF:
+                cand = (g0 + final[node], a0, l0)
+                if s not in finals or order(*cand) < order(*finals[s]):
+                    finals[s] = cand
+            for i in range(first[node], first[node + 1]):
+                labels = (*l0, ilabel[i]) if ilabel[i] else l0
+                cand = (g0 + g_arc[i], a0 + a_arc[i], labels)
+                table = best if olabel[i] == 0 else by_word.setdefault(olabel[i], {})
+                old = table.get(dst[i])
+                if old is None or order(*cand) < order(*old):
+                    if old is None and olabel[i] == 0:
+                        heapq.heappush(heap, dst[i])
+                    table[dst[i]] = cand
+        for word in sorted(by_word):
+            reached = by_word[word]
+            g_best, a_best, l_best = min(reached.values(), key=lambda v: order(*v))
+            common = _common_prefix([labels for _, _, labels in reached.values()])
+            residual = [(node, g - g_best, a - a_best, labels[common:])
+                        for node, (g, a, labels) in reached.items()]  # fmt: skip
+            arcs.append((s, state_of(residual), word, g_best, a_best, l_best[:common]))
+        s += 1
+    return _assemble(len(subsets), arcs, finals, scale, lattice.notes)
+
+
+def _common_prefix(strings: list) -> int:
+    shortest = min(strings, key=len)
+    for k, label in enumerate(shortest):
+        if any(s[k] != label for s in strings):
+            return k
+    return len(shortest)
+
+
+def _assemble(n: int, arcs: list, finals: dict, scale: float, notes: tuple) -> CompactLattice:
+    lengths = [len(arc[5]) for arc in arcs]
+    final_labels, final_lengths = [], np.zeros(n, np.int64)
+    final_g, final_a = np.full(n, _INF), np.full(n, _INF)
+    for s, (g, a, labels) in finals.items():
+        final_g[s], final_a[s], final_lengths[s] = g, a, len(labels)
+    for s in range(n):
+        final_labels += finals.get(s, (0, 0, ()))[2]
+    return compact_from_fst(dict(
+        start=0, src=np.array([a[0] for a in arcs], np.int32),
+        dst=np.array([a[1] for a in arcs], np.int32), word=np.array([a[2] for a in arcs], np.int32),
+        graph_cost=np.array([a[3] for a in arcs], np.float64),
+        acoustic_cost=np.array([a[4] for a in arcs], np.float64),
+        string=np.array([label for arc in arcs for label in arc[5]], np.int32),
+        string_start=np.concatenate(([0], np.cumsum(lengths, dtype=np.int64))),
+        final_graph=final_g, final_acoustic=final_a,
+        final_string=np.array(final_labels, np.int32),
+        final_string_start=np.concatenate(([0], np.cumsum(final_lengths))),
+    ), scale, notes)  # fmt: skip
+
+
+def compact_from_fst(f: dict, acoustic_scale: float, notes: tuple = ()) -> CompactLattice:
+    """A `CompactLattice` of CompactLattice FST arrays (`fstio.read_lattice_bytes`'s, or
+    `determinize`'s): the states reachable from the start renumbered topologically, arcs
+    grouped by source."""
+    n = len(f["final_graph"])
+    order = topological_order(n, f["start"], f["src"], f["dst"])
+    rank = np.full(n, -1, np.int64)
+    rank[order] = np.arange(len(order))
+    keep = np.flatnonzero((rank[f["src"]] >= 0) & (rank[f["dst"]] >= 0))
+    keep = keep[np.argsort(rank[f["src"][keep]], kind="stable")]
+    spans = [(f["string_start"][i], f["string_start"][i + 1]) for i in keep]
+    fspans = [(f["final_string_start"][s], f["final_string_start"][s + 1]) for s in order]
+
+    def gathered(labels, spans_):
+        parts = [labels[lo:hi] for lo, hi in spans_]
+        lengths = [hi - lo for lo, hi in spans_]
+        joined = np.concatenate(parts).astype(np.int32) if parts else np.zeros(0, np.int32)
+        return joined, np.concatenate(([0], np.cumsum(lengths, dtype=np.int64)))
+
+    string, string_start = gathered(f["string"], spans)
+    final_string, final_start = gathered(f["final_string"], fspans)
+    return CompactLattice(
+        src=rank[f["src"][keep]].astype(np.int32), dst=rank[f["dst"][keep]].astype(np.int32),
+        word=f["word"][keep].astype(np.int32),
+        graph_cost=f["graph_cost"][keep].astype(np.float64),
+        acoustic_cost=f["acoustic_cost"][keep].astype(np.float64),
+        string=string, string_start=string_start,
+        final_graph=f["final_graph"][order].astype(np.float64),
+        final_acoustic=f["final_acoustic"][order].astype(np.float64),
+        final_string=final_string, final_string_start=final_start,
+        acoustic_scale=float(acoustic_scale), notes=notes,
+    )  # fmt: skip
