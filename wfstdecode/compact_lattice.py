@@ -164,17 +164,19 @@ def determinize(lattice: Lattice, beam: float | None = None,
     final = lattice.final.astype(np.float64)
     g_arc, a_arc, first = g_arc.tolist(), a_arc.tolist(), first.tolist()
 
-    def order(g: float, a: float, labels: tuple) -> tuple:  # Kaldi's: best is smallest
-        return (g + scale * a, g, len(labels), labels)
+    # A weight is (cost, graph, string length, string, acoustic): tuples compare in Kaldi's
+    # order (the best is the smallest), residuals included.
+    def weight(g: float, a: float, labels: tuple) -> tuple:
+        return (g + scale * a, g, len(labels), labels, a)
 
     states: dict = {}  # subset key -> state id
-    subsets: list = []  # state id -> [(node, g, a, labels)]
+    subsets: list = []  # state id -> {node: residual weight}
     arcs: list = []  # (src, dst, word, g, a, labels)
-    finals: dict = {}  # state -> (g, a, labels)
+    finals: dict = {}  # state -> weight
 
-    def state_of(elements: list) -> int:
-        key = tuple(sorted((node, round(g / _KEY_RESOLUTION), round(a / _KEY_RESOLUTION),
-                            labels) for node, g, a, labels in elements))  # fmt: skip
+    def state_of(elements: dict) -> int:
+        key = tuple(sorted((node, round(w[1] / _KEY_RESOLUTION), round(w[4] / _KEY_RESOLUTION),
+                            w[3]) for node, w in elements.items()))  # fmt: skip
         s = states.get(key)
         if s is None:
             if len(subsets) >= max_states:
@@ -187,48 +189,56 @@ def determinize(lattice: Lattice, beam: float | None = None,
         return s
 
     if lattice.num_nodes and np.isfinite(lattice.best_cost):
-        state_of([(0, 0.0, 0.0, ())])
+        state_of({0: weight(0.0, 0.0, ())})
     s = 0
     while s < len(subsets):
         # Within the words' epsilon region: the best residual reaching each node (nodes are in
         # topological order, so popping the smallest settles it).
-        best = {node: (g, a, labels) for node, g, a, labels in subsets[s]}
+        best = dict(subsets[s])
         heap = list(best)
         heapq.heapify(heap)
-        by_word: dict = {}  # word -> {node after its arc: (g, a, labels)}
+        by_word: dict = {}  # word -> {node after its arc: weight}
         while heap:
             node = heapq.heappop(heap)
-            g0, a0, l0 = best[node]
+            _, g0, _, l0, a0 = best[node]
             if final[node] < _INF:
-                cand = (g0 + final[node], a0, l0)
-                if s not in finals or order(*cand) < order(*finals[s]):
-                    finals[s] = cand
+                w = weight(g0 + final[node], a0, l0)
+                if s not in finals or w < finals[s]:
+                    finals[s] = w
             for i in range(first[node], first[node + 1]):
-                labels = (*l0, ilabel[i]) if ilabel[i] else l0
-                cand = (g0 + g_arc[i], a0 + a_arc[i], labels)
-                table = best if olabel[i] == 0 else by_word.setdefault(olabel[i], {})
-                old = table.get(dst[i])
-                if old is None or order(*cand) < order(*old):
-                    if old is None and olabel[i] == 0:
-                        heapq.heappush(heap, dst[i])
-                    table[dst[i]] = cand
+                w = weight(g0 + g_arc[i], a0 + a_arc[i], (*l0, ilabel[i]) if ilabel[i] else l0)
+                to = dst[i]
+                if olabel[i]:
+                    table = by_word.setdefault(olabel[i], {})
+                    old = table.get(to)
+                    if old is None or w < old:
+                        table[to] = w
+                    continue
+                old = best.get(to)
+                if old is None:
+                    heapq.heappush(heap, to)
+                    best[to] = w
+                elif w < old:
+                    best[to] = w
         for word in sorted(by_word):
             reached = by_word[word]
-            g_best, a_best, l_best = min(reached.values(), key=lambda v: order(*v))
-            common = _common_prefix([labels for _, _, labels in reached.values()])
-            residual = [(node, g - g_best, a - a_best, labels[common:])
-                        for node, (g, a, labels) in reached.items()]  # fmt: skip
+            _, g_best, _, l_best, a_best = min(reached.values())
+            common = _common_prefix([w[3] for w in reached.values()])
+            residual = {node: weight(w[1] - g_best, w[4] - a_best, w[3][common:])
+                        for node, w in reached.items()}  # fmt: skip
             arcs.append((s, state_of(residual), word, g_best, a_best, l_best[:common]))
         s += 1
+    finals = {s: (w[1], w[4], w[3]) for s, w in finals.items()}
     return _assemble(len(subsets), arcs, finals, scale, lattice.notes)
 
 
 def _common_prefix(strings: list) -> int:
-    shortest = min(strings, key=len)
-    for k, label in enumerate(shortest):
-        if any(s[k] != label for s in strings):
+    """Length of the longest common prefix: that of the lexicographically first and last."""
+    lo, hi = min(strings), max(strings)
+    for k, (x, y) in enumerate(zip(lo, hi, strict=False)):
+        if x != y:
             return k
-    return len(shortest)
+    return min(len(lo), len(hi))
 
 
 def _assemble(n: int, arcs: list, finals: dict, scale: float, notes: tuple) -> CompactLattice:
