@@ -27,25 +27,33 @@ def _lattices(seed, backend="cpu", **options):
 
 
 def _best_alignments(lat):
-    """Every path of the state-level lattice, enumerated: per word sequence the best one by
-    Kaldi's order (cost, then graph cost, then shorter string, then smaller string), as
-    ``(cost, graph, acoustic, string)``."""
+    """Per word sequence of the state-level lattice, its best path by Kaldi's order (cost, then
+    graph cost, then shorter string, then smaller string), as ``(cost, graph, acoustic,
+    string)``: the best path into each (node, words so far), nodes in topological order (the
+    order is kept by extending paths, so this is the best over every path)."""
+    scale = lat.acoustic_scale
+    at: list[dict] = [{} for _ in range(lat.num_nodes)]
+    if lat.num_nodes:
+        at[0][()] = (0.0, 0.0, 0, (), 0.0)
     first = np.searchsorted(lat.src, np.arange(lat.num_nodes + 1))
     best: dict = {}
-    stack = [(0, (), 0.0, 0.0, ())] if lat.num_nodes else []
-    while stack:
-        node, words, g, a, labels = stack.pop()
-        if np.isfinite(lat.final[node]):
-            gf = g + float(lat.final[node])
-            key = (gf + lat.acoustic_scale * a, gf, len(labels), labels)
-            if words not in best or key < best[words][0]:
-                best[words] = (key, a)
-        for i in range(first[node], first[node + 1]):
-            word, label = int(lat.olabel[i]), int(lat.ilabel[i])
-            stack.append((int(lat.dst[i]), words + ((word,) if word else ()),
-                          g + float(lat.graph_cost[i]), a + float(lat.acoustic_cost[i]),
-                          labels + ((label,) if label else ())))  # fmt: skip
-    return {w: (k[0], k[1], a, k[3]) for w, (k, a) in best.items()}
+    for node in range(lat.num_nodes):  # arcs go forward: every arc into it was taken
+        for words, (_, g, _, labels, a) in at[node].items():
+            if np.isfinite(lat.final[node]):
+                gf = g + float(lat.final[node])
+                w = (gf + scale * a, gf, len(labels), labels, a)
+                if words not in best or w < best[words]:
+                    best[words] = w
+            for i in range(first[node], first[node + 1]):
+                word, label = int(lat.olabel[i]), int(lat.ilabel[i])
+                g2, a2 = g + float(lat.graph_cost[i]), a + float(lat.acoustic_cost[i])
+                l2 = labels + ((label,) if label else ())
+                w2 = words + ((word,) if word else ())
+                w = (g2 + scale * a2, g2, len(l2), l2, a2)
+                old = at[int(lat.dst[i])].get(w2)
+                if old is None or w < old:
+                    at[int(lat.dst[i])][w2] = w
+    return {words: (c, g, a, labels) for words, (c, g, _, labels, a) in best.items()}
 
 
 def _assert_same_paths(compact: CompactLattice, want: dict, tol=1e-3):
