@@ -5,6 +5,7 @@ overrides the detection."""
 import os
 import sys
 import threading
+import time
 from pathlib import Path
 
 
@@ -43,6 +44,25 @@ def _patch_simulator_shared_arrays() -> None:
     kernelapi.FakeCUDAShared.array = array
 
 
+def _patch_simulator_polling() -> None:
+    """The simulator's block manager busy-polls its threads (``is_alive`` of each, in a loop)
+    holding the GIL the simulated threads need. Yielding it at each poll (``sleep(0)``) changes
+    nothing the threads do and halves the cuda tests' time (two search tests: 18.6 -> 9.4 s)."""
+    from numba.cuda.simulator import kernel
+
+    thread = getattr(kernel, "BlockThread", None)
+    if thread is None or getattr(thread.is_alive, "_wfstdecode_yields", False):
+        return
+    alive = thread.is_alive
+
+    def is_alive(self):
+        time.sleep(0)
+        return alive(self)
+
+    is_alive._wfstdecode_yields = True
+    thread.is_alive = is_alive
+
+
 _sim = os.environ.get("WFSTDECODE_CUDASIM")
 if (_sim == "1" or (_sim is None and not _has_gpu())) and "numba" not in sys.modules:
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
@@ -51,6 +71,7 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
     # syncthreads; a short switch interval makes that several times faster.
     sys.setswitchinterval(5e-4)
     _patch_simulator_shared_arrays()
+    _patch_simulator_polling()
 
 
 def pytest_configure(config):
