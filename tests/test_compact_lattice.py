@@ -77,6 +77,7 @@ def test_one_path_per_word_sequence_with_its_best_alignment(seed, backend):
         assert (np.diff(compact.src) >= 0).all()
         for *_, labels in compact.paths():
             assert len(labels) == lat.num_frames  # every frame's token, once
+        assert compact.num_paths() == len(compact.paths())
 
 
 @pytest.mark.parametrize("seed", range(4))

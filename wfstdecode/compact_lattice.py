@@ -78,6 +78,17 @@ class CompactLattice:
     def final_string_of(self, s: int) -> np.ndarray:
         return self.final_string[self.final_string_start[s] : self.final_string_start[s + 1]]
 
+    def num_paths(self) -> int:
+        """How many complete paths (= distinct word sequences) it holds, counted backwards over
+        the topological order, not enumerated."""
+        count = [0] * self.num_states
+        first = np.searchsorted(self.src, np.arange(self.num_states + 1)).tolist()
+        dst = self.dst.tolist()
+        for s in range(self.num_states - 1, -1, -1):
+            ends = int(np.isfinite(self.final_graph[s]))
+            count[s] = ends + sum(count[d] for d in dst[first[s] : first[s + 1]])
+        return count[0] if self.num_states else 0
+
     def paths(self, limit: int = 100_000) -> list[tuple[tuple[int, ...], float, float, tuple]]:
         """Every path as ``(words, graph cost, acoustic cost, string)``, at most ``limit`` of
         them (a determinized lattice has one per word sequence; for tests and small lattices)."""
