@@ -184,3 +184,49 @@ def test_an_empty_lattice_determinizes_to_nothing(tmp_path):
     assert compact.num_states == 0 and compact.paths() == []
     write_kaldi_archive({"e": compact}, tmp_path / "e.ark")
     assert read_kaldi_archive(tmp_path / "e.ark", keep_compact=True)["e"].num_states == 0
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_posteriors_count_each_word_sequence_once_by_its_best_alignment(seed):
+    for lat in _lattices(seed, lattice_beam=5.0):
+        compact = determinize(lat)
+        paths = compact.paths()
+        weight = {w: math.exp(-(g + compact.acoustic_scale * a)) for w, g, a, _ in paths}
+        total = sum(weight.values())
+        for words, p in weight.items():
+            assert compact.path_posterior(words) == pytest.approx(p / total, rel=1e-6)
+        for k, at_k in enumerate(compact.word_posteriors()):
+            brute: dict = {}
+            for words, p in weight.items():
+                if len(words) > k:
+                    brute[words[k]] = brute.get(words[k], 0.0) + p / total
+            assert at_k == pytest.approx(brute, rel=1e-6, abs=1e-12)
+
+
+def test_decoding_with_determinized_posteriors():
+    from wfstdecode.ctc import decode_ctc
+    from wfstdecode.metrics import edit_distance
+
+    g = random_graph(6, num_states=12, num_tokens=5, arcs_per_state=3, word_prob=0.6)
+    lp = random_log_probs(6, 2, 8, g.num_tokens, peaky=2.0)
+    base = dict(lattice_beam=6.0, nbest=5)
+    plain = decode_ctc(lp, None, g, CtcBeamOptions(**base))
+    hyps = decode_ctc(lp, None, g, CtcBeamOptions(**base, posteriors="determinized"))
+    mbr = decode_ctc(lp, None, g, CtcBeamOptions(**base, posteriors="determinized",
+                                                 mbr_candidates=5))  # fmt: skip
+    for b, lat in enumerate(ctc_lattices(lp, None, g, CtcBeamOptions(**base))):
+        compact = determinize(lat)
+        assert [h.word_ids for h in hyps[b]] == [h.word_ids for h in plain[b]]  # same n-best
+        posteriors = compact.word_posteriors()
+        for h in hyps[b]:
+            assert h.word_confidences == pytest.approx(
+                [posteriors[k].get(w, 0.0) for k, w in enumerate(h.word_ids)]
+            )
+        words = [h.word_ids for h in plain[b]]
+        post = np.array([compact.path_posterior(w) for w in words])
+        post /= post.sum()
+        risk = [sum(q * edit_distance(w, v) for q, v in zip(post, words, strict=True))
+                for w in words]  # fmt: skip
+        assert mbr[b][0].word_ids == words[min(range(len(words)), key=lambda i: (risk[i], i))]
+    with pytest.raises(OptionsError, match="posteriors"):
+        CtcBeamOptions(posteriors="summed")

@@ -29,6 +29,7 @@ DECODE_OPTIONS = {
     "nbest": int,
     "lattice_beam": float,
     "mbr_candidates": int,
+    "posteriors": str,
 }
 
 

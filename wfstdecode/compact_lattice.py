@@ -30,7 +30,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import OptionsError
-from .lattice import Lattice, lattice_from_fst, topological_order
+from .lattice import (
+    Lattice,
+    lattice_from_fst,
+    position_posteriors,
+    sequence_posterior,
+    topological_order,
+)
 
 _INF = np.inf
 _KEY_RESOLUTION = 1e-6  # residual costs closer than this make the same determinized state
@@ -77,6 +83,25 @@ class CompactLattice:
 
     def final_string_of(self, s: int) -> np.ndarray:
         return self.final_string[self.final_string_start[s] : self.final_string_start[s + 1]]
+
+    def path_costs(self) -> tuple[np.ndarray, np.ndarray]:
+        """float64 ``graph + acoustic_scale * acoustic`` of each arc and of each final weight."""
+        scale = self.acoustic_scale
+        return (self.graph_cost + scale * self.acoustic_cost,
+                self.final_graph + scale * self.final_acoustic)  # fmt: skip
+
+    def word_posteriors(self) -> list[dict[int, float]]:
+        """Per word position ``k``, ``{word id: posterior}`` (as `Lattice.word_posteriors`), each
+        word sequence weighted by its one path, its best alignment: Kaldi's posteriors on a
+        determinized lattice, where no sequence gains from having many alignments or graph
+        paths (n-gram backoff, pronunciations)."""
+        w, final = self.path_costs()
+        return position_posteriors(self.src, self.dst, self.word, w, final)
+
+    def path_posterior(self, words) -> float:
+        """Posterior probability of a word sequence (its path's share of the total)."""
+        w, final = self.path_costs()
+        return sequence_posterior(self.src, self.dst, self.word, w, final, words)
 
     def num_paths(self) -> int:
         """How many complete paths (= distinct word sequences) it holds, counted backwards over

@@ -163,37 +163,16 @@ class Lattice:
         """Per word position ``k`` (0-based), ``{word id: posterior}``: the probability that a
         path's ``k``-th word is that word (forward-backward over (node, words so far)). Summed
         over words, position ``k`` gives the probability that a path has more than ``k`` words;
-        the rest is the probability of fewer. A hypothesis' word confidences are its words'
-        entries (`Hypothesis.word_confidences`)."""
-        if not self.num_nodes or not self.backward()[0] < _INF:
-            return []
-        pos, label, post = _position_posteriors(
-            self.num_nodes,
-            self.src,
-            self.dst,
-            self.olabel,
-            self.arc_cost(),
-            self.final.astype(np.float64),
-        )
-        out: list[dict[int, float]] = [{} for _ in range(int(pos.max(initial=-1)) + 1)]
-        for k, w, x in zip(pos.tolist(), label.tolist(), post.tolist(), strict=True):
-            out[k][w] = out[k].get(w, 0.0) + x
-        return out
+        the rest is the probability of fewer. Every alignment (and every graph path, backoff
+        ones included) of a word sequence adds to it; `compact_lattice.CompactLattice` counts
+        each sequence once, by its best alignment, as Kaldi does."""
+        return position_posteriors(self.src, self.dst, self.olabel, self.arc_cost(),
+                                   self.final.astype(np.float64))  # fmt: skip
 
     def path_posterior(self, words) -> float:
         """Posterior probability of a word sequence: its paths' share of the total."""
-        if not self.num_nodes:
-            return 0.0
-        w, final = self.arc_cost(), self.final.astype(np.float64)
-        total = _log_backward(final, self.src, self.dst, w)
-        if not total[0] < _INF:
-            return 0.0
-        words = np.asarray([int(x) for x in words], np.int64)
-        return float(
-            np.exp(
-                total[0] - _word_constrained_cost(self.src, self.dst, self.olabel, w, final, words)
-            )
-        )
+        return sequence_posterior(self.src, self.dst, self.olabel, self.arc_cost(),
+                                  self.final.astype(np.float64), words)  # fmt: skip
 
     # ----- output ------------------------------------------------------------------------------
     def kaldi_bytes(self) -> bytes:
@@ -208,6 +187,30 @@ class Lattice:
 
 _ARC_FIELDS = ("src", "dst", "graph_arc", "ilabel", "olabel", "frame", "graph_cost",
                "acoustic_cost")  # fmt: skip
+
+
+def position_posteriors(src, dst, olabel, w, final) -> list[dict[int, float]]:
+    """`Lattice.word_posteriors` of any acyclic word graph in topological order (``src <
+    dst``, start 0): arc ends, word labels (0: none), float64 arc costs and final costs."""
+    n_nodes = len(final)
+    if not n_nodes or not _log_backward(final, src, dst, w)[0] < _INF:
+        return []
+    pos, label, post = _position_posteriors(n_nodes, src, dst, olabel, w, final)
+    out: list[dict[int, float]] = [{} for _ in range(int(pos.max(initial=-1)) + 1)]
+    for k, word, x in zip(pos.tolist(), label.tolist(), post.tolist(), strict=True):
+        out[k][word] = out[k].get(word, 0.0) + x
+    return out
+
+
+def sequence_posterior(src, dst, olabel, w, final, words) -> float:
+    """`Lattice.path_posterior` of any acyclic word graph (as `position_posteriors`)."""
+    if not len(final):
+        return 0.0
+    total = _log_backward(final, src, dst, w)
+    if not total[0] < _INF:
+        return 0.0
+    words = np.asarray([int(x) for x in words], np.int64)
+    return float(np.exp(total[0] - _word_constrained_cost(src, dst, olabel, w, final, words)))
 
 
 def lattice_from_fst(a: dict, acoustic_scale: float) -> Lattice:

@@ -168,9 +168,10 @@ def lattice_hypotheses(p: SearchProblem, raws: list, lattices: list,
 def mbr_ranked(p: SearchProblem, hyps: list, lattices: list) -> list:
     """Minimum Bayes risk over each utterance's candidates (``options.mbr_candidates`` best
     word sequences of its lattice): each candidate's expected word errors against the others,
-    weighted by their posteriors in the lattice (summed over alignments, normalised over the
-    candidates); candidates ranked by it (ties: the lattice's order), the first ``nbest`` kept,
-    each with its expected errors in its notes (Stolcke et al.'s n-best MBR)."""
+    weighted by their posteriors in ``lattices`` (`Lattice`s, or `CompactLattice`s when
+    ``options.posteriors == "determinized"``), normalised over the candidates; candidates ranked
+    by it (ties: the lattice's order), the first ``nbest`` kept, each with its expected errors
+    in its notes (Stolcke et al.'s n-best MBR)."""
     n = p.options.nbest
     out = []
     for utt, lat in zip(hyps, lattices, strict=True):
@@ -189,9 +190,10 @@ def mbr_ranked(p: SearchProblem, hyps: list, lattices: list) -> list:
 
 
 def with_confidences(p: SearchProblem, hyps: list, lattices: list) -> list:
-    """Each hypothesis with its words' posteriors in its utterance's lattice
-    (`Lattice.word_posteriors`); unchanged where there is no lattice, and with an oov slot,
-    whose spelled words are several lattice labels each."""
+    """Each hypothesis with its words' posteriors in its utterance's lattice (``word_posteriors``
+    of a `Lattice` or of its `CompactLattice`, as ``options.posteriors`` says); unchanged where
+    there is no lattice, and with an oov slot, whose spelled words are several lattice labels
+    each."""
     if p.oov is not None:
         return hyps
     out = []

@@ -56,6 +56,16 @@ class CtcBeamOptions:
                             are ranked by their expected word errors against each other under
                             the lattice's posteriors, and the first ``nbest`` returned (needs
                             ``lattice_beam``).
+    posteriors:             what the lattice's posteriors (word confidences, MBR) count:
+                            ``"lattice"`` (default: every path of the state-level lattice, so a
+                            word sequence with more alignments or graph paths — backoff arcs,
+                            pronunciations — gains probability) or ``"determinized"`` (Kaldi's:
+                            each word sequence once, by its best alignment, on the lattice
+                            determinized on words, `wfstdecode.compact_lattice`; better
+                            calibrated and a much better MBR on speech (`bench/ctc_lattice.md`),
+                            but the determinization costs up to 2x the lattice pass at lattice
+                            beam 8 and raises `OptionsError` where a wide lattice beam gives it
+                            over a million states).
     max_candidates:         cuda backend: states one utterance may reach in a frame before
                             pruning (its token table holds twice as many slots). None = twice
                             ``max_active`` (at least 256), at most the graph's state count. A frame
@@ -75,6 +85,7 @@ class CtcBeamOptions:
     nbest: int = 1
     lattice_beam: float | None = None
     mbr_candidates: int = 0
+    posteriors: str = "lattice"
     max_candidates: int | None = None
     cuda_graphs: str = "auto"
 
@@ -125,6 +136,9 @@ class CtcBeamOptions:
         if integer("mbr_candidates") < 0 or self.mbr_candidates == 1:
             raise OptionsError("CtcBeamOptions.mbr_candidates must be 0 (off) or >= 2; got "
                                f"{self.mbr_candidates}")  # fmt: skip
+        if self.posteriors not in ("determinized", "lattice"):
+            raise OptionsError("CtcBeamOptions.posteriors must be 'determinized' or 'lattice'; "
+                               f"got {self.posteriors!r}")  # fmt: skip
         if self.mbr_candidates and self.lattice_beam is None:
             raise OptionsError("CtcBeamOptions.mbr_candidates ranks a lattice's word sequences: "
                                "set lattice_beam too")  # fmt: skip

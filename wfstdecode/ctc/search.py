@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from ..backends import ctc_backend, is_device_array, is_numba_device_array, resolve_ctc_backend
+from ..compact_lattice import determinize
 from ..decoding_graph import DecodingGraph
 from ..errors import DecodeInputError, OptionsError
 from ..lattice import Lattice
@@ -139,9 +140,12 @@ def lattice_decode(problem: SearchProblem, name: str, tuning, rescore=None) -> t
         final = [None if lat is None else rescore.apply(lat, problem.graph.words) for lat in pruned]
         better = lattice_hypotheses(problem, raws, final, n)
         hyps = [h if r is None else r for h, r in zip(hyps, better, strict=True)]
+    posterior = final
+    if options.posteriors == "determinized":
+        posterior = [None if lat is None else determinize(lat) for lat in final]
     if options.mbr_candidates:
-        hyps = mbr_ranked(problem, hyps, final)
-    return with_confidences(problem, hyps, final), final
+        hyps = mbr_ranked(problem, hyps, posterior)
+    return with_confidences(problem, hyps, posterior), final
 
 
 def prepared(log_probs, lengths, graph, options, boosts, backend, tuning, num_threads,
