@@ -118,8 +118,7 @@ class CompactLattice:
         """Every path as ``(words, graph cost, acoustic cost, string)``, at most ``limit`` of
         them (a determinized lattice has one per word sequence; for tests and small lattices)."""
         out: list = []
-        order = np.argsort(self.src, kind="stable")
-        first = np.searchsorted(self.src[order], np.arange(self.num_states + 1))
+        first = np.searchsorted(self.src, np.arange(self.num_states + 1))
         stack = [(0, (), 0.0, 0.0, ())] if self.num_states else []
         while stack:
             s, words, g, a, labels = stack.pop()
@@ -128,7 +127,7 @@ class CompactLattice:
                             labels + tuple(self.final_string_of(s).tolist())))  # fmt: skip
                 if len(out) >= limit:
                     raise OptionsError(f"the lattice has more than {limit} paths")
-            for i in order[first[s] : first[s + 1]]:
+            for i in range(first[s], first[s + 1]):
                 stack.append((int(self.dst[i]), (*words, int(self.word[i])),
                               g + self.graph_cost[i], a + self.acoustic_cost[i],
                               labels + tuple(self.arc_string(i).tolist())))  # fmt: skip
@@ -157,6 +156,7 @@ class CompactLattice:
             return s
 
         finals = {}
+        first = np.searchsorted(self.src, np.arange(self.num_states + 1)).tolist()
         for s in range(self.num_states):
             if np.isfinite(self.final_graph[s]):
                 labels = self.final_string_of(s)
@@ -165,7 +165,7 @@ class CompactLattice:
                 else:  # Lattice finals hold a graph cost only: the rest on a chain
                     finals[chain(s, labels, 0, self.final_graph[s], self.final_acoustic[s],
                                  None)] = 0.0  # fmt: skip
-            for i in np.flatnonzero(self.src == s):
+            for i in range(first[s], first[s + 1]):  # arcs are grouped by source
                 chain(s, self.arc_string(i), int(self.word[i]), self.graph_cost[i],
                       self.acoustic_cost[i], int(self.dst[i]))  # fmt: skip
         final = np.concatenate((final, np.full(n - len(final), _INF, np.float32)))
