@@ -115,6 +115,21 @@ def test_too_many_states_raise_with_the_remedy():
         determinize(lat, max_states=2)
 
 
+def test_a_lattice_too_large_to_determinize_is_pruned_until_it_fits():
+    from wfstdecode.compact_lattice import determinize_pruned
+
+    (lat, _) = _lattices(2)
+    full = determinize(lat)
+    same, beam = determinize_pruned(lat, math.inf)
+    assert beam == math.inf and not same.notes and same.num_states == full.num_states
+    smaller, beam = determinize_pruned(lat, math.inf, max_states=full.num_states - 1)
+    assert beam < math.inf and smaller.num_states < full.num_states
+    assert smaller.notes[-1].startswith(f"determinized at lattice beam {beam:.3g}")
+    _assert_same_paths(smaller, _best_alignments(lat.pruned(beam)))
+    with pytest.raises(OptionsError, match="smaller lattice beam"):
+        determinize_pruned(lat, 8.0, max_states=1)  # not even the best path alone fits
+
+
 def test_expanding_back_gives_the_same_paths():
     for seed in range(4):
         for lat in _lattices(seed, lattice_beam=6.0):
@@ -230,3 +245,21 @@ def test_decoding_with_determinized_posteriors():
         assert mbr[b][0].word_ids == words[min(range(len(words)), key=lambda i: (risk[i], i))]
     with pytest.raises(OptionsError, match="posteriors"):
         CtcBeamOptions(posteriors="summed")
+
+
+def test_a_lowered_determinization_beam_is_noted_on_the_hypotheses(monkeypatch):
+    import functools
+
+    from wfstdecode.compact_lattice import determinize_pruned
+    from wfstdecode.ctc import decode_ctc, search
+
+    g = random_graph(2, num_states=9, num_tokens=5, arcs_per_state=3)
+    lp = random_log_probs(2, 1, 7, g.num_tokens, peaky=1.5)
+    options = CtcBeamOptions(**{**WIDE, "nbest": 2}, posteriors="determinized")
+    (lat,) = ctc_lattices(lp, None, g, options)
+    states = determinize(lat).num_states
+    monkeypatch.setattr(search, "determinize_pruned",
+                        functools.partial(determinize_pruned, max_states=states - 1))  # fmt: skip
+    (hyps,) = decode_ctc(lp, None, g, options)
+    for h in hyps:
+        assert h.notes[-1].startswith("determinized at lattice beam")

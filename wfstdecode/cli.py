@@ -196,9 +196,12 @@ def decode_command(args: argparse.Namespace) -> None:
 
         kept = {u: lat for u, lat in zip(result.ids, result.lattices, strict=True) if lat}
         if args.determinize_lattice:
-            from .compact_lattice import determinize
+            from .compact_lattice import determinize_pruned
 
-            kept = {u: determinize(lat) for u, lat in kept.items()}
+            for u, lat in kept.items():
+                kept[u] = determinize_pruned(lat, args.lattice_beam)[0]
+                for note in kept[u].notes[len(lat.notes) :]:  # a lowered beam
+                    print(f"{u}: {note}", file=sys.stderr)
         write_kaldi_archive(kept, args.write_lattices)
         died = len(result.ids) - len(kept)
         kind = "word-determinized CompactLattice" if args.determinize_lattice else "state-level"

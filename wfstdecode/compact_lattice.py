@@ -25,7 +25,8 @@ rescore` reads CompactLattice archives.
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -40,6 +41,7 @@ from .lattice import (
 
 _INF = np.inf
 _KEY_RESOLUTION = 1e-6  # residual costs closer than this make the same determinized state
+_MIN_RETRY_BEAM = 0.25  # determinize_pruned halves the lattice beam down to this
 
 
 @dataclass(frozen=True, eq=False)
@@ -187,7 +189,7 @@ class CompactLattice:
 
 
 def determinize(lattice: Lattice, beam: float | None = None,
-                max_states: int = 1_000_000) -> CompactLattice:  # fmt: skip
+                max_states: int = 100_000) -> CompactLattice:  # fmt: skip
     """``lattice`` determinized on words (module docstring), pruned to ``beam`` first when
     given. Raises `OptionsError` past ``max_states`` states (lower the lattice beam)."""
     if beam is not None:
@@ -266,6 +268,31 @@ def determinize(lattice: Lattice, beam: float | None = None,
         s += 1
     finals = {s: (w[1], w[4], w[3]) for s, w in finals.items()}
     return _assemble(len(subsets), arcs, finals, scale, lattice.notes)
+
+
+def determinize_pruned(lattice: Lattice, beam: float,
+                       max_states: int = 100_000) -> tuple[CompactLattice, float]:  # fmt: skip
+    """`determinize` of ``lattice`` pruned to ``beam`` (``math.inf``: unpruned); where that
+    passes ``max_states`` states the beam is halved and it is tried again, down to 0.25, as
+    Kaldi's decoders lower the lattice beam when determinization runs out of memory. Returns the
+    CompactLattice (with a note when the beam was lowered) and the beam it was made at."""
+    tried = beam
+    while True:
+        try:
+            out = determinize(lattice, tried if math.isfinite(tried) else None, max_states)
+            break
+        except OptionsError:
+            if tried <= _MIN_RETRY_BEAM:
+                raise
+            if not math.isfinite(tried):  # start from the widest beam the lattice spans
+                alpha, beta = lattice.forward(), lattice.backward()
+                through = alpha[lattice.src] + lattice.arc_cost() + beta[lattice.dst]
+                tried = float(through[np.isfinite(through)].max() - lattice.best_cost)
+            tried = max(tried / 2, _MIN_RETRY_BEAM)
+    if tried < beam:
+        note = f"determinized at lattice beam {tried:.3g}: beam {beam:g} passed {max_states} states"
+        out = replace(out, notes=(*out.notes, note))
+    return out, tried
 
 
 def _common_prefix(strings: list) -> int:

@@ -64,8 +64,8 @@ class CtcBeamOptions:
                             determinized on words, `wfstdecode.compact_lattice`; better
                             calibrated and a much better MBR on speech (`bench/ctc_lattice.md`),
                             but the determinization costs up to 2x the lattice pass at lattice
-                            beam 8 and raises `OptionsError` where a wide lattice beam gives it
-                            over a million states).
+                            beam 8; where it would pass 100,000 states the lattice beam is
+                            halved until it fits, and the hypotheses say so in their notes).
     max_candidates:         cuda backend: states one utterance may reach in a frame before
                             pruning (its token table holds twice as many slots). None = twice
                             ``max_active`` (at least 256), at most the graph's state count. A frame

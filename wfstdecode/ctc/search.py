@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
 from ..backends import ctc_backend, is_device_array, is_numba_device_array, resolve_ctc_backend
-from ..compact_lattice import determinize
+from ..compact_lattice import determinize_pruned
 from ..decoding_graph import DecodingGraph
 from ..errors import DecodeInputError, OptionsError
 from ..lattice import Lattice
@@ -141,11 +142,17 @@ def lattice_decode(problem: SearchProblem, name: str, tuning, rescore=None) -> t
         better = lattice_hypotheses(problem, raws, final, n)
         hyps = [h if r is None else r for h, r in zip(hyps, better, strict=True)]
     posterior = final
-    if options.posteriors == "determinized":
-        posterior = [None if lat is None else determinize(lat) for lat in final]
+    if options.posteriors == "determinized":  # the beam lowered where it grows too large
+        posterior = [None if lat is None else determinize_pruned(lat, options.lattice_beam)[0]
+                     for lat in final]  # fmt: skip
     if options.mbr_candidates:
         hyps = mbr_ranked(problem, hyps, posterior)
-    return with_confidences(problem, hyps, posterior), final
+    hyps = with_confidences(problem, hyps, posterior)
+    if options.posteriors == "determinized":
+        hyps = [utt if c is None or c.notes == lat.notes else
+                [replace(h, notes=(*h.notes, *c.notes[len(lat.notes):])) for h in utt]
+                for utt, c, lat in zip(hyps, posterior, final, strict=True)]  # fmt: skip
+    return hyps, final
 
 
 def prepared(log_probs, lengths, graph, options, boosts, backend, tuning, num_threads,
