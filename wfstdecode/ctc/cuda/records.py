@@ -1,7 +1,8 @@
 """The backpointer records' way to the host: `PinnedDoubleBuffer`, what a batched search wrote on
 the device copied to pinned host memory on a copy stream, alternating between two slots so that
 the copy of step *n* overlaps the compute of step *n + 1*; `RecordCopier`, the cuda search's use
-of it (one chunk of frames per step); and the pinned buffers kept between calls. It works on
+of it (one chunk of frames per step), which joins each chunk's records into global backpointers
+(`JoinedRecords`) as it arrives; and the pinned buffers kept between calls. It works on
 Numba device arrays and streams, so it runs under Numba's CUDA simulator too; torch / CuPy memory
 is reached through ``numba.cuda.as_cuda_array`` and ``numba.cuda.external_stream``.
 """
