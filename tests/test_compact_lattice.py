@@ -199,6 +199,7 @@ def test_an_empty_lattice_determinizes_to_nothing(tmp_path):
     assert compact.num_states == 0 and compact.paths() == []
     write_kaldi_archive({"e": compact}, tmp_path / "e.ark")
     assert read_kaldi_archive(tmp_path / "e.ark", keep_compact=True)["e"].num_states == 0
+    assert read_kaldi_archive(tmp_path / "e.ark")["e"].num_nodes == 0
 
 
 @pytest.mark.parametrize("seed", range(4))

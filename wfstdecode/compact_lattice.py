@@ -137,46 +137,47 @@ class CompactLattice:
 
     def to_lattice(self) -> Lattice:
         """The state-level `Lattice` of the same paths: each arc becomes a chain with one arc per
-        string label (the first carries the word and the weight), a final string a chain to a
-        new final state (Kaldi's ``ConvertLattice``). No graph arcs or states are known (-1)."""
-        src, dst, ilabel, olabel, g, a = [], [], [], [], [], []
+        string label (the first carries the word and the weight), a final weight with a string
+        or an acoustic cost a chain to a new final state (Kaldi's ``ConvertLattice``). No graph
+        arcs or states are known (-1)."""
         n = self.num_states
-        final = np.full(n, _INF, np.float32)
-
-        def chain(s: int, labels, word: int, graph: float, acoustic: float, end: int | None):
-            nonlocal n
-            labels = list(labels) or [0]
-            for k, label in enumerate(labels):
-                last = k == len(labels) - 1
-                nxt = end if last and end is not None else n
-                if nxt == n:
-                    n += 1
-                src.append(s), dst.append(nxt), ilabel.append(label)
-                olabel.append(word if k == 0 else 0)
-                g.append(graph if k == 0 else 0.0), a.append(acoustic if k == 0 else 0.0)
-                s = nxt
-            return s
-
-        finals = {}
-        first = np.searchsorted(self.src, np.arange(self.num_states + 1)).tolist()
-        for s in range(self.num_states):
-            if np.isfinite(self.final_graph[s]):
-                labels = self.final_string_of(s)
-                if len(labels) == 0 and self.final_acoustic[s] == 0:
-                    final[s] = self.final_graph[s]
-                else:  # Lattice finals hold a graph cost only: the rest on a chain
-                    finals[chain(s, labels, 0, self.final_graph[s], self.final_acoustic[s],
-                                 None)] = 0.0  # fmt: skip
-            for i in range(first[s], first[s + 1]):  # arcs are grouped by source
-                chain(s, self.arc_string(i), int(self.word[i]), self.graph_cost[i],
-                      self.acoustic_cost[i], int(self.dst[i]))  # fmt: skip
-        final = np.concatenate((final, np.full(n - len(final), _INF, np.float32)))
-        for s, cost in finals.items():
-            final[s] = cost
-        arrays = dict(start=0, final=final, src=np.array(src, np.int32),
-                      dst=np.array(dst, np.int32), ilabel=np.array(ilabel, np.int32),
-                      olabel=np.array(olabel, np.int32), graph_cost=np.array(g, np.float32),
-                      acoustic_cost=np.array(a, np.float32))  # fmt: skip
+        final = np.where(np.isfinite(self.final_graph), self.final_graph, _INF)
+        chained = np.isfinite(final) & ((np.diff(self.final_string_start) > 0)
+                                        | (self.final_acoustic != 0))  # fmt: skip
+        ends = np.flatnonzero(chained)
+        # Final weights that Lattice cannot hold (graph cost only) become arcs to new states,
+        # then every arc (words and finals alike) is expanded into its chain.
+        new_final = n + np.arange(len(ends))
+        src = np.concatenate((self.src, ends)).astype(np.int64)
+        dst = np.concatenate((self.dst, new_final)).astype(np.int64)
+        word = np.concatenate((self.word, np.zeros(len(ends), np.int32)))
+        g = np.concatenate((self.graph_cost, self.final_graph[ends]))
+        a = np.concatenate((self.acoustic_cost, self.final_acoustic[ends]))
+        lengths = np.concatenate((np.diff(self.string_start),
+                                  np.diff(self.final_string_start)[ends]))  # fmt: skip
+        starts = np.concatenate((self.string_start[:-1],
+                                 len(self.string) + self.final_string_start[ends]))  # fmt: skip
+        labels = np.concatenate((self.string, self.final_string))
+        links = np.maximum(lengths, 1)  # an empty string: one arc without a label
+        first = np.cumsum(links) - links  # each chain's first arc
+        k = np.arange(int(links.sum())) - np.repeat(first, links)  # position in its chain
+        chain = np.repeat(np.arange(len(links)), links)
+        inner = n + len(ends) + np.cumsum(links - 1) - (links - 1)  # chain's first inner node
+        head, last = k == 0, k == links[chain] - 1
+        arc_src = np.where(head, src[chain], inner[chain] + k - 1)
+        arc_dst = np.where(last, dst[chain], inner[chain] + k)
+        has = lengths[chain] > 0
+        arc_ilabel = np.zeros(len(k), np.int32)
+        arc_ilabel[has] = labels[starts[chain][has] + k[has]]
+        total_nodes = n + len(ends) + int((links - 1).sum())
+        final_all = np.full(total_nodes, _INF, np.float32)
+        final_all[:n] = np.where(chained, _INF, final)
+        final_all[new_final] = 0.0
+        arrays = dict(start=0, final=final_all, src=arc_src.astype(np.int32),
+                      dst=arc_dst.astype(np.int32), ilabel=arc_ilabel.astype(np.int32),
+                      olabel=np.where(head, word[chain], 0).astype(np.int32),
+                      graph_cost=np.where(head, g[chain], 0.0).astype(np.float32),
+                      acoustic_cost=np.where(head, a[chain], 0.0).astype(np.float32))  # fmt: skip
         return lattice_from_fst(arrays, self.acoustic_scale)
 
     def kaldi_bytes(self) -> bytes:

@@ -227,9 +227,7 @@ def lattice_from_fst(a: dict, acoustic_scale: float) -> Lattice:
     by_src = np.argsort(src, kind="stable")
     src, dst = src[by_src], dst[by_src]
     ilabel, olabel = a["ilabel"][keep][by_src], a["olabel"][keep][by_src]
-    frames = np.zeros(len(order), np.int64)
-    for i in range(len(src)):  # sources in topological order: frames settle in one pass
-        frames[dst[i]] = frames[src[i]] + (ilabel[i] != 0)
+    frames = _frames_along(len(order), src, dst, ilabel)
     if np.any(frames[dst] != frames[src] + (ilabel != 0)):
         raise GraphError("the lattice is not frame-synchronous (paths to a state differ in length)")
     return Lattice(
@@ -238,6 +236,16 @@ def lattice_from_fst(a: dict, acoustic_scale: float) -> Lattice:
         np.full(len(src), -1, np.int32), ilabel, olabel, (frames[dst] - 1).astype(np.int32),
         a["graph_cost"][keep][by_src], a["acoustic_cost"][keep][by_src], float(acoustic_scale),
     )  # fmt: skip
+
+
+@njit(nogil=True, cache=True)
+def _frames_along(n_nodes, src, dst, ilabel):
+    """Each node's frame: arcs in topological order of their sources, an arc with an input
+    label consuming one frame."""
+    frames = np.zeros(n_nodes, np.int64)
+    for i in range(len(src)):
+        frames[dst[i]] = frames[src[i]] + (ilabel[i] != 0)
+    return frames
 
 
 def topological_order(n: int, start: int, src, dst) -> np.ndarray:
