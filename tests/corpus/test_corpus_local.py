@@ -119,8 +119,8 @@ from wfstdecode.corpus import CtcCorpusDecoder, decode_corpus
 from wfstdecode.testing.corpus import FaultyDecoder
 if __name__ == "__main__":
     graph, shards, out, state = sys.argv[1:]
-    slow = FaultyDecoder(CtcCorpusDecoder(graph), "slow", state, seconds=1.5)
-    s = decode_corpus(shards, out, slow, workers=1, executor="local", progress="log")
+    gated = FaultyDecoder(CtcCorpusDecoder(graph), "gated", state, seconds=60)
+    s = decode_corpus(shards, out, gated, workers=1, executor="local", progress="log")
     print("INTERRUPTED" if s.interrupted else "COMPLETE", len(s.decoded), flush=True)
 """
 
@@ -137,7 +137,8 @@ def test_rerun_after_an_interrupted_run_decodes_only_the_missing_shards(corpus, 
     deadline = time.monotonic() + 120
     while not list(out.glob("*.done.json")) and time.monotonic() < deadline:
         time.sleep(0.05)
-    proc.send_signal(sig)
+    proc.send_signal(sig)  # the second shard waits for "go": the run is midway
+    (state / "go").touch()  # let a shard in flight end (a run that went on would finish all)
     stdout, stderr = proc.communicate(timeout=60)
     finished = sorted(p.name.removesuffix(".done.json") for p in out.glob("*.done.json"))
     assert 1 <= len(finished) < len(corpus.shards), stderr

@@ -88,7 +88,10 @@ class FaultyDecoder:
     * ``"wait_for_kill"``: the first time, it writes its Ray actor's name to ``state_dir/started``
       and sleeps (up to a minute) for the test to kill it; later attempts decode;
     * ``"hang"``: it sleeps an hour, every time (for shard timeouts);
-    * ``"slow"``: every shard sleeps ``seconds`` first (to interrupt a run midway).
+    * ``"gated"``: the first shard decodes at once, every later one first waits (up to
+      ``seconds``) for ``state_dir/go`` to exist, so that a test can interrupt a run midway
+      without racing it (a run of shards that merely sleep could finish, on a loaded machine,
+      before the test saw the first one done).
 
     ``state_dir`` remembers across processes what has happened."""
 
@@ -106,8 +109,10 @@ class FaultyDecoder:
 
         def faulty(path, name):
             first = self._first_time(name)
-            if self.mode == "slow":
-                time.sleep(self.seconds)
+            if self.mode == "gated" and not self._first_time("(gate)"):
+                go, deadline = Path(self.state_dir) / "go", time.monotonic() + self.seconds
+                while not go.exists() and time.monotonic() < deadline:
+                    time.sleep(0.05)
             elif name == self.shard and self.mode == "hang":
                 time.sleep(3600)
             elif name == self.shard and (self.mode == "crash_always" or first):
