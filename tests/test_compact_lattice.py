@@ -219,6 +219,17 @@ def test_posteriors_count_each_word_sequence_once_by_its_best_alignment(seed):
             assert at_k == pytest.approx(brute, rel=1e-6, abs=1e-12)
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_without_alignments_the_same_sequences_costs_and_posteriors(seed):
+    for lat in _lattices(seed, lattice_beam=5.0):
+        full, bare = determinize(lat), determinize(lat, alignments=False)
+        costs = {w: g + lat.acoustic_scale * a for w, g, a, _ in full.paths()}
+        got = {w: g + lat.acoustic_scale * a for w, g, a, _ in bare.paths()}
+        assert got.keys() == costs.keys() and not len(bare.string) + len(bare.final_string)
+        assert [got[w] for w in costs] == pytest.approx(list(costs.values()), abs=1e-6)
+        assert bare.word_posteriors() == [pytest.approx(p) for p in full.word_posteriors()]
+
+
 def test_decoding_with_determinized_posteriors():
     from wfstdecode.ctc import decode_ctc
     from wfstdecode.metrics import edit_distance

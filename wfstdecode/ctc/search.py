@@ -143,7 +143,8 @@ def lattice_decode(problem: SearchProblem, name: str, tuning, rescore=None) -> t
         hyps = [h if r is None else r for h, r in zip(hyps, better, strict=True)]
     posterior = final
     if options.posteriors == "determinized":  # the beam lowered where it grows too large
-        posterior = [None if lat is None else determinize_pruned(lat, options.lattice_beam)[0]
+        posterior = [None if lat is None else
+                     determinize_pruned(lat, options.lattice_beam, alignments=False)[0]
                      for lat in final]  # fmt: skip
     if options.mbr_candidates:
         hyps = mbr_ranked(problem, hyps, posterior)
