@@ -65,8 +65,8 @@ class CtcBeamOptions:
                             calibrated and a much better MBR on speech (`bench/ctc_lattice.md`),
                             but determinizing costs time: a speech decode at lattice beam 8
                             took 3.5x as long as with ``"lattice"``; where it would pass
-                            100,000 states the lattice beam is
-                            halved until it fits, and the hypotheses say so in their notes).
+                            100,000 states the lattice beam is halved until it fits, and the
+                            hypotheses say so in their notes).
     max_candidates:         cuda backend: states one utterance may reach in a frame before
                             pruning (its token table holds twice as many slots). None = twice
                             ``max_active`` (at least 256), at most the graph's state count. A frame
