@@ -225,6 +225,21 @@ def test_rescore_command_reads_the_archive_decode_wrote(tmp_path, capsys):
     assert again["u1"].best_cost == pytest.approx(
         rescore(lattices[0], g.words, NgramLm(new), NgramLm(old), 0.7).best_cost, rel=1e-5
     )
+    from wfstdecode.compact_lattice import CompactLattice, determinize
+
+    compact = read_kaldi_archive(out, keep_compact=True)  # --out: word-determinized
+    for key, lat in zip(["u1", "u2"], lattices, strict=True):
+        rescored = rescore(lat, g.words, NgramLm(new), NgramLm(old), 0.7)
+        assert isinstance(compact[key], CompactLattice)
+        want = {w for w, *_ in determinize(rescored).paths()}
+        assert {w for w, *_ in compact[key].paths()} == want
+    state_out = tmp_path / "rescored_state.ark"
+    assert main(["rescore", str(ark), "--words", str(tmp_path / "words.txt"), "--new-lm",
+                 str(new), "--old-lm", str(old), "--lm-scale", "0.7", "--out", str(state_out),
+                 "--no-determinize-lattice"]) == 0  # fmt: skip
+    state = read_kaldi_archive(state_out, keep_compact=True)
+    assert not isinstance(state["u1"], CompactLattice)
+    assert state["u1"].best_cost == pytest.approx(again["u1"].best_cost, rel=1e-5)
     (tmp_path / "bad.ark").write_bytes(b"u1 \0Bnot a lattice")
     assert main(["rescore", str(tmp_path / "bad.ark"), "--words", str(tmp_path / "words.txt"),
                  "--new-lm", str(new), "--old-lm", str(old)]) == 2  # fmt: skip

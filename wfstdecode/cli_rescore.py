@@ -55,7 +55,15 @@ def add_rescore_parser(sub) -> None:
         help="what paths rank by (the archive keeps acoustic costs unscaled)",
     )
     p.add_argument("--nbest", type=int, default=1, help="hypotheses printed per lattice")
-    p.add_argument("--out", type=Path, metavar="ARK", help="write the rescored lattices here")
+    p.add_argument("--out", type=Path, metavar="ARK",
+                   help="write the rescored lattices here, as CompactLattices determinized on "
+                        "words (as Kaldi's lattice-lmrescore pipelines keep them)")  # fmt: skip
+    p.add_argument(
+        "--determinize-lattice",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="--no-determinize-lattice writes --out as state-level Lattices",
+    )
     p.set_defaults(func=rescore_command)
 
 
@@ -97,5 +105,13 @@ def rescore_command(args: argparse.Namespace) -> None:
             tag = key if args.nbest == 1 else f"{key}-{rank + 1}"
             print(f"{tag}\t{-cost:.3f}\t{text}")
     if args.out is not None:
+        if args.determinize_lattice:
+            from .compact_lattice import determinize_pruned
+
+            limit = math.inf if beam is None else beam  # lowered where it must be
+            for key, lat in out.items():
+                out[key] = determinize_pruned(lat, limit)[0]
+                for note in out[key].notes[len(lat.notes) :]:
+                    print(f"{key}: {note}", file=sys.stderr)
         write_kaldi_archive(out, args.out)
         print(f"wrote {len(out)} rescored lattices to {args.out}", file=sys.stderr)

@@ -142,7 +142,8 @@ def lattice_decode(problem: SearchProblem, name: str, tuning, rescore=None) -> t
         better = lattice_hypotheses(problem, raws, final, n)
         hyps = [h if r is None else r for h, r in zip(hyps, better, strict=True)]
     posterior = final
-    if options.posteriors == "determinized":  # the beam lowered where it grows too large
+    # (with an oov slot no posterior is used: spelled words are several lattice labels each)
+    if options.posteriors == "determinized" and problem.oov is None:  # beam lowered if need be
         posterior = [None if lat is None else
                      determinize_pruned(lat, options.lattice_beam, alignments=False)[0]
                      for lat in final]  # fmt: skip
