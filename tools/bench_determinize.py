@@ -24,10 +24,12 @@ import functools
 import os
 import platform
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_ctc_pareto import best_cpu  # the sibling tool's best-of-N CPU timer
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "wfstdecode" / "data"
@@ -54,15 +56,6 @@ def speech_set(npz: Path):
         lp, lengths, refs = z["log_probs"], z["lengths"], [str(t).split() for t in z["texts"]]
     options = dict(beam=12.0, max_active=4000, acoustic_scale=1.25)
     return "speech", load_speech_graph(verbose=False), lp, lengths, options, refs
-
-
-def best_cpu(fn, repeats: int):
-    best, out = float("inf"), None
-    for _ in range(repeats):
-        t0 = time.process_time()
-        out = fn()
-        best = min(best, time.process_time() - t0)
-    return best, out
 
 
 def confidence_quality(refs, hyps) -> str:
@@ -130,8 +123,8 @@ def main() -> None:
 
             search = functools.partial(ctc_lattices, lp, lengths, graph, opts, backend="cpu",
                                        num_threads=1)  # fmt: skip
-            t_lat, lats = best_cpu(search, args.repeats)
-            t_det, comp = best_cpu(lambda lats=lats: [determinize(x) for x in lats], args.repeats)
+            lats, t_lat = best_cpu(search, args.repeats)
+            comp, t_det = best_cpu(lambda lats=lats: [determinize(x) for x in lats], args.repeats)
             seqs = [c.num_paths() for c in comp]
             print(f"| {name} ({len(lats)} utts) | {beam:g} | {t_lat:.3f} | {t_det:.3f} | "
                   f"{sum(x.num_nodes for x in lats):,} / {sum(x.num_arcs for x in lats):,} | "

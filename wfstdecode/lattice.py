@@ -191,9 +191,10 @@ _ARC_FIELDS = ("src", "dst", "graph_arc", "ilabel", "olabel", "frame", "graph_co
 
 def position_posteriors(src, dst, olabel, w, final) -> list[dict[int, float]]:
     """`Lattice.word_posteriors` of any acyclic word graph in topological order (``src <
-    dst``, start 0): arc ends, word labels (0: none), float64 arc costs and final costs."""
+    dst``, start 0): arc ends, word labels (0: none), float64 arc costs and final costs. No
+    complete path: no positions (every arc's posterior is then 0)."""
     n_nodes = len(final)
-    if not n_nodes or not _log_backward(final, src, dst, w)[0] < _INF:
+    if not n_nodes:
         return []
     pos, label, post = _position_posteriors(n_nodes, src, dst, olabel, w, final)
     out: list[dict[int, float]] = [{} for _ in range(int(pos.max(initial=-1)) + 1)]
