@@ -5,8 +5,9 @@ overrides the detection."""
 import os
 import sys
 import threading
-import time
 from pathlib import Path
+
+import numpy as np
 
 
 def _has_gpu() -> bool:
@@ -44,34 +45,91 @@ def _patch_simulator_shared_arrays() -> None:
     kernelapi.FakeCUDAShared.array = array
 
 
-def _patch_simulator_polling() -> None:
-    """The simulator's block manager busy-polls its threads (``is_alive`` of each, in a loop)
-    holding the GIL the simulated threads need. Yielding it at each poll (``sleep(0)``) changes
-    nothing the threads do and halves the cuda tests' time (two search tests: 18.6 -> 9.4 s)."""
+def _patch_simulator_barrier() -> None:
+    """The simulator's block manager finds out that a block's threads all reached
+    ``syncthreads`` by busy-polling each thread's flag while holding the GIL the threads need,
+    so every barrier costs many thread switches; the cuda tests spent most of their time there.
+    This version gives each block a real barrier (a condition variable counting the threads that
+    arrived against those still running; a thread that returns leaves it, as the simulator's
+    live-thread test does) and joins the threads at the end. What the threads compute, and the
+    errors they raise (with their thread and block ids), are unchanged."""
     from numba.cuda.simulator import kernel
 
-    thread = getattr(kernel, "BlockThread", None)
-    if thread is None or getattr(thread.is_alive, "_wfstdecode_yields", False):
+    manager = getattr(kernel, "BlockManager", None)
+    if manager is None or getattr(manager.run, "_wfstdecode_barrier", False):
         return
-    alive = thread.is_alive
+    if not all(hasattr(kernel.BlockThread, name) for name in ("syncthreads", "run")):
+        return
 
-    def is_alive(self):
-        time.sleep(0)
-        return alive(self)
+    class Barrier:
+        def __init__(self, parties: int):
+            self.cond = threading.Condition()
+            self.alive, self.arrived, self.generation = parties, 0, 0
+            self.aborted = False
 
-    is_alive._wfstdecode_yields = True
-    thread.is_alive = is_alive
+        def wait(self) -> None:
+            with self.cond:
+                if self.aborted:
+                    raise RuntimeError("abort flag set on syncthreads call")
+                generation = self.generation
+                self.arrived += 1
+                if self.arrived == self.alive:
+                    self._release()
+                while generation == self.generation and not self.aborted:
+                    self.cond.wait()
+                if self.aborted:
+                    raise RuntimeError("abort flag set on syncthreads clear")
+
+        def _release(self) -> None:
+            self.arrived = 0
+            self.generation += 1
+            self.cond.notify_all()
+
+        def leave(self, failed: bool) -> None:
+            with self.cond:
+                self.alive -= 1
+                if failed:
+                    self.aborted = True
+                    self.cond.notify_all()
+                elif self.alive and self.arrived == self.alive:
+                    self._release()
+
+    class BarrierThread(kernel.BlockThread):
+        def syncthreads(self):
+            self._manager.barrier.wait()
+
+        def run(self):
+            try:
+                super().run()  # records an exception in self.exception
+            finally:
+                self._manager.barrier.leave(self.exception is not None)
+
+    def run(self, grid_point, *args):
+        self.barrier = Barrier(int(np.prod(self._block_dim)))
+
+        def target():
+            self._f(*args)
+
+        threads = [BarrierThread(target, self, grid_point, block_point, self._debug)
+                   for block_point in np.ndindex(*self._block_dim)]  # fmt: skip
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        failed = [t for t in threads if t.exception and "abort flag" not in str(t.exception[0])]
+        for t in failed or [t for t in threads if t.exception]:
+            raise t.exception[0].with_traceback(t.exception[1])
+
+    run._wfstdecode_barrier = True
+    manager.run = run
 
 
 _sim = os.environ.get("WFSTDECODE_CUDASIM")
 if (_sim == "1" or (_sim is None and not _has_gpu())) and "numba" not in sys.modules:
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
 if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
-    # The simulator runs a block's threads as Python threads and polls them at every
-    # syncthreads; a short switch interval makes that several times faster.
-    sys.setswitchinterval(5e-4)
     _patch_simulator_shared_arrays()
-    _patch_simulator_polling()
+    _patch_simulator_barrier()
 
 
 def pytest_configure(config):
