@@ -1,6 +1,6 @@
 """Latency of streaming CTC decoding under load: N streams whose chunks arrive as Poisson
 processes (the M/D/1 set-up of gpu-wfst-beam-search-ctc.txt §3.1), served by one
-`CtcStreamDecoder` on the cpu backend.
+`CtcStreamDecoder` on the cpu backend (``--backend cuda``: the GPU; `tools/gpu_run.sh streaming`).
 
 Each stream sends chunks of ``--chunk`` frames of the shipped real OCR posteriors (joined end to
 end; a frame stands for ``--frame-shift`` seconds of audio), with exponential gaps of mean
@@ -42,9 +42,9 @@ def run(graph, frames, n_streams, args, rng) -> dict:
     from wfstdecode.ctc import CpuTuning, CtcBeamOptions
     from wfstdecode.ctc.stream import CtcStreamDecoder
 
-    decoder = CtcStreamDecoder(graph, CtcBeamOptions(beam=args.beam), "cpu",
-                               max_lanes=args.max_lanes,
-                               tuning=CpuTuning(num_threads=args.threads))  # fmt: skip
+    tuning = CpuTuning(num_threads=args.threads) if args.backend == "cpu" else None
+    decoder = CtcStreamDecoder(graph, CtcBeamOptions(beam=args.beam), args.backend,
+                               max_lanes=args.max_lanes, tuning=tuning)  # fmt: skip
     period = args.chunk * args.frame_shift
     sids = [decoder.open() for _ in range(n_streams)]
     offsets = rng.integers(0, len(frames) - args.chunk, size=n_streams)
@@ -96,7 +96,8 @@ def main() -> int:
     ap.add_argument("--frame-shift", type=float, default=0.04, help="seconds per frame")
     ap.add_argument("--beam", type=float, default=12.0)
     ap.add_argument("--max-lanes", type=int, default=64)
-    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--threads", type=int, default=None, help="cpu backend")
+    ap.add_argument("--backend", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--out", help="write the markdown table here too")
     args = ap.parse_args()
 
@@ -115,7 +116,7 @@ def main() -> int:
 
     load = os.getloadavg()
     lines = [
-        "# Streaming latency, cpu backend",
+        f"# Streaming latency, {args.backend} backend",
         "",
         f"`python tools/bench_streaming.py {' '.join(sys.argv[1:])}`; {platform.machine()}, "
         f"{os.cpu_count()} cores, load average {load[0]:.2f} / {load[1]:.2f} / {load[2]:.2f} at "

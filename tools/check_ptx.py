@@ -101,6 +101,8 @@ def main() -> int:
         ("fill_kernel[uint64]", K.fill_kernel, (d.tables.key, D.NO_KEY)),
         ("gather_survivors_kernel", K.gather_survivors_kernel,
          (d.survivors, i32, i64, (i32, i32, f32, i32), np.int32(H))),
+        ("restore_survivors_kernel", K.restore_survivors_kernel,
+         (d.survivors, i32, i64, (i32, i32, f32, i32), i32, np.int32(H))),
     ]  # fmt: skip
     control, acoustics, *rest = run.expand_args
     for dtype in (np.float16, np.float32, np.float64):

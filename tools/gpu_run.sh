@@ -5,6 +5,7 @@
 #   run(command="bash tools/gpu_run.sh ctc", carry=[".gpu"])          # bench_ctc --backend cuda
 #   run(command="bash tools/gpu_run.sh ctcprofile", carry=[".gpu"])   # kernel times, profile_ctc_cuda
 #   run(command="bash tools/gpu_run.sh transducer", carry=[".gpu"])   # bench_transducer on cuda
+#   run(command="bash tools/gpu_run.sh streaming", carry=[".gpu"])    # bench_streaming on cuda
 # (one stage per call: each must end inside the tool's 10-minute limit; bench/gpu_h200.md says
 # what each stage took there and what went wrong the first time). Everything it prints also
 # lands in $OUT (device.txt, pytest.log, ctc_cuda.txt, transducer_cuda.md), to be committed under
@@ -58,12 +59,17 @@ ctcprofile)
     --lexicon .gpu/en-cut.lexicon.txt --arpa .gpu/en-cut.arpa.gz --trace-dir "$out" "$@" 2>&1 |
     tee "$out/ctc_profile.txt"
   ;;
+streaming)
+  # Latency percentiles of CtcStreamDecoder(backend="cuda"), 1 to 256 streams, 20 s each.
+  python3 tools/bench_streaming.py --backend cuda --seconds 20 --out "$out/streaming_cuda.md" \
+    "$@" 2>&1 | tee "$out/streaming_cuda.log"
+  ;;
 transducer)
   python3 tools/bench_transducer.py --device cuda --out "$out/transducer_cuda.md" 2>&1 |
     tee "$out/transducer_cuda.log"
   ;;
 *)
-  echo "usage: gpu_run.sh tests|cudatests|ctc [bench_ctc args]|ctcprofile [args]|transducer" >&2
+  echo "usage: gpu_run.sh tests|cudatests|ctc [bench_ctc args]|ctcprofile [args]|streaming|transducer" >&2
   exit 2
   ;;
 esac

@@ -22,6 +22,7 @@ _CTC_MODULES = {
 _CTC_STREAM_MODULES = {
     "reference": ("wfstdecode.ctc.reference", "ReferenceStreams"),
     "cpu": ("wfstdecode.ctc.cpu", "CpuStreams"),
+    "cuda": ("wfstdecode.ctc.cuda.streams", "CudaStreams"),
 }
 
 

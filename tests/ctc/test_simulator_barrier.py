@@ -12,7 +12,7 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM") != "1":
     pytest.skip("tests the CUDA simulator's patched barrier (no simulator here)",
                 allow_module_level=True)  # fmt: skip
 
-from numba import cuda  # noqa: E402
+from numba import cuda
 
 
 @cuda.jit

@@ -9,12 +9,20 @@ import numpy as np
 import pytest
 
 from wfstdecode import DecodeInputError
-from wfstdecode.ctc import CpuTuning, CtcBeamOptions, decode_ctc
+from wfstdecode.backends import available_ctc_backends
+from wfstdecode.ctc import CpuTuning, CtcBeamOptions, CudaTuning, decode_ctc
 from wfstdecode.ctc.stream import CtcStreamDecoder, EndpointRule, EndpointRules
 from wfstdecode.errors import OptionsError
-from wfstdecode.testing import lexicon_graph, random_graph, random_log_probs, simulate_ctc
+from wfstdecode.testing import (
+    fast_backends,
+    lexicon_graph,
+    random_graph,
+    random_log_probs,
+    simulate_ctc,
+)
 
-BACKENDS = ["reference", "cpu"]
+# cuda: on a GPU or Numba's CUDA simulator (skipped, with the reason, where neither runs)
+BACKENDS = ["reference", *fast_backends()]
 DATA = Path(__file__).resolve().parents[2] / "wfstdecode" / "data"
 
 
@@ -58,12 +66,30 @@ def test_streams_equal_the_offline_reference(backend, seed):
     boosts = [None, {1: 2.0}, None, {2: -1.0, 3: 1.5}, {1: 0.5}]
     opts = CtcBeamOptions(beam=6.0, nbest=3, min_active=2 if seed % 2 else 1)
     want = decode_ctc(lp, lengths, g, opts, boosts, backend="reference")
-    tuning = CpuTuning(collect_records_at=1 + seed % 3) if backend == "cpu" else None
+    # records collected often (cpu: after every frame or two; cuda: after every chunk)
+    tuning = {"cpu": CpuTuning(collect_records_at=1 + seed % 3),
+              "cuda": CudaTuning(collect_records_at=1 + seed % 3)}.get(backend)  # fmt: skip
     decoder = CtcStreamDecoder(g, opts, backend, max_lanes=2, tuning=tuning)
     assert _stream_all(decoder, lp, lengths, boosts, rng) == want
 
 
-def test_shipped_tlg_streams_equal_decode_ctc():
+@pytest.mark.parametrize("backend", fast_backends()[1:])  # cuda
+def test_cuda_streams_carry_the_tightened_beam_across_chunks(backend):
+    """A token table that overflows: the beam tightened in one chunk goes on into the next
+    (saved with the stream), so the result and its note equal the whole-utterance search's."""
+    words = ["cat", "cap", "act", "tact", "pat", "apt", "tapa", "tap", "pact"]
+    g = lexicon_graph(words)
+    seqs = [[g.tokens.id(c) for c in "catpacttap"], [g.tokens.id(c) for c in "apt"]]
+    lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=1, confusion_prob=0.3, noise=2.0)
+    small = CtcBeamOptions(beam=30.0, max_active=1000, max_candidates=4)
+    want = decode_ctc(lp, lengths, g, small, backend=backend)
+    assert all("token table full" in h[0].notes[0] for h in want)
+    decoder = CtcStreamDecoder(g, small, backend, max_lanes=2)
+    assert _stream_all(decoder, lp, lengths, None, np.random.default_rng(3)) == want
+
+
+@pytest.mark.parametrize("backend", fast_backends())
+def test_shipped_tlg_streams_equal_decode_ctc(backend):
     graph_mod = pytest.importorskip("wfstdecode.graph")
     from wfstdecode.symbols import SymbolTable
 
@@ -71,20 +97,22 @@ def test_shipped_tlg_streams_equal_decode_ctc():
     lexicon = graph_mod.read_lexicon(DATA / "lexicon.txt", tokens)
     g = graph_mod.build_tlg(tokens, lexicon, str(DATA / "lm.arpa.gz"), topology="compact",
                             separator="|").graph  # fmt: skip
+    n, opts, tuning = 12, CtcBeamOptions(beam=12.0, nbest=2), CpuTuning(num_threads=2)
+    if backend == "cuda":  # the simulator runs 8 threads a block in Python: 3 short searches
+        n, opts, tuning = 3, CtcBeamOptions(beam=8.0, max_active=100, nbest=2), None
     with np.load(DATA / "ocr_emissions.npz") as z:
-        lp, lengths = z["log_probs"][:12], z["lengths"][:12]
-    opts = CtcBeamOptions(beam=12.0, nbest=2)
+        lp, lengths = z["log_probs"][:n], z["lengths"][:n]
     want = decode_ctc(lp, lengths, g, opts, backend="cpu")
-    decoder = CtcStreamDecoder(g, opts, "cpu", max_lanes=5, tuning=CpuTuning(num_threads=2))
+    decoder = CtcStreamDecoder(g, opts, backend, max_lanes=min(n, 5), tuning=tuning)
     got = _stream_all(decoder, lp, lengths, None, np.random.default_rng(0))
     assert got == want
-    assert sum(len(h[0].words) for h in got) > 30
+    assert sum(len(h[0].words) for h in got) > 2.5 * n
 
 
 @pytest.mark.parametrize("seed", range(6))
 def test_stable_words_never_change_and_backends_agree(seed):
     """After every chunk, the partial result's first ``stable_words`` words are a prefix of
-    every later partial and of the final best path; cpu and reference give the same partials."""
+    every later partial and of the final best path; every backend gives the same partials."""
     words = ["cat", "cap", "act", "tact", "pat", "apt", "tapa"]
     g = lexicon_graph(words, word_cost=[1.0, 1.2, 2.0, 2.5, 1.1, 2.2, 2.4])
     rng = np.random.default_rng(seed)
@@ -92,7 +120,8 @@ def test_stable_words_never_change_and_backends_agree(seed):
     lp, lengths = simulate_ctc([[g.tokens.id(c) for c in text]], g.num_tokens, seed=seed,
                                confusion_prob=0.3, noise=1.5)  # fmt: skip
     opts = CtcBeamOptions(beam=8.0)
-    streams = {b: CtcStreamDecoder(g, opts, b) for b in BACKENDS}
+    names = ["reference", "cpu", *(["cuda"] if "cuda" in available_ctc_backends() else [])]
+    streams = {b: CtcStreamDecoder(g, opts, b) for b in names}
     sid = {b: d.open() for b, d in streams.items()}
     stable_so_far: list = []
     grew = False
@@ -101,7 +130,7 @@ def test_stable_words_never_change_and_backends_agree(seed):
         for b, d in streams.items():
             d.advance({sid[b]: lp[0, t0:t1]})
             partials[b] = d.partial(sid[b])
-        assert partials["cpu"] == partials["reference"]
+        assert all(partials[b] == partials["reference"] for b in names)
         p = partials["cpu"]
         assert p.words[: len(stable_so_far)] == tuple(stable_so_far)
         grew |= p.stable_words > len(stable_so_far)
@@ -176,7 +205,7 @@ def test_options_are_checked():
     g = random_graph(0)
     with pytest.raises(OptionsError, match="max_lanes must be an int >= 1"):
         CtcStreamDecoder(g, max_lanes=0)
-    with pytest.raises(OptionsError, match="cuda streaming is not available yet"):
-        CtcStreamDecoder(g, backend="cuda")
+    with pytest.raises(OptionsError, match="backend must be 'auto', 'reference', 'cpu' or 'cuda'"):
+        CtcStreamDecoder(g, backend="gpu")
     with pytest.raises(OptionsError, match="frame_shift must be in"):
         EndpointRules(frame_shift=0)

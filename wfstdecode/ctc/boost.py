@@ -388,6 +388,32 @@ def _build_boost_tables(per_utt, slot_label: int) -> BoostTables:
                        tuple(automata))  # fmt: skip
 
 
+def join_lanes(tables: Sequence[BoostTables]) -> BoostTables:
+    """Lane 0 of each of ``tables`` as the lanes of one `BoostTables` (streams decoded together:
+    `cuda.streams`); tables that share their flat arrays share them in the result too."""
+    placed: dict[int, tuple[int, int]] = {}  # id(key array) -> (entry base, node base)
+    parts, node_parts = [], []
+    total = total_nodes = 0
+    offsets, node_offsets = [], []
+    for t in tables:
+        base = placed.get(id(t.key))
+        if base is None:
+            base = placed[id(t.key)] = (total, total_nodes)
+            parts.append((t.key, t.gain, t.enter))
+            node_parts.append((t.fail, t.phi))
+            total, total_nodes = total + len(t.key), total_nodes + len(t.fail)
+        offsets.append(t.offset[0] + base[0])
+        node_offsets.append(t.node_offset[0] + base[1])
+    key, gain, enter = (np.concatenate(p) for p in zip(*parts, strict=True))
+    fail, phi = (np.concatenate(p) for p in zip(*node_parts, strict=True))
+    return BoostTables(
+        key, gain, enter, np.array(offsets, np.int64),
+        np.concatenate([t.mask[:1] for t in tables]), fail, phi,
+        np.array(node_offsets, np.int64), np.concatenate([t.contexts[:1] for t in tables]),
+        np.concatenate([t.worst[:1] for t in tables]), tuple(t.automata[0] for t in tables),
+    )  # fmt: skip
+
+
 def checked_phrase(phrase, bonus) -> tuple[str, float]:
     """A phrase from a file (spaces normalised) and its bonus; `ValueError` with the reason for
     an empty phrase, a bonus that is not a number, or one not finite or beyond ``MAX_COST_TERM``

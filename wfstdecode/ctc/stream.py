@@ -28,7 +28,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from ..backends import ctc_stream_backend
+from ..backends import CTC_BACKENDS, ctc_stream_backend, resolve_ctc_backend
 from ..decoding_graph import DecodingGraph
 from ..errors import DecodeInputError, OptionsError
 from ..results import Hypothesis
@@ -117,10 +117,12 @@ class CtcStreamDecoder:
     """Many streams over one graph, decoded chunk by chunk (see the module docstring).
 
     graph:     a `DecodingGraph`; options: `CtcBeamOptions` (as `decode_ctc`).
-    backend:   ``"cpu"`` (default), ``"reference"`` or ``"auto"`` (cpu); the cuda backend has no
-               streaming yet and raises.
+    backend:   ``"cpu"`` (default), ``"cuda"`` (the streams of an `advance` group are the
+               lanes of one batched GPU search: `cuda/streams.py`), ``"reference"`` or
+               ``"auto"`` (cpu: chunks arrive on the host).
     max_lanes: streams one `advance` runs at once (the rest wait for the next group).
-    tuning:    `CpuTuning` for the cpu backend (threads; record collection).
+    tuning:    `CpuTuning` for the cpu backend (threads; record collection), `CudaTuning` for
+               cuda.
     endpoint:  `EndpointRules`, or None for no endpointing.
     """
 
@@ -139,10 +141,10 @@ class CtcStreamDecoder:
                                "decode_ctc for lattice_beam (n-best, confidences)")  # fmt: skip
         if endpoint is not None and not isinstance(endpoint, EndpointRules):
             raise OptionsError(f"endpoint must be EndpointRules or None; got {endpoint!r}")
-        name = "cpu" if backend == "auto" else backend
-        if name not in ("reference", "cpu"):
-            raise OptionsError(f"streaming runs on the 'reference' and 'cpu' backends; got "
-                               f"{backend!r} (cuda streaming is not available yet)")  # fmt: skip
+        if backend not in ("auto", *CTC_BACKENDS):
+            raise OptionsError(f"backend must be 'auto', 'reference', 'cpu' or 'cuda'; got "
+                               f"{backend!r}")  # fmt: skip
+        name = resolve_ctc_backend(backend)  # chunks arrive on the host: "auto" is cpu
         self.graph, self.options, self.max_lanes, self.endpoint_rules = (
             graph, options, max_lanes, endpoint
         )  # fmt: skip

@@ -43,15 +43,19 @@ class CudaTuning:
     chunk's records while the next chunk runs; prune_threads: threads of each utterance's
     closure/prune block (None = chosen from the batch size, see `cuda.driver.prune_block_size`);
     profile: a dict that gets the GPU milliseconds of expand, prune and copy added to it (CUDA
-    events around each stage, so CUDA graphs are off), the frame steps and the chunks run."""
+    events around each stage, so CUDA graphs are off), the frame steps and the chunks run.
+    collect_records_at: streams only (`CtcStreamDecoder`), whose records live on the host
+    between chunks: as `CpuTuning.collect_records_at`."""
 
     frames_per_chunk: int = 16
     double_buffer: bool = True
     prune_threads: int | None = None
     profile: dict | None = field(default=None, compare=False)
+    collect_records_at: int = 1 << 16
 
     def __post_init__(self):
         _int_at_least("CudaTuning", "frames_per_chunk", self.frames_per_chunk, 1)
+        _int_at_least("CudaTuning", "collect_records_at", self.collect_records_at, 1)
         _int_at_least("CudaTuning", "prune_threads", self.prune_threads, 1, allow_none=True)
         if not isinstance(self.double_buffer, bool):
             raise OptionsError(

@@ -8,10 +8,13 @@
 - `target`: what differs under Numba's CUDA simulator (the ``cuda`` device code sees, bit casts).
 - `buffers`: the kernels' argument bundles (named tuples of device arrays), their allocation,
   and each graph's device copy (cached per graph and arc-cost options).
-- `driver`: `decode_cuda` — the frame loop in chunks (CUDA graphs), launch configuration.
+- `driver`: `decode_cuda` / `run_search` — the frame loop in chunks (CUDA graphs), launch
+  configuration.
 - `records`: the backpointer records' way to the host: `PinnedDoubleBuffer` (double-buffered
   device-to-pinned-host copies), `RecordCopier`, the pinned buffers kept between calls.
 - `finish`: survivors gathered on the device, backpointers joined, traceback on the host.
+- `streams`: `CudaStreams`, streaming (`CtcStreamDecoder(backend="cuda")`): an `advance`
+  group's streams as the lanes of one search, each going on from its last survivors.
 - `inputs`: log-probs already on the GPU (torch, CuPy, Numba), read in place and checked there.
 - `memory`: what a batch needs, sized from the options alone (no GPU needed).
 

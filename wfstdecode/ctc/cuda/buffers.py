@@ -42,6 +42,7 @@ class Lanes(NamedTuple):
     first_overflow: object  # int32 [B]: the first of them, or -1
     status: object  # int32 [B]: `status` bits
     died: object  # int32 [B]: the frame of DIED / NEG_CYCLE, or -1
+    resumed: object  # int32 [B]: 1 when frame 0 puts back a stream's survivors (`streams.py`)
 
 
 class Tables(NamedTuple):
@@ -135,7 +136,7 @@ def allocate(p, H: int, capacity: int, frames_per_chunk: int, stream) -> SearchB
         beam=full(B, p.beam, np.float32), min_beam=full(B, p.beam, np.float32),
         best_bits=full(B, NO_BEST, np.uint32), overflow=full(B, 0, np.int32),
         overflow_frames=full(B, 0, np.int32), first_overflow=full(B, -1, np.int32),
-        status=full(B, 0, np.int32), died=full(B, -1, np.int32),
+        status=full(B, 0, np.int32), died=full(B, -1, np.int32), resumed=full(B, 0, np.int32),
     )  # fmt: skip
     tables = Tables(
         state=filled(2 * B * H, EMPTY, np.int64), key=filled(2 * B * H, NO_KEY, np.uint64),

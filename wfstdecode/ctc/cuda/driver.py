@@ -39,6 +39,13 @@ log = logging.getLogger(__name__)
 def decode_cuda(problem: SearchProblem, tuning: CudaTuning | None = None) -> list[RawResult]:
     """The batched search on the GPU; `CudaTuning` (chunking, double buffering, block size,
     profiling) changes its speed, never its results."""
+    return finish(problem, *run_search(problem, tuning))
+
+
+def run_search(problem: SearchProblem, tuning: CudaTuning | None = None, restore=None):
+    """Every frame of ``problem`` on the GPU: ``(device buffers, joined records, frames)`` for
+    `finish` or a stream's bookkeeping (`streams.py`). ``restore(buffers, stream)``, when
+    given, puts streams' last survivors back before the first frame."""
     from numba import cuda
 
     tuning = tuning or CudaTuning()
@@ -67,6 +74,8 @@ def decode_cuda(problem: SearchProblem, tuning: CudaTuning | None = None) -> lis
 
     capture_stream, stream = _capture_streams() if graphs else (None, cuda.stream())
     d = allocate(problem, H, cap, frames_per_chunk, stream)
+    if restore is not None:
+        restore(d, stream)
     threads = prune_threads or prune_block_size(B)
     run = FrameSequence(problem, d, device_graph(problem), frames_per_chunk, threads, profile)
     copier = RecordCopier(d, take_record_buffer(timed=profile is not None),
@@ -80,7 +89,7 @@ def decode_cuda(problem: SearchProblem, tuning: CudaTuning | None = None) -> lis
                 profile[key] = profile.get(key, 0) + value  # summed over calls
     finally:
         keep_record_buffer(copier.pinned)
-    return finish(problem, d, copier.joined, T)
+    return d, copier.joined, T
 
 
 def _run_chunks(run, copier, stream, capture_stream, graphs, T, frames_per_chunk, double_buffer):

@@ -26,17 +26,11 @@ def finish(problem: SearchProblem, d, joined, T: int) -> list[RawResult]:
     first_over, min_beam = lanes.first_overflow.copy_to_host(), lanes.min_beam.copy_to_host()
     act_n = np.where(status & DIED, 0, d.survivors.n.copy_to_host()).astype(np.int64)
     offsets = np.concatenate(([0], np.cumsum(act_n)))
-    state, ctx, cost, store = _gather_survivors(d.survivors, act_n, offsets, d.tables.size)
+    state, ctx, cost, store = gather_survivors(d.survivors, act_n, offsets, d.tables.size)
     boosts = problem.boosts
     results = []
     for b in range(B):
-        notes = ()
-        if over_frames[b]:
-            notes = (
-                f"token table full on {int(over_frames[b])} frame(s), first at frame "
-                f"{int(first_over[b])}: beam tightened to as low as {float(min_beam[b]):.3g} "
-                f"(raise CtcBeamOptions.max_candidates for the exact search)",
-            )
+        notes = overflow_notes(int(over_frames[b]), int(first_over[b]), float(min_beam[b]))
         raise_graph_errors(int(status[b]), b, int(died[b]))
         if status[b] & DIED:
             results.append(RawResult([], DIED, int(died[b]), notes))
@@ -59,7 +53,17 @@ def finish(problem: SearchProblem, d, joined, T: int) -> list[RawResult]:
     return results
 
 
-def _gather_survivors(survivors, act_n: np.ndarray, offsets: np.ndarray, H):
+def overflow_notes(frames: int, first: int, min_beam: float) -> tuple[str, ...]:
+    """The note of a lane whose token table overflowed on ``frames`` frames (none if 0)."""
+    if not frames:
+        return ()
+    return (
+        f"token table full on {frames} frame(s), first at frame {first}: beam tightened to as "
+        f"low as {min_beam:.3g} (raise CtcBeamOptions.max_candidates for the exact search)",
+    )
+
+
+def gather_survivors(survivors, act_n: np.ndarray, offsets: np.ndarray, H):
     """Each lane's ``act_n`` survivors (state, context state, cost, record), packed by a kernel
     and copied."""
     from numba import cuda

@@ -44,8 +44,9 @@ frames can be captured once as a CUDA graph:
    its slot's final key take the smallest source context state (``atomicMin``), the rule's last
    tie-break, so that the backpointer finds the source token; without phrases every token is in
    context state 0 and the phase is not launched.
-3. `closure_prune_kernel` (one block per lane): step 1 (frame 0), step 2's backpointers to
-   step 5 as listed above; the kept tokens' records go to the chunk's record buffer, which the
+3. `closure_prune_kernel` (one block per lane): step 1 (frame 0; a stream's next chunk
+   instead puts its last survivors back: `steps.restore`), step 2's backpointers to step 5 as
+   listed above; the kept tokens' records go to the chunk's record buffer, which the
    host copies out.
 
 Two hash tables alternate between frames: frame ``f`` builds table ``f % 2`` and reads table
@@ -141,8 +142,13 @@ def closure_prune_kernel(control, graph, boosts, limits, lanes, tables, survivor
     frame = steps.Frame(lane, f, (f % 2) * B + lane, (1 - f % 2) * B + lane, control.ctl[CTL_HALF])
     beam = lanes.beam[lane]
     scratch = shared_scratch()
-    if f == 0:  # step 1
-        steps.start(graph, tables, frame)
+    if f == 0:
+        if lanes.resumed[lane]:  # a stream's next chunk goes on from its last survivors
+            steps.restore(tables, survivors, frame)
+            if cuda.threadIdx.x == 0:
+                steps.end_frame(lanes, frame)
+            return
+        steps.start(graph, tables, frame)  # step 1
     n = tables.n_cand[frame.table]
     if n == 0:
         steps.lane_died(tables, lanes, frame)
@@ -234,6 +240,28 @@ def gather_survivors_kernel(survivors, counts, offsets, out, H):
         out_ctx[lo + i] = survivors.ctx[lane * H + i]
         out_cost[lo + i] = survivors.cost[lane * H + i]
         out_record[lo + i] = survivors.record[lane * H + i]
+
+
+@cuda.jit
+def restore_survivors_kernel(survivors, counts, offsets, packed, scan, H):
+    """`gather_survivors_kernel` backwards, for a stream's next chunk: lane ``b``'s
+    ``counts[b]`` survivors from ``packed`` (state, context state, cost, record) at
+    ``offsets[b]``, and the prefix sum of their emitting out-degrees (``counts[b] + 1`` values)
+    from ``scan`` at ``offsets[b] + b``."""
+    lane = cuda.blockIdx.y
+    lo = offsets[lane]
+    n = counts[lane]
+    in_state, in_ctx, in_cost, in_record = packed
+    stride = cuda.gridDim.x * cuda.blockDim.x
+    for i in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, n + 1, stride):
+        survivors.arc_scan[lane * (H + 1) + i] = scan[lo + lane + i]
+        if i < n:
+            survivors.state[lane * H + i] = in_state[lo + i]
+            survivors.ctx[lane * H + i] = in_ctx[lo + i]
+            survivors.cost[lane * H + i] = in_cost[lo + i]
+            survivors.record[lane * H + i] = in_record[lo + i]
+    if cuda.grid(1) == 0:
+        survivors.n[lane] = n
 
 
 @cuda.jit

@@ -181,7 +181,8 @@ class JoinedRecords:
     """The chunks' records as one backpointer store: ``arc[k]``, and ``prev[k]`` made global
     (record indices of a chunk are local to it; an emitting arc's ``prev`` points into the
     previous frame's chunk, an epsilon arc's into its own frame's); ``frame_base[t]``: global
-    index of record 0 of frame ``t``'s chunk."""
+    index of record 0 of frame ``t``'s chunk. A negative ``prev`` stays as it is: -1 for the
+    start, ``-2 - r`` for record ``r`` of a stream's earlier chunks (`streams.py`)."""
 
     def __init__(self, n_emit: int, T: int):
         self.n_emit = n_emit
@@ -219,8 +220,8 @@ def _join_chunk(first, starts, arcs, prevs, n_emit, frame_base, base, out_arc, o
             arc = arcs[k]
             out_arc[base + k] = arc
             prev = prevs[k]
-            if prev < 0:
-                out_prev[base + k] = -1
+            if prev < 0:  # the start (-1), or a record of a stream's earlier chunks
+                out_prev[base + k] = prev
             elif 0 <= arc < n_emit:
                 out_prev[base + k] = prev + before
             else:

@@ -2,7 +2,8 @@
 steps and the CPU backend's `cpu_steps.py`; `kernels.py` calls them in the reference's order:
 
 - `emitting_candidate`: step 2 for one emitting arc (`kernels.expand_kernel` recombines);
-- one block per lane (`kernels.closure_prune_kernel`): `start` (step 1, frame 0 only),
+- one block per lane (`kernels.closure_prune_kernel`): `start` (step 1, frame 0 only; a
+  stream's next chunk `restore`s its survivors instead),
   `emitting_backpointers` (step 2's winners) or `lane_died`, `closure_cutoff` (step 3),
   `epsilon_closure` (step 4, a round at a time: `relax_queued`), `epsilon_backpointers`,
   `prune_cutoff` (step 5), `keep_ancestors`, `compact_records`, then `adapt_beam` (the beam
@@ -110,6 +111,27 @@ def start(graph, tables, frame):
         tables.key[slot] = pack(float32(0.0), -1)
         tables.src[slot] = 0
         tables.prev[slot] = -1
+    cuda.syncthreads()
+
+
+@cuda.jit(device=True)
+def restore(tables, survivors, frame):
+    """Frame 0 of a stream's next chunk, instead of step 1: the survivors of its last chunk,
+    put back in place by the host (`streams.py`), fill frame 0's table, each slot's ``prev``
+    their record in the host's store (encoded below -1: ``-2 - record``), which frame 1's
+    emitting backpointers pass on."""
+    H = tables.size
+    base = frame.table * H
+    at = frame.lane * H
+    n = survivors.n[frame.lane]
+    for j in range(cuda.threadIdx.x, n, cuda.blockDim.x):
+        token = token_key(survivors.state[at + j], survivors.ctx[at + j])
+        slot, _ = find_or_insert(tables, base, token)
+        tables.cand[base + j] = slot
+        tables.prev[slot] = survivors.record[at + j]
+    cuda.syncthreads()
+    if cuda.threadIdx.x == 0:
+        tables.n_cand[frame.table] = n
     cuda.syncthreads()
 
 

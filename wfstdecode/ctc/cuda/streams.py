@@ -1,0 +1,273 @@
+"""Streaming on the cuda backend (`stream.py`'s ``begin`` / ``advance`` / ``partial`` / ``end``):
+the streams of one `advance` group are the lanes of one batched search on the GPU (Kaldi's
+cudadecoder loads channels into lanes the same way), each lane going on from its stream's last
+survivors; between calls a stream lives on the host, as the cpu backend keeps it.
+
+One call (`CudaStreams.advance`):
+
+1. the group's chunks (search costs, padded to the longest) and boost tables make one
+   `SearchProblem`; `driver.run_search` allocates the lanes, and `_put_back` writes each stream's
+   survivors, beam and overflow counts into its lane (`kernels.restore_survivors_kernel`) with
+   ``lanes.resumed`` set: the lane's frame 0 puts the survivors into its table
+   (`steps.restore`) instead of starting, so frame 1 is the stream's next frame, computed as
+   the whole-utterance search computes it. Their records are passed as ``-2 - r`` (``r``: the
+   record in the stream's store), which the kernels and `records.JoinedRecords` carry along.
+2. after the last frame, each lane's survivors are gathered (`finish.gather_survivors`), and
+   `_append_reachable` moves the records they trace back through — only those: the rest of the
+   call's records are dropped at once — into the stream's store, decoding ``-2 - r``.
+3. the stream's state is a cpu `SearchState` (survivors, records, shared prefix, counts), with
+   the lane's beam and overflow counts beside it, so `partial` and `end` are the cpu backend's
+   host traceback (`cpu.CpuStreams`), and memory follows the active tokens as there (the
+   records are collected whenever they double).
+
+``begin`` runs frame 0 (the start state, closed and pruned) as a call with no frames. A stream's
+final result equals `decode_ctc` on its whole input, bit for bit, unless a token table
+overflowed: the table size follows the group's boost automata, so the beam may then be
+tightened on other frames than in the whole-utterance search (the notes say so in both).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import NamedTuple
+
+import numpy as np
+from numba import njit
+
+from .. import bundles
+from .._traceback import Records, Survivors
+from ..boost import join_lanes
+from ..cpu import (
+    COLLECT_AT,
+    FRAMES,
+    N_REC,
+    ROOT,
+    STATUS,
+    STOPPED,
+    CpuStreams,
+    SearchState,
+    _collect,
+)
+from ..cpu_steps import SharedPrefix
+from ..status import DIED, NEG_CYCLE
+from ..tuning import CpuTuning, CudaTuning
+from .driver import run_search
+from .finish import gather_survivors, overflow_notes
+
+_STOPPING = DIED | NEG_CYCLE
+
+
+class CudaStreamState(NamedTuple):
+    """A stream between chunks: its search as the cpu backend keeps one, and its lane's beam
+    (the one in force, the lowest it went) and overflow counts (frames, first frame or -1)."""
+
+    search: SearchState
+    beam: np.ndarray  # float32 [2]
+    overflow: np.ndarray  # int64 [2]
+
+
+class CudaStreams:
+    """The streaming interface of `stream.py` on the GPU (see the module docstring)."""
+
+    def __init__(self, tuning: CudaTuning | None = None):
+        self.tuning = tuning or CudaTuning()
+        self._host = CpuStreams(CpuTuning(num_threads=1))  # host traceback only
+
+    def begin(self, p) -> CudaStreamState:
+        no_frames = np.zeros((0, p.ac.shape[2]), np.float32)
+        return self._run([(p, None, no_frames)])[0]
+
+    def advance(self, jobs) -> list[CudaStreamState]:
+        """``jobs``: ``(problem, state, search costs of the chunk)``; empty chunks and stopped
+        searches keep their state."""
+        out = [state for _, state, _ in jobs]
+        moving = [i for i, (_, state, ac) in enumerate(jobs)
+                  if len(ac) and not state.search.counts[STATUS] & _STOPPING]  # fmt: skip
+        if moving:
+            for i, state in zip(moving, self._run([jobs[i] for i in moving]), strict=True):
+                out[i] = state
+        return out
+
+    def partial(self, p, state):
+        search, arcs, frames, stable = self._host.partial(p, state.search)
+        return state._replace(search=search), arcs, frames, stable
+
+    def end(self, p, state):
+        raw = self._host.end(p, state.search)
+        notes = overflow_notes(int(state.overflow[0]), int(state.overflow[1]),
+                               float(state.beam[1]))  # fmt: skip
+        return replace(raw, notes=raw.notes + notes)
+
+    # ----- one batched call -------------------------------------------------------------------
+    def _run(self, jobs) -> list[CudaStreamState]:
+        first = jobs[0][0]
+        lengths = np.array([len(ac) for _, _, ac in jobs], np.int64)
+        ac = np.zeros((len(jobs), int(lengths.max()), first.ac.shape[2]), np.float32)
+        for b, (_, _, chunk) in enumerate(jobs):
+            ac[b, : len(chunk)] = chunk
+        problem = replace(
+            first, ac=ac, lengths=lengths, log_probs=None, device_lp=None, device_frame_max=None,
+            boosts=join_lanes([p.boosts for p, _, _ in jobs]),
+        )  # fmt: skip
+        saved = [state for _, state, _ in jobs]
+
+        def put_back(d, stream):
+            _put_back(d, saved, problem.graph.e_offsets, problem.beam, stream)
+
+        d, joined, _ = run_search(problem, self.tuning, put_back)
+        return self._take_out(problem, d, joined, saved)
+
+    def _take_out(self, problem, d, joined, saved) -> list[CudaStreamState]:
+        """Each lane's survivors and the records they trace back through, into its stream."""
+        lanes = d.lanes
+        status, died = lanes.status.copy_to_host(), lanes.died.copy_to_host()
+        beam, min_beam = lanes.beam.copy_to_host(), lanes.min_beam.copy_to_host()
+        over_frames = lanes.overflow_frames.copy_to_host()
+        first_over = lanes.first_overflow.copy_to_host()
+        act_n = np.where(status & _STOPPING, 0, d.survivors.n.copy_to_host()).astype(np.int64)
+        offsets = np.concatenate(([0], np.cumsum(act_n)))
+        state, ctx, cost, record = gather_survivors(d.survivors, act_n, offsets, d.tables.size)
+        new_index = np.full(max(joined.n, 1), -1, np.int64)  # shared: each record is one lane's
+        graph = bundles.search_graph(problem)
+        out = []
+        for b, old in enumerate(saved):
+            search = _fresh_search(self.tuning.collect_records_at) if old is None else old.search
+            counts = search.counts.copy()
+            done, length = int(counts[FRAMES]), int(problem.lengths[b])
+            if status[b] & _STOPPING:
+                counts[STATUS] |= int(status[b]) & _STOPPING
+                counts[STOPPED] = done + int(died[b])
+                search = search._replace(counts=counts)
+            else:
+                lo, hi = offsets[b], offsets[b + 1]
+                ends = record[lo:hi].astype(np.int64) + joined.frame_base[length]
+                records, n_rec, root, alive_records = _append_reachable(
+                    joined.prev, joined.arc, ends, search.records, counts[N_REC], new_index
+                )
+                counts[N_REC], counts[FRAMES] = n_rec, done + length
+                if root >= 0:  # frame 0's start record
+                    counts[ROOT] = root
+                alive = Survivors(state[lo:hi], ctx[lo:hi], cost[lo:hi], alive_records)
+                prefix = search.prefix
+                if n_rec >= counts[COLLECT_AT]:  # as the cpu backend's `_settle`
+                    prefix = _collect(alive, records, prefix, counts, graph)
+                    if 2 * counts[N_REC] > counts[COLLECT_AT]:
+                        counts[COLLECT_AT] *= 2
+                search = SearchState(alive, records, prefix, counts)
+            # first_overflow: the kernels write the lane's frame when its count was 0
+            first = int(first_over[b])
+            if old is not None and old.overflow[0]:
+                first = int(old.overflow[1])
+            elif over_frames[b]:
+                first += done
+            out.append(CudaStreamState(
+                search, np.array([beam[b], min_beam[b]], np.float32),
+                np.array([over_frames[b], first], np.int64),
+            ))  # fmt: skip
+        return out
+
+
+def _fresh_search(collect_at: int) -> SearchState:
+    """A stream before frame 0: no survivors, no records."""
+    counts = np.zeros(8, np.int64)
+    counts[COLLECT_AT], counts[STOPPED] = collect_at, -1
+    empty = np.empty(0, np.int32)
+    return SearchState(
+        Survivors(empty, empty, np.empty(0, np.float32), empty),
+        Records(np.empty(1024, np.int32), np.empty(1024, np.int32)),
+        SharedPrefix(empty, empty), counts,
+    )  # fmt: skip
+
+
+def _put_back(d, saved, e_offsets, beam, stream) -> None:
+    """Each resumed stream's survivors (records encoded ``-2 - r``), the prefix sum of their
+    emitting out-degrees, its beam and overflow counts into its lane, ``lanes.resumed`` set;
+    lanes of new streams start at frame 0 as a whole-utterance search does."""
+    from numba import cuda
+
+    from . import kernels as K
+    from .target import SIM
+
+    if all(s is None for s in saved):
+        return
+    B, H = len(saved), int(d.tables.size)
+    empty = Survivors(*(np.empty(0, dt) for dt in (np.int32, np.int32, np.float32, np.int32)))
+    alive = [empty if s is None else s.search.alive for s in saved]
+    counts = np.array([len(a.state) for a in alive], np.int64)
+    if counts.max() > H:  # survivors fit the table they were pruned in, of the same size
+        raise AssertionError(f"{int(counts.max())} survivors for a table of {H} slots")
+    offsets = np.concatenate(([0], np.cumsum(counts)))
+    degree = np.diff(e_offsets)
+    scan = np.concatenate([np.concatenate(([0], np.cumsum(degree[a.state]))) for a in alive])
+    packed = (
+        np.concatenate([a.state for a in alive]), np.concatenate([a.ctx for a in alive]),
+        np.concatenate([a.cost for a in alive]),
+        (-2 - np.concatenate([a.record for a in alive]).astype(np.int64)).astype(np.int32),
+    )  # fmt: skip
+
+    def put(x):
+        return cuda.to_device(np.ascontiguousarray(x), stream=stream)
+
+    threads = 8 if SIM else 256
+    blocks = 1 if SIM else max(1, min(64, int(counts.max()) // threads + 1))
+    K.restore_survivors_kernel[(blocks, B), threads, stream](
+        d.survivors, put(counts.astype(np.int32)), put(offsets), tuple(put(x) for x in packed),
+        put(scan.astype(np.int32)), np.int32(H),
+    )  # fmt: skip
+    lanes = d.lanes
+
+    def per_lane(saved_value, fresh, dtype):
+        return np.array([fresh if s is None else saved_value(s) for s in saved], dtype)
+
+    for device, values in (
+        (lanes.resumed, np.array([s is not None for s in saved], np.int32)),
+        (lanes.beam, per_lane(lambda s: s.beam[0], beam, np.float32)),
+        (lanes.min_beam, per_lane(lambda s: s.beam[1], beam, np.float32)),
+        (lanes.overflow_frames, per_lane(lambda s: s.overflow[0], 0, np.int32)),
+        (lanes.first_overflow, per_lane(lambda s: s.overflow[1], -1, np.int32)),
+    ):
+        device.copy_to_device(values, stream=stream)
+
+
+@njit(nogil=True, cache=True)
+def _append_reachable(call_prev, call_arc, ends, records, n_rec, new_index):
+    """The call's records that lane's survivors (records ``ends``) trace back through, appended
+    to the stream's store ``records`` (``n_rec`` used; grown by doubling): ``prev`` made the
+    store's (``-2 - r`` is the store's record ``r``, -1 the start). ``new_index`` (-1 where not
+    yet placed) maps the call's records to the store's. Returns ``(records, n_rec, the start
+    record's new index or -1, the survivors' records)``."""
+    order = np.empty(16, np.int64)
+    m = 0
+    for i in range(ends.shape[0]):
+        k = ends[i]
+        while k >= 0 and new_index[k] == -1:
+            new_index[k] = n_rec + m
+            if m == order.shape[0]:
+                bigger = np.empty(2 * m, np.int64)
+                bigger[:m] = order
+                order = bigger
+            order[m] = k
+            m += 1
+            k = call_prev[k]
+    prev, arc = records.prev, records.arc
+    if n_rec + m > prev.shape[0]:
+        size = max(2 * prev.shape[0], n_rec + m)
+        grown_prev, grown_arc = np.empty(size, np.int32), np.empty(size, np.int32)
+        grown_prev[:n_rec], grown_arc[:n_rec] = prev[:n_rec], arc[:n_rec]
+        prev, arc = grown_prev, grown_arc
+    root = -1
+    for j in range(m):
+        k = order[j]
+        parent = call_prev[k]
+        if parent >= 0:
+            prev[n_rec + j] = new_index[parent]
+        elif parent == -1:
+            prev[n_rec + j] = -1
+            root = n_rec + j
+        else:
+            prev[n_rec + j] = -2 - parent
+        arc[n_rec + j] = call_arc[k]
+    alive_records = np.empty(ends.shape[0], np.int32)
+    for i in range(ends.shape[0]):
+        alive_records[i] = new_index[ends[i]]
+    return Records(prev, arc), n_rec + m, root, alive_records
