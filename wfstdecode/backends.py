@@ -16,7 +16,7 @@ CTC_BACKENDS = ("reference", "cpu", "cuda")
 _CTC_MODULES = {
     "reference": ("wfstdecode.ctc.reference", "decode_reference"),
     "cpu": ("wfstdecode.ctc.cpu", "decode_cpu"),
-    "cuda": ("wfstdecode.ctc.cuda.driver", "decode_cuda"),
+    "cuda": ("wfstdecode.ctc.cuda.decode", "decode_cuda"),
 }
 # streaming: a class per backend with begin / advance / partial / end (see ctc/stream.py)
 _CTC_STREAM_MODULES = {

@@ -219,7 +219,7 @@ def test_real_gpu_large_batches_equal_cpu():
 
 def _raw(lp, lengths, g, opts, **run):
     """The cuda backend's RawResults with run settings (chunking, double buffering)."""
-    from wfstdecode.ctc.cuda.driver import decode_cuda
+    from wfstdecode.ctc.cuda.decode import decode_cuda
     from wfstdecode.ctc.search import prepare_problem
 
     return decode_cuda(prepare_problem(lp, lengths, g, opts, None), CudaTuning(**run))
@@ -577,3 +577,41 @@ def test_host_loop_orders_launches_copies_and_waits(monkeypatch, double_buffer):
             assert collected[c - 1] < at and before[-1] == ("wait", f"copied{(c - 1) % 2}")
         if double_buffer and c + 2 < len(launches):
             assert at < collected[c] < launches[c + 2]
+
+
+@needs_cuda
+@pytest.mark.parametrize("seed", range(3))
+def test_long_utterances_decoded_in_calls_equal_one_call(seed):
+    """`CudaTuning.max_frames_per_call`: utterances longer than it are searched in calls of that
+    many frames, their records collected on the host in between (memory follows the active
+    tokens); the paths, scores, notes and errors are those of one call, bit for bit — with a
+    crowded token table (the beam tightened, carried from call to call) and a search that
+    dies too."""
+    from wfstdecode.testing import random_log_probs
+
+    g = random_graph(seed, num_states=25, num_tokens=5, arcs_per_state=3, eps_arcs_per_state=0.8,
+                     word_prob=0.5)  # fmt: skip
+    lp = random_log_probs(seed, 3, 14, g.num_tokens, peaky=1.0)
+    lengths = np.array([14, 5, 0])
+    opts = CtcBeamOptions(beam=8.0, nbest=3)
+    one = _raw(lp, lengths, g, opts)
+    for per_call, collect_at in ((1, 1 + seed), (4, 2**16)):
+        calls = _raw(lp, lengths, g, opts, max_frames_per_call=per_call,
+                     collect_records_at=collect_at)  # fmt: skip
+        _same_raw(one, calls)
+    words = ["cat", "cap", "act", "tact", "pat", "apt", "tapa", "tap", "pact"]
+    lex = lexicon_graph(words)
+    seqs = [[lex.tokens.id(c) for c in "catpacttap"], [lex.tokens.id(c) for c in "apt"]]
+    lp, lengths = simulate_ctc(seqs, lex.num_tokens, seed=1, confusion_prob=0.3, noise=2.0)
+    crowded = CtcBeamOptions(beam=30.0, max_active=1000, max_candidates=12)  # never full
+    one = _raw(lp, lengths, lex, crowded)
+    assert all("token table full" in r.notes[0] for r in one)
+    _same_raw(one, _raw(lp, lengths, lex, crowded, max_frames_per_call=3 + seed))
+    lex = lexicon_graph(["ab"], word_cost=[0.0])
+    dead = np.full((1, 9, lex.num_tokens), -np.inf, np.float32)
+    dead[0, :, lex.tokens.id("<blk>")] = 0.0
+    dead[0, 5, :] = -np.inf
+    dead[0, 5, lex.tokens.id("b")] = 0.0  # "b" cannot start a word: every token dies
+    died = _raw(dead, None, lex, CtcBeamOptions())
+    assert died[0].died_frame == 5
+    _same_raw(died, _raw(dead, None, lex, CtcBeamOptions(), max_frames_per_call=2))

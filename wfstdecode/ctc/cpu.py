@@ -365,15 +365,16 @@ class CpuStreams:
         starts = np.concatenate(([0], ends))[:-1]
         return state, [(kept_s[a:b], kept_x[a:b]) for a, b in zip(starts, ends, strict=True)]
 
-    def end(self, p, state):
-        """Step 6 for one stream, with the same output retry as `decode_cpu`."""
+    def end(self, p, state, utterance: int = 0):
+        """Step 6 for one stream, with the same output retry as `decode_cpu` (``utterance``:
+        its index in the errors it raises)."""
         g, nbest = p.graph, p.options.nbest
         rows = PathRows.first(1, nbest, int(state.counts[FRAMES]))
         while True:
             n, status, died = end(state, search_graph(p), lane_boosts(p), 0, g.final_cost,
                                   np.int64(nbest), rows.lane(0))  # fmt: skip
             if not status & RETRY_BITS:
-                return rows.result(0, n, status, 0, died)
+                return rows.result(0, n, status, utterance, died)
             rows = rows.grown(1, status, nbest)
 
     def survivors(self, state):

@@ -44,17 +44,22 @@ class CudaTuning:
     closure/prune block (None = chosen from the batch size, see `cuda.driver.prune_block_size`);
     profile: a dict that gets the GPU milliseconds of expand, prune and copy added to it (CUDA
     events around each stage, so CUDA graphs are off), the frame steps and the chunks run.
-    collect_records_at: streams only (`CtcStreamDecoder`), whose records live on the host
-    between chunks: as `CpuTuning.collect_records_at`."""
+    max_frames_per_call: a batch whose longest utterance has more frames is searched in calls
+    of this many frames (`cuda.decode`): the records of each call's frames wait on the host
+    until the end of the call, then only those the survivors trace back through stay.
+    collect_records_at: the records kept between calls (and between a stream's chunks,
+    `CtcStreamDecoder`) are collected as `CpuTuning.collect_records_at` says."""
 
     frames_per_chunk: int = 16
     double_buffer: bool = True
     prune_threads: int | None = None
     profile: dict | None = field(default=None, compare=False)
+    max_frames_per_call: int = 4096
     collect_records_at: int = 1 << 16
 
     def __post_init__(self):
         _int_at_least("CudaTuning", "frames_per_chunk", self.frames_per_chunk, 1)
+        _int_at_least("CudaTuning", "max_frames_per_call", self.max_frames_per_call, 1)
         _int_at_least("CudaTuning", "collect_records_at", self.collect_records_at, 1)
         _int_at_least("CudaTuning", "prune_threads", self.prune_threads, 1, allow_none=True)
         if not isinstance(self.double_buffer, bool):

@@ -8,7 +8,8 @@
 - `target`: what differs under Numba's CUDA simulator (the ``cuda`` device code sees, bit casts).
 - `buffers`: the kernels' argument bundles (named tuples of device arrays), their allocation,
   and each graph's device copy (cached per graph and arc-cost options).
-- `driver`: `decode_cuda` / `run_search` — the frame loop in chunks (CUDA graphs), launch
+- `decode`: `decode_cuda`, the backend's entry: one call, or long utterances in calls.
+- `driver`: `run_search` — the frame loop in chunks (CUDA graphs), launch
   configuration.
 - `records`: the backpointer records' way to the host: `PinnedDoubleBuffer` (double-buffered
   device-to-pinned-host copies), `RecordCopier`, the pinned buffers kept between calls.

@@ -1,6 +1,6 @@
 """The cuda backend, host side: the kernel sequence of `kernels` run in chunks of frames over
 the device buffers of `buffers`, each chunk's backpointer records copied to pinned host memory on
-a second stream (`records`), traceback on the host (`finish`).
+a second stream (`records`); `decode.py` traces back on the host (`finish`).
 
 Chunks. The frame index lives on the device, so a chunk (up to ``frames_per_chunk`` frame steps)
 is the same sequence of launches every time: it is captured once as a CUDA graph (CuPy stream
@@ -25,10 +25,9 @@ import numpy as np
 
 from ...errors import BackendUnavailableError, DeviceMemoryError, OptionsError
 from .. import bundles
-from .._problem import RawResult, SearchProblem
+from .._problem import SearchProblem
 from ..tuning import CudaTuning
 from .buffers import SearchBuffers, allocate, device_graph
-from .finish import finish
 from .launch import Launch, note_ran, ran_before
 from .memory import cuda_memory_bytes, int32_records_fit, record_capacity, table_size
 from .records import RecordCopier, keep_record_buffer, take_record_buffer
@@ -36,16 +35,12 @@ from .records import RecordCopier, keep_record_buffer, take_record_buffer
 log = logging.getLogger(__name__)
 
 
-def decode_cuda(problem: SearchProblem, tuning: CudaTuning | None = None) -> list[RawResult]:
-    """The batched search on the GPU; `CudaTuning` (chunking, double buffering, block size,
-    profiling) changes its speed, never its results."""
-    return finish(problem, *run_search(problem, tuning))
-
-
 def run_search(problem: SearchProblem, tuning: CudaTuning | None = None, restore=None):
-    """Every frame of ``problem`` on the GPU: ``(device buffers, joined records, frames)`` for
-    `finish` or a stream's bookkeeping (`streams.py`). ``restore(buffers, stream)``, when
-    given, puts streams' last survivors back before the first frame."""
+    """Every frame of ``problem`` on the GPU in one call: ``(device buffers, joined records,
+    frames)`` for `finish` or the streams' bookkeeping (`streams.py`). ``restore(buffers,
+    stream)``, when given, puts streams' last survivors back before the first frame.
+    `CudaTuning` (chunking, double buffering, block size, profiling) changes the speed, never
+    the results."""
     from numba import cuda
 
     tuning = tuning or CudaTuning()

@@ -74,8 +74,12 @@ class CudaStreams:
         self._host = CpuStreams(CpuTuning(num_threads=1))  # host traceback only
 
     def begin(self, p) -> CudaStreamState:
-        no_frames = np.zeros((0, p.ac.shape[2]), np.float32)
-        return self._run([(p, None, no_frames)])[0]
+        return self.begin_all([p])[0]
+
+    def begin_all(self, problems) -> list[CudaStreamState]:
+        """Frame 0 of each stream (one utterance's problem each), in one call."""
+        no_frames = np.zeros((0, problems[0].ac.shape[2]), np.float32)
+        return self._run([(p, None, no_frames) for p in problems])
 
     def advance(self, jobs) -> list[CudaStreamState]:
         """``jobs``: ``(problem, state, search costs of the chunk)``; empty chunks and stopped
@@ -92,8 +96,8 @@ class CudaStreams:
         search, arcs, frames, stable = self._host.partial(p, state.search)
         return state._replace(search=search), arcs, frames, stable
 
-    def end(self, p, state):
-        raw = self._host.end(p, state.search)
+    def end(self, p, state, utterance: int = 0):
+        raw = self._host.end(p, state.search, utterance)
         notes = overflow_notes(int(state.overflow[0]), int(state.overflow[1]),
                                float(state.beam[1]))  # fmt: skip
         return replace(raw, notes=raw.notes + notes)
