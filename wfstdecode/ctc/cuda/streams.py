@@ -21,9 +21,11 @@ One call (`CudaStreams.advance`):
    records are collected whenever they double).
 
 ``begin`` runs frame 0 (the start state, closed and pruned) as a call with no frames. A stream's
-final result equals `decode_ctc` on its whole input, bit for bit, unless a token table
-overflowed: the table size follows the group's boost automata, so the beam may then be
-tightened on other frames than in the whole-utterance search (the notes say so in both).
+final result equals `decode_ctc` on its whole input, bit for bit, including a beam tightened
+on a crowded token table (carried from chunk to chunk), with two exceptions the notes report in
+both: a table that was full (which candidates it drops depends on the order the GPU threads run
+in, in any search), and a crowded table in a group whose phrase automata make the tables
+larger or smaller than the whole-utterance batch's.
 """
 
 from __future__ import annotations
