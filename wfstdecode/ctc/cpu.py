@@ -329,6 +329,9 @@ class CpuStreams:
             cached = self._zeros = (graph, np.zeros_like(graph.final_cost))
         return cached[1]
 
+    def begin_all(self, problems) -> list[SearchState]:
+        return [self.begin(p) for p in problems]
+
     def begin(self, p) -> SearchState:
         return begin(search_graph(p), lane_boosts(p), 0, limits(p), self._state_map(p.graph),
                      np.int64(self.tuning.collect_records_at))  # fmt: skip

@@ -16,8 +16,9 @@ Kaldi's lattice-faster-decoder keeps its tokens and the links between them:
 then pruned to the paths within ``lattice_beam`` of the best (`Lattice.pruned`). Survivors come
 from the backend's streaming interface (``begin``, then ``advance_keeping``, which runs the
 frames as ``advance`` does and keeps each frame's survivors, then ``end``), so every backend
-with streaming (reference, cpu) gives the same lattice, array for array; the cuda backend has
-none yet. The nodes and arcs are then found in one pass over the kept survivors (`_links`).
+with streaming gives the same lattice, array for array (cuda: the survivors of every frame
+reach the host with the records, `cuda.buffers.Records`). The nodes and arcs are then found in
+one pass over the kept survivors (`_links`).
 
 n-best (`nbest_results`): the search's best path first — the result without a lattice, bit for
 bit — then the lattice's next best distinct word sequences (`Lattice.nbest`), each as the best
@@ -50,7 +51,7 @@ def lattice_search(problem: SearchProblem, backend: str, tuning) -> tuple[list, 
     search died). Utterances run on the backend's threads, searches and lattices alike."""
     streams = ctc_stream_backend(backend)(tuning)
     one = [problem.utterance(b) for b in range(problem.batch_size)]
-    begun = [streams.begin(p) for p in one]
+    begun = streams.begin_all(one)
     firsts = [streams.survivors(state) for state in begun]  # before advancing (in place)
     jobs = [(p, state, p.ac[0, : p.lengths[0]]) for p, state in zip(one, begun, strict=True)]
     done = streams.advance_keeping(jobs)

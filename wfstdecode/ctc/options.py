@@ -47,10 +47,11 @@ class CtcBeamOptions:
                             much of the best (`wfstdecode.ctc.lattice`; Kaldi's lattice beam),
                             and ``nbest > 1`` takes its n best distinct word sequences (each its
                             best alignment); every hypothesis gets its words' posteriors in the
-                            lattice (``Hypothesis.word_confidences``). Reference and cpu
-                            backends; `ctc_lattices` returns the lattices themselves. Every
-                            frame's survivors are kept until the end (8 bytes each: a long
-                            input at a wide beam needs frames x survivors x 8 bytes).
+                            lattice (``Hypothesis.word_confidences``). Every backend
+                            (cuda: host log-probs); `ctc_lattices` returns the lattices
+                            themselves. Every frame's survivors are kept until the end (8
+                            bytes each: a long input at a wide beam needs frames x survivors
+                            x 8 bytes).
     mbr_candidates:         0 (the most probable path first), or at least 2: minimum Bayes risk
                             decoding over the lattice's this many best word sequences — they
                             are ranked by their expected word errors against each other under

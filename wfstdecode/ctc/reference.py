@@ -136,6 +136,9 @@ class ReferenceStreams:
     def __init__(self, tuning: None = None):
         pass
 
+    def begin_all(self, problems) -> list[SearchState]:
+        return [self.begin(p) for p in problems]
+
     def begin(self, p: SearchProblem) -> SearchState:
         return begin(p, 0)
 

@@ -115,9 +115,9 @@ def ctc_lattices(
 ) -> list[Lattice | None]:
     """The lattice of each utterance (`wfstdecode.lattice.Lattice`): the paths through the
     search's surviving tokens within ``options.lattice_beam`` (required) of the best; None for
-    an utterance whose search died. Arguments as `decode_ctc`; the reference and cpu backends
-    make lattices (``"auto"`` is cpu). The lattice's best path is the search's best path (same
-    words and cost up to float rounding)."""
+    an utterance whose search died. Arguments as `decode_ctc`; every backend makes them
+    (``"auto"`` is cpu; cuda reads host log-probs). The lattice's best path is the search's
+    best path (same words and cost up to float rounding)."""
     if not isinstance(options, CtcBeamOptions) or options.lattice_beam is None:
         raise OptionsError("ctc_lattices needs CtcBeamOptions with lattice_beam set")
     problem, name, tuning = prepared(log_probs, lengths, graph, options, boosts, backend,
@@ -176,15 +176,13 @@ def prepared(log_probs, lengths, graph, options, boosts, backend, tuning, num_th
     if options.mbr_candidates and "oov_slot" in graph.metadata:
         raise OptionsError("MBR needs a graph without an oov slot (a spelled word is several "
                            "lattice labels)")  # fmt: skip
-    if options.lattice_beam is not None:
-        if backend not in ("auto", "cpu", "reference"):
-            raise OptionsError(f"lattices are made by the 'reference' and 'cpu' backends; got "
-                               f"backend={backend!r}")  # fmt: skip
-        name = "cpu" if backend == "auto" else backend
+    if options.lattice_beam is not None:  # "auto": cpu (a lattice is built on the host)
+        name = "cpu" if backend == "auto" else resolve_ctc_backend(backend)
     else:
         name = resolve_ctc_backend(backend, log_probs)
     tuning = tuning_for(name, tuning, num_threads)
-    on_device = name == "cuda" and is_device_array(log_probs)
+    # lattices read the host log-probs (their arcs' acoustic scores)
+    on_device = name == "cuda" and is_device_array(log_probs) and options.lattice_beam is None
     problem = prepare_problem(log_probs, lengths, graph, options, boosts, on_device, oov_lexicon)
     return problem, name, tuning
 

@@ -73,12 +73,19 @@ class Survivors(NamedTuple):
 
 class Records(NamedTuple):
     """Backpointer records ``(arc, previous record)``, two buffers that alternate between chunks
-    (the host copies one out while the other fills)."""
+    (the host copies one out while the other fills). With ``keep`` (lattices), each record also
+    names its lane and, for a surviving token, the token (state, context state): every frame's
+    survivors reach the host with the records (``state`` -1: a token kept only as an ancestor);
+    without, those three arrays hold one unused entry."""
 
     used: object  # int32 [2]: records in each buffer
     arc: object  # int32 [2 * capacity]
     prev: object  # int32 [2 * capacity]
     capacity: np.int32
+    keep: np.int32
+    lane: object  # int32 [2 * capacity] with keep
+    state: object  # int32 [2 * capacity] with keep
+    ctx: object  # int32 [2 * capacity] with keep
 
 
 class Control(NamedTuple):
@@ -101,9 +108,11 @@ class SearchBuffers(NamedTuple):
     control: Control
 
 
-def allocate(p, H: int, capacity: int, frames_per_chunk: int, stream) -> SearchBuffers:
+def allocate(p, H: int, capacity: int, frames_per_chunk: int, stream,
+             keep_survivors: bool = False) -> SearchBuffers:  # fmt: skip
     """The device arrays of a search of ``p`` with tables of ``H`` slots and record buffers of
-    ``capacity`` records; large ones are filled on the device (`kernels.fill_kernel`)."""
+    ``capacity`` records (``keep_survivors``: with each record's lane and token, `Records`);
+    large ones are filled on the device (`kernels.fill_kernel`)."""
     from numba import cuda
 
     from . import kernels as K
@@ -151,9 +160,12 @@ def allocate(p, H: int, capacity: int, frames_per_chunk: int, stream) -> SearchB
         record=scratch(B * H, np.int32), n=full(B, 0, np.int32),
         arc_scan=scratch(B * (H + 1), np.int32),
     )  # fmt: skip
+    kept = 2 * capacity if keep_survivors else 1
     records = Records(
         used=full(2, 0, np.int32), arc=scratch(2 * capacity, np.int32),
         prev=scratch(2 * capacity, np.int32), capacity=np.int32(capacity),
+        keep=np.int32(keep_survivors), lane=scratch(kept, np.int32),
+        state=scratch(kept, np.int32), ctx=scratch(kept, np.int32),
     )  # fmt: skip
     # frame -1 "ran", buffer 1 was last: the first chunk starts frame 0 in buffer 0
     info = cuda.mapped_array((2, frames_per_chunk + 3), np.int32)

@@ -25,7 +25,8 @@ def decode_cuda(problem: SearchProblem, tuning: CudaTuning | None = None) -> lis
     tuning = tuning or CudaTuning()
     longest = int(problem.lengths.max(initial=0))
     if longest <= tuning.max_frames_per_call or problem.ac is None:
-        return finish(problem, *run_search(problem, tuning))
+        d, copier, T = run_search(problem, tuning)
+        return finish(problem, d, copier.joined, T)
     return _decode_in_calls(problem, tuning)
 
 

@@ -35,10 +35,13 @@ from .records import RecordCopier, keep_record_buffer, take_record_buffer
 log = logging.getLogger(__name__)
 
 
-def run_search(problem: SearchProblem, tuning: CudaTuning | None = None, restore=None):
-    """Every frame of ``problem`` on the GPU in one call: ``(device buffers, joined records,
-    frames)`` for `finish` or the streams' bookkeeping (`streams.py`). ``restore(buffers,
-    stream)``, when given, puts streams' last survivors back before the first frame.
+def run_search(problem: SearchProblem, tuning: CudaTuning | None = None, restore=None,
+               keep_survivors: bool = False):  # fmt: skip
+    """Every frame of ``problem`` on the GPU in one call: ``(device buffers, record copier,
+    frames)``; the copier's ``joined`` records go to `finish` or the streams' bookkeeping
+    (`streams.py`), its ``kept`` survivors of every frame (``keep_survivors``) to lattices.
+    ``restore(buffers, stream)``, when given, puts streams' last survivors back before the
+    first frame.
     `CudaTuning` (chunking, double buffering, block size, profiling) changes the speed, never
     the results."""
     from numba import cuda
@@ -68,13 +71,13 @@ def run_search(problem: SearchProblem, tuning: CudaTuning | None = None, restore
     )  # fmt: skip
 
     capture_stream, stream = _capture_streams() if graphs else (None, cuda.stream())
-    d = allocate(problem, H, cap, frames_per_chunk, stream)
+    d = allocate(problem, H, cap, frames_per_chunk, stream, keep_survivors)
     if restore is not None:
         restore(d, stream)
     threads = prune_threads or prune_block_size(B)
     run = FrameSequence(problem, d, device_graph(problem), frames_per_chunk, threads, profile)
-    copier = RecordCopier(d, take_record_buffer(timed=profile is not None),
-                          g.num_emitting_arcs, T)  # fmt: skip
+    pinned = take_record_buffer(timed=profile is not None, fields=5 if keep_survivors else 2)
+    copier = RecordCopier(d, pinned, g.num_emitting_arcs, T)
     try:
         _run_chunks(run, copier, stream, capture_stream, graphs, T, frames_per_chunk,
                     double_buffer)  # fmt: skip
@@ -84,7 +87,7 @@ def run_search(problem: SearchProblem, tuning: CudaTuning | None = None, restore
                 profile[key] = profile.get(key, 0) + value  # summed over calls
     finally:
         keep_record_buffer(copier.pinned)
-    return d, copier.joined, T
+    return d, copier, T
 
 
 def _run_chunks(run, copier, stream, capture_stream, graphs, T, frames_per_chunk, double_buffer):

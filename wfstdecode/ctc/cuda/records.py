@@ -143,6 +143,8 @@ class RecordCopier:
         self.records, self.info, self.sim, self.pinned = d.records, d.control.info, SIM, pinned
         self.pending: list = [None, None]  # (chunk, first frame, frame starts) in each slot
         self.joined = JoinedRecords(n_emit, T)
+        # lattices: each frame's survivors, which the records then carry (`buffers.Records`)
+        self.kept = KeptSurvivors(len(d.lanes.length)) if int(d.records.keep) else None
         self.collected = 0
         self.moved = 0  # chunks joined
         self.ran = 0  # chunks that ran at least one frame step
@@ -156,7 +158,9 @@ class RecordCopier:
         starts = info[INFO_STARTS : INFO_STARTS + n].astype(np.int64)
         self._move_out(i)
         lo = i * int(self.records.capacity)
-        self.pinned.put(i, (self.records.arc[lo : lo + used], self.records.prev[lo : lo + used]))
+        r = self.records
+        fields = (r.arc, r.prev) if self.kept is None else (r.arc, r.prev, r.lane, r.state, r.ctx)
+        self.pinned.put(i, tuple(x[lo : lo + used] for x in fields))
         self.pending[i] = (c, first, starts)
         self.collected += 1
         self.ran += n > 0
@@ -167,8 +171,10 @@ class RecordCopier:
             return
         c, first, starts = self.pending[i]
         assert c == self.moved, "chunks arrive in order"
-        arcs, prevs = self.pinned.take(i, copy=False)  # read before the slot is put again
+        arcs, prevs, *kept = self.pinned.take(i, copy=False)  # read before the slot is put again
         self.joined.add(first, starts, arcs, prevs)
+        if self.kept is not None:
+            self.kept.add(first, starts, *kept)
         self.moved += 1
         self.pending[i] = None
 
@@ -206,6 +212,27 @@ class JoinedRecords:
         self.n += used
 
 
+class KeptSurvivors:
+    """Every token frame's survivors per lane, from the records that carry them (lattices):
+    ``frames[lane][f] = (states, context states)``."""
+
+    def __init__(self, lanes: int):
+        self.frames: list[dict] = [{} for _ in range(lanes)]
+
+    def add(self, first, starts, lanes, states, ctxs) -> None:
+        ends = np.append(starts[1:], len(states))
+        for j, (lo, hi) in enumerate(zip(starts, ends, strict=True)):
+            keep = states[lo:hi] >= 0
+            lane = lanes[lo:hi][keep]
+            order = np.argsort(lane, kind="stable")
+            lane, state, ctx = lane[order], states[lo:hi][keep][order], ctxs[lo:hi][keep][order]
+            cuts = np.flatnonzero(np.diff(lane)) + 1
+            for lo_k, hi_k in zip(np.r_[0, cuts], np.r_[cuts, len(lane)], strict=True):
+                if hi_k > lo_k:
+                    self.frames[int(lane[lo_k])][first + j] = (state[lo_k:hi_k].copy(),
+                                                               ctx[lo_k:hi_k].copy())  # fmt: skip
+
+
 @njit(nogil=True, cache=True)
 def _join_chunk(first, starts, arcs, prevs, n_emit, frame_base, base, out_arc, out_prev):
     """One pass over a chunk's records: ``out[base + k]`` gets record ``k`` with its ``prev``
@@ -228,16 +255,18 @@ def _join_chunk(first, starts, arcs, prevs, n_emit, frame_base, base, out_arc, o
                 out_prev[base + k] = prev + own
 
 
-def take_record_buffer(timed: bool) -> PinnedDoubleBuffer:
-    """A pinned record buffer of the current CUDA context, kept from an earlier call when one
-    is free (its pinned memory, once grown to a batch's largest chunk, is not allocated
-    again), else a new one. `keep_record_buffer` gives it back."""
+def take_record_buffer(timed: bool, fields: int = 2) -> PinnedDoubleBuffer:
+    """A pinned record buffer of the current CUDA context for ``fields`` int32 arrays (2: arc
+    and prev; 5: with the kept survivors), kept from an earlier call when one is free (its
+    pinned memory, once grown to a batch's largest chunk, is not allocated again), else a new
+    one. `keep_record_buffer` gives it back."""
     context = _current_context()
     with _KEPT_LOCK:
-        i = next((i for i, (c, _) in enumerate(_KEPT) if c is context), None)
+        i = next((i for i, (c, b) in enumerate(_KEPT)
+                  if c is context and len(b.dtypes) == fields), None)  # fmt: skip
         buffer = _KEPT.pop(i)[1] if i is not None else None
     if buffer is None:
-        buffer = PinnedDoubleBuffer((np.int32, np.int32))
+        buffer = PinnedDoubleBuffer((np.int32,) * fields)
     buffer.reset(timed)
     return buffer
 

@@ -413,6 +413,10 @@ def write_records(graph, tables, survivors, records, frame, n, cutoff, best, scr
                     s = key_state(tables.state[slot])
                     x = key_ctx(tables.state[slot])
                     deg = graph.e_offsets[s + 1] - graph.e_offsets[s]
+                if records.keep:  # lattices: the frame's survivors go to the host too
+                    records.lane[rb + mark - 2] = frame.lane
+                    records.state[rb + mark - 2] = s if survivor else -1
+                    records.ctx[rb + mark - 2] = x
         off_s, total_s = block_exclusive_scan(survivor, scratch)
         off_d, total_d = block_exclusive_scan(deg, scratch)
         if survivor:

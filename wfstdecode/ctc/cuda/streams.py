@@ -81,17 +81,35 @@ class CudaStreams:
     def begin_all(self, problems) -> list[CudaStreamState]:
         """Frame 0 of each stream (one utterance's problem each), in one call."""
         no_frames = np.zeros((0, problems[0].ac.shape[2]), np.float32)
-        return self._run([(p, None, no_frames) for p in problems])
+        return [state for state, _ in self._run([(p, None, no_frames) for p in problems])]
 
     def advance(self, jobs) -> list[CudaStreamState]:
         """``jobs``: ``(problem, state, search costs of the chunk)``; empty chunks and stopped
         searches keep their state."""
-        out = [state for _, state, _ in jobs]
+        return [state for state, _ in self._advance(jobs, keep=False)]
+
+    def advance_keeping(self, jobs) -> list[tuple]:
+        """`advance`, keeping every token frame's survivors (for lattices): ``(state, [(states,
+        context states) per frame])``, fewer frames when the search stopped. The survivors
+        reach the host with the records (`buffers.Records`), in the same call."""
+        return self._advance(jobs, keep=True)
+
+    def survivors(self, state):
+        """The last token frame's survivors, or None once the search stopped."""
+        return self._host.survivors(state.search)
+
+    def map(self, fn, jobs) -> list:
+        """``[fn(job) for job in jobs]`` (host work: the lanes ran on the GPU)."""
+        return [fn(job) for job in jobs]
+
+    def _advance(self, jobs, keep: bool) -> list[tuple]:
+        out = [(state, []) for _, state, _ in jobs]
         moving = [i for i, (_, state, ac) in enumerate(jobs)
                   if len(ac) and not state.search.counts[STATUS] & _STOPPING]  # fmt: skip
         if moving:
-            for i, state in zip(moving, self._run([jobs[i] for i in moving]), strict=True):
-                out[i] = state
+            ran = self._run([jobs[i] for i in moving], keep)
+            for i, (state, kept) in zip(moving, ran, strict=True):
+                out[i] = (state, kept)
         return out
 
     def partial(self, p, state):
@@ -105,7 +123,9 @@ class CudaStreams:
         return replace(raw, notes=raw.notes + notes)
 
     # ----- one batched call -------------------------------------------------------------------
-    def _run(self, jobs) -> list[CudaStreamState]:
+    def _run(self, jobs, keep: bool = False) -> list[tuple]:
+        """One call over the jobs' lanes: ``(state, kept survivors per frame)`` per job (the
+        list is empty unless ``keep``)."""
         first = jobs[0][0]
         lengths = np.array([len(ac) for _, _, ac in jobs], np.int64)
         ac = np.zeros((len(jobs), int(lengths.max()), first.ac.shape[2]), np.float32)
@@ -120,8 +140,14 @@ class CudaStreams:
         def put_back(d, stream):
             _put_back(d, saved, problem.graph.e_offsets, problem.beam, stream)
 
-        d, joined, _ = run_search(problem, self.tuning, put_back)
-        return self._take_out(problem, d, joined, saved)
+        d, copier, _ = run_search(problem, self.tuning, put_back, keep_survivors=keep)
+        states = self._take_out(problem, d, copier.joined, saved)
+        if not keep:
+            return [(state, []) for state in states]
+        kept = copier.kept.frames  # token frames 1.. of each lane; none past a stop
+        return [(state, [kept[b][f] for f in range(1, int(problem.lengths[b]) + 1)
+                         if f in kept[b]])
+                for b, state in enumerate(states)]  # fmt: skip
 
     def _take_out(self, problem, d, joined, saved) -> list[CudaStreamState]:
         """Each lane's survivors and the records they trace back through, into its stream."""
