@@ -12,7 +12,7 @@ import pytest
 from wfstdecode import OptionsError
 from wfstdecode.ctc import CtcBeamOptions, ctc_lattices, decode_ctc
 from wfstdecode.rescore import LmRescoring, NgramLm, rescore
-from wfstdecode.testing import simulate_ctc
+from wfstdecode.testing import fast_backends, simulate_ctc
 from wfstdecode.testing.lm import random_arpa
 
 kenlm = pytest.importorskip("kenlm")
@@ -128,12 +128,14 @@ def test_rescoring_with_the_first_pass_lm_itself_changes_nothing(tmp_path):
         assert "rescored with old.arpa" in b[0].notes[-1]
 
 
-def test_decode_with_rescoring_is_the_rescored_lattice_nbest(tmp_path):
+@pytest.mark.parametrize("backend", fast_backends())
+def test_decode_with_rescoring_is_the_rescored_lattice_nbest(tmp_path, backend):
+    """On the cpu and cuda backends alike."""
     g, lp, lengths, old, new = _first_pass(tmp_path, 3)
     options = CtcBeamOptions(lattice_beam=8.0, nbest=4)
     job = LmRescoring(NgramLm(new), NgramLm(old), lm_scale=0.8)
-    hyps = decode_ctc(lp, lengths, g, options, rescore=job)
-    for b, lat in enumerate(ctc_lattices(lp, lengths, g, options)):
+    hyps = decode_ctc(lp, lengths, g, options, rescore=job, backend=backend)
+    for b, lat in enumerate(ctc_lattices(lp, lengths, g, options, backend="reference")):
         want = rescore(lat, g.words, job.new_lm, job.old_lm, 0.8).nbest(4)
         assert len(hyps[b]) == len(want)
         for h, (_, cost) in zip(hyps[b], want, strict=True):
