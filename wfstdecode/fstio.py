@@ -76,7 +76,10 @@ class FstArrays:
         return len(self.src)
 
     def sorted_by_state(self) -> FstArrays:
-        """A copy with arcs grouped by source state (stable: the order within a state is kept)."""
+        """Arcs grouped by source state (stable: the order within a state is kept): itself when
+        they already are, else a copy."""
+        if len(self.src) < 2 or bool((self.src[1:] >= self.src[:-1]).all()):
+            return self
         order = np.argsort(self.src, kind="stable")
         return FstArrays(
             self.start, self.final, self.src[order], self.dst[order],
@@ -218,6 +221,12 @@ def _read_vector_body(r: _Reader, num_states: int, final_format: str = "<f",
 
 def write_openfst_bytes(fst: FstArrays, fst_type: str = "vector") -> bytes:
     """Serialise as an OpenFst ``vector`` or ``const`` (aligned) FST with ``standard`` arcs."""
+    return b"".join(bytes(part) for part in _openfst_parts(fst, fst_type))
+
+
+def _openfst_parts(fst: FstArrays, fst_type: str) -> list:
+    """`write_openfst_bytes`' bytes as consecutive parts (bytes or uint8 arrays), so that a file
+    is written without joining them (a large TLG's body is hundreds of MB)."""
     if fst_type not in ("vector", "const"):
         raise ValueError(f"fst_type must be 'vector' or 'const'; got {fst_type!r}")
     fst = fst.sorted_by_state()
@@ -233,16 +242,19 @@ def write_openfst_bytes(fst: FstArrays, fst_type: str = "vector") -> bytes:
     arcs["ilabel"], arcs["olabel"] = fst.ilabel, fst.olabel
     arcs["weight"], arcs["nextstate"] = fst.weight, fst.dst
     if fst_type == "const":
-        return _const_body(header, fst, counts, arcs)
+        return [_const_body(header, fst, counts, arcs)]
     state_headers = np.empty(n_states, _VECTOR_STATE_HEADER)
     state_headers["final"], state_headers["narcs"] = fst.final, counts
-    return header + _vector_body(state_headers, arcs, fst.src, counts)
+    return [header, _vector_body(state_headers, arcs, fst.src, counts)]
+
+
+_BODY_CHUNK = 1 << 22  # arcs placed per step: bounds the index arrays (32 MB)
 
 
 def _vector_body(state_headers: np.ndarray, arcs: np.ndarray, src: np.ndarray,
-                 counts: np.ndarray) -> bytes:  # fmt: skip
-    """VectorFst's body: each state's header (final weight, arc count) followed by its arcs
-    (``arcs`` grouped by state ``src``); any record layouts."""
+                 counts: np.ndarray) -> np.ndarray:  # fmt: skip
+    """VectorFst's body (uint8): each state's header (final weight, arc count) followed by its
+    arcs (``arcs`` grouped by state ``src``); any record layouts."""
     n_states, n_arcs = len(state_headers), len(arcs)
     h, a = state_headers.dtype.itemsize, arcs.dtype.itemsize
     body = np.empty(h * n_states + a * n_arcs, np.uint8)
@@ -251,12 +263,13 @@ def _vector_body(state_headers: np.ndarray, arcs: np.ndarray, src: np.ndarray,
     hb = state_headers.view(np.uint8).reshape(n_states, h)
     for k in range(h):
         body[header_pos + k] = hb[:, k]
-    if n_arcs:
-        arc_pos = h * (src.astype(np.int64) + 1) + a * np.arange(n_arcs, dtype=np.int64)
-        ab = arcs.view(np.uint8).reshape(n_arcs, a)
+    ab = arcs.view(np.uint8).reshape(n_arcs, a)
+    for lo in range(0, n_arcs, _BODY_CHUNK):
+        hi = min(lo + _BODY_CHUNK, n_arcs)
+        arc_pos = h * (src[lo:hi].astype(np.int64) + 1) + a * np.arange(lo, hi, dtype=np.int64)
         for k in range(a):
-            body[arc_pos + k] = ab[:, k]
-    return body.tobytes()
+            body[arc_pos + k] = ab[lo:hi, k]
+    return body
 
 
 _LATTICE_ARC_DTYPE = np.dtype([("ilabel", "<i4"), ("olabel", "<i4"), ("graph", "<f4"),
@@ -286,7 +299,7 @@ def write_lattice_bytes(final, src, dst, ilabel, olabel, graph_cost, acoustic_co
     arcs = np.empty(n_arcs, _LATTICE_ARC_DTYPE)
     arcs["ilabel"], arcs["olabel"], arcs["nextstate"] = ilabel, olabel, dst
     arcs["graph"], arcs["acoustic"] = graph_cost, acoustic_cost
-    return header + _vector_body(states, arcs, np.asarray(src), counts)
+    return header + _vector_body(states, arcs, np.asarray(src), counts).tobytes()
 
 
 def _const_body(header: bytes, fst: FstArrays, counts: np.ndarray, arcs: np.ndarray) -> bytes:
@@ -439,5 +452,7 @@ def read_openfst(path: str | os.PathLike) -> FstArrays:
 
 
 def write_openfst(fst: FstArrays, path: str | os.PathLike, fst_type: str = "vector") -> None:
+    parts = _openfst_parts(fst, fst_type)
     with open(path, "wb") as f:
-        f.write(write_openfst_bytes(fst, fst_type))
+        for part in parts:
+            f.write(part)

@@ -101,11 +101,16 @@ def build_tlg(
                     len(model.dropped), _examples(model.dropped))  # fmt: skip
     g = build_grammar(model, words)
     stage("G", g, ngrams=model.counts(), dropped_words=len(model.dropped))
+    # The n-gram dictionaries (GBs for a large LM) are not needed past G: not kept through
+    # the determinization and the composition with T, the build's peaks.
+    lm_order, dropped = model.order, dict(model.dropped)
+    del model
 
     l_arrays, num_disambig = build_lexicon_fst(lexicon, tokens, words, separator, bool(slot))
     stage("L", l_arrays, words=len(lexicon), disambig_symbols=num_disambig)
 
     lg = ops.compose(ops.to_pynini(l_arrays), ops.to_pynini(g))
+    del g, l_arrays
     if lg.num_states() == 0:
         raise GraphError("L ∘ G is empty: no ARPA word is spelled by the lexicon")
     stage("LG", lg)
@@ -120,10 +125,13 @@ def build_tlg(
 
     t = ctc_topology(tokens.next_id, topology, tokens.id(BLANK), num_disambig)
     stage(f"T ({topology})", t)
-    tlg = ops.from_pynini(ops.compose(ops.to_pynini(t), lg))
+    composed = ops.compose(ops.to_pynini(t), lg)
+    del lg
+    tlg = ops.from_pynini(composed)
+    del composed
     tlg = ops.sort_arcs(ops.relabel_inputs_above(tlg, tokens.next_id))
     meta = {"topology": topology, "blank_id": tokens.id(BLANK), "separator": separator,
-            "lm_order": model.order, **({"oov_slot": dict(oov_slot)} if slot else {})}  # fmt: skip
+            "lm_order": lm_order, **({"oov_slot": dict(oov_slot)} if slot else {})}  # fmt: skip
     graph = DecodingGraph.from_arrays(
         tlg,
         tokens,
@@ -134,7 +142,7 @@ def build_tlg(
     if slot:
         _check_slot_arcs(graph)
     stage("TLG", tlg, epsilon_arcs=graph.num_arcs - graph.num_emitting_arcs)
-    return TlgBuild(graph, tlg, words, stages, dict(model.dropped))
+    return TlgBuild(graph, tlg, words, stages, dropped)
 
 
 def _check_slot(oov_slot, keep_unk, lexicon, tokens, separator) -> list[str]:
