@@ -63,7 +63,7 @@ class Outcome(NamedTuple):
     died: np.ndarray
 
 
-@njit(nogil=True, cache=True)
+@njit(inline="always", nogil=True, cache=True)
 def _settle(state, cands, n, best_emit, frame, graph, boosts, lane, lim, state_map):
     """Steps 3-5 and the records of token frame ``frame``, whose ``n`` candidates are built;
     collects the records when due. Leaves ``state_map`` all -1. Returns the state and the

@@ -20,6 +20,13 @@ Data layout, chosen so the CUDA backend can mirror it:
   `_traceback.finish_paths` ranks and traces back;
 * max-active / min-active use an exact k-th smallest cost (a quickselect here; a radix select
   over order-preserving cost bits — a cost histogram per digit — on the GPU).
+
+The steps a frame runs (`smallest`, `expand`, `closure_cutoff`, `epsilon_closure`,
+`prune_cutoff`, `keep_ancestors`, `compact_records`, and `cpu._settle`) are inlined into the
+frame loop (``inline="always"``): called, each passed and handed back tuples of arrays, and
+Numba's atomic reference counts of those arrays (~200 per frame, a third of the time at beam 4)
+were the search's fixed cost per frame. Inlined: 0.73-0.78x the time at beam 4, 0.92-0.97x at
+beam 12 (`bench/ctc_cpu_refcounts.md`), first compilation ~3 s longer.
 """
 
 from __future__ import annotations
@@ -148,7 +155,7 @@ def _kth_smallest(costs, n, k):
     return tmp[target]
 
 
-@njit(nogil=True, cache=True)
+@njit(inline="always", nogil=True, cache=True)
 def smallest(costs, n):
     best = costs[0]
     for j in range(1, n):
@@ -175,7 +182,7 @@ def start(cands, state_map, graph):
     return 1
 
 
-@njit(nogil=True, cache=True)
+@njit(inline="always", nogil=True, cache=True)
 def expand(ac_t, alive, cands, state_map, graph, boosts, lane, beam, early):
     """Step 2: the survivors' emitting arcs into the candidates, recombined per (state, context
     state); ``(n, cands)``. With ``early`` (``min_active == 1``) no candidate beyond the frame's
@@ -235,7 +242,7 @@ def expand(ac_t, alive, cands, state_map, graph, boosts, lane, beam, early):
     return n, cands
 
 
-@njit(nogil=True, cache=True)
+@njit(inline="always", nogil=True, cache=True)
 def closure_cutoff(costs, n, best_emit, lim):
     """Step 3: ``C``: best emitting cost + beam, lowered to the max_active-th smallest cost when
     there are at least max_active candidates, raised to the min_active-th smallest."""
@@ -251,7 +258,7 @@ def closure_cutoff(costs, n, best_emit, lim):
     return limit
 
 
-@njit(nogil=True, cache=True)
+@njit(inline="always", nogil=True, cache=True)
 def epsilon_closure(cands, n, limit, state_map, graph, boosts, lane):
     """Step 4: tokens within ``limit`` relax their epsilon arcs, in rounds over a queue of the
     candidates that improved, until none does; ``(n, cands, converged)``. More rounds than
@@ -322,7 +329,7 @@ def _closure_round(cands, n, queue, q_n, limit, state_map, graph, boosts, lane, 
     return n, nx_n, nxt
 
 
-@njit(nogil=True, cache=True)
+@njit(inline="always", nogil=True, cache=True)
 def prune_cutoff(costs, n, lim):
     """Step 5: ``(best, cutoff)``: best + beam, lowered to the max_active-th best cost when more
     tokens are within it, raised to the min_active-th best (or the worst) when fewer."""
@@ -339,7 +346,7 @@ def prune_cutoff(costs, n, lim):
     return best, cutoff
 
 
-@njit(nogil=True, cache=True)
+@njit(inline="always", nogil=True, cache=True)
 def keep_ancestors(cands, n, cutoff, num_emitting):
     """Mark the survivors and the in-frame epsilon ancestors they trace back through; returns
     the number of survivors."""
@@ -360,7 +367,7 @@ def keep_ancestors(cands, n, cutoff, num_emitting):
     return n_alive
 
 
-@njit(nogil=True, cache=True)
+@njit(inline="always", nogil=True, cache=True)
 def compact_records(cands, n, cutoff, best, n_alive, records, n_rec, num_emitting):
     """Append the kept candidates to the records (in candidate order; an epsilon arc's ``prev``
     becomes its ancestor's record) and return the survivors, their costs relative to the frame's
