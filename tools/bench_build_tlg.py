@@ -4,6 +4,7 @@ Runs each build in its own process (so its peak memory is its own), reads the bu
 writes, and writes a markdown table of time, peak memory and sizes per stage.
 
     python tools/bench_build_tlg.py --arpa ../shared/data/en-us.arpa.gz --out bench/build_tlg.md
+    python tools/bench_build_tlg.py --recipes characters --topologies compact --kaldi  # vs Kaldi
 """
 
 from __future__ import annotations
@@ -35,8 +36,25 @@ def run(recipe: str, topology: str, arpa: Path, work: Path) -> dict:
     wall = time.perf_counter() - start
     report = json.loads((out / "build.json").read_text())
     return {"recipe": recipe, "topology": topology, "wall_s": round(wall, 1),
-            "peak_rss_mb": max(s["peak_rss_mb"] for s in report["stages"]),
+            "peak_rss_mb": max([s["peak_rss_mb"] for s in report["stages"]]
+                               + [report.get("peak_rss_mb", 0)]),  # with the files' writing
             "fst_mb": round((out / "TLG.fst").stat().st_size / 2**20, 1), **report}  # fmt: skip
+
+
+def run_kaldi(topology: str, arpa: Path, work: Path) -> dict:
+    """The same character TLG built the Kaldi way (`build_tlg_kaldi.py`), in its own process."""
+    out = work / f"kaldi_{topology}"
+    cmd = [sys.executable, "tools/build_tlg_kaldi.py", *RECIPES["characters"][1:], "--arpa",
+           str(arpa), "--topology", topology, "--out", str(out)]  # fmt: skip
+    start = time.perf_counter()
+    done = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    stages = json.loads(done.stdout.splitlines()[-1])["stages"]
+    last = next(s for s in reversed(stages) if "arcs" in s)
+    return {"recipe": "characters, Kaldi way (kaldilm + kaldifst)", "topology": topology,
+            "wall_s": round(wall, 1), "peak_rss_mb": max(s["peak_rss_mb"] for s in stages),
+            "fst_mb": round((out / "TLG.fst").stat().st_size / 2**20, 1), "stages": stages,
+            "graph": {"states": last["states"], "arcs": last["arcs"], "epsilon_arcs": None}}  # fmt: skip
 
 
 def markdown(rows: list[dict], args, command: str) -> str:
@@ -53,12 +71,17 @@ def markdown(rows: list[dict], args, command: str) -> str:
     ]
     for r in rows:
         g = r["graph"]
+        eps = "–" if g["epsilon_arcs"] is None else f"{g['epsilon_arcs']:,}"
         lines.append(f"| {r['recipe']} | {r['topology']} | {r['wall_s']} | {r['peak_rss_mb']:.0f} | "
-                     f"{g['states']:,} | {g['arcs']:,} | {g['epsilon_arcs']:,} | {r['fst_mb']} |")  # fmt: skip
-    lines += ["", "Stages (states / arcs / seconds):", ""]
+                     f"{g['states']:,} | {g['arcs']:,} | {eps} | {r['fst_mb']} |")  # fmt: skip
+    lines += ["", "Stages (states / arcs / seconds / peak RSS MB):", ""]
     for r in rows:
-        stages = "; ".join(f"{s['stage']} {s['states']:,}/{s['arcs']:,}/{s['seconds']:.0f}s"
-                           for s in r["stages"])  # fmt: skip
+        stages = "; ".join(
+            f"{s['stage']} "
+            + (f"{s['states']:,}/{s['arcs']:,}/" if "arcs" in s else "")
+            + f"{s['seconds']:.0f}s/{s.get('peak_rss_mb', 0):.0f}"
+            for s in r["stages"]
+        )
         lines.append(f"- {r['recipe']} {r['topology']}: {stages}")
     return "\n".join(lines) + "\n"
 
@@ -70,6 +93,8 @@ def main() -> None:
     p.add_argument("--topologies", nargs="+", default=["compact", "normal"])
     p.add_argument("--work", type=Path, default=None, help="keep the graphs here")
     p.add_argument("--out", type=Path, default=ROOT / "bench/build_tlg.md")
+    p.add_argument("--kaldi", action="store_true", help="also build the character TLG the Kaldi "
+                   "way (kaldilm + kaldifst: pip install kaldilm kaldifst)")  # fmt: skip
     args = p.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="bench_tlg_"))
     rows = []
@@ -81,6 +106,10 @@ def main() -> None:
                     {k: rows[-1][k] for k in ("recipe", "topology", "wall_s", "peak_rss_mb")}
                 )
             )
+    if args.kaldi:
+        for topology in args.topologies:
+            rows.append(run_kaldi(topology, args.arpa.resolve(), work))
+            print(json.dumps({k: rows[-1][k] for k in ("recipe", "wall_s", "peak_rss_mb")}))
     text = markdown(rows, args, "python " + " ".join(sys.argv))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)

@@ -22,6 +22,7 @@ import errno
 import json
 import logging
 import os
+import resource
 import shutil
 import socket
 import tempfile
@@ -182,6 +183,8 @@ def _write_files(build: TlgBuild, tmp: Path, info: dict | None) -> None:
         "metadata": build.graph.metadata,
         "stages": build.stages,
         "dropped_arpa_words": len(build.dropped_words),
+        # the process's peak so far, the files above written: the stages' peaks end before them
+        "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
     (tmp / "build.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
 
