@@ -9,7 +9,8 @@ follows the active tokens: see `CpuTuning.collect_records_at`) and the log-probs
 
 Streams and lanes, as Kaldi's cudadecoder has channels and lanes: any number of streams may be
 open; one `advance` runs at most ``max_lanes`` of them at a time (the rest wait for the next
-group of the same call), on the backend's threads.
+group of the same call): on the cpu backend's threads, or on cuda as the lanes of one batched
+search, each lane loaded with its stream's last survivors (`cuda/streams.py`).
 
 Partial results: the best path so far, ranked on cost alone (no final costs), with
 ``Hypothesis.stable_words``: its first words lie on the prefix every surviving token shares, so
