@@ -72,6 +72,28 @@ def test_openfst_round_trip_through_pynini_and_kaldifst(demo_build, tmp_path):
     np.testing.assert_array_equal(from_const.final_cost, g.final_cost)
 
 
+def test_openfst_writer_places_arcs_in_steps_and_keeps_sorted_arcs(monkeypatch, tmp_path):
+    """The writer places a large FST's arcs a step of `_BODY_CHUNK` at a time and writes its
+    parts without joining them: the same bytes as one step, for arcs in any state order; an FST
+    already grouped by state is not copied first."""
+    import wfstdecode.fstio as fstio
+
+    rng = np.random.default_rng(0)
+    n_states, n_arcs = 40, 300
+    src = rng.integers(0, n_states, n_arcs)
+    fst = FstArrays(0, rng.uniform(0, 5, n_states), src, rng.integers(0, n_states, n_arcs),
+                    rng.integers(0, 9, n_arcs), rng.integers(0, 9, n_arcs),
+                    rng.uniform(0, 3, n_arcs))  # fmt: skip
+    whole = fstio.write_openfst_bytes(fst)
+    monkeypatch.setattr(fstio, "_BODY_CHUNK", 7)
+    assert fstio.write_openfst_bytes(fst) == whole
+    write_openfst(fst, tmp_path / "f.fst")
+    assert (tmp_path / "f.fst").read_bytes() == whole
+    assert pynini.equal(pynini.Fst.read(str(tmp_path / "f.fst")), to_pynini(fst))
+    grouped = fst.sorted_by_state()
+    assert grouped is not fst and grouped.sorted_by_state() is grouped
+
+
 def test_pynini_written_files_with_symbol_tables_load(tmp_path):
     f = pynini.cross("ab", "x") | pynini.accep("abd", weight=2.5)
     syms = pynini.SymbolTable()

@@ -116,6 +116,8 @@ def test_force_replaces_a_graph_dir_and_only_that(tmp_path, build_args, capsys):
     assert main(build_args(out)) == 0
     report = json.loads((out / "build.json").read_text())
     assert report[MARKER_KEY] == 1 and is_graph_dir(out)
+    # the process's peak with the files written, at least every stage's
+    assert report["peak_rss_mb"] >= max(s["peak_rss_mb"] for s in report["stages"]) > 0
     (out / "TLG.npz").write_bytes(b"stale")
     assert main(build_args(out, "--force")) == 0
     assert (out / "TLG.npz").read_bytes() != b"stale"
