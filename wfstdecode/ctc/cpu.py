@@ -36,14 +36,13 @@ from .cpu_steps import (
     smallest,
     start,
 )
-from .status import CANCELLED, DIED, NEG_CYCLE, OVERFLOW, RETRY_BITS
+from .status import CANCELLED, DIED, NEG_CYCLE, OVERFLOW, RETRY_BITS, STOPPED_BITS
 from .tuning import CpuTuning
 
 # SearchState.counts: log-prob frames consumed, records used, the root record, prefix arcs and
 # the frames they consume, the record count that triggers the next collection, status bits, and
 # the frame the search stopped at (-1: it did not)
 FRAMES, N_REC, ROOT, N_PREFIX, PREFIX_FRAMES, COLLECT_AT, STATUS, STOPPED = range(8)
-_STOPPING = DIED | NEG_CYCLE | CANCELLED
 
 
 class SearchState(NamedTuple):
@@ -131,7 +130,7 @@ def advance(state, ac, n_frames, graph, boosts, lane, lim, state_map, cancel):
     early = lim.min_active <= 1
     cands = candidates(max(256, 2 * state.alive.state.shape[0]))
     for t in range(n_frames):
-        if counts[STATUS] & _STOPPING:
+        if counts[STATUS] & STOPPED_BITS:
             return state
         if cancel[0] != 0:
             counts[STATUS] |= CANCELLED
@@ -161,7 +160,7 @@ def advance_keeping(state, ac, n_frames, graph, boosts, lane, lim, state_map, ca
     n = 0
     for t in range(n_frames):
         state = advance(state, ac[t : t + 1], 1, graph, boosts, lane, lim, state_map, cancel)
-        if state.counts[STATUS] & _STOPPING:
+        if state.counts[STATUS] & STOPPED_BITS:
             return state, kept_s[:n], kept_x[:n], ends[:t]
         m = state.alive.state.shape[0]
         if n + m > kept_s.shape[0]:
@@ -181,7 +180,7 @@ def end(state, graph, boosts, lane, final_cost, nbest, out):
     """Step 6 into ``out`` (`PathRows.lane`): ``(number of paths, status bits, stopped frame)``.
     ``final_cost`` is the graph's, or zeros for a partial result (ranked on cost alone)."""
     counts = state.counts
-    if counts[STATUS] & _STOPPING:
+    if counts[STATUS] & STOPPED_BITS:
         return 0, counts[STATUS], counts[STOPPED]
     alive, records = state.alive, state.records
     give_back = boosts.phi[boosts.node_offset[lane] :]
@@ -383,7 +382,7 @@ class CpuStreams:
     def survivors(self, state):
         """The last token frame's surviving tokens as ``(graph states, context states)``, or
         None once the search stopped."""
-        if state.counts[STATUS] & _STOPPING:
+        if state.counts[STATUS] & STOPPED_BITS:
             return None
         return state.alive.state.copy(), state.alive.ctx.copy()
 
@@ -391,7 +390,7 @@ class CpuStreams:
         """The best path on cost alone, ``(state, arcs, frames, stable arcs)``: the records are
         collected first (hence a new state to keep), so the stable arcs are the prefix every
         survivor shares. Arcs, frames and stable arcs are None when the search stopped."""
-        if state.counts[STATUS] & _STOPPING:
+        if state.counts[STATUS] & STOPPED_BITS:
             return state, None, None, None
         graph, boosts = search_graph(p), lane_boosts(p)
         state = settled_prefix(state, graph)

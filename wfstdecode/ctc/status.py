@@ -19,6 +19,7 @@ CANCELLED = 64  # stopped on request (KeyboardInterrupt in the calling thread)
 
 RESULT_BITS = NO_FINAL | DIED  # what a RawResult reports
 RETRY_BITS = OVERFLOW | MORE_PATHS
+STOPPED_BITS = DIED | NEG_CYCLE | CANCELLED  # the search ran no further frames
 
 
 def raise_graph_errors(status: int, utterance: int, frame: int) -> None:

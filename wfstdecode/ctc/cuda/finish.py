@@ -5,11 +5,13 @@ arrived, `records.JoinedRecords`) traced back per utterance on the host by the C
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from .._problem import RawResult, SearchProblem
 from .._traceback import PathRows, Records, Survivors, finish_paths
-from ..status import DIED, RETRY_BITS, raise_graph_errors
+from ..status import DIED, RETRY_BITS, STOPPED_BITS, raise_graph_errors
 
 
 def finish(problem: SearchProblem, d, joined, T: int) -> list[RawResult]:
@@ -20,29 +22,23 @@ def finish(problem: SearchProblem, d, joined, T: int) -> list[RawResult]:
     records = Records(joined.prev[: joined.n], joined.arc[: joined.n])
     frame_base = joined.frame_base
 
-    lanes = d.lanes
-    status, died = lanes.status.copy_to_host(), lanes.died.copy_to_host()
-    over_frames = lanes.overflow_frames.copy_to_host()
-    first_over, min_beam = lanes.first_overflow.copy_to_host(), lanes.min_beam.copy_to_host()
-    act_n = np.where(status & DIED, 0, d.survivors.n.copy_to_host()).astype(np.int64)
-    offsets = np.concatenate(([0], np.cumsum(act_n)))
-    state, ctx, cost, store = gather_survivors(d.survivors, act_n, offsets, d.tables.size)
+    e = lane_ends(d)
     boosts = problem.boosts
     results = []
     for b in range(B):
-        notes = overflow_notes(int(over_frames[b]), int(first_over[b]), float(min_beam[b]))
-        raise_graph_errors(int(status[b]), b, int(died[b]))
-        if status[b] & DIED:
-            results.append(RawResult([], DIED, int(died[b]), notes))
+        notes = overflow_notes(int(e.overflow_frames[b]), int(e.first_overflow[b]),
+                               float(e.min_beam[b]))  # fmt: skip
+        raise_graph_errors(int(e.status[b]), b, int(e.died[b]))
+        if e.status[b] & DIED:
+            results.append(RawResult([], DIED, int(e.died[b]), notes))
             continue
         length = int(problem.lengths[b])
-        lo, n = offsets[b], int(act_n[b])
-        a_store = store[lo : lo + n].astype(np.int64) + frame_base[length]
+        alive = e.survivors(b)
+        alive = alive._replace(record=alive.record.astype(np.int64) + frame_base[length])
         out = PathRows.first(1, problem.options.nbest, T)
         while True:
             n_paths, st = finish_paths(
-                Survivors(state[lo : lo + n], ctx[lo : lo + n], cost[lo : lo + n], a_store),
-                records, joined.n, length, g.final_cost,
+                alive, records, joined.n, length, g.final_cost,
                 boosts.phi[boosts.node_offset[b] :], g.olabel, g.num_emitting_arcs,
                 problem.options.nbest, out.lane(0),
             )  # fmt: skip
@@ -51,6 +47,39 @@ def finish(problem: SearchProblem, d, joined, T: int) -> list[RawResult]:
             out = out.grown(1, st, problem.options.nbest)
         results.append(out.result(0, n_paths, st, b, notes=notes))
     return results
+
+
+class LaneEnds(NamedTuple):
+    """The lanes as a search left them, on the host: per lane its status bits, the frame it
+    stopped at, its beam (in force, lowest), its overflow counts, and its survivors (none for
+    a stopped lane), packed: lane ``b``'s at ``offsets[b] : offsets[b + 1]``."""
+
+    status: np.ndarray
+    died: np.ndarray
+    beam: np.ndarray
+    min_beam: np.ndarray
+    overflow_frames: np.ndarray
+    first_overflow: np.ndarray
+    offsets: np.ndarray
+    packed: Survivors  # records: the survivors' chunk-local record indices
+
+    def survivors(self, b: int) -> Survivors:
+        lo, hi = self.offsets[b], self.offsets[b + 1]
+        return Survivors(*(x[lo:hi] for x in self.packed))
+
+
+def lane_ends(d) -> LaneEnds:
+    """`LaneEnds` of the search buffers ``d`` (`finish`, and the streams' bookkeeping)."""
+    lanes = d.lanes
+    status = lanes.status.copy_to_host()
+    n = np.where(status & STOPPED_BITS, 0, d.survivors.n.copy_to_host()).astype(np.int64)
+    offsets = np.concatenate(([0], np.cumsum(n)))
+    packed = Survivors(*gather_survivors(d.survivors, n, offsets, d.tables.size))
+    return LaneEnds(
+        status, lanes.died.copy_to_host(), lanes.beam.copy_to_host(),
+        lanes.min_beam.copy_to_host(), lanes.overflow_frames.copy_to_host(),
+        lanes.first_overflow.copy_to_host(), offsets, packed,
+    )  # fmt: skip
 
 
 def overflow_notes(frames: int, first: int, min_beam: float) -> tuple[str, ...]:

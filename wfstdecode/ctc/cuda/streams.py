@@ -12,7 +12,7 @@ One call (`CudaStreams.advance`):
    (`steps.restore`) instead of starting, so frame 1 is the stream's next frame, computed as
    the whole-utterance search computes it. Their records are passed as ``-2 - r`` (``r``: the
    record in the stream's store), which the kernels and `records.JoinedRecords` carry along.
-2. after the last frame, each lane's survivors are gathered (`finish.gather_survivors`), and
+2. after the last frame, each lane's survivors are gathered (`finish.lane_ends`), and
    `_append_reachable` moves the records they trace back through — only those: the rest of the
    call's records are dropped at once — into the stream's store, decoding ``-2 - r``.
 3. the stream's state is a cpu `SearchState` (survivors, records, shared prefix, counts), with
@@ -51,12 +51,10 @@ from ..cpu import (
     _collect,
 )
 from ..cpu_steps import SharedPrefix
-from ..status import DIED, NEG_CYCLE
+from ..status import STOPPED_BITS
 from ..tuning import CpuTuning, CudaTuning
 from .driver import run_search
-from .finish import gather_survivors, overflow_notes
-
-_STOPPING = DIED | NEG_CYCLE
+from .finish import lane_ends, overflow_notes
 
 
 class CudaStreamState(NamedTuple):
@@ -105,7 +103,7 @@ class CudaStreams:
     def _advance(self, jobs, keep: bool) -> list[tuple]:
         out = [(state, []) for _, state, _ in jobs]
         moving = [i for i, (_, state, ac) in enumerate(jobs)
-                  if len(ac) and not state.search.counts[STATUS] & _STOPPING]  # fmt: skip
+                  if len(ac) and not state.search.counts[STATUS] & STOPPED_BITS]  # fmt: skip
         if moving:
             ran = self._run([jobs[i] for i in moving], keep)
             for i, (state, kept) in zip(moving, ran, strict=True):
@@ -151,14 +149,7 @@ class CudaStreams:
 
     def _take_out(self, problem, d, joined, saved) -> list[CudaStreamState]:
         """Each lane's survivors and the records they trace back through, into its stream."""
-        lanes = d.lanes
-        status, died = lanes.status.copy_to_host(), lanes.died.copy_to_host()
-        beam, min_beam = lanes.beam.copy_to_host(), lanes.min_beam.copy_to_host()
-        over_frames = lanes.overflow_frames.copy_to_host()
-        first_over = lanes.first_overflow.copy_to_host()
-        act_n = np.where(status & _STOPPING, 0, d.survivors.n.copy_to_host()).astype(np.int64)
-        offsets = np.concatenate(([0], np.cumsum(act_n)))
-        state, ctx, cost, record = gather_survivors(d.survivors, act_n, offsets, d.tables.size)
+        e = lane_ends(d)
         new_index = np.full(max(joined.n, 1), -1, np.int64)  # shared: each record is one lane's
         graph = bundles.search_graph(problem)
         out = []
@@ -166,20 +157,20 @@ class CudaStreams:
             search = _fresh_search(self.tuning.collect_records_at) if old is None else old.search
             counts = search.counts.copy()
             done, length = int(counts[FRAMES]), int(problem.lengths[b])
-            if status[b] & _STOPPING:
-                counts[STATUS] |= int(status[b]) & _STOPPING
-                counts[STOPPED] = done + int(died[b])
+            if e.status[b] & STOPPED_BITS:
+                counts[STATUS] |= int(e.status[b]) & STOPPED_BITS
+                counts[STOPPED] = done + int(e.died[b])
                 search = search._replace(counts=counts)
             else:
-                lo, hi = offsets[b], offsets[b + 1]
-                ends = record[lo:hi].astype(np.int64) + joined.frame_base[length]
+                alive = e.survivors(b)
+                ends = alive.record.astype(np.int64) + joined.frame_base[length]
                 records, n_rec, root, alive_records = _append_reachable(
                     joined.prev, joined.arc, ends, search.records, counts[N_REC], new_index
                 )
                 counts[N_REC], counts[FRAMES] = n_rec, done + length
                 if root >= 0:  # frame 0's start record
                     counts[ROOT] = root
-                alive = Survivors(state[lo:hi], ctx[lo:hi], cost[lo:hi], alive_records)
+                alive = alive._replace(record=alive_records)
                 prefix = search.prefix
                 if n_rec >= counts[COLLECT_AT]:  # as the cpu backend's `_settle`
                     prefix = _collect(alive, records, prefix, counts, graph)
@@ -187,14 +178,14 @@ class CudaStreams:
                         counts[COLLECT_AT] *= 2
                 search = SearchState(alive, records, prefix, counts)
             # first_overflow: the kernels write the lane's frame when its count was 0
-            first = int(first_over[b])
+            first = int(e.first_overflow[b])
             if old is not None and old.overflow[0]:
                 first = int(old.overflow[1])
-            elif over_frames[b]:
+            elif e.overflow_frames[b]:
                 first += done
             out.append(CudaStreamState(
-                search, np.array([beam[b], min_beam[b]], np.float32),
-                np.array([over_frames[b], first], np.int64),
+                search, np.array([e.beam[b], e.min_beam[b]], np.float32),
+                np.array([e.overflow_frames[b], first], np.int64),
             ))  # fmt: skip
         return out
 
