@@ -220,8 +220,9 @@ def _put_back(d, saved, e_offsets, beam, stream) -> None:
     if counts.max() > H:  # survivors fit the table they were pruned in, of the same size
         raise AssertionError(f"{int(counts.max())} survivors for a table of {H} slots")
     offsets = np.concatenate(([0], np.cumsum(counts)))
-    degree = np.diff(e_offsets)
-    scan = np.concatenate([np.concatenate(([0], np.cumsum(degree[a.state]))) for a in alive])
+    scan = np.concatenate([np.concatenate(([0], np.cumsum(e_offsets[a.state + 1]
+                                                          - e_offsets[a.state])))
+                           for a in alive])  # fmt: skip
     packed = (
         np.concatenate([a.state for a in alive]), np.concatenate([a.ctx for a in alive]),
         np.concatenate([a.cost for a in alive]),
