@@ -250,7 +250,12 @@ def _capture_streams():
     from numba import cuda
 
     capture_stream = cupy.cuda.Stream(non_blocking=True)
-    return capture_stream, cuda.external_stream(capture_stream.ptr)
+    stream = cuda.external_stream(capture_stream.ptr)
+    # The search's arrays are made on `stream` and outlive this call (finish, the streams'
+    # bookkeeping); CuPy destroys its stream once unreferenced, which left them on a dead handle
+    # (their copies failed with CUDA_ERROR_INVALID_CONTEXT or crashed, seen on an H100).
+    stream.owner = capture_stream
+    return capture_stream, stream
 
 
 def _capture(launch_chunk, capture_stream, stream):
