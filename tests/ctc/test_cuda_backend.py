@@ -391,6 +391,38 @@ def test_cuda_graphs_option():
         _use_graphs("on", None, 1000, 16)
 
 
+def test_the_capture_stream_lives_as_long_as_its_numba_view(monkeypatch):
+    """The search's arrays are made on the Numba view of CuPy's capture stream and are copied
+    after `run_search` returns: CuPy destroys a stream it no longer references, so the view must
+    hold it (without that, an H100 failed those copies with CUDA_ERROR_INVALID_CONTEXT)."""
+    import gc
+    import types
+    import weakref
+
+    from wfstdecode.ctc.cuda import driver
+
+    class FakeCupyStream:
+        def __init__(self, non_blocking):
+            self.ptr = 1234
+
+    class FakeNumbaView:
+        def __init__(self, ptr):
+            self.ptr = ptr
+
+    fake_cupy = types.SimpleNamespace(cuda=types.SimpleNamespace(Stream=FakeCupyStream))
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
+    monkeypatch.setattr(cuda, "external_stream", FakeNumbaView, raising=False)
+    capture, view = driver._capture_streams()
+    assert view.ptr == capture.ptr
+    alive = weakref.ref(capture)
+    del capture
+    gc.collect()
+    assert alive() is not None
+    del view
+    gc.collect()
+    assert alive() is None
+
+
 class _DLPackOnly:
     """Stands for a GPU array with only a DLPack interface (a JAX array, say)."""
 
