@@ -246,3 +246,54 @@ def test_rescore_command_reads_the_archive_decode_wrote(tmp_path, capsys):
     assert main(["rescore", str(tmp_path / "bad.ark"), "--words", str(tmp_path / "words.txt"),
                  "--new-lm", str(new), "--old-lm", str(old)]) == 2  # fmt: skip
     assert "entry 'u1'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("beam", [None, 1.0, 4.0])
+def test_compiled_composition_equals_the_plain_loop(tmp_path, monkeypatch, seed, beam):
+    """`rescore_compose.compose` (compiled, resumed wherever it lacks LM steps or room) gives
+    the plain loop's split nodes, states, arcs and costs, in the same order; tiny first
+    buffers make it grow and resume many times."""
+    from wfstdecode import rescore_compose as rc
+    from wfstdecode.rescore import _rescored_best
+
+    g, lp, lengths, old, new = _first_pass(tmp_path, seed, old_order=2, new_order=4)
+    options = CtcBeamOptions(beam=math.inf, lattice_beam=12.0, max_active=1_000_000)
+    new_lm, old_lm = NgramLm(new), NgramLm(old)
+
+    def step(state, w):
+        c_new, s_new = new_lm.step(state[1], g.words.symbol(w))
+        c_old, s_old = old_lm.step(state[0], g.words.symbol(w))
+        return 0.7 * c_new - c_old, (s_old, s_new)
+
+    for lat in ctc_lattices(lp, lengths, g, options):
+        n = lat.num_nodes
+        first = np.searchsorted(lat.src, np.arange(n + 1))
+        start = (old_lm.start, new_lm.start)
+        beta, limit, kept = np.zeros(n), math.inf, set()
+        if beam is not None:
+            beta = lat.backward()
+            names = {w: g.words.symbol(w) for w in np.unique(lat.olabel).tolist() if w}
+            best, kept = _rescored_best(lat, names, lambda s, w: step(s, g.words.id(w)), start)
+            limit = best + beam
+        args = (first, lat.dst, lat.olabel, lat.arc_cost(), beta, limit, kept, start, step)
+        want = rc.compose_reference(*args, 10**6)
+        assert len(want[0]) >= (n if beam is None else 1)
+        assert beam is not None or len(set(want[1])) > 3  # states split the nodes
+        for tiny in (False, True):
+            with monkeypatch.context() as m:
+                if tiny:
+                    m.setattr(rc, "_first_room", lambda n: 1)
+                    m.setattr(rc, "_MISSES", 2)
+                    m.setattr(rc, "_pow2", lambda n, least=10, pow2=rc._pow2: pow2(n, least=1))
+                calls: list = []
+                m.setattr(
+                    rc, "_run", lambda *a, calls=calls, run=rc._run: calls.append(1) or run(*a)
+                )
+                got = rc.compose(*args, 10**6)
+            assert got[1] == want[1]
+            for a, b in zip(got[:1] + got[2:], want[:1] + want[2:], strict=True):
+                assert a.dtype == b.dtype and np.array_equal(a, b)
+            assert not tiny or len(calls) > 10
+        with pytest.raises(OptionsError, match="more than 5 nodes"):
+            rc.compose(*args, 5)

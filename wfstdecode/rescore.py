@@ -25,6 +25,7 @@ import numpy as np
 
 from .errors import OptionsError
 from .lattice import Lattice
+from .rescore_compose import compose
 
 LN10 = math.log(10.0)
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
@@ -200,77 +201,36 @@ def rescore(
         return lm_scale * c_new - c_old, (s_old, s_new)
 
     n = lattice.num_nodes
-    first = np.searchsorted(lattice.src, np.arange(n + 1)).tolist()
-    dst, olabel = lattice.dst.tolist(), lattice.olabel.tolist()
-    names = {w: words.symbol(w) for w in set(olabel) if w}
+    first = np.searchsorted(lattice.src, np.arange(n + 1))
+    names = {w: words.symbol(w) for w in np.unique(lattice.olabel).tolist() if w}
     start = (old_lm.start if old_lm is not None else None, new_lm.start)
-    split: list[dict] = [{} for _ in range(n)]  # node -> {history: new node}
-    node_of, history_of = [], []
-    if n:
-        split[0][start] = 0
-        node_of.append(0)
-        history_of.append(start)
-    src_new, dst_new, arc_of, extra = [], [], [], []
-    w_arc = lattice.arc_cost().tolist()
-    alpha = [0.0] * len(node_of)
-    limit, kept = math.inf, set()
+    beta, limit, kept = np.zeros(n), math.inf, set()
     if beam is not None and n:
-        beta = lattice.backward().tolist()
+        beta = lattice.backward()
         best, kept = _rescored_best(lattice, names, step, start)
         limit = best + beam
-    steps: dict = {}  # (state, word) -> (cost change, next state), this lattice's
-    for u in range(n):
-        arcs_u = range(first[u], first[u + 1])
-        for history, p in split[u].items():
-            a_p = alpha[p]
-            if beam is not None and a_p + beta[u] > limit and (u, history) not in kept:
-                continue
-            for i in arcs_u:
-                w = olabel[i]
-                if w:
-                    hit = steps.get((history, w))
-                    if hit is None:
-                        hit = steps[(history, w)] = step(history, names[w])
-                    cost, after = hit
-                else:
-                    cost, after = 0.0, history
-                targets = split[dst[i]]
-                q = targets.get(after)
-                if q is None:
-                    if len(node_of) == max_nodes:
-                        raise OptionsError(f"rescoring would split the lattice into more than "
-                                           f"{max_nodes} nodes (max_nodes)")  # fmt: skip
-                    q = targets[after] = len(node_of)
-                    node_of.append(dst[i])
-                    history_of.append(after)
-                    alpha.append(a_p + w_arc[i] + cost)
-                else:
-                    c = a_p + w_arc[i] + cost
-                    if c < alpha[q]:
-                        alpha[q] = c
-                src_new.append(p)
-                dst_new.append(q)
-                arc_of.append(i)
-                extra.append(cost)
-    node_of_a = np.array(node_of, np.int64)
-    final = lattice.final[node_of_a].astype(np.float64)
+    node_of, history_of, src_new, dst_new, arc_of, extra = compose(
+        first, lattice.dst, lattice.olabel, lattice.arc_cost(), beta, limit, kept, start,
+        lambda state, w: step(state, names[w]), max_nodes,
+    )  # fmt: skip
+    final = lattice.final[node_of].astype(np.float64)
     for p in np.flatnonzero(np.isfinite(final)).tolist():
         final[p] += step(history_of[p], EOS)[0]
     # topological order: by the lattice's node, then order of creation
-    order_new = np.lexsort((np.arange(len(node_of_a)), node_of_a))
+    order_new = np.lexsort((np.arange(len(node_of)), node_of))
     rank = np.empty_like(order_new)
     rank[order_new] = np.arange(len(order_new))
-    src_r, dst_r = rank[np.array(src_new, np.int64)], rank[np.array(dst_new, np.int64)]
+    src_r, dst_r = rank[src_new], rank[dst_new]
     by_src = np.argsort(src_r, kind="stable")
-    arcs = np.array(arc_of, np.int64)[by_src]
+    arcs = arc_of[by_src]
     graph_cost = (lattice.graph_cost[arcs].astype(np.float64)
-                  + np.array(extra, np.float64)[by_src]).astype(np.float32)  # fmt: skip
+                  + extra[by_src]).astype(np.float32)  # fmt: skip
     names_kept = ("graph_arc", "ilabel", "olabel", "frame", "acoustic_cost")
     fields = {name: getattr(lattice, name)[arcs] for name in names_kept}
     note = f"rescored with {os.path.basename(new_lm.path) or 'a new LM'} at lm_scale {lm_scale:g}"
     out = Lattice(
-        lattice.num_frames, lattice.node_frame[node_of_a[order_new]],
-        lattice.node_state[node_of_a[order_new]], final[order_new].astype(np.float32),
+        lattice.num_frames, lattice.node_frame[node_of[order_new]],
+        lattice.node_state[node_of[order_new]], final[order_new].astype(np.float32),
         src_r[by_src].astype(np.int32), dst_r[by_src].astype(np.int32),
         graph_cost=graph_cost, acoustic_scale=lattice.acoustic_scale,
         notes=(*lattice.notes, note), **fields,
