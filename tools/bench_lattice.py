@@ -97,7 +97,8 @@ def oracle_wer(refs, nbest) -> float:
     return errors / sum(len(r) for r in refs)
 
 
-def run(s: dict, repeats: int, lattice_beam: float, nbest: int, fl_beam_size: int) -> list:
+def run(s: dict, repeats: int, lattice_beam: float, nbest: int, fl_beam_size: int,
+        beams: list[float] | None = None) -> list:  # fmt: skip
     from wfstdecode.ctc import CtcBeamOptions, decode_ctc
     from wfstdecode.metrics import word_error_rate
     from wfstdecode.rescore import LmRescoring, NgramLm
@@ -108,7 +109,7 @@ def run(s: dict, repeats: int, lattice_beam: float, nbest: int, fl_beam_size: in
     rescoring = LmRescoring(NgramLm(s["full_lm"]), NgramLm(s["pruned_lm"]), 1.0, lattice_beam)
     feats = [np.ascontiguousarray(lp[b, : lengths[b]], np.float32) for b in range(len(lp))]
     rows = []
-    for beam in s["beams"]:
+    for beam in beams or s["beams"]:
         base = dict(beam=beam, max_active=s["max_active"], acoustic_scale=s["scale"])
         one = CtcBeamOptions(**base)
         lat = CtcBeamOptions(**base, lattice_beam=lattice_beam, nbest=nbest)
@@ -161,6 +162,11 @@ def main() -> None:
     ap.add_argument("--lattice-beam", type=float, default=8.0)
     ap.add_argument("--nbest", type=int, default=10)
     ap.add_argument("--fl-beam-size", type=int, default=100)
+    ap.add_argument(
+        "--beams",
+        type=lambda v: [float(x) for x in v.split(",")],
+        help="search beams for every data set (default: ocr 10,16; speech 10,14)",
+    )
     ap.add_argument("--out", type=Path, help="write the Markdown table here too")
     args = ap.parse_args()
     load = os.getloadavg()[0]
@@ -170,7 +176,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as work:
         rows = []
         for s in data_sets(Path(work), args.speech, args.speech_utts):
-            rows += run(s, args.repeats, args.lattice_beam, args.nbest, args.fl_beam_size)
+            rows += run(s, args.repeats, args.lattice_beam, args.nbest, args.fl_beam_size,
+                        args.beams)  # fmt: skip
     import numba
 
     machine = (f"{platform.machine()}, {os.cpu_count()} cores, load average {load:.2f} before "
