@@ -57,6 +57,22 @@ def test_backend_equals_reference_random_graphs(seed, opt, backend):
     assert_hypotheses_equal(ref, got, 1e-5, f"seed {seed} {opt}")
 
 
+@pytest.mark.parametrize("opt", list(OPTIONS))
+@pytest.mark.parametrize("seed", range(8))
+def test_cpu_buffers_grown_from_one_slot_change_nothing(seed, opt):
+    """`CpuTuning.first_room=1`: the candidates grow before a frame's expansion and inside its
+    epsilon closure (which then goes on where it stopped), the survivors and records with them,
+    and the records are collected every few frames; the search is still the reference's."""
+    from wfstdecode.ctc import CpuTuning
+
+    g, lp, lengths = _case(seed)
+    boosts = [{"w1": 1.5, "w2": -0.5}, None, {"w3": 3.0}, None] if seed % 2 else None
+    ref = decode_ctc(lp, lengths, g, OPTIONS[opt], boosts, backend="reference")
+    for tuning in (CpuTuning(first_room=1), CpuTuning(first_room=1, collect_records_at=3)):
+        got = decode_ctc(lp, lengths, g, OPTIONS[opt], boosts, backend="cpu", tuning=tuning)
+        assert_hypotheses_equal(ref, got, 1e-5, f"seed {seed} {opt} {tuning}")
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("seed", range(3))
 def test_backend_equals_reference_raw_costs_bitwise(seed, backend, problem_of):

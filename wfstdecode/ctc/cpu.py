@@ -23,13 +23,18 @@ from numba import njit, prange
 from ._traceback import PathRows, Records, Survivors, finish_paths
 from .bundles import lane_boosts, limits, search_graph
 from .cpu_steps import (
+    CYCLING,
+    NEEDS_ROOM,
     SharedPrefix,
     candidates,
     closure_cutoff,
+    closure_queue,
     collect_records,
     compact_records,
+    doubled,
     epsilon_closure,
     expand,
+    expand_room,
     keep_ancestors,
     prepend_prefix,
     prune_cutoff,
@@ -62,32 +67,126 @@ class Outcome(NamedTuple):
     died: np.ndarray
 
 
-@njit(inline="always", nogil=True, cache=True)
-def _settle(state, cands, n, best_emit, frame, graph, boosts, lane, lim, state_map):
-    """Steps 3-5 and the records of token frame ``frame``, whose ``n`` candidates are built;
-    collects the records when due. Leaves ``state_map`` all -1. Returns the state and the
-    candidate buffers (grown by the closure, if it had to: the next frame reuses them)."""
+# why `_frames` returned: the frames are done, the search stopped, the buffers need room (before
+# a frame, or within one: its closure goes on once they have it), or the records are to collect
+_DONE, _STOPPED, _ROOM, _ROOM_WITHIN, _COLLECT = range(5)
+
+
+@njit(nogil=True, cache=True)
+def _frames(ac, n_frames, t, alive, n_alive, cands, records, counts, graph, boosts, lane, lim,
+            state_map, cancel, early, within, n, q_n, rounds, limit, building):  # fmt: skip
+    """Token frames, one per row of ``ac`` from row ``t`` on, steps 2-5 each, until
+    ``n_frames`` rows are done or something needs what only `_drive` does (growing a buffer,
+    collecting the records). ``within``: first finish token frame ``building`` whose closure
+    stopped for room (``n``, ``q_n``, ``rounds``, ``limit``: where it was). No tuple of arrays is
+    rebound in here: Numba would update the reference count of each of their arrays on every
+    frame (atomically: ~300 updates, most of a narrow beam's time per frame). Returns ``(why,
+    t, n_alive, n, q_n, rounds, limit, room, building)``."""
+    has_epsilon = graph.ne_offsets[-1] > graph.ne_offsets[0]
+    cap = cands.state.shape[0]
+    while within or t < n_frames:
+        if not within:
+            building = counts[FRAMES] + 1
+            if cancel[0] != 0:
+                counts[STATUS] |= CANCELLED
+                counts[STOPPED] = counts[FRAMES]
+                return _STOPPED, t, n_alive, n, q_n, rounds, limit, 0, building
+            room = expand_room(alive, n_alive, graph, state_map, boosts, lane)
+            if room > cap or records.prev.shape[0] - counts[N_REC] < cap:
+                return _ROOM, t, n_alive, n, q_n, rounds, limit, room, building
+            n = expand(ac[t], alive, n_alive, cands, state_map, graph, boosts, lane, lim.beam,
+                       early)  # fmt: skip
+            if n == 0:
+                counts[STATUS] |= DIED
+                counts[STOPPED] = counts[FRAMES]
+                return _STOPPED, t, n_alive, n, q_n, rounds, limit, 0, building
+            limit = closure_cutoff(cands.cost, n, smallest(cands.cost, n), lim)
+            q_n = closure_queue(cands, n, limit) if has_epsilon else np.int64(0)
+            rounds = np.int64(0)
+        within = False
+        if q_n > 0:
+            n, q_n, rounds, closed, room = epsilon_closure(
+                cands, n, q_n, rounds, limit, state_map, graph, boosts, lane
+            )
+            if closed == NEEDS_ROOM:
+                return _ROOM_WITHIN, t, n_alive, n, q_n, rounds, limit, room, building
+            if closed == CYCLING:
+                for j in range(n):
+                    state_map[cands.state[j]] = -1
+                counts[STATUS] |= NEG_CYCLE
+                counts[STOPPED] = building
+                return _STOPPED, t, n_alive, n, q_n, rounds, limit, 0, building
+        best, cutoff = prune_cutoff(cands.cost, n, lim)
+        n_alive = keep_ancestors(cands, n, cutoff, graph.num_emitting)
+        counts[N_REC] = compact_records(cands, n, cutoff, best, alive, records, counts[N_REC],
+                                        graph.num_emitting)  # fmt: skip
+        for j in range(n):
+            state_map[cands.state[j]] = -1
+        if building > 0:  # token frame 0 (`begin`) reads no log-probs
+            t += 1
+        counts[FRAMES] = building
+        if counts[N_REC] >= counts[COLLECT_AT]:
+            return _COLLECT, t, n_alive, n, q_n, rounds, limit, 0, building
+    return _DONE, t, n_alive, n, q_n, rounds, limit, 0, building
+
+
+@njit(nogil=True, cache=True)
+def _drive(state, ac, n_frames, alive, n_alive, cands, graph, boosts, lane, lim, state_map,
+           cancel, within, n, q_n, rounds, limit, building):  # fmt: skip
+    """`_frames` until done, growing the buffers and collecting the records between its calls
+    (the only place they are rebound); ``alive``: the survivors in buffers with room. Returns
+    the new `SearchState`."""
     counts = state.counts
-    limit = closure_cutoff(cands.cost, n, best_emit, lim)
-    if graph.ne_offsets[-1] > graph.ne_offsets[0]:
-        n, cands, converged = epsilon_closure(cands, n, limit, state_map, graph, boosts, lane)
-        if not converged:
-            state_map[cands.state[:n]] = -1
-            counts[STATUS] |= NEG_CYCLE
-            counts[STOPPED] = frame
-            return state, cands
-    best, cutoff = prune_cutoff(cands.cost, n, lim)
-    n_alive = keep_ancestors(cands, n, cutoff, graph.num_emitting)
-    alive, records, n_rec = compact_records(cands, n, cutoff, best, n_alive, state.records,
-                                            counts[N_REC], graph.num_emitting)  # fmt: skip
-    state_map[cands.state[:n]] = -1
-    counts[N_REC] = n_rec
-    prefix = state.prefix
-    if n_rec >= counts[COLLECT_AT]:
-        prefix = _collect(alive, records, prefix, counts, graph)
-        if 2 * counts[N_REC] > counts[COLLECT_AT]:
-            counts[COLLECT_AT] *= 2
-    return SearchState(alive, records, prefix, counts), cands
+    records, prefix = state.records, state.prefix
+    early = lim.min_active <= 1
+    t = 0
+    while True:
+        why, t, n_alive, n, q_n, rounds, limit, room, building = _frames(
+            ac, n_frames, t, alive, n_alive, cands, records, counts, graph, boosts, lane, lim,
+            state_map, cancel, early, within, n, q_n, rounds, limit, building,
+        )  # fmt: skip
+        within = why == _ROOM_WITHIN
+        if why == _ROOM or within:
+            while cands.state.shape[0] < room:
+                cands = doubled(cands, n if within else 0)
+            cap = cands.state.shape[0]
+            if alive.state.shape[0] < cap:
+                alive = _with_room(alive, n_alive, cap)
+            if records.prev.shape[0] - counts[N_REC] < cap:
+                records = _records_with_room(records, counts[N_REC], counts[N_REC] + cap)
+        elif why == _COLLECT:
+            prefix = _collect(_first(alive, n_alive), records, prefix, counts, graph)
+            if 2 * counts[N_REC] > counts[COLLECT_AT]:
+                counts[COLLECT_AT] *= 2
+        else:
+            return SearchState(_first(alive, n_alive), records, prefix, counts)
+
+
+@njit(nogil=True, cache=True)
+def _first(alive, n):
+    """The first ``n`` survivors of ``alive`` (views)."""
+    return Survivors(alive.state[:n], alive.ctx[:n], alive.cost[:n], alive.record[:n])
+
+
+@njit(nogil=True, cache=True)
+def _with_room(alive, n, cap):
+    """``alive``'s first ``n`` survivors in buffers of ``cap``."""
+    out = Survivors(np.empty(cap, np.int32), np.empty(cap, np.int32), np.empty(cap, np.float32),
+                    np.empty(cap, np.int32))  # fmt: skip
+    out.state[:n] = alive.state[:n]
+    out.ctx[:n] = alive.ctx[:n]
+    out.cost[:n] = alive.cost[:n]
+    out.record[:n] = alive.record[:n]
+    return out
+
+
+@njit(nogil=True, cache=True)
+def _records_with_room(records, n_rec, need):
+    cap = max(2 * records.prev.shape[0], need)
+    grown = Records(np.empty(cap, np.int32), np.empty(cap, np.int32))
+    grown.prev[:n_rec] = records.prev[:n_rec]
+    grown.arc[:n_rec] = records.arc[:n_rec]
+    return grown
 
 
 @njit(nogil=True, cache=True)
@@ -102,10 +201,11 @@ def _collect(alive, records, prefix, counts, graph):
 
 
 @njit(nogil=True, cache=True)
-def begin(graph, boosts, lane, lim, state_map, collect_at):
-    """Token frame 0 of one utterance (lane): the start state, closed and pruned."""
-    cands = candidates(np.int64(256))
-    n = start(cands, state_map, graph)
+def begin(graph, boosts, lane, lim, state_map, collect_at, room):
+    """Token frame 0 of one utterance (lane): the start state, closed and pruned; the candidate
+    buffers start with ``room`` (`CpuTuning.first_room`)."""
+    cands = candidates(room)
+    n = np.int64(start(cands, state_map, graph))
     counts = np.zeros(8, np.int64)
     counts[COLLECT_AT] = collect_at
     counts[STOPPED] = -1
@@ -115,42 +215,33 @@ def begin(graph, boosts, lane, lim, state_map, collect_at):
         Records(np.empty(1024, np.int32), np.empty(1024, np.int32)),
         SharedPrefix(empty, empty), counts,
     )  # fmt: skip
-    # int64, not the literals 1 and 0: begin and advance share one compiled _settle (Numba
-    # compiles a function again for each literal argument; that doubled the cold start)
-    n, frame = np.int64(n), np.int64(0)
-    return _settle(state, cands, n, np.float32(0.0), frame, graph, boosts, lane, lim, state_map)[0]
+    limit = closure_cutoff(cands.cost, n, np.float32(0.0), lim)
+    q_n = np.int64(0)
+    if graph.ne_offsets[-1] > graph.ne_offsets[0]:
+        q_n = closure_queue(cands, n, limit)
+    no_frames = np.empty((0, 1), np.float32)
+    return _drive(state, no_frames, np.int64(0), _with_room(state.alive, 0, room), np.int64(0),
+                  cands, graph, boosts, lane, lim, state_map, np.zeros(1, np.int32), True, n, q_n,
+                  np.int64(0), limit, np.int64(0))  # fmt: skip
 
 
 @njit(nogil=True, cache=True)
-def advance(state, ac, n_frames, graph, boosts, lane, lim, state_map, cancel):
+def advance(state, ac, n_frames, graph, boosts, lane, lim, state_map, cancel, room):
     """The next ``n_frames`` frames (search costs ``ac[:n_frames]``). Checks ``cancel[0]`` once
     per frame and stops (CANCELLED) when another thread has set it; a search that stopped
-    (died, negative cycle, cancelled) stays stopped."""
-    counts = state.counts
-    early = lim.min_active <= 1
-    cands = candidates(max(256, 2 * state.alive.state.shape[0]))
-    for t in range(n_frames):
-        if counts[STATUS] & STOPPED_BITS:
-            return state
-        if cancel[0] != 0:
-            counts[STATUS] |= CANCELLED
-            counts[STOPPED] = counts[FRAMES]
-            return state
-        n, cands = expand(ac[t], state.alive, cands, state_map, graph, boosts, lane, lim.beam,
-                          early)  # fmt: skip
-        if n == 0:
-            counts[STATUS] |= DIED
-            counts[STOPPED] = counts[FRAMES]
-            return state
-        best_emit = smallest(cands.cost, n)
-        state, cands = _settle(state, cands, n, best_emit, counts[FRAMES] + 1, graph, boosts,
-                               lane, lim, state_map)  # fmt: skip
-        counts[FRAMES] += 1
-    return state
+    (died, negative cycle, cancelled) stays stopped. The candidate buffers start with ``room``
+    or twice the survivors, the more."""
+    if state.counts[STATUS] & STOPPED_BITS or n_frames == 0:
+        return state
+    n_alive = state.alive.state.shape[0]
+    cap = max(room, 2 * n_alive)
+    return _drive(state, ac, n_frames, _with_room(state.alive, n_alive, cap), np.int64(n_alive),
+                  candidates(cap), graph, boosts, lane, lim, state_map, cancel, False,
+                  np.int64(0), np.int64(0), np.int64(0), np.float32(0.0), np.int64(0))  # fmt: skip
 
 
 @njit(nogil=True, cache=True)
-def advance_keeping(state, ac, n_frames, graph, boosts, lane, lim, state_map, cancel):
+def advance_keeping(state, ac, n_frames, graph, boosts, lane, lim, state_map, cancel, room):
     """`advance` frame by frame, keeping each token frame's survivors (for lattices): returns
     the state, their states and context states, and where each frame's end in them. Fewer
     frames are kept when the search stops."""
@@ -159,7 +250,8 @@ def advance_keeping(state, ac, n_frames, graph, boosts, lane, lim, state_map, ca
     ends = np.empty(n_frames, np.int64)
     n = 0
     for t in range(n_frames):
-        state = advance(state, ac[t : t + 1], 1, graph, boosts, lane, lim, state_map, cancel)
+        state = advance(state, ac[t : t + 1], 1, graph, boosts, lane, lim, state_map, cancel,
+                        room)  # fmt: skip
         if state.counts[STATUS] & STOPPED_BITS:
             return state, kept_s[:n], kept_x[:n], ends[:t]
         m = state.alive.state.shape[0]
@@ -201,7 +293,8 @@ def settled_prefix(state, graph):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _decode_batch(ac, lengths, graph, boosts, lim, rows, outcome, n_chunks, cancel, collect_at):
+def _decode_batch(ac, lengths, graph, boosts, lim, rows, outcome, n_chunks, cancel, collect_at,
+                  room):  # fmt: skip
     """Every lane of the call; ``rows`` are `PathRows`' arrays, ``outcome`` an `Outcome`."""
     B = lengths.shape[0]
     # unpacked outside the prange: writes through a named tuple's field inside a prange body are
@@ -213,8 +306,9 @@ def _decode_batch(ac, lengths, graph, boosts, lim, rows, outcome, n_chunks, canc
         state_map = np.full(graph.final_cost.shape[0], -1, np.int32)
         for b in range(c, B, n_chunks):
             out = (rows[0][b], rows[1][b], rows[2][b], rows[3][b])
-            state = begin(graph, boosts, b, lim, state_map, collect_at)
-            state = advance(state, ac[b], lengths[b], graph, boosts, b, lim, state_map, cancel)
+            state = begin(graph, boosts, b, lim, state_map, collect_at, room)
+            state = advance(state, ac[b], lengths[b], graph, boosts, b, lim, state_map, cancel,
+                            room)  # fmt: skip
             n, status, died = end(state, graph, boosts, b, graph.final_cost, lim.nbest, out)
             out_n[b] = n
             out_status[b] = status
@@ -294,7 +388,7 @@ def _run(problem, lanes, rows: PathRows, tuning: CpuTuning, cancel) -> Outcome:
             ac, problem.lengths[lanes], search_graph(problem), lane_boosts(problem, lanes),
             limits(problem), (rows.arcs, rows.frames, rows.lens, rows.costs), outcome,
             np.int64(min(R, 4 * numba.get_num_threads())), cancel,
-            np.int64(tuning.collect_records_at),
+            np.int64(tuning.collect_records_at), np.int64(tuning.first_room),
         )  # fmt: skip
     finally:
         if num_threads is not None:
@@ -333,12 +427,14 @@ class CpuStreams:
 
     def begin(self, p) -> SearchState:
         return begin(search_graph(p), lane_boosts(p), 0, limits(p), self._state_map(p.graph),
-                     np.int64(self.tuning.collect_records_at))  # fmt: skip
+                     np.int64(self.tuning.collect_records_at),
+                     np.int64(self.tuning.first_room))  # fmt: skip
 
     def _advance_one(self, job) -> SearchState:
         p, state, ac = job
         return advance(state, ac, len(ac), search_graph(p), lane_boosts(p), 0, limits(p),
-                       self._state_map(p.graph), self._cancel)  # fmt: skip
+                       self._state_map(p.graph), self._cancel,
+                       np.int64(self.tuning.first_room))  # fmt: skip
 
     def advance(self, jobs) -> list[SearchState]:
         return self.map(self._advance_one, jobs)
@@ -362,7 +458,7 @@ class CpuStreams:
         p, state, ac = job
         state, kept_s, kept_x, ends = advance_keeping(
             state, ac, len(ac), search_graph(p), lane_boosts(p), 0, limits(p),
-            self._state_map(p.graph), self._cancel,
+            self._state_map(p.graph), self._cancel, np.int64(self.tuning.first_room),
         )  # fmt: skip
         starts = np.concatenate(([0], ends))[:-1]
         return state, [(kept_s[a:b], kept_x[a:b]) for a, b in zip(starts, ends, strict=True)]

@@ -21,12 +21,13 @@ Data layout, chosen so the CUDA backend can mirror it:
 * max-active / min-active use an exact k-th smallest cost (a quickselect here; a radix select
   over order-preserving cost bits — a cost histogram per digit — on the GPU).
 
-The steps a frame runs (`smallest`, `expand`, `closure_cutoff`, `epsilon_closure`,
-`prune_cutoff`, `keep_ancestors`, `compact_records`, and `cpu._settle`) are inlined into the
-frame loop (``inline="always"``): called, each passed and handed back tuples of arrays, and
-Numba's atomic reference counts of those arrays (~200 per frame, a third of the time at beam 4)
-were the search's fixed cost per frame. Inlined: 0.73-0.78x the time at beam 4, 0.92-0.97x at
-beam 12 (`bench/ctc_cpu_refcounts.md`), first compilation ~3 s longer.
+The steps a frame runs are inlined into the frame loop (`cpu._frames`, ``inline="always"``),
+and nothing in that loop rebinds a tuple of arrays: Numba updates the reference count of every
+array of a tuple variable a loop may rebind, atomically, on every iteration, even where the
+assignment never runs (~300 updates a frame, most of a narrow beam's time). So no step grows a
+buffer: each says how much room it needs (`expand_room`; `epsilon_closure` stops and returns
+`NEEDS_ROOM`, to go on once `cpu._drive` has grown the candidates) and writes into buffers that
+have it (`compact_records`).
 """
 
 from __future__ import annotations
@@ -36,9 +37,10 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ._traceback import Records, Survivors
 from .bundles import arc_cost, improves
 from .status import OVERFLOW
+
+CONVERGED, CYCLING, NEEDS_ROOM = 0, 1, 2  # how `epsilon_closure` returns
 
 _INF = np.float32(np.inf)
 _NO_ARC = np.int32(np.iinfo(np.int32).max)  # a new candidate's arc: any real arc improves it
@@ -60,6 +62,8 @@ class Candidates(NamedTuple):
     queued: np.ndarray  # bool: in the epsilon closure's next round
     kept: np.ndarray  # bool: a survivor or an in-frame ancestor of one
     record: np.ndarray  # int32: its record index once kept
+    # int32 [2, cap]: the epsilon closure's queues, this round's and the next (rows alternate)
+    queue: np.ndarray
 
 
 @njit(nogil=True, cache=True)
@@ -67,13 +71,16 @@ def candidates(cap):
     return Candidates(
         np.empty(cap, np.int32), np.empty(cap, np.float32), np.empty(cap, np.int32),
         np.empty(cap, np.int32), np.empty((3, cap), np.int32), np.zeros(cap, np.bool_),
-        np.zeros(cap, np.bool_), np.empty(cap, np.int32),
+        np.zeros(cap, np.bool_), np.empty(cap, np.int32), np.empty((2, cap), np.int32),
     )  # fmt: skip
 
 
 @njit(nogil=True, cache=True)
-def _doubled(cands, n):
-    bigger = candidates(2 * cands.state.shape[0])
+def doubled(cands, n):
+    """``cands`` with twice the room, its first ``n`` candidates and its queues copied (a frame
+    can be stopped for room in its closure and go on)."""
+    cap = cands.state.shape[0]
+    bigger = candidates(2 * cap)
     bigger.state[:n] = cands.state[:n]
     bigger.cost[:n] = cands.cost[:n]
     bigger.arc[:n] = cands.arc[:n]
@@ -81,6 +88,9 @@ def _doubled(cands, n):
     for row in range(3):  # a loop, not a 2-D slice copy: seconds less to compile
         for j in range(n):
             bigger.context[row, j] = cands.context[row, j]
+    for row in range(2):
+        for j in range(cap):
+            bigger.queue[row, j] = cands.queue[row, j]
     bigger.queued[:n] = cands.queued[:n]  # kept and record are per frame: nothing to copy
     return bigger
 
@@ -111,9 +121,7 @@ def _new_slot(cands, j, state_map, d, x):
     """Make candidate ``j`` the one of state ``d`` in context state ``x``, at ``(+inf,
     _NO_ARC)`` so that any arc improves it.
 
-    Callers grow ``cands`` before their arc loops, never inside: Numba updates the reference
-    count of every array of a tuple that a loop may rebind, on every iteration, and those atomic
-    updates took over half of the search's time (removing them halved it)."""
+    ``cands`` has room: it grows outside the frame loop (`cpu._drive`), never inside."""
     cands.context[CHAIN, j] = state_map[d]
     state_map[d] = j
     cands.state[j] = d
@@ -183,12 +191,22 @@ def start(cands, state_map, graph):
 
 
 @njit(inline="always", nogil=True, cache=True)
-def expand(ac_t, alive, cands, state_map, graph, boosts, lane, beam, early):
-    """Step 2: the survivors' emitting arcs into the candidates, recombined per (state, context
-    state); ``(n, cands)``. With ``early`` (``min_active == 1``) no candidate beyond the frame's
-    ``best + beam`` is created: no cutoff of this frame can keep it (results do not change)."""
+def expand_room(alive, n_alive, graph, state_map, boosts, lane):
+    """The candidates `expand` can create at most from the ``n_alive`` survivors."""
+    most = 0
+    for i in range(n_alive):
+        s = alive.state[i]
+        most += graph.e_offsets[s + 1] - graph.e_offsets[s]
+    return min(most, state_map.shape[0] * boosts.contexts[lane])  # one per (state, context)
+
+
+@njit(inline="always", nogil=True, cache=True)
+def expand(ac_t, alive, n_alive, cands, state_map, graph, boosts, lane, beam, early):
+    """Step 2: the ``n_alive`` survivors' emitting arcs into the candidates (room for
+    `expand_room` of them), recombined per (state, context state); returns their number. With
+    ``early`` (``min_active == 1``) no candidate beyond the frame's ``best + beam`` is created:
+    no cutoff of this frame can keep it (results do not change)."""
     n = 0
-    n_alive = alive.state.shape[0]
     running = _INF
     worst = boosts.worst[lane]
     if early and n_alive > 8 and worst < _INF:
@@ -206,14 +224,7 @@ def expand(ac_t, alive, cands, state_map, graph, boosts, lane, beam, early):
     for i in range(1, n_alive):
         if alive.cost[i] < alive.cost[i_best]:
             i_best = i
-    most = 0  # candidates this frame can create at most: grown here, not in the loop below
-    for i in range(n_alive):
-        s = alive.state[i]
-        most += graph.e_offsets[s + 1] - graph.e_offsets[s]
-    most = min(most, state_map.shape[0] * boosts.contexts[lane])  # one per (state, context)
     phrases = boosts.contexts[lane] > 1
-    while cands.state.shape[0] < most:
-        cands = _doubled(cands, np.int64(0))
     for ii in range(n_alive):
         # the best token first: its arcs give a tight early bound (results do not change)
         i = i_best if ii == 0 else (ii - 1 if ii <= i_best else ii)
@@ -239,7 +250,7 @@ def expand(ac_t, alive, cands, state_map, graph, boosts, lane, beam, early):
                 cands.arc[j] = a
                 cands.context[SRC, j] = x
                 cands.prev[j] = record
-    return n, cands
+    return n
 
 
 @njit(inline="always", nogil=True, cache=True)
@@ -259,49 +270,55 @@ def closure_cutoff(costs, n, best_emit, lim):
 
 
 @njit(inline="always", nogil=True, cache=True)
-def epsilon_closure(cands, n, limit, state_map, graph, boosts, lane):
-    """Step 4: tokens within ``limit`` relax their epsilon arcs, in rounds over a queue of the
-    candidates that improved, until none does; ``(n, cands, converged)``. More rounds than
-    candidates (+2) means a negative-cost epsilon cycle. The buffers grow between rounds, to
-    what the round can create at most, so that no loop rebinds them (see `_new_slot`)."""
-    queue = np.empty(max(n, 1), np.int32)
-    q_n = np.int64(0)  # not the literal 0: one compiled _closure_round
+def closure_queue(cands, n, limit):
+    """Step 4's first queue (row 0): the candidates within ``limit``; returns its length."""
+    q_n = np.int64(0)  # not the literal 0: one compiled epsilon_closure
     for j in range(n):
         if cands.cost[j] <= limit:
-            queue[q_n] = j
+            cands.queue[0, q_n] = j
             q_n += 1
             cands.queued[j] = True
+    return q_n
+
+
+@njit(inline="always", nogil=True, cache=True)
+def epsilon_closure(cands, n, q_n, rounds, limit, state_map, graph, boosts, lane):
+    """Step 4: tokens within ``limit`` relax their epsilon arcs, in rounds over a queue of the
+    candidates that improved (round ``r`` reads ``cands.queue[r % 2]``), until none does.
+    Returns ``(n, q_n, rounds, status, room)``: status `CONVERGED`; `CYCLING` after more rounds
+    than candidates (+2: a negative-cost cycle); or `NEEDS_ROOM` when the next round could
+    create more candidates than ``cands`` holds (``room``: how many), to be called again with
+    the same values once it has grown."""
     ne_offsets = graph.ne_offsets
-    rounds = 0
     while q_n > 0:
-        rounds += 1
-        if rounds > n + 2:
-            return n, cands, False
+        if rounds + 1 > n + 2:
+            return n, q_n, rounds, CYCLING, 0
+        cur = rounds % 2
         most = n  # candidates after this round, at most
         for q in range(q_n):
-            s = cands.state[queue[q]]
+            s = cands.state[cands.queue[cur, q]]
             most += ne_offsets[s + 1] - ne_offsets[s]
         most = min(most, state_map.shape[0] * boosts.contexts[lane])
-        while cands.state.shape[0] < most:
-            cands = _doubled(cands, n)
-        n, nx_n, nxt = _closure_round(cands, n, queue, q_n, limit, state_map, graph, boosts,
-                                      lane, np.empty(max(most, 1), np.int32))  # fmt: skip
-        queue, q_n = nxt, nx_n
-    return n, cands, True
+        if cands.state.shape[0] < most:
+            return n, q_n, rounds, NEEDS_ROOM, most
+        n, q_n = _closure_round(cands, n, cur, q_n, limit, state_map, graph, boosts, lane)
+        rounds += 1
+    return n, q_n, rounds, CONVERGED, 0
 
 
 @njit(nogil=True, cache=True)
-def _closure_round(cands, n, queue, q_n, limit, state_map, graph, boosts, lane, nxt):
-    """One round of step 4 over the ``q_n`` queued candidates; ``cands`` has room for every
-    candidate the round can create. Returns ``(n, entries of nxt, nxt)``: the next round's
-    queue."""
+def _closure_round(cands, n, cur, q_n, limit, state_map, graph, boosts, lane):
+    """One round of step 4 over the ``q_n`` candidates queued in row ``cur``; ``cands`` has
+    room for every candidate the round can create. Returns ``(n, length of the next queue)``,
+    the next queue in the other row."""
     ne_offsets, next_state = graph.ne_offsets, graph.next_state
     c_state, c_cost, c_arc = cands.state, cands.cost, cands.arc
-    c_prev, c_queued, c_context = cands.prev, cands.queued, cands.context
+    c_prev, c_queued, c_context, queue = cands.prev, cands.queued, cands.context, cands.queue
     phrases = boosts.contexts[lane] > 1
+    nxt = 1 - cur
     nx_n = 0
     for q in range(q_n):
-        j = queue[q]
+        j = queue[cur, q]
         c_queued[j] = False
         s = c_state[j]
         x = c_context[CTX, j]
@@ -324,9 +341,9 @@ def _closure_round(cands, n, queue, q_n, limit, state_map, graph, boosts, lane, 
             c_prev[k] = j
             if not c_queued[k]:
                 c_queued[k] = True
-                nxt[nx_n] = k
+                queue[nxt, nx_n] = k
                 nx_n += 1
-    return n, nx_n, nxt
+    return n, nx_n
 
 
 @njit(inline="always", nogil=True, cache=True)
@@ -350,12 +367,10 @@ def prune_cutoff(costs, n, lim):
 def keep_ancestors(cands, n, cutoff, num_emitting):
     """Mark the survivors and the in-frame epsilon ancestors they trace back through; returns
     the number of survivors."""
-    cands.kept[:n] = False
     n_alive = 0
     for j in range(n):
-        if cands.cost[j] <= cutoff:
-            cands.kept[j] = True
-            n_alive += 1
+        cands.kept[j] = cands.cost[j] <= cutoff
+        n_alive += cands.kept[j]
     for j in range(n):
         if cands.cost[j] <= cutoff:
             k = j
@@ -368,23 +383,16 @@ def keep_ancestors(cands, n, cutoff, num_emitting):
 
 
 @njit(inline="always", nogil=True, cache=True)
-def compact_records(cands, n, cutoff, best, n_alive, records, n_rec, num_emitting):
+def compact_records(cands, n, cutoff, best, alive, records, n_rec, num_emitting):
     """Append the kept candidates to the records (in candidate order; an epsilon arc's ``prev``
-    becomes its ancestor's record) and return the survivors, their costs relative to the frame's
-    best (reference.py step 5): ``(survivors, records, n_rec)``."""
+    becomes its ancestor's record) and write the survivors into ``alive``, their costs relative
+    to the frame's best (reference.py step 5); both have room for ``n`` more. Returns the
+    records' new count."""
     m = 0
     for j in range(n):
         if cands.kept[j]:
             cands.record[j] = n_rec + m
             m += 1
-    if n_rec + m > records.prev.shape[0]:
-        cap = max(2 * records.prev.shape[0], n_rec + m)
-        grown = Records(np.empty(cap, np.int32), np.empty(cap, np.int32))
-        grown.prev[:n_rec] = records.prev[:n_rec]
-        grown.arc[:n_rec] = records.arc[:n_rec]
-        records = grown
-    alive = Survivors(np.empty(n_alive, np.int32), np.empty(n_alive, np.int32),
-                      np.empty(n_alive, np.float32), np.empty(n_alive, np.int32))  # fmt: skip
     i = 0
     for j in range(n):
         if cands.kept[j]:
@@ -398,7 +406,7 @@ def compact_records(cands, n, cutoff, best, n_alive, records, n_rec, num_emittin
                 alive.cost[i] = cands.cost[j] - best
                 alive.record[i] = k
                 i += 1
-    return alive, records, n_rec + m
+    return n_rec + m
 
 
 # ---- bounded memory: records no survivor needs are dropped as the search goes ----------------

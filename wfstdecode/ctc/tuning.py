@@ -23,10 +23,12 @@ class CpuTuning:
     Numba's pool has are capped to it. collect_records_at: an utterance's backpointer records
     are collected (those no surviving token traces back through are dropped, and the prefix
     every survivor shares is moved out of the store) once they number this many, then again
-    each time they double: memory follows the active tokens, not the utterance's length."""
+    each time they double: memory follows the active tokens, not the utterance's length.
+    first_room: the candidates a frame's buffers hold at first (they double as a frame needs)."""
 
     num_threads: int | None = None
     collect_records_at: int = 1 << 16
+    first_room: int = 256
 
     def __post_init__(self):
         value = self.num_threads
@@ -35,6 +37,7 @@ class CpuTuning:
             object.__setattr__(self, "num_threads", value)
         _int_at_least("CpuTuning", "num_threads", value, 1, allow_none=True)
         _int_at_least("CpuTuning", "collect_records_at", self.collect_records_at, 1)
+        _int_at_least("CpuTuning", "first_room", self.first_room, 1)
 
 
 @dataclass(frozen=True)
