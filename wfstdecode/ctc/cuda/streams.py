@@ -172,7 +172,7 @@ class CudaStreams:
                     counts[ROOT] = root
                 alive = alive._replace(record=alive_records)
                 prefix = search.prefix
-                if n_rec >= counts[COLLECT_AT]:  # as the cpu backend's `_settle`
+                if n_rec >= counts[COLLECT_AT]:  # as the cpu backend's `_drive`
                     prefix = _collect(alive, records, prefix, counts, graph)
                     if 2 * counts[N_REC] > counts[COLLECT_AT]:
                         counts[COLLECT_AT] *= 2
