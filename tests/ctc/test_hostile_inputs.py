@@ -37,6 +37,29 @@ def _lexicon_case(seed=0, repeat=1):
     return g, lp, lengths
 
 
+@pytest.mark.parametrize("scale", [1.0, 0.7, 2.5])
+def test_search_costs_equal_numpys_operations_bit_for_bit(scale):
+    """The one-pass `search_costs` against the NumPy operations it replaces, on values with
+    -inf columns, dead frames, huge magnitudes and NaN / +inf (beyond lengths: never read, but
+    computed all the same)."""
+    rng = np.random.default_rng(int(scale * 10))
+    lp = (rng.standard_normal((5, 9, 7)) * rng.choice([0.1, 10.0, 1e6], (5, 9, 1))).astype(
+        np.float32
+    )
+    lp[rng.random(lp.shape) < 0.2] = -np.inf
+    lp[1, 2] = -np.inf
+    lp[2, 3, 4] = np.nan
+    lp[3, 4, 1] = np.inf
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = lp - lp.max(axis=2, keepdims=True)
+        np.maximum(want, np.float32(LOG_PROB_FLOOR), out=want)
+        want[lp == -np.inf] = -np.inf
+        want *= np.float32(-scale)
+    got = search_costs(lp, scale)
+    assert got.dtype == np.float32 and got.shape == lp.shape
+    assert np.array_equal(got, want, equal_nan=True)  # -0.0 == 0.0; NaN where NumPy has it
+
+
 def test_search_costs_are_relative_floored_and_scaled():
     lp = np.array([[[-1.0, -3.0, -np.inf], [-1e10, -1e10, -1e10], [0.0, -5000.0, -2.0]]])
     ac = search_costs(lp, 2.0)

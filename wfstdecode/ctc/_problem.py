@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 import numpy as np
+from numba import njit
 
 from ..decoding_graph import DecodingGraph
 from .boost import BoostTables
@@ -93,12 +94,35 @@ def search_costs(log_probs: np.ndarray, acoustic_scale: float) -> np.ndarray:
     lp = np.asarray(log_probs, np.float32)
     if lp.shape[-1] == 0:
         return lp.copy()
-    with np.errstate(invalid="ignore", over="ignore"):
-        d = lp - lp.max(axis=2, keepdims=True)
-        np.maximum(d, np.float32(LOG_PROB_FLOOR), out=d)
-        d[lp == -np.inf] = -np.inf
-        d *= np.float32(-acoustic_scale)
-    return d
+    return _search_costs(lp, np.float32(-acoustic_scale), np.float32(LOG_PROB_FLOOR))
+
+
+@njit(nogil=True, cache=True)
+def _search_costs(lp, neg_scale, floor):
+    """`search_costs` in one pass, float32 operation for float32 operation as NumPy's
+    ``d = lp - lp.max(axis=2); np.maximum(d, floor); d[lp == -inf] = -inf; d *= neg_scale``
+    (a NaN maximum stays NaN, as ``np.max`` and ``np.maximum`` propagate it)."""
+    B, T, V = lp.shape
+    out = np.empty((B, T, V), np.float32)
+    for b in range(B):
+        for t in range(T):
+            best = lp[b, t, 0]
+            for v in range(1, V):
+                x = lp[b, t, v]
+                if best != best:
+                    break
+                if x != x or x > best:
+                    best = x
+            for v in range(V):
+                x = lp[b, t, v]
+                if x == -np.inf:
+                    d = np.float32(-np.inf)
+                else:
+                    d = x - best
+                    if d < floor:
+                        d = floor
+                out[b, t, v] = d * neg_scale
+    return out
 
 
 @dataclass(frozen=True)
