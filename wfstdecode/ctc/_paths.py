@@ -178,7 +178,7 @@ def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
     e_pos = np.flatnonzero(arc < g.num_emitting_arcs)
     ea, ef, ep = arc[e_pos], frame[e_pos], pid[e_pos]
     il = g.ilabel[ea].astype(np.int64)
-    src = np.searchsorted(g.e_offsets, ea, side="right") - 1
+    src = g.arc_source[ea]
     same_as_prev = np.zeros(len(ea), bool)
     same_as_prev[1:] = (il[1:] == il[:-1]) & (ep[1:] == ep[:-1])
     new_token = (il != blank) & ~((src == g.next_state[ea]) & same_as_prev)
