@@ -137,6 +137,32 @@ def test_every_backend_makes_the_reference_lattice(seed, backend):
         assert_hypotheses_equal([x], [y])
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_cpu_lattice_of_a_long_utterance_with_grown_buffers_is_the_reference(seed):
+    """Over a thousand survivors kept (the cpu search's first kept-survivor buffer holds 1,024:
+    it grows between frames) and candidate buffers grown from one slot: the reference's
+    lattice all the same."""
+    from wfstdecode.ctc import CpuTuning
+
+    g = random_graph(seed, num_states=14, num_tokens=5, arcs_per_state=3)
+    lp = random_log_probs(seed, 2, 120, g.num_tokens, peaky=1.0)
+    options = CtcBeamOptions(beam=8.0, lattice_beam=3.0)
+    ref = ctc_lattices(lp, None, g, options, backend="reference")
+    got = ctc_lattices(lp, None, g, options, backend="cpu",
+                       tuning=CpuTuning(first_room=1, collect_records_at=7))  # fmt: skip
+    for a, b in zip(ref, got, strict=True):
+        for name in ("node_frame", "node_state", "final", "src", "dst", "graph_arc", "frame",
+                     "graph_cost", "acoustic_cost"):  # fmt: skip
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+    from wfstdecode.ctc.cpu import CpuStreams
+    from wfstdecode.ctc.search import prepare_problem
+
+    p = prepare_problem(lp[:1], None, g, options, None)
+    streams = CpuStreams()
+    ((_, kept),) = streams.advance_keeping([(p, streams.begin(p), p.ac[0])])
+    assert sum(len(s) for s, _ in kept) > 1024 and len(kept) == 120
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_every_lattice_arc_and_path_rescores_through_the_graph(seed):
     g, lp = _case(seed)

@@ -67,21 +67,39 @@ class Outcome(NamedTuple):
     died: np.ndarray
 
 
+class KeptFrames(NamedTuple):
+    """Each token frame's survivors, kept for a lattice (`advance_keeping`): graph states and
+    context states, frame after frame; frame ``t``'s end in them at ``ends[t]``."""
+
+    state: np.ndarray
+    ctx: np.ndarray
+    ends: np.ndarray
+
+
+@njit(nogil=True, cache=True)
+def _nothing_kept():
+    return KeptFrames(np.empty(0, np.int32), np.empty(0, np.int32), np.empty(0, np.int64))
+
+
 # why `_frames` returned: the frames are done, the search stopped, the buffers need room (before
-# a frame, or within one: its closure goes on once they have it), or the records are to collect
-_DONE, _STOPPED, _ROOM, _ROOM_WITHIN, _COLLECT = range(5)
+# a frame, or within one: its closure goes on once they have it), the records are to collect,
+# or the kept survivors need room for the frame just done
+_DONE, _STOPPED, _ROOM, _ROOM_WITHIN, _COLLECT, _KEEP_ROOM = range(6)
 
 
 @njit(nogil=True, cache=True)
 def _frames(ac, n_frames, t, alive, n_alive, cands, records, counts, graph, boosts, lane, lim,
-            state_map, cancel, early, within, n, q_n, rounds, limit, building):  # fmt: skip
+            state_map, cancel, early, within, n, q_n, rounds, limit, building, kept,
+            n_kept):  # fmt: skip
     """Token frames, one per row of ``ac`` from row ``t`` on, steps 2-5 each, until
     ``n_frames`` rows are done or something needs what only `_drive` does (growing a buffer,
     collecting the records). ``within``: first finish token frame ``building`` whose closure
     stopped for room (``n``, ``q_n``, ``rounds``, ``limit``: where it was). No tuple of arrays is
     rebound in here: Numba would update the reference count of each of their arrays on every
-    frame (atomically: ~300 updates, most of a narrow beam's time per frame). Returns ``(why,
-    t, n_alive, n, q_n, rounds, limit, room, building)``."""
+    frame (atomically: ~300 updates, most of a narrow beam's time per frame). With ``kept``
+    (`KeptFrames` with room for ``n_frames`` ends) each frame's survivors are appended to it.
+    Returns ``(why, t, n_alive, n, q_n, rounds, limit, room, building, n_kept)``."""
+    keep = kept.ends.shape[0] > 0
     has_epsilon = graph.ne_offsets[-1] > graph.ne_offsets[0]
     cap = cands.state.shape[0]
     while within or t < n_frames:
@@ -90,16 +108,16 @@ def _frames(ac, n_frames, t, alive, n_alive, cands, records, counts, graph, boos
             if cancel[0] != 0:
                 counts[STATUS] |= CANCELLED
                 counts[STOPPED] = counts[FRAMES]
-                return _STOPPED, t, n_alive, n, q_n, rounds, limit, 0, building
+                return _STOPPED, t, n_alive, n, q_n, rounds, limit, 0, building, n_kept
             room = expand_room(alive, n_alive, graph, state_map, boosts, lane)
             if room > cap or records.prev.shape[0] - counts[N_REC] < cap:
-                return _ROOM, t, n_alive, n, q_n, rounds, limit, room, building
+                return _ROOM, t, n_alive, n, q_n, rounds, limit, room, building, n_kept
             n = expand(ac[t], alive, n_alive, cands, state_map, graph, boosts, lane, lim.beam,
                        early)  # fmt: skip
             if n == 0:
                 counts[STATUS] |= DIED
                 counts[STOPPED] = counts[FRAMES]
-                return _STOPPED, t, n_alive, n, q_n, rounds, limit, 0, building
+                return _STOPPED, t, n_alive, n, q_n, rounds, limit, 0, building, n_kept
             limit = closure_cutoff(cands.cost, n, smallest(cands.cost, n), lim)
             q_n = closure_queue(cands, n, limit) if has_epsilon else np.int64(0)
             rounds = np.int64(0)
@@ -109,41 +127,45 @@ def _frames(ac, n_frames, t, alive, n_alive, cands, records, counts, graph, boos
                 cands, n, q_n, rounds, limit, state_map, graph, boosts, lane
             )
             if closed == NEEDS_ROOM:
-                return _ROOM_WITHIN, t, n_alive, n, q_n, rounds, limit, room, building
+                return _ROOM_WITHIN, t, n_alive, n, q_n, rounds, limit, room, building, n_kept
             if closed == CYCLING:
                 for j in range(n):
                     state_map[cands.state[j]] = -1
                 counts[STATUS] |= NEG_CYCLE
                 counts[STOPPED] = building
-                return _STOPPED, t, n_alive, n, q_n, rounds, limit, 0, building
+                return _STOPPED, t, n_alive, n, q_n, rounds, limit, 0, building, n_kept
         best, cutoff = prune_cutoff(cands.cost, n, lim)
         n_alive = keep_ancestors(cands, n, cutoff, graph.num_emitting)
         counts[N_REC] = compact_records(cands, n, cutoff, best, alive, records, counts[N_REC],
                                         graph.num_emitting)  # fmt: skip
         for j in range(n):
             state_map[cands.state[j]] = -1
+        counts[FRAMES] = building
         if building > 0:  # token frame 0 (`begin`) reads no log-probs
             t += 1
-        counts[FRAMES] = building
+            if keep:
+                if n_kept + n_alive > kept.state.shape[0]:
+                    return _KEEP_ROOM, t, n_alive, n, q_n, rounds, limit, 0, building, n_kept
+                n_kept = _keep(kept, n_kept, alive, n_alive, t)
         if counts[N_REC] >= counts[COLLECT_AT]:
-            return _COLLECT, t, n_alive, n, q_n, rounds, limit, 0, building
-    return _DONE, t, n_alive, n, q_n, rounds, limit, 0, building
+            return _COLLECT, t, n_alive, n, q_n, rounds, limit, 0, building, n_kept
+    return _DONE, t, n_alive, n, q_n, rounds, limit, 0, building, n_kept
 
 
 @njit(nogil=True, cache=True)
 def _drive(state, ac, n_frames, alive, n_alive, cands, graph, boosts, lane, lim, state_map,
-           cancel, within, n, q_n, rounds, limit, building):  # fmt: skip
+           cancel, within, n, q_n, rounds, limit, building, kept):  # fmt: skip
     """`_frames` until done, growing the buffers and collecting the records between its calls
     (the only place they are rebound); ``alive``: the survivors in buffers with room. Returns
-    the new `SearchState`."""
+    ``(the new SearchState, kept, survivors kept, frames done)``."""
     counts = state.counts
     records, prefix = state.records, state.prefix
     early = lim.min_active <= 1
-    t = 0
+    t, n_kept = 0, 0
     while True:
-        why, t, n_alive, n, q_n, rounds, limit, room, building = _frames(
+        why, t, n_alive, n, q_n, rounds, limit, room, building, n_kept = _frames(
             ac, n_frames, t, alive, n_alive, cands, records, counts, graph, boosts, lane, lim,
-            state_map, cancel, early, within, n, q_n, rounds, limit, building,
+            state_map, cancel, early, within, n, q_n, rounds, limit, building, kept, n_kept,
         )  # fmt: skip
         within = why == _ROOM_WITHIN
         if why == _ROOM or within:
@@ -154,12 +176,36 @@ def _drive(state, ac, n_frames, alive, n_alive, cands, graph, boosts, lane, lim,
                 alive = _with_room(alive, n_alive, cap)
             if records.prev.shape[0] - counts[N_REC] < cap:
                 records = _records_with_room(records, counts[N_REC], counts[N_REC] + cap)
-        elif why == _COLLECT:
-            prefix = _collect(_first(alive, n_alive), records, prefix, counts, graph)
-            if 2 * counts[N_REC] > counts[COLLECT_AT]:
-                counts[COLLECT_AT] *= 2
+        elif why in (_COLLECT, _KEEP_ROOM):
+            if why == _KEEP_ROOM:  # the frame is done: its survivors go in once there is room
+                kept = _kept_with_room(kept, n_kept, n_kept + n_alive)
+                n_kept = _keep(kept, n_kept, alive, n_alive, t)
+            if counts[N_REC] >= counts[COLLECT_AT]:
+                prefix = _collect(_first(alive, n_alive), records, prefix, counts, graph)
+                if 2 * counts[N_REC] > counts[COLLECT_AT]:
+                    counts[COLLECT_AT] *= 2
         else:
-            return SearchState(_first(alive, n_alive), records, prefix, counts)
+            return SearchState(_first(alive, n_alive), records, prefix, counts), kept, n_kept, t
+
+
+@njit(inline="always", nogil=True, cache=True)
+def _keep(kept, n_kept, alive, n_alive, t):
+    """Append the ``n_alive`` survivors of log-prob frame ``t - 1`` to ``kept`` (it has room);
+    returns the new count."""
+    for i in range(n_alive):
+        kept.state[n_kept + i] = alive.state[i]
+        kept.ctx[n_kept + i] = alive.ctx[i]
+    kept.ends[t - 1] = n_kept + n_alive
+    return n_kept + n_alive
+
+
+@njit(nogil=True, cache=True)
+def _kept_with_room(kept, n_kept, need):
+    size = max(2 * kept.state.shape[0], need)
+    grown = KeptFrames(np.empty(size, np.int32), np.empty(size, np.int32), kept.ends)
+    grown.state[:n_kept] = kept.state[:n_kept]
+    grown.ctx[:n_kept] = kept.ctx[:n_kept]
+    return grown
 
 
 @njit(nogil=True, cache=True)
@@ -222,7 +268,7 @@ def begin(graph, boosts, lane, lim, state_map, collect_at, room):
     no_frames = np.empty((0, 1), np.float32)
     return _drive(state, no_frames, np.int64(0), _with_room(state.alive, 0, room), np.int64(0),
                   cands, graph, boosts, lane, lim, state_map, np.zeros(1, np.int32), True, n, q_n,
-                  np.int64(0), limit, np.int64(0))  # fmt: skip
+                  np.int64(0), limit, np.int64(0), _nothing_kept())[0]  # fmt: skip
 
 
 @njit(nogil=True, cache=True)
@@ -233,38 +279,33 @@ def advance(state, ac, n_frames, graph, boosts, lane, lim, state_map, cancel, ro
     or twice the survivors, the more."""
     if state.counts[STATUS] & STOPPED_BITS or n_frames == 0:
         return state
+    return _advance(state, ac, n_frames, graph, boosts, lane, lim, state_map, cancel, room,
+                    _nothing_kept())[0]  # fmt: skip
+
+
+@njit(nogil=True, cache=True)
+def _advance(state, ac, n_frames, graph, boosts, lane, lim, state_map, cancel, room, kept):
     n_alive = state.alive.state.shape[0]
     cap = max(room, 2 * n_alive)
     return _drive(state, ac, n_frames, _with_room(state.alive, n_alive, cap), np.int64(n_alive),
                   candidates(cap), graph, boosts, lane, lim, state_map, cancel, False,
-                  np.int64(0), np.int64(0), np.int64(0), np.float32(0.0), np.int64(0))  # fmt: skip
+                  np.int64(0), np.int64(0), np.int64(0), np.float32(0.0), np.int64(0),
+                  kept)  # fmt: skip
 
 
 @njit(nogil=True, cache=True)
 def advance_keeping(state, ac, n_frames, graph, boosts, lane, lim, state_map, cancel, room):
-    """`advance` frame by frame, keeping each token frame's survivors (for lattices): returns
-    the state, their states and context states, and where each frame's end in them. Fewer
-    frames are kept when the search stops."""
-    kept_s = np.empty(1024, np.int32)
-    kept_x = np.empty(1024, np.int32)
-    ends = np.empty(n_frames, np.int64)
-    n = 0
-    for t in range(n_frames):
-        state = advance(state, ac[t : t + 1], 1, graph, boosts, lane, lim, state_map, cancel,
-                        room)  # fmt: skip
-        if state.counts[STATUS] & STOPPED_BITS:
-            return state, kept_s[:n], kept_x[:n], ends[:t]
-        m = state.alive.state.shape[0]
-        if n + m > kept_s.shape[0]:
-            size = max(2 * kept_s.shape[0], n + m)
-            grown_s, grown_x = np.empty(size, np.int32), np.empty(size, np.int32)
-            grown_s[:n], grown_x[:n] = kept_s[:n], kept_x[:n]
-            kept_s, kept_x = grown_s, grown_x
-        kept_s[n : n + m] = state.alive.state
-        kept_x[n : n + m] = state.alive.ctx
-        n += m
-        ends[t] = n
-    return state, kept_s[:n], kept_x[:n], ends
+    """`advance`, keeping each token frame's survivors (for lattices): returns the state, their
+    states and context states, and where each frame's end in them. Fewer frames are kept when
+    the search stops."""
+    if state.counts[STATUS] & STOPPED_BITS or n_frames == 0:
+        nothing = _nothing_kept()
+        return state, nothing.state, nothing.ctx, nothing.ends
+    kept = KeptFrames(np.empty(1024, np.int32), np.empty(1024, np.int32),
+                      np.empty(n_frames, np.int64))  # fmt: skip
+    state, kept, n_kept, t = _advance(state, ac, n_frames, graph, boosts, lane, lim, state_map,
+                                      cancel, room, kept)  # fmt: skip
+    return state, kept.state[:n_kept], kept.ctx[:n_kept], kept.ends[:t]
 
 
 @njit(nogil=True, cache=True)
