@@ -4,10 +4,10 @@ LMs' states, in topological order, with the LM steps supplied by the caller.
 An LM step is ``(state, word) -> (cost change, next state)`` on Python objects (`NgramLm.step`
 on tuples of words), which compiled code cannot call. So `compose` numbers the states and keeps
 their steps in arrays indexed by a hash of ``state << 32 | word``; the compiled loop (`_run`)
-goes node after node and, where nodes it has reached need steps it lacks, returns those as
-misses: `compose` computes them in Python, adds them, and calls it again from the node where it
-stopped. A node is processed whole or not at all, so the result is the plain loop's
-(`rescore._compose_python`, which `tests/test_rescore.py` compares with this arc for arc).
+goes node after node and, where a node needs steps it lacks, returns those as misses: `compose`
+computes them in Python, adds them, and calls it again from that node. A node is processed whole
+or not at all, so the result is the plain loop's (`compose_reference`, which
+`tests/test_rescore.py` compares with this arc for arc).
 
 With a ``limit`` (the pruned composition), a split node is followed only while its cost so far
 plus the first pass's best cost from its lattice node stays within it, or when it lies on the
