@@ -304,6 +304,17 @@ def _links(node_state, node_ctx, frame_start, graph, boosts, lp, num_states):
     n = 0
     for f in range(frame_start.shape[0] - 1):
         lo, hi = frame_start[f], frame_start[f + 1]
+        # room for every arc this frame can link, made here: a buffer the arc loops below could
+        # rebind would cost Numba's atomic reference counts of all six on every arc
+        most = n
+        for u in range(frame_start[f - 1] if f > 0 else lo, lo):
+            most += graph.e_offsets[node_state[u] + 1] - graph.e_offsets[node_state[u]]
+        for u in range(lo, hi):
+            most += graph.ne_offsets[node_state[u] + 1] - graph.ne_offsets[node_state[u]]
+        if most > cap:
+            cap = max(2 * cap, most)
+            src, dst, garc = _grown(src, cap), _grown(dst, cap), _grown(garc, cap)
+            gcost, acost, afr = _grown(gcost, cap), _grown(acost, cap), _grown(afr, cap)
         for v in range(lo, hi):
             s = node_state[v]
             same_state[v] = head[s]
@@ -328,10 +339,6 @@ def _links(node_state, node_ctx, frame_start, graph, boosts, lp, num_states):
                     v = _node_of(head, same_state, node_ctx, graph.next_state[a], nx)
                     if v < 0:
                         continue
-                    if n == cap:
-                        cap *= 2
-                        src, dst, garc = _grown(src, cap), _grown(dst, cap), _grown(garc, cap)
-                        gcost, acost, afr = _grown(gcost, cap), _grown(acost, cap), _grown(afr, cap)
                     src[n], dst[n], garc[n] = u, v, a
                     gcost[n], acost[n], afr[n] = c, ac, f - 1
                     n += 1
