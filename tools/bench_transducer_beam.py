@@ -13,6 +13,10 @@ elsewhere on the machine hits every row alike.
     python tools/bench_speech_ctc.py --write-npz /tmp/speech   # hama log-probs of the sets
     python tools/bench_transducer_beam.py --speech /tmp/speech/flite.npz \\
         --speech /tmp/speech/librivox.npz --out bench/transducer_beam.md
+
+With ``--device cuda`` the cells are wall seconds (the device synchronised before and after
+each), the planted data is made on the device, and each timed cell is printed as it ends, so a
+run cut by a time limit still reports what it measured.
 """
 
 from __future__ import annotations
@@ -26,7 +30,7 @@ import time
 from functools import partial
 
 import torch
-from bench_transducer import TDT, decode_all, device_name, speech_wer, speech_workload
+from bench_transducer import TDT, decode_all, device_name, speech_wer, speech_workload, timed
 
 from wfstdecode.testing.transducer_models import planted_batch, planted_transducer
 from wfstdecode.transducer import BeamOptions, GreedyOptions
@@ -63,12 +67,13 @@ def variants(beams, segments, window):
     return rows
 
 
-def planted_workload(utterances, frames):
+def planted_workload(utterances, frames, device):
     models, data = {}, {}
     for kind, durs in (("rnnt", None), ("tdt", TDT)):
-        models[kind] = planted_transducer(1025, 640, 640, 640, durations=durs, seed=1)
-        pb = planted_batch(models[kind], utterances, frames, seed=2)
-        data[kind] = (pb.enc, pb.lengths, torch.argsort(pb.lengths, descending=True))
+        models[kind] = planted_transducer(1025, 640, 640, 640, durations=durs, seed=1).to(device)
+        pb = planted_batch(models[kind], utterances, frames, seed=2, device=device)
+        order = torch.argsort(pb.lengths.cpu(), descending=True).to(device)
+        data[kind] = (pb.enc, pb.lengths, order)
     return models, data, None
 
 
@@ -86,17 +91,22 @@ def main(argv=None):
     ap.add_argument("--no-planted", action="store_true")
     ap.add_argument("--rows", metavar="REGEX", help="only the rows whose name matches (the "
                     "greedy rows, the ratios' base, are always run)")  # fmt: skip
+    ap.add_argument("--device", default="cpu", help="cpu: CPU seconds of one core; cuda: wall")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
+    cuda = args.device == "cuda"
+    clock = time.perf_counter if cuda else time.process_time
     torch.set_num_threads(1)  # CPU seconds of one core: comparable rows
     beams = [int(b) for b in args.beams.split(",")]
     segments = [int(s) for s in args.segments.split(",")]
     sizes = [int(b) for b in args.batch_sizes.split(",")]
     workloads = (
-        [] if args.no_planted else [("planted", planted_workload(args.utterances, args.frames))]
+        []
+        if args.no_planted
+        else [("planted", planted_workload(args.utterances, args.frames, args.device))]
     )
     workloads += [
-        (os.path.basename(p), speech_workload(p, "cpu", torch.float32)) for p in args.speech
+        (os.path.basename(p), speech_workload(p, args.device, torch.float32)) for p in args.speech
     ]
     cells = []
     for wname, (models, data, refs) in workloads:
@@ -112,11 +122,12 @@ def main(argv=None):
                               "best": float("inf"), "frames": int(lengths.sum())})  # fmt: skip
                 print(f"{wname:14s} {name:32s} B={bs:<3d} WER={wer}", flush=True)
     load = os.getloadavg()[0]
-    for _ in range(args.repeats):
+    for rep in range(args.repeats):
         for cell in cells:
-            t0 = time.process_time()
-            cell["run"]()
-            cell["best"] = min(cell["best"], time.process_time() - t0)
+            cell["best"] = min(cell["best"], timed(cell["run"], args.device, clock))
+            if cuda:
+                print(f"timed {rep + 1}/{args.repeats} {cell['workload']:14s} "
+                      f"{cell['name']:32s} B={cell['bs']:<3d} {cell['best']:.3f} s", flush=True)  # fmt: skip
     tables = []
     for wname, _ in workloads:
         mine = [c for c in cells if c["workload"] == wname]
@@ -148,11 +159,14 @@ def main(argv=None):
     if args.out:
         with open(args.out, "w") as f:
             f.write(
-                "# Transducer beam searches against greedy: WER and CPU time\n\n"
-                f"- command: `{command}`\n"
-                f"- machine: {device_name('cpu')}; torch {torch.__version__}; 1 torch thread; "
+                "# Transducer beam searches against greedy: WER and "
+                + ("wall time on the GPU\n\n" if cuda else "CPU time\n\n")
+                + f"- command: `{command}`\n"
+                f"- machine: {device_name(args.device)}; torch {torch.__version__}; 1 torch thread; "
                 f"1-min load average when timing began: {load:.2f}\n"
-                f"- cells: CPU seconds (this process) to decode the whole set, best of "
+                "- cells: "
+                + ("wall seconds" if cuda else "CPU seconds (this process)")
+                + " to decode the whole set, best of "
                 f"{args.repeats} runs taken round-robin over all cells, and in brackets the ratio "
                 "to greedy label-looping at the same batch size (TDT rows: to TDT greedy). WER of "
                 "the best hypothesis (length-normalised scores, NeMo's default), no LM.\n\n"

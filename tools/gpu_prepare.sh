@@ -35,4 +35,10 @@ tar -C "$tmp/site" -cJf .gpu/pynini-cp312-stripped.tar.xz .
 "$py" tools/restrict_arpa.py --arpa ../shared/data/en-us.arpa.gz \
   --tokens wfstdecode/data/tokens.txt --words "$words" --max-ngrams 600000 400000 \
   --out .gpu/en-cut.arpa.gz --lexicon .gpu/en-cut.lexicon.txt
+# The speech sets' hama log-probs (tools/bench_speech_ctc.py --write-npz DIR), for the trained
+# transducers in the transducerbeam stage: hama and the synthesiser are not on that machine.
+speech=${SPEECH_NPZ_DIR:-/tmp/speech}
+if compgen -G "$speech/*.npz" >/dev/null; then
+  mkdir -p .gpu/speech && cp "$speech"/*.npz .gpu/speech/
+fi
 du -sh .gpu

@@ -68,8 +68,17 @@ transducer)
   python3 tools/bench_transducer.py --device cuda --out "$out/transducer_cuda.md" 2>&1 |
     tee "$out/transducer_cuda.log"
   ;;
+transducerbeam)
+  # Beam searches against greedy on the GPU (wall seconds): the planted models, and the trained
+  # models on the speech sets gpu_prepare.sh copied (when it found them). Extra arguments go to
+  # bench_transducer_beam (e.g. --beams 4 --batch-sizes 32).
+  speech=()
+  for npz in .gpu/speech/*.npz; do [[ -e $npz ]] && speech+=(--speech "$npz"); done
+  python3 tools/bench_transducer_beam.py --device cuda --repeats 2 "${speech[@]}" \
+    --out "$out/transducer_beam_cuda.md" "$@" 2>&1 | tee "$out/transducer_beam_cuda.log"
+  ;;
 *)
-  echo "usage: gpu_run.sh tests|cudatests|ctc [bench_ctc args]|ctcprofile [args]|streaming|transducer" >&2
+  echo "usage: gpu_run.sh tests|cudatests|ctc [bench_ctc args]|ctcprofile [args]|streaming|transducer|transducerbeam [args]" >&2
   exit 2
   ;;
 esac
