@@ -236,7 +236,9 @@ class KeptSurvivors:
 @njit(nogil=True, cache=True)
 def _join_chunk(first, starts, arcs, prevs, n_emit, frame_base, base, out_arc, out_prev):
     """One pass over a chunk's records: ``out[base + k]`` gets record ``k`` with its ``prev``
-    made global."""
+    made global. Written without branches on the record (selects, which LLVM turns into
+    conditional moves): emitting and epsilon records interleave unpredictably, and the
+    branchy form took 3.3x as long (7.3 against 2.2 ns per record, random arcs)."""
     n_frames = len(starts)
     for j in range(n_frames):
         frame = first + j
@@ -246,13 +248,11 @@ def _join_chunk(first, starts, arcs, prevs, n_emit, frame_base, base, out_arc, o
         for k in range(starts[j], end):
             arc = arcs[k]
             out_arc[base + k] = arc
-            prev = prevs[k]
-            if prev < 0:  # the start (-1), or a record of a stream's earlier chunks
-                out_prev[base + k] = prev
-            elif 0 <= arc < n_emit:
-                out_prev[base + k] = prev + before
-            else:
-                out_prev[base + k] = prev + own
+            prev = np.int64(prevs[k])
+            emitting = np.uint32(arc) < np.uint32(n_emit)  # 0 <= arc < n_emit
+            shift = before if emitting else own
+            # a negative prev stays: the start (-1), or a record of a stream's earlier chunks
+            out_prev[base + k] = prev if prev < 0 else prev + shift
 
 
 def take_record_buffer(timed: bool, fields: int = 2) -> PinnedDoubleBuffer:
