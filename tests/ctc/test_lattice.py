@@ -160,7 +160,8 @@ def test_cpu_lattice_of_a_long_utterance_with_grown_buffers_is_the_reference(see
     p = prepare_problem(lp[:1], None, g, options, None)
     streams = CpuStreams()
     ((_, kept),) = streams.advance_keeping([(p, streams.begin(p), p.ac[0])])
-    assert sum(len(s) for s, _ in kept) > 1024 and len(kept) == 120
+    assert len(kept.state) > 1024 and kept.num_frames == 120
+    assert kept.sizes.sum() == len(kept.state) == len(kept.ctx)
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -146,3 +146,35 @@ class RawResult:
     status: int = 0
     died_frame: int = -1
     notes: tuple = ()
+
+
+@dataclass(frozen=True)
+class FrameSurvivors:
+    """Each token frame's survivors, flat, as a search kept them for a lattice (a backend's
+    ``advance_keeping``): graph states and context states (int32), frame ``f``'s at
+    ``sum(sizes[:f]) : sum(sizes[:f + 1])``; ``sizes`` (int64) has one entry per frame kept
+    (fewer than asked when the search stopped). Flat because the lattice builder reads them as
+    one array: a list of per-frame views cost ~5 us a frame to make and to join again."""
+
+    state: np.ndarray
+    ctx: np.ndarray
+    sizes: np.ndarray
+
+    @property
+    def num_frames(self) -> int:
+        return len(self.sizes)
+
+    @classmethod
+    def of_frames(cls, frames: list) -> FrameSurvivors:
+        """From a list of ``(states, context states)`` per frame."""
+        if not frames:
+            return cls(np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int64))
+        return cls(np.concatenate([s for s, _ in frames]).astype(np.int32, copy=False),
+                   np.concatenate([x for _, x in frames]).astype(np.int32, copy=False),
+                   np.array([len(s) for s, _ in frames], np.int64))  # fmt: skip
+
+    def frame(self, f: int) -> tuple[np.ndarray, np.ndarray]:
+        """Frame ``f``'s ``(states, context states)`` (views)."""
+        lo = int(self.sizes[:f].sum())
+        hi = lo + int(self.sizes[f])
+        return self.state[lo:hi], self.ctx[lo:hi]

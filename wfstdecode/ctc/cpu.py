@@ -20,6 +20,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from ._problem import FrameSurvivors
 from ._traceback import PathRows, Records, Survivors, finish_paths
 from .bundles import lane_boosts, limits, search_graph
 from .cpu_steps import (
@@ -491,8 +492,8 @@ class CpuStreams:
         return list(self._pool.map(fn, jobs))
 
     def advance_keeping(self, jobs) -> list[tuple]:
-        """`advance` each job, keeping every token frame's survivors: ``(state, [(states,
-        context states) per frame])``, fewer frames when the search stopped."""
+        """`advance` each job, keeping every token frame's survivors: ``(state,
+        FrameSurvivors)``, fewer frames when the search stopped."""
         return self.map(self._advance_keeping_one, jobs)
 
     def _advance_keeping_one(self, job):
@@ -501,8 +502,7 @@ class CpuStreams:
             state, ac, len(ac), search_graph(p), lane_boosts(p), 0, limits(p),
             self._state_map(p.graph), self._cancel, np.int64(self.tuning.first_room),
         )  # fmt: skip
-        starts = np.concatenate(([0], ends))[:-1]
-        return state, [(kept_s[a:b], kept_x[a:b]) for a, b in zip(starts, ends, strict=True)]
+        return state, FrameSurvivors(kept_s, kept_x, np.diff(ends, prepend=0))
 
     def end(self, p, state, utterance: int = 0):
         """Step 6 for one stream, with the same output retry as `decode_cpu` (``utterance``:

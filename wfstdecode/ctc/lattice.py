@@ -37,7 +37,7 @@ from ..lattice import Lattice
 from ..metrics import edit_distance
 from ..results import Hypothesis
 from ._paths import to_hypotheses
-from ._problem import RawResult, SearchProblem
+from ._problem import FrameSurvivors, RawResult, SearchProblem
 from .bundles import arc_cost, lane_boosts, search_graph
 from .status import DIED, NO_FINAL
 
@@ -59,22 +59,23 @@ def lattice_search(problem: SearchProblem, backend: str, tuning) -> tuple[list, 
 
     def lattice_of(b):
         p, first, kept, raw = one[b], firsts[b], done[b][1], raws[b]
-        if not raw.paths or first is None or len(kept) < p.lengths[0]:  # the search died
+        if not raw.paths or first is None or kept.num_frames < p.lengths[0]:  # it died
             return None
-        return build_lattice(p, [first, *kept], raw)
+        return build_lattice(p, first, kept, raw)
 
     return raws, streams.map(lattice_of, range(len(one)))
 
 
-def build_lattice(p: SearchProblem, frames: list, raw: RawResult) -> Lattice:
-    """Utterance 0 of ``p``'s lattice from its survivors per token frame (``(states, context
-    states)`` each) and the search's result ``raw`` (module docstring), before pruning."""
+def build_lattice(p: SearchProblem, first: tuple, kept: FrameSurvivors, raw: RawResult) -> Lattice:
+    """Utterance 0 of ``p``'s lattice from its survivors — those of token frame 0 (``first``:
+    ``(states, context states)``) and of every later frame (``kept``) — and the search's result
+    ``raw`` (module docstring), before pruning."""
     graph, boosts = search_graph(p), lane_boosts(p)
-    T = len(frames) - 1
+    T = kept.num_frames
     start_key = np.int64(graph.start) << 32  # a token's key: state << 32 | context state
-    sizes = [len(s) for s, _ in frames]
-    keys = [(np.concatenate([s for s, _ in frames]).astype(np.int64) << 32)
-            | np.concatenate([x for _, x in frames]), [start_key]]  # fmt: skip
+    sizes = np.concatenate(([len(first[0])], kept.sizes))
+    keys = [(np.concatenate((first[0], kept.state)).astype(np.int64) << 32)
+            | np.concatenate((first[1], kept.ctx)), [start_key]]  # fmt: skip
     frame_of = [np.repeat(np.arange(T + 1, dtype=np.int64), sizes), [0]]
     for arcs, path_frames, _ in raw.paths:
         f, k = _path_tokens(graph, boosts, arcs, path_frames)

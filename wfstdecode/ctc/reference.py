@@ -58,7 +58,7 @@ from collections import deque
 import numpy as np
 
 from ..errors import GraphError
-from ._problem import RawResult, SearchProblem
+from ._problem import FrameSurvivors, RawResult, SearchProblem
 from .status import DIED, NO_FINAL
 
 _F32_INF = np.float32(np.inf)
@@ -156,7 +156,7 @@ class ReferenceStreams:
 
     def advance_keeping(self, jobs) -> list[tuple]:
         """`advance` each job frame by frame, keeping every token frame's survivors: ``(state,
-        [(states, context states) per frame])``, fewer frames when the search died."""
+        FrameSurvivors)``, fewer frames when the search died."""
         out = []
         for p, state, ac in jobs:
             kept = []
@@ -165,7 +165,7 @@ class ReferenceStreams:
                 if state.died is not None:
                     break
                 kept.append(self.survivors(state))
-            out.append((state, kept))
+            out.append((state, FrameSurvivors.of_frames(kept)))
         return out
 
     def survivors(self, state: SearchState):

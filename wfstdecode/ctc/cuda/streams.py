@@ -37,6 +37,7 @@ import numpy as np
 from numba import njit
 
 from .. import bundles
+from .._problem import FrameSurvivors
 from .._traceback import Records, Survivors
 from ..boost import join_lanes
 from ..cpu import (
@@ -87,8 +88,8 @@ class CudaStreams:
         return [state for state, _ in self._advance(jobs, keep=False)]
 
     def advance_keeping(self, jobs) -> list[tuple]:
-        """`advance`, keeping every token frame's survivors (for lattices): ``(state, [(states,
-        context states) per frame])``, fewer frames when the search stopped. The survivors
+        """`advance`, keeping every token frame's survivors (for lattices): ``(state,
+        FrameSurvivors)``, fewer frames when the search stopped. The survivors
         reach the host with the records (`buffers.Records`), in the same call."""
         return self._advance(jobs, keep=True)
 
@@ -101,7 +102,7 @@ class CudaStreams:
         return [fn(job) for job in jobs]
 
     def _advance(self, jobs, keep: bool) -> list[tuple]:
-        out = [(state, []) for _, state, _ in jobs]
+        out = [(state, FrameSurvivors.of_frames([])) for _, state, _ in jobs]
         moving = [i for i, (_, state, ac) in enumerate(jobs)
                   if len(ac) and not state.search.counts[STATUS] & STOPPED_BITS]  # fmt: skip
         if moving:
@@ -143,8 +144,9 @@ class CudaStreams:
         if not keep:
             return [(state, []) for state in states]
         kept = copier.kept.frames  # token frames 1.. of each lane; none past a stop
-        return [(state, [kept[b][f] for f in range(1, int(problem.lengths[b]) + 1)
-                         if f in kept[b]])
+        return [(state, FrameSurvivors.of_frames([kept[b][f]
+                                                  for f in range(1, int(problem.lengths[b]) + 1)
+                                                  if f in kept[b]]))
                 for b, state in enumerate(states)]  # fmt: skip
 
     def _take_out(self, problem, d, joined, saved) -> list[CudaStreamState]:
