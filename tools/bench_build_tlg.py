@@ -5,6 +5,8 @@ writes, and writes a markdown table of time, peak memory and sizes per stage.
 
     python tools/bench_build_tlg.py --arpa ../shared/data/en-us.arpa.gz --out bench/build_tlg.md
     python tools/bench_build_tlg.py --recipes characters --topologies compact --kaldi  # vs Kaldi
+    python tools/bench_build_tlg.py --recipes phones_cmudict --topologies compact --kaldi \\
+        --out /tmp/phones.md       # (--out: the default rewrites bench/build_tlg.md)
 """
 
 from __future__ import annotations
@@ -41,17 +43,18 @@ def run(recipe: str, topology: str, arpa: Path, work: Path) -> dict:
             "fst_mb": round((out / "TLG.fst").stat().st_size / 2**20, 1), **report}  # fmt: skip
 
 
-def run_kaldi(topology: str, arpa: Path, work: Path) -> dict:
-    """The same character TLG built the Kaldi way (`build_tlg_kaldi.py`), in its own process."""
-    out = work / f"kaldi_{topology}"
-    cmd = [sys.executable, "tools/build_tlg_kaldi.py", *RECIPES["characters"][1:], "--arpa",
-           str(arpa), "--topology", topology, "--out", str(out)]  # fmt: skip
+def run_kaldi(recipe: str, topology: str, arpa: Path, work: Path) -> dict:
+    """The same TLG built the Kaldi way (`build_tlg_kaldi.py`), in its own process."""
+    out = work / f"kaldi_{recipe}_{topology}"
+    cmd = [sys.executable, "tools/build_tlg_kaldi.py", "--recipe", recipe,
+           *RECIPES[recipe][1:], "--arpa", str(arpa), "--topology", topology,
+           "--out", str(out)]  # fmt: skip
     start = time.perf_counter()
     done = subprocess.run(cmd, cwd=ROOT, check=True, capture_output=True, text=True)
     wall = time.perf_counter() - start
     stages = json.loads(done.stdout.splitlines()[-1])["stages"]
     last = next(s for s in reversed(stages) if "arcs" in s)
-    return {"recipe": "characters, Kaldi way (kaldilm + kaldifst)", "topology": topology,
+    return {"recipe": f"{recipe}, Kaldi way (kaldilm + kaldifst)", "topology": topology,
             "wall_s": round(wall, 1), "peak_rss_mb": max(s["peak_rss_mb"] for s in stages),
             "fst_mb": round((out / "TLG.fst").stat().st_size / 2**20, 1), "stages": stages,
             "graph": {"states": last["states"], "arcs": last["arcs"], "epsilon_arcs": None}}  # fmt: skip
@@ -93,23 +96,18 @@ def main() -> None:
     p.add_argument("--topologies", nargs="+", default=["compact", "normal"])
     p.add_argument("--work", type=Path, default=None, help="keep the graphs here")
     p.add_argument("--out", type=Path, default=ROOT / "bench/build_tlg.md")
-    p.add_argument("--kaldi", action="store_true", help="also build the character TLG the Kaldi "
-                   "way (kaldilm + kaldifst: pip install kaldilm kaldifst)")  # fmt: skip
+    p.add_argument("--kaldi", action="store_true", help="also build each TLG the Kaldi way, "
+                   "right after ours (kaldilm + kaldifst: pip install kaldilm kaldifst)")  # fmt: skip
     args = p.parse_args()
     work = args.work or Path(tempfile.mkdtemp(prefix="bench_tlg_"))
     rows = []
     for recipe in args.recipes:
         for topology in args.topologies:
-            rows.append(run(recipe, topology, args.arpa.resolve(), work))
-            print(
-                json.dumps(
-                    {k: rows[-1][k] for k in ("recipe", "topology", "wall_s", "peak_rss_mb")}
-                )
-            )
-    if args.kaldi:
-        for topology in args.topologies:
-            rows.append(run_kaldi(topology, args.arpa.resolve(), work))
-            print(json.dumps({k: rows[-1][k] for k in ("recipe", "wall_s", "peak_rss_mb")}))
+            builds = [run] + ([run_kaldi] if args.kaldi else [])
+            for build in builds:  # ours, then the Kaldi way: the same load for both
+                rows.append(build(recipe, topology, args.arpa.resolve(), work))
+                print(json.dumps({k: rows[-1][k] for k in ("recipe", "topology", "wall_s",
+                                                           "peak_rss_mb")}), flush=True)  # fmt: skip
     text = markdown(rows, args, "python " + " ".join(sys.argv))
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(text)

