@@ -60,3 +60,68 @@ def test_pinned_double_buffer_refuses_misuse():
     copier.put(0, (ints,))
     with pytest.raises(RuntimeError, match="slot 0 was put twice"):
         copier.put(0, (ints,))
+
+
+def _join_by_definition(chunks, n_emit, T):
+    """The global backpointers of `JoinedRecords`, record by record in Python."""
+    frame_base = [0] * (T + 1)
+    arc, prev = [], []
+    for first, starts, arcs, prevs in chunks:
+        base = len(arc)
+        for j in range(len(starts)):  # a record's prev counts from its chunk's first record
+            frame_base[first + j] = base
+        for j in range(len(starts)):
+            frame = first + j
+            end = starts[j + 1] if j + 1 < len(starts) else len(arcs)
+            for k in range(starts[j], end):
+                a, p = int(arcs[k]), int(prevs[k])
+                arc.append(a)
+                if p < 0:
+                    prev.append(p)
+                elif 0 <= a < n_emit:
+                    prev.append(p + frame_base[max(frame - 1, 0)])
+                else:
+                    prev.append(p + frame_base[frame])
+    return arc, prev
+
+
+def test_joined_records_equal_the_definition_and_reuse_their_arrays():
+    """Chunks of records (emitting and epsilon arcs, negative prevs) joined into global
+    backpointers equal the record-by-record definition, in fresh arrays and in the arrays a
+    finished join gave back; `release_cuda_buffers` drops those."""
+    from wfstdecode.ctc.cuda import records
+    from wfstdecode.ctc.cuda.memory import release_cuda_buffers
+
+    rng = np.random.default_rng(0)
+    n_emit, T = 50, 40
+
+    def chunks():
+        out, first = [], 0
+        while first < T:
+            frames = int(min(rng.integers(1, 6), T - first))
+            sizes = rng.integers(0, 30, frames)
+            starts = np.concatenate(([0], np.cumsum(sizes)[:-1])).astype(np.int64)
+            used = int(sizes.sum())
+            arcs = rng.integers(-1, 2 * n_emit, used).astype(np.int32)
+            prevs = rng.integers(-5, 25, used).astype(np.int32)
+            out.append((first, starts, arcs, prevs))
+            first += frames
+        return out
+
+    release_cuda_buffers()
+    given = None
+    for _ in range(3):
+        case = chunks()
+        joined = records.JoinedRecords(n_emit, T)
+        if given is not None:
+            assert joined.arc is given  # the arrays the last join gave back
+        for chunk in case:
+            joined.add(*chunk)
+        arc, prev = _join_by_definition(case, n_emit, T)
+        assert joined.arc[: joined.n].tolist() == arc
+        assert joined.prev[: joined.n].tolist() == prev
+        given = joined.arc
+        joined.give_back()
+        assert joined.n == 0 and len(joined.arc) == 0
+    release_cuda_buffers()
+    assert records.JoinedRecords(n_emit, T).arc is not given

@@ -26,7 +26,9 @@ def decode_cuda(problem: SearchProblem, tuning: CudaTuning | None = None) -> lis
     longest = int(problem.lengths.max(initial=0))
     if longest <= tuning.max_frames_per_call or problem.ac is None:
         d, copier, T = run_search(problem, tuning)
-        return finish(problem, d, copier.joined, T)
+        results = finish(problem, d, copier.joined, T)  # copies out the paths it traces
+        copier.joined.give_back()
+        return results
     return _decode_in_calls(problem, tuning)
 
 

@@ -79,8 +79,9 @@ def max_cuda_batch_size(
 
 
 def release_cuda_buffers() -> None:
-    """Free the pinned host memory the cuda backend keeps between calls for its backpointer
-    copies (it grows to the largest chunk of a batch: hundreds of MB for batches of hundreds).
+    """Free the host memory the cuda backend keeps between calls for its backpointers: the
+    pinned copies (they grow to the largest chunk of a batch: hundreds of MB for batches of
+    hundreds) and the arrays the chunks are joined into (16 bytes per record).
     Buffers of calls running now stay until the next release."""
     records = sys.modules.get("wfstdecode.ctc.cuda.records")  # nothing kept if it never ran
     if records is not None:

@@ -140,7 +140,8 @@ class CudaStreams:
             _put_back(d, saved, problem.graph.e_offsets, problem.beam, stream)
 
         d, copier, _ = run_search(problem, self.tuning, put_back, keep_survivors=keep)
-        states = self._take_out(problem, d, copier.joined, saved)
+        states = self._take_out(problem, d, copier.joined, saved)  # copies what it needs
+        copier.joined.give_back()
         if not keep:
             return [(state, []) for state in states]
         kept = copier.kept.frames  # token frames 1.. of each lane; none past a stop
