@@ -445,3 +445,55 @@ def test_a_bad_boosts_member_names_the_file(tmp_path, member, match):
     _with_boosts_member(tmp_path, member)
     with pytest.raises(InputFileError, match=rf"lp.npz: {match}"):
         load_log_probs_npz(tmp_path / "lp.npz")
+
+
+def _big_list(g, n=80, seed=0):
+    rng = np.random.default_rng(seed)
+    words = [w for w, i in g.words if i]
+    out = {}
+    while len(out) < n:
+        out[" ".join(rng.choice(words, int(rng.integers(1, 4))))] = float(rng.uniform(0.5, 3))
+    return out
+
+
+def test_a_list_sent_again_is_recalled_not_compiled_again(monkeypatch):
+    """`phrase_cache`: the same list content in a later call (a new dict) gets the earlier
+    resolution and automaton and the same hypotheses; an edited list, another word table or a
+    list below the cache's minimum is resolved afresh; unknown words still warn every time."""
+    from wfstdecode.ctc import clear_phrase_cache, phrase_cache
+
+    clear_phrase_cache()
+    g, lp, lengths, _ = _phrase_case(2)
+    first = _big_list(g)
+    (r1,) = resolve_boosts(first, 1, g.words)
+    (r2,) = resolve_boosts(dict(first), 1, g.words)
+    assert r2 is r1
+    a1 = build_boost_tables([r1]).automata[0]
+    assert build_boost_tables([r2]).automata[0] is a1
+    # the same hypotheses as compiled afresh
+    cached = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=6.0), dict(first), backend="cpu")
+    clear_phrase_cache()
+    fresh = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=6.0), dict(first), backend="cpu")
+    assert_hypotheses_equal(fresh, cached)
+    (r3,) = resolve_boosts(first, 1, g.words)
+    edited = {**first, next(iter(first)): 9.0}
+    (r4,) = resolve_boosts(edited, 1, g.words)
+    assert r4 is not r3 and r4 != r3
+    other = random_graph(5, num_words=5)  # same word names, another table
+    (r5,) = resolve_boosts(first, 1, other.words)
+    assert r5 is not r3
+    small = dict(itertools.islice(first.items(), 10))
+    assert resolve_boosts(small, 1, g.words)[0] is not resolve_boosts(small, 1, g.words)[0]
+    with_unknown = {**first, "w1 zebra": 1.0}
+    for _ in range(2):
+        with pytest.warns(UserWarning, match="zebra"):
+            resolve_boosts(with_unknown, 1, g.words)
+    # at most MAX_KEPT_PHRASES phrases kept: the least recently used list goes first
+    clear_phrase_cache()
+    monkeypatch.setattr(phrase_cache, "MAX_KEPT_PHRASES", 2 * len(first))
+    lists = [_big_list(g, seed=s) for s in range(3)]
+    kept = [resolve_boosts(x, 1, g.words)[0] for x in lists]
+    assert resolve_boosts(dict(lists[2]), 1, g.words)[0] is kept[2]
+    assert resolve_boosts(dict(lists[1]), 1, g.words)[0] is kept[1]
+    assert resolve_boosts(dict(lists[0]), 1, g.words)[0] is not kept[0]
+    clear_phrase_cache()

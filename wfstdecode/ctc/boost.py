@@ -40,6 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import DecodeInputError
+from . import phrase_cache
 from .options import MAX_COST_TERM
 from .phrases import EMPTY, NO_SLOT, PhraseAutomaton
 
@@ -150,7 +151,7 @@ def _resolve_boosts(boosts, batch_size: int, words, oov):
                 f"boosts[{b}] must be a mapping phrase -> bonus; got {type(table)}"
             )
         if id(table) not in done:
-            done[id(table)] = _resolve_table(table, b, words, unknown, known, oov)
+            done[id(table)] = _resolve_or_recall(table, b, words, unknown, known, oov)
         out.append(done[id(table)])
     if unknown:
         listed = sorted(set(unknown))
@@ -160,6 +161,21 @@ def _resolve_boosts(boosts, batch_size: int, words, oov):
             stacklevel=4,
         )
     return out
+
+
+def _resolve_or_recall(table: Mapping, b: int, words, unknown: list, known: dict, oov):
+    """`_resolve_table`, or the same list's resolution from an earlier call (`phrase_cache`)."""
+    key = phrase_cache.list_key(table, words, oov)
+    hit = phrase_cache.resolved_list(key, words, oov) if key is not None else None
+    if hit is not None:
+        resolved, missing = hit
+    else:
+        missing = []
+        resolved = _resolve_table(table, b, words, missing, known, oov)
+        if key is not None:
+            phrase_cache.keep_resolved(key, words, oov, resolved, missing)
+    unknown.extend(missing)
+    return resolved
 
 
 _NUMBERS = (int, float, np.floating, np.integer)
@@ -364,7 +380,7 @@ def _build_boost_tables(per_utt, slot_label: int) -> BoostTables:
             worst[b] = worst[first]
             continue
         built[id(table)] = b
-        automaton = PhraseAutomaton(table, slot_label)
+        automaton = phrase_cache.automaton(table, slot_label, PhraseAutomaton)
         automata.append(automaton)
         offsets[b], masks[b] = total, automaton.mask
         node_offsets[b], contexts[b] = total_nodes, automaton.num_contexts

@@ -1,0 +1,112 @@
+"""Recently compiled phrase lists, kept across `decode_ctc` calls: a server or a stream loop that
+sends the same hotword list with every request compiles it once (sherpa-onnx and NeMo build
+their context graph once per list the same way).
+
+A list is found again by its content — its phrases and bonuses, in order (the same list sent
+again; the same phrases in another order compile afresh) — and the graph's word table and oov
+speller it was resolved against, so editing a dict between calls is seen. Looking a 1,000-phrase
+list up costs ~0.05 ms (hashing it), compiling it 0.8-1.5 ms. Lists under ``MIN_PHRASES`` are not
+kept (they compile in about the time of the look-up), and the cache holds at most
+``MAX_KEPT_PHRASES`` phrases in all (~400 bytes a two-word phrase: ~80 MB), least recently
+used dropped first (so lists that recur only after more than that compile every time).
+`clear_phrase_cache` empties it (benchmarks that time the compile do).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+
+MIN_PHRASES = 64
+MAX_KEPT_PHRASES = 200_000
+
+_LOCK = threading.Lock()
+_ENTRIES: OrderedDict = OrderedDict()  # key -> _Entry
+_BY_RESOLVED: dict[int, object] = {}  # id(resolved mapping) -> key, for its automaton
+_KEPT = [0]  # phrases held
+
+
+class _Key(tuple):
+    """A list's key with its hash computed once (a tuple's is recomputed at every use)."""
+
+    def __hash__(self) -> int:
+        return self.hash_value
+
+
+class _Entry:
+    __slots__ = ("automata", "oov", "resolved", "size", "unknown", "words")
+
+    def __init__(self, words, oov, resolved, unknown, size):
+        self.words, self.oov, self.resolved, self.unknown = words, oov, resolved, unknown
+        self.size = size  # phrases of the list
+        self.automata: dict[int, object] = {}  # slot label -> PhraseAutomaton
+
+
+def list_key(table, words, oov):
+    """The cache key of a boosts mapping, or None when it is not kept (small, or unhashable)."""
+    if not MIN_PHRASES <= len(table) <= MAX_KEPT_PHRASES:
+        return None
+    key = _Key((id(words), id(oov), tuple(table), tuple(table.values())))
+    try:
+        key.hash_value = tuple.__hash__(key)
+        return key
+    except TypeError:  # an unhashable key or bonus: resolving reports it if it is wrong
+        return None
+
+
+def resolved_list(key, words, oov):
+    """``(resolved mapping, unknown words)`` of a list seen before, else None."""
+    with _LOCK:
+        entry = _ENTRIES.get(key)
+        # the ids in the key may belong to new objects once the old were freed
+        if entry is None or entry.words is not words or entry.oov is not oov:
+            return None
+        _ENTRIES.move_to_end(key)
+        return entry.resolved, entry.unknown
+
+
+def keep_resolved(key, words, oov, resolved, unknown: list) -> None:
+    if resolved is None:
+        return
+    size = len(key[2])
+    with _LOCK:
+        old = _ENTRIES.pop(key, None)
+        if old is not None:
+            _forget(old)
+        _ENTRIES[key] = _Entry(words, oov, resolved, list(unknown), size)
+        _BY_RESOLVED[id(resolved)] = key
+        _KEPT[0] += size
+        while _KEPT[0] > MAX_KEPT_PHRASES:
+            _forget(_ENTRIES.pop(next(iter(_ENTRIES))))
+
+
+def _forget(entry: _Entry) -> None:
+    _BY_RESOLVED.pop(id(entry.resolved), None)
+    _KEPT[0] -= entry.size
+
+
+def automaton(resolved, slot_label: int, build):
+    """The automaton of ``resolved`` for ``slot_label``: the one built before when the mapping
+    is a kept list's, else ``build(resolved, slot_label)`` (kept with the list when it is)."""
+    with _LOCK:
+        key = _BY_RESOLVED.get(id(resolved))
+        entry = _ENTRIES.get(key) if key is not None else None
+        if entry is not None and entry.resolved is resolved:
+            found = entry.automata.get(slot_label)
+            if found is not None:
+                return found
+        else:
+            entry = None
+    made = build(resolved, slot_label)
+    if entry is not None:
+        with _LOCK:
+            entry.automata[slot_label] = made
+    return made
+
+
+def clear_phrase_cache() -> None:
+    """Forget every kept list."""
+    with _LOCK:
+        _ENTRIES.clear()
+        _BY_RESOLVED.clear()
+        _KEPT[0] = 0
