@@ -497,3 +497,17 @@ def test_a_list_sent_again_is_recalled_not_compiled_again(monkeypatch):
     assert resolve_boosts(dict(lists[1]), 1, g.words)[0] is kept[1]
     assert resolve_boosts(dict(lists[0]), 1, g.words)[0] is not kept[0]
     clear_phrase_cache()
+
+
+def test_a_recalled_list_still_refuses_what_it_would_refuse():
+    """Equal is not the same for a cache key: True == 1, so a list of True bonuses must not be
+    recalled as the list of 1s (it is refused, as without the cache)."""
+    from wfstdecode.ctc import clear_phrase_cache
+
+    clear_phrase_cache()
+    g = random_graph(0, num_words=5)
+    ones = {k: 1 for k in _big_list(g)}
+    resolve_boosts(ones, 1, g.words)
+    with pytest.raises(DecodeInputError, match="must be a number"):
+        resolve_boosts(dict.fromkeys(ones, True), 1, g.words)
+    clear_phrase_cache()

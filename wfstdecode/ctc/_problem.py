@@ -172,9 +172,3 @@ class FrameSurvivors:
         return cls(np.concatenate([s for s, _ in frames]).astype(np.int32, copy=False),
                    np.concatenate([x for _, x in frames]).astype(np.int32, copy=False),
                    np.array([len(s) for s, _ in frames], np.int64))  # fmt: skip
-
-    def frame(self, f: int) -> tuple[np.ndarray, np.ndarray]:
-        """Frame ``f``'s ``(states, context states)`` (views)."""
-        lo = int(self.sizes[:f].sum())
-        hi = lo + int(self.sizes[f])
-        return self.state[lo:hi], self.ctx[lo:hi]

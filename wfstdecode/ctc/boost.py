@@ -164,8 +164,13 @@ def _resolve_boosts(boosts, batch_size: int, words, oov):
 
 
 def _resolve_or_recall(table: Mapping, b: int, words, unknown: list, known: dict, oov):
-    """`_resolve_table`, or the same list's resolution from an earlier call (`phrase_cache`)."""
-    key = phrase_cache.list_key(table, words, oov)
+    """`_resolve_table`, or the same list's resolution from an earlier call (`phrase_cache`).
+    Only lists of phrase strings and plain numbers are kept: their equality is their meaning
+    (``True == 1``, and a bonus of True is refused, not recalled)."""
+    plain = len(table) >= phrase_cache.MIN_PHRASES and (
+        set(map(type, table)) <= _STRINGS and set(map(type, table.values())) <= _PLAIN_NUMBERS
+    )
+    key = phrase_cache.list_key(table, words, oov) if plain else None
     hit = phrase_cache.resolved_list(key, words, oov) if key is not None else None
     if hit is not None:
         resolved, missing = hit
