@@ -1,6 +1,6 @@
 """Recently compiled phrase lists, kept across `decode_ctc` calls: a server or a stream loop that
-sends the same hotword list with every request compiles it once (sherpa-onnx and NeMo build
-their context graph once per list the same way).
+sends the same hotword list with every request compiles it once, as a recognizer's hotword list
+is compiled once in sherpa-onnx or NeMo, where it is given with the recognizer, not per call.
 
 A list is found again by its content — its phrases and bonuses, in order (the same list sent
 again; the same phrases in another order compile afresh) — and the graph's word table and oov
