@@ -4,6 +4,7 @@ inputs and outputs of the CTC WFST beam search. Built only by `search.py`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit
@@ -148,21 +149,19 @@ class RawResult:
     notes: tuple = ()
 
 
-@dataclass(frozen=True)
-class FrameSurvivors:
-    """Each token frame's survivors, flat, as a search kept them for a lattice (a backend's
-    ``advance_keeping``): graph states and context states (int32), frame ``f``'s at
-    ``sum(sizes[:f]) : sum(sizes[:f + 1])``; ``sizes`` (int64) has one entry per frame kept
-    (fewer than asked when the search stopped). Flat because the lattice builder reads them as
-    one array: a list of per-frame views cost ~5 us a frame to make and to join again."""
+class FrameSurvivors(NamedTuple):
+    """Each token frame's survivors, flat, as a search keeps them for a lattice (a backend's
+    ``advance_keeping``; the cpu search appends to one inside its frame loop): graph states and
+    context states (int32), frame ``f``'s ending at ``ends[f]`` (int64), one end per frame kept
+    (fewer than asked when the search stopped)."""
 
     state: np.ndarray
     ctx: np.ndarray
-    sizes: np.ndarray
+    ends: np.ndarray
 
     @property
     def num_frames(self) -> int:
-        return len(self.sizes)
+        return len(self.ends)
 
     @classmethod
     def of_frames(cls, frames: list) -> FrameSurvivors:
@@ -171,4 +170,4 @@ class FrameSurvivors:
             return cls(np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.int64))
         return cls(np.concatenate([s for s, _ in frames]).astype(np.int32, copy=False),
                    np.concatenate([x for _, x in frames]).astype(np.int32, copy=False),
-                   np.array([len(s) for s, _ in frames], np.int64))  # fmt: skip
+                   np.cumsum([len(s) for s, _ in frames], dtype=np.int64))  # fmt: skip

@@ -68,18 +68,9 @@ class Outcome(NamedTuple):
     died: np.ndarray
 
 
-class KeptFrames(NamedTuple):
-    """Each token frame's survivors, kept for a lattice (`advance_keeping`): graph states and
-    context states, frame after frame; frame ``t``'s end in them at ``ends[t]``."""
-
-    state: np.ndarray
-    ctx: np.ndarray
-    ends: np.ndarray
-
-
 @njit(nogil=True, cache=True)
 def _nothing_kept():
-    return KeptFrames(np.empty(0, np.int32), np.empty(0, np.int32), np.empty(0, np.int64))
+    return FrameSurvivors(np.empty(0, np.int32), np.empty(0, np.int32), np.empty(0, np.int64))
 
 
 # why `_frames` returned: the frames are done, the search stopped, the buffers need room (before
@@ -98,7 +89,7 @@ def _frames(ac, n_frames, t, alive, n_alive, cands, records, counts, graph, boos
     stopped for room (``n``, ``q_n``, ``rounds``, ``limit``: where it was). No tuple of arrays is
     rebound in here: Numba would update the reference count of each of their arrays on every
     frame (atomically: ~300 updates, most of a narrow beam's time per frame). With ``kept``
-    (`KeptFrames` with room for ``n_frames`` ends) each frame's survivors are appended to it.
+    (`FrameSurvivors` with room for ``n_frames`` ends) each frame's survivors are appended to it.
     Returns ``(why, t, n_alive, n, q_n, rounds, limit, room, building, n_kept)``."""
     keep = kept.ends.shape[0] > 0
     has_epsilon = graph.ne_offsets[-1] > graph.ne_offsets[0]
@@ -203,7 +194,7 @@ def _keep(kept, n_kept, alive, n_alive, t):
 @njit(nogil=True, cache=True)
 def _kept_with_room(kept, n_kept, need):
     size = max(2 * kept.state.shape[0], need)
-    grown = KeptFrames(np.empty(size, np.int32), np.empty(size, np.int32), kept.ends)
+    grown = FrameSurvivors(np.empty(size, np.int32), np.empty(size, np.int32), kept.ends)
     grown.state[:n_kept] = kept.state[:n_kept]
     grown.ctx[:n_kept] = kept.ctx[:n_kept]
     return grown
@@ -296,17 +287,15 @@ def _advance(state, ac, n_frames, graph, boosts, lane, lim, state_map, cancel, r
 
 @njit(nogil=True, cache=True)
 def advance_keeping(state, ac, n_frames, graph, boosts, lane, lim, state_map, cancel, room):
-    """`advance`, keeping each token frame's survivors (for lattices): returns the state, their
-    states and context states, and where each frame's end in them. Fewer frames are kept when
-    the search stops."""
+    """`advance`, keeping each token frame's survivors (for lattices): returns the state and
+    the `FrameSurvivors`. Fewer frames are kept when the search stops."""
     if state.counts[STATUS] & STOPPED_BITS or n_frames == 0:
-        nothing = _nothing_kept()
-        return state, nothing.state, nothing.ctx, nothing.ends
-    kept = KeptFrames(np.empty(1024, np.int32), np.empty(1024, np.int32),
-                      np.empty(n_frames, np.int64))  # fmt: skip
+        return state, _nothing_kept()
+    kept = FrameSurvivors(np.empty(1024, np.int32), np.empty(1024, np.int32),
+                          np.empty(n_frames, np.int64))  # fmt: skip
     state, kept, n_kept, t = _advance(state, ac, n_frames, graph, boosts, lane, lim, state_map,
                                       cancel, room, kept)  # fmt: skip
-    return state, kept.state[:n_kept], kept.ctx[:n_kept], kept.ends[:t]
+    return state, FrameSurvivors(kept.state[:n_kept], kept.ctx[:n_kept], kept.ends[:t])
 
 
 @njit(nogil=True, cache=True)
@@ -498,11 +487,10 @@ class CpuStreams:
 
     def _advance_keeping_one(self, job):
         p, state, ac = job
-        state, kept_s, kept_x, ends = advance_keeping(
+        return advance_keeping(
             state, ac, len(ac), search_graph(p), lane_boosts(p), 0, limits(p),
             self._state_map(p.graph), self._cancel, np.int64(self.tuning.first_room),
         )  # fmt: skip
-        return state, FrameSurvivors(kept_s, kept_x, np.diff(ends, prepend=0))
 
     def end(self, p, state, utterance: int = 0):
         """Step 6 for one stream, with the same output retry as `decode_cpu` (``utterance``:

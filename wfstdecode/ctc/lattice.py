@@ -73,7 +73,7 @@ def build_lattice(p: SearchProblem, first: tuple, kept: FrameSurvivors, raw: Raw
     graph, boosts = search_graph(p), lane_boosts(p)
     T = kept.num_frames
     start_key = np.int64(graph.start) << 32  # a token's key: state << 32 | context state
-    sizes = np.concatenate(([len(first[0])], kept.sizes))
+    sizes = np.concatenate(([len(first[0])], np.diff(kept.ends, prepend=0)))
     keys = [(np.concatenate((first[0], kept.state)).astype(np.int64) << 32)
             | np.concatenate((first[1], kept.ctx)), [start_key]]  # fmt: skip
     frame_of = [np.repeat(np.arange(T + 1, dtype=np.int64), sizes), [0]]
