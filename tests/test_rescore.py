@@ -270,13 +270,13 @@ def test_compiled_composition_equals_the_plain_loop(tmp_path, monkeypatch, seed,
         n = lat.num_nodes
         first = np.searchsorted(lat.src, np.arange(n + 1))
         start = (old_lm.start, new_lm.start)
-        beta, limit, kept = np.zeros(n), math.inf, set()
+        beta, limit, best_arcs = np.zeros(n), math.inf, np.zeros(0, np.int64)
         if beam is not None:
             beta = lat.backward()
             names = {w: g.words.symbol(w) for w in np.unique(lat.olabel).tolist() if w}
-            best, kept = _rescored_best(lat, names, lambda s, w: step(s, g.words.id(w)), start)
+            best, best_arcs = _rescored_best(lat, names, lambda s, w: step(s, g.words.id(w)), start)
             limit = best + beam
-        args = (first, lat.dst, lat.olabel, lat.arc_cost(), beta, limit, kept, start, step)
+        args = (first, lat.dst, lat.olabel, lat.arc_cost(), beta, limit, best_arcs, start, step)
         want = rc.compose_reference(*args, 10**6)
         assert len(want[0]) >= (n if beam is None else 1)
         assert beam is not None or len(set(want[1])) > 3  # states split the nodes
@@ -291,8 +291,9 @@ def test_compiled_composition_equals_the_plain_loop(tmp_path, monkeypatch, seed,
                     rc, "_run", lambda *a, calls=calls, run=rc._run: calls.append(1) or run(*a)
                 )
                 got = rc.compose(*args, 10**6)
-            assert got[1] == want[1]
-            for a, b in zip(got[:1] + got[2:], want[:1] + want[2:], strict=True):
+            node_of, state_of, states, *rest = got
+            assert [states[i] for i in state_of.tolist()] == want[1]
+            for a, b in zip((node_of, *rest), want[:1] + want[2:], strict=True):
                 assert a.dtype == b.dtype and np.array_equal(a, b)
             assert not tiny or len(calls) > 10
         with pytest.raises(OptionsError, match="more than 5 nodes"):

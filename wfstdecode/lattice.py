@@ -81,8 +81,15 @@ class Lattice:
         """float64 ``lm_scale * graph + acoustic_scale * acoustic`` per arc (default scale: the
         search's)."""
         scale = self.acoustic_scale if acoustic_scale is None else acoustic_scale
-        return (lm_scale * self.graph_cost.astype(np.float64)
-                + scale * self.acoustic_cost.astype(np.float64))  # fmt: skip
+        default = scale == self.acoustic_scale and lm_scale == 1.0
+        if default and "w" in self._cache:  # every operation below reads them: made once
+            return self._cache["w"]
+        w = (lm_scale * self.graph_cost.astype(np.float64)
+             + scale * self.acoustic_cost.astype(np.float64))  # fmt: skip
+        if default:
+            w.flags.writeable = False
+            self._cache["w"] = w
+        return w
 
     def forward(self) -> np.ndarray:
         """Viterbi cost of the best path from the start to each node (float64; inf: none)."""
@@ -119,7 +126,13 @@ class Lattice:
         keep_node[0] = True
         keep_node[self.src[keep_arc]] = True
         keep_node[self.dst[keep_arc]] = True
-        return self._subset(keep_node, keep_arc)
+        out = self._subset(keep_node, keep_arc)
+        # A kept node's best ways from the start and to the end lie within the beam, so they
+        # are kept: its forward and backward costs stay what they were, the same sums.
+        w_kept = w[keep_arc]
+        w_kept.flags.writeable = False
+        out._cache.update(alpha=alpha[keep_node], beta=beta[keep_node], w=w_kept)
+        return out
 
     def _subset(self, keep_node: np.ndarray, keep_arc: np.ndarray) -> Lattice:
         new_id = np.cumsum(keep_node, dtype=np.int64) - 1
@@ -129,6 +142,17 @@ class Lattice:
         return Lattice(self.num_frames, self.node_frame[keep_node], self.node_state[keep_node],
                        self.final[keep_node], acoustic_scale=self.acoustic_scale,
                        notes=self.notes, **arcs)  # fmt: skip
+
+    def best_path(self) -> tuple[np.ndarray, float] | None:
+        """A best complete path ``(arc indices, cost)`` (None: there is none), followed from the
+        start along arcs whose cost plus the backward cost after them is the backward cost
+        before them (the first such arc; it stops at a node whose final cost is)."""
+        beta = self.backward()
+        if not self.num_nodes or not beta[0] < _INF:
+            return None
+        first = np.searchsorted(self.src, np.arange(self.num_nodes + 1))
+        arcs = _best_path(first, self.dst, self.arc_cost(), self.final.astype(np.float64), beta)
+        return arcs.astype(np.int32), float(beta[0])
 
     def nbest(self, n: int) -> list[tuple[np.ndarray, float]]:
         """Up to ``n`` paths with distinct word sequences, best first: ``(arc indices, cost)``,
@@ -199,7 +223,7 @@ def position_posteriors(src, dst, olabel, w, final) -> list[dict[int, float]]:
     pos, label, post = _position_posteriors(n_nodes, src, dst, olabel, w, final)
     out: list[dict[int, float]] = [{} for _ in range(int(pos.max(initial=-1)) + 1)]
     for k, word, x in zip(pos.tolist(), label.tolist(), post.tolist(), strict=True):
-        out[k][word] = out[k].get(word, 0.0) + x
+        out[k][word] = x
     return out
 
 
@@ -310,6 +334,26 @@ def _word_constrained_cost(src, dst, olabel, w, final, words):
 
 
 @njit(nogil=True, cache=True)
+def _best_path(first, dst, w, final, beta):
+    """`Lattice.best_path`'s arcs: ``beta`` is exact (the same sums as `_viterbi_backward`), so
+    an arc on a best path matches it exactly."""
+    out = np.empty(dst.shape[0], np.int64)
+    n, node = 0, 0
+    while final[node] != beta[node]:
+        nxt = -1
+        for i in range(first[node], first[node + 1]):
+            if w[i] + beta[dst[i]] == beta[node]:
+                nxt = i
+                break
+        if nxt < 0:  # not reached with the backward costs of these arcs
+            raise ValueError("best_path: the backward costs do not match the arcs")
+        out[n] = nxt
+        n += 1
+        node = dst[nxt]
+    return out[:n]
+
+
+@njit(nogil=True, cache=True)
 def _nbest(n, first, dst, olabel, w, final, beta):
     """`Lattice.nbest`'s A* search: ``(arcs of every path, where each ends, costs)``. A queue
     entry is ``(cost + beta, order, cost, node, prefix, step)``; node -1 is the pseudo-node
@@ -370,17 +414,23 @@ def _nbest(n, first, dst, olabel, w, final, beta):
 
 @njit(nogil=True, cache=True)
 def _position_posteriors(n_nodes, src, dst, olabel, w, final):
-    """``(position, word, posterior)`` of each word arc at each number of words before it."""
+    """``(position, word, posterior)`` of each word at each number of words before it: the
+    sum over its arcs, added in arc order."""
     n_arcs = src.shape[0]
-    most = np.zeros(n_nodes, np.int64)  # the most words on a path to each node
+    # the fewest and most words on a path to each node: alpha is inf outside that range
+    most = np.zeros(n_nodes, np.int64)
+    least = np.full(n_nodes, n_arcs + 1, np.int64)
+    least[0] = 0
     for i in range(n_arcs):
-        most[dst[i]] = max(most[dst[i]], most[src[i]] + (olabel[i] != 0))
+        step = np.int64(olabel[i] != 0)
+        most[dst[i]] = max(most[dst[i]], most[src[i]] + step)
+        least[dst[i]] = min(least[dst[i]], least[src[i]] + step)
     K = most.max() + 1
     alpha = np.full((n_nodes, K), np.inf)
     alpha[0, 0] = 0.0
     for i in range(n_arcs):
         step = 1 if olabel[i] != 0 else 0
-        for k in range(K - step):
+        for k in range(least[src[i]], min(most[src[i]] + 1, K - step)):
             if alpha[src[i], k] < np.inf:
                 alpha[dst[i], k + step] = _neg_logaddexp(
                     alpha[dst[i], k + step], alpha[src[i], k] + w[i]
@@ -391,7 +441,7 @@ def _position_posteriors(n_nodes, src, dst, olabel, w, final):
     for i in range(n_arcs):
         if olabel[i] == 0:
             continue
-        for k in range(K - 1):
+        for k in range(least[src[i]], min(most[src[i]] + 1, K - 1)):
             c = alpha[src[i], k] + w[i] + beta[dst[i]]
             if c < np.inf:
                 p = np.exp(total - c)
@@ -399,7 +449,16 @@ def _position_posteriors(n_nodes, src, dst, olabel, w, final):
                     pos.append(k)
                     label.append(olabel[i])
                     post.append(p)
-    return np.array(pos, np.int64), np.array(label, np.int64), np.array(post, np.float64)
+    keys = np.array(pos, np.int64) << 32 | np.array(label, np.int64)
+    order = np.argsort(keys, kind="mergesort")  # stable: each sum in arc order
+    n = 0
+    out_key, out_post = np.empty(len(order), np.int64), np.empty(len(order), np.float64)
+    for j in order:
+        if n == 0 or keys[j] != out_key[n - 1]:
+            out_key[n], out_post[n] = keys[j], 0.0
+            n += 1
+        out_post[n - 1] += post[j]
+    return out_key[:n] >> 32, out_key[:n] & 0xFFFFFFFF, out_post[:n]
 
 
 @njit(nogil=True, cache=True)

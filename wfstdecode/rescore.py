@@ -204,18 +204,18 @@ def rescore(
     first = np.searchsorted(lattice.src, np.arange(n + 1))
     names = {w: words.symbol(w) for w in np.unique(lattice.olabel).tolist() if w}
     start = (old_lm.start if old_lm is not None else None, new_lm.start)
-    beta, limit, kept = np.zeros(n), math.inf, set()
+    beta, limit, best_arcs = np.zeros(n), math.inf, np.zeros(0, np.int64)
     if beam is not None and n:
         beta = lattice.backward()
-        best, kept = _rescored_best(lattice, names, step, start)
+        best, best_arcs = _rescored_best(lattice, names, step, start)
         limit = best + beam
-    node_of, history_of, src_new, dst_new, arc_of, extra = compose(
-        first, lattice.dst, lattice.olabel, lattice.arc_cost(), beta, limit, kept, start,
+    node_of, state_of, states, src_new, dst_new, arc_of, extra = compose(
+        first, lattice.dst, lattice.olabel, lattice.arc_cost(), beta, limit, best_arcs, start,
         lambda state, w: step(state, names[w]), max_nodes,
     )  # fmt: skip
     final = lattice.final[node_of].astype(np.float64)
     for p in np.flatnonzero(np.isfinite(final)).tolist():
-        final[p] += step(history_of[p], EOS)[0]
+        final[p] += step(states[state_of[p]], EOS)[0]
     # topological order: by the lattice's node, then order of creation
     order_new = np.lexsort((np.arange(len(node_of)), node_of))
     rank = np.empty_like(order_new)
@@ -238,18 +238,16 @@ def rescore(
     return out if beam is None else out.pruned(math.inf)  # drop the paths not followed
 
 
-def _rescored_best(lattice: Lattice, names, step, start) -> tuple[float, set]:
+def _rescored_best(lattice: Lattice, names, step, start) -> tuple[float, np.ndarray]:
     """The rescored cost of the lattice's best path (a cost the rescored lattice reaches) and
-    its split nodes ``(node, state)``, which the pruned composition always follows."""
-    found = lattice.nbest(1)
-    if not found:
-        return math.inf, set()
-    ((arcs, cost),) = found
-    state, on_path = start, {(0, start)}
-    for i in arcs.tolist():
-        w = int(lattice.olabel[i])
+    its arcs, which the pruned composition always follows."""
+    found = lattice.best_path()
+    if found is None:
+        return math.inf, np.zeros(0, np.int64)
+    arcs, cost = found
+    state = start
+    for w in lattice.olabel[arcs].tolist():
         if w:
             change, state = step(state, names[w])
             cost += change
-        on_path.add((int(lattice.dst[i]), state))
-    return cost + step(state, EOS)[0], on_path
+    return cost + step(state, EOS)[0], arcs

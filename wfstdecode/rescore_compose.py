@@ -11,7 +11,9 @@ or not at all, so the result is the plain loop's (`compose_reference`, which
 
 With a ``limit`` (the pruned composition), a split node is followed only while its cost so far
 plus the first pass's best cost from its lattice node stays within it, or when it lies on the
-first pass's best path (``kept``).
+first pass's best path: the split of node 0, and a split reached from one on the path along the
+path's next arc (``on_best``) — the ``(node, LM state)`` pairs that walking the path gives, which
+is how `compose_reference` finds them.
 """
 
 from __future__ import annotations
@@ -56,25 +58,15 @@ def _index(keys: np.ndarray, n: int, capacity: int) -> np.ndarray:
     return table
 
 
-@nb.njit(cache=True)
-def _on_path(kept, key):
-    j = np.searchsorted(kept, key)
-    return j < kept.shape[0] and kept[j] == key
-
-
-@nb.njit(cache=True)
-def _pruned(limit, alpha_q, beta_u, kept, key):
-    return alpha_q + beta_u > limit and not _on_path(kept, key)
-
-
 @nb.njit(cache=True, nogil=True)
-def _run(u, first, dst, olabel, w_arc, beta, limit, kept, steps, step_cost, step_after,
-         splits, split_node, split_state, alpha, head, tail, next_split, arcs, extra,
+def _run(u, first, dst, olabel, w_arc, beta, limit, on_best, steps, step_cost, step_after,
+         splits, split_node, split_state, alpha, on_path, head, tail, next_split, arcs, extra,
          counts, misses, max_nodes):  # fmt: skip
     """Composes nodes ``u, u + 1, ...`` until done or stuck: ``(status, node)``.
     ``counts``: split nodes, arcs, and the misses written (``_NEEDS_STEPS``) or the room node
     ``u`` needs (``_FULL``); ``arcs``: rows source split, target split, lattice arc;
-    ``splits`` / ``steps``: hash tables of ``node << 32 | state`` / ``state << 32 | word``."""
+    ``splits`` / ``steps``: hash tables of ``node << 32 | state`` / ``state << 32 | word``;
+    ``on_path``: per split, whether it lies on the first pass's best path (never pruned)."""
     n = first.shape[0] - 1
     cap_nodes, cap_arcs = split_node.shape[0], arcs.shape[1]
     half = splits.shape[1] // 2
@@ -85,8 +77,7 @@ def _run(u, first, dst, olabel, w_arc, beta, limit, kept, steps, step_cost, step
         k = 0
         q = head[u]
         while q != -1:
-            key_q = (np.int64(u) << 32) | split_state[q]
-            if not _pruned(limit, alpha[q], beta[u], kept, key_q):
+            if alpha[q] + beta[u] <= limit or on_path[q]:
                 k += 1
                 for i in range(lo, hi):
                     w = olabel[i]
@@ -107,7 +98,7 @@ def _run(u, first, dst, olabel, w_arc, beta, limit, kept, steps, step_cost, step
         q = head[u]
         while q != -1:
             state = split_state[q]
-            if _pruned(limit, alpha[q], beta[u], kept, (np.int64(u) << 32) | state):
+            if alpha[q] + beta[u] > limit and not on_path[q]:
                 q = next_split[q]
                 continue
             a_q = alpha[q]
@@ -128,6 +119,7 @@ def _run(u, first, dst, olabel, w_arc, beta, limit, kept, steps, step_cost, step
                     counts[0] += 1
                     splits[0, s], splits[1, s] = key, r
                     split_node[r], split_state[r], alpha[r] = v, after, c
+                    on_path[r] = on_path[q] and on_best[i]
                     next_split[r] = -1
                     if head[v] == -1:
                         head[v] = r
@@ -138,6 +130,8 @@ def _run(u, first, dst, olabel, w_arc, beta, limit, kept, steps, step_cost, step
                     r = splits[1, s]
                     if c < alpha[r]:
                         alpha[r] = c
+                    if on_path[q] and on_best[i]:
+                        on_path[r] = True
                 a = counts[1]
                 arcs[0, a], arcs[1, a], arcs[2, a] = q, r, i
                 extra[a] = cost
@@ -147,12 +141,13 @@ def _run(u, first, dst, olabel, w_arc, beta, limit, kept, steps, step_cost, step
     return _DONE, u
 
 
-def compose(first, dst, olabel, w_arc, beta, limit, kept_pairs, start, step, max_nodes):
-    """The split lattice: ``(node_of, state_of, src, dst, arc_of, extra)`` — each split node's
-    lattice node and LM state (a Python object, ``start`` at node 0), and each arc's split
-    source and target, lattice arc and LM cost change. ``step(state, word id)`` gives
-    ``(cost change, next state)``; ``beta``/``limit``/``kept_pairs`` (``(node, state)`` pairs)
-    prune as `rescore` describes (``limit`` inf: exact)."""
+def compose(first, dst, olabel, w_arc, beta, limit, best_arcs, start, step, max_nodes):
+    """The split lattice: ``(node_of, state_of, states, src, dst, arc_of, extra)`` — each split
+    node's lattice node and LM state (an index into ``states``, Python objects; ``start`` at
+    node 0), and each arc's split source and target, lattice arc and LM cost change.
+    ``step(state, word id)`` gives ``(cost change, next state)``; ``beta``/``limit``/
+    ``best_arcs`` (the first pass's best path, arc after arc) prune as `rescore` describes
+    (``limit`` inf: exact)."""
     n = len(first) - 1
     states, ids = [start], {start: 0}
 
@@ -163,11 +158,14 @@ def compose(first, dst, olabel, w_arc, beta, limit, kept_pairs, start, step, max
             states.append(state)
         return sid
 
-    kept = np.array(sorted({(u << 32) | intern(s) for u, s in kept_pairs}), np.int64)
+    on_best = np.zeros(len(dst), np.bool_)
+    on_best[np.asarray(best_arcs, np.int64)] = True
     size = _first_room(n)
     split_node = np.zeros(size, np.int64)  # node 0's one split: the start state (id 0)
     split_state = np.zeros(size, np.int64)
     alpha = np.zeros(size, np.float64)
+    on_path = np.zeros(size, np.bool_)
+    on_path[0] = True  # the start split
     next_split = np.full(size, -1, np.int64)
     head, tail = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
     arcs, extra = np.empty((3, 2 * size), np.int64), np.empty(2 * size, np.float64)
@@ -182,8 +180,8 @@ def compose(first, dst, olabel, w_arc, beta, limit, kept_pairs, start, step, max
     u, n_steps = 0, 0
     while True:
         status, u = _run(
-            u, first, dst, olabel, w_arc, beta, limit, kept, steps, step_cost, step_after,
-            splits, split_node, split_state, alpha, head, tail, next_split, arcs, extra,
+            u, first, dst, olabel, w_arc, beta, limit, on_best, steps, step_cost, step_after,
+            splits, split_node, split_state, alpha, on_path, head, tail, next_split, arcs, extra,
             counts, misses, max_nodes,
         )  # fmt: skip
         if status == _DONE:
@@ -211,8 +209,9 @@ def compose(first, dst, olabel, w_arc, beta, limit, kept_pairs, start, step, max
         # _FULL: room for the ``counts[2]`` more split nodes and arcs that node u may add
         k, a, need = int(counts[0]), int(counts[1]), int(counts[2])
         if k + need > len(split_node):
-            split_node, split_state, alpha, next_split = (
-                _grown(x, k, k + need) for x in (split_node, split_state, alpha, next_split)
+            split_node, split_state, alpha, on_path, next_split = (
+                _grown(x, k, k + need)
+                for x in (split_node, split_state, alpha, on_path, next_split)
             )
         if a + need > len(extra):
             extra = _grown(extra, a, a + need)
@@ -220,15 +219,22 @@ def compose(first, dst, olabel, w_arc, beta, limit, kept_pairs, start, step, max
         if 2 * (k + need) > splits.shape[1]:
             splits = _index((split_node << 32) | split_state, k, _pow2(4 * (k + need)))
     k, a = int(counts[0]), int(counts[1])
-    return (split_node[:k], [states[s] for s in split_state[:k].tolist()], arcs[0, :a],
-            arcs[1, :a], arcs[2, :a], extra[:a])  # fmt: skip
+    return (split_node[:k], split_state[:k], states, arcs[0, :a], arcs[1, :a], arcs[2, :a],
+            extra[:a])  # fmt: skip
 
 
-def compose_reference(first, dst, olabel, w_arc, beta, limit, kept_pairs, start, step,
+def compose_reference(first, dst, olabel, w_arc, beta, limit, best_arcs, start, step,
                       max_nodes):  # fmt: skip
-    """`compose` in plain Python, the loop it compiles (tests compare the two)."""
+    """`compose` in plain Python, the loop it compiles (tests compare the two), but with each
+    split node's LM state itself in place of an index; the split nodes on the best path are the
+    ``(node, state)`` pairs found by walking it."""
     n = len(first) - 1
     first, dst, olabel, w_arc = first.tolist(), dst.tolist(), olabel.tolist(), w_arc.tolist()
+    state, kept_pairs = start, {(0, start)}
+    for i in np.asarray(best_arcs).tolist():
+        if olabel[i]:
+            state = step(state, olabel[i])[1]
+        kept_pairs.add((dst[i], state))
     split: list[dict] = [{} for _ in range(n)]  # node -> {state: split node}
     node_of, state_of, alpha = ([0], [start], [0.0]) if n else ([], [], [])
     if n:

@@ -5,6 +5,7 @@ exactly the arcs within the lattice beam; posteriors sum to one per frame; refer
 array for array; Kaldi reads what is written."""
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -110,6 +111,12 @@ def test_the_lattice_best_path_is_the_search_best_path_at_finite_beams(seed):
         labels = lat.olabel[arcs]
         assert tuple(labels[labels != 0]) == one[b][0].word_ids
         assert cost == pytest.approx(-one[b][0].score, rel=1e-5, abs=1e-3)
+        # the Viterbi walk: a complete path of the same cost
+        path, viterbi = lat.best_path()
+        assert viterbi == lat.best_cost and viterbi == pytest.approx(cost, rel=1e-12)
+        assert lat.src[path[0]] == 0 and (lat.src[path[1:]] == lat.dst[path[:-1]]).all()
+        end = lat.dst[path[-1]]
+        assert lat.arc_cost()[path].sum() + lat.final[end] == pytest.approx(viterbi, rel=1e-9)
 
 
 @pytest.mark.parametrize("backend", fast_backends())
@@ -225,6 +232,10 @@ def test_pruning_keeps_exactly_the_arcs_within_the_lattice_beam(seed):
         assert pruned.best_cost == pytest.approx(lat.best_cost)
         assert (pruned.forward()[pruned.src] + pruned.arc_cost() + pruned.backward()[pruned.dst]
                 <= pruned.best_cost + beam + 1e-9).all()  # fmt: skip
+        for cut in (pruned, every):  # the costs it kept are those it would compute again
+            fresh = replace(cut, _cache={})
+            for name in ("forward", "backward", "arc_cost"):
+                np.testing.assert_array_equal(getattr(cut, name)(), getattr(fresh, name)())
 
 
 @pytest.mark.parametrize("seed", range(5))

@@ -22,7 +22,7 @@ from ..rescore import LmRescoring
 from ..results import Hypothesis
 from ..symbols import BLANK
 from ._paths import to_hypotheses
-from ._problem import SearchProblem, search_costs
+from ._problem import RawResult, SearchProblem, search_costs
 from .boost import build_boost_tables, resolve_boosts
 from .lattice import (
     lattice_hypotheses,
@@ -34,6 +34,7 @@ from .lattice import (
 from .oov import OovSpeller
 from .options import CtcBeamOptions
 from .phrases import NO_SLOT
+from .status import DIED
 from .tuning import CpuTuning, CudaTuning, tuning_for
 
 Boosts = Mapping | Sequence[Mapping | None] | None
@@ -136,12 +137,16 @@ def lattice_decode(problem: SearchProblem, name: str, tuning, rescore=None) -> t
     options = problem.options
     n = max(options.nbest, options.mbr_candidates)  # the candidates MBR ranks
     pruned = [None if lat is None else lat.pruned(options.lattice_beam) for lat in lattices]
-    hyps = to_hypotheses(problem, nbest_results(problem, raws, pruned, n))
-    final = pruned
+    final, better = pruned, [None] * len(pruned)
     if rescore is not None:
         final = [None if lat is None else rescore.apply(lat, problem.graph.words) for lat in pruned]
         better = lattice_hypotheses(problem, raws, final, n)
-        hyps = [h if r is None else r for h, r in zip(hyps, better, strict=True)]
+    # the first pass's hypotheses where rescoring gave none (the search died)
+    rescored = [b is not None for b in better]
+    first_raws = [RawResult([], DIED) if r else raw for raw, r in zip(raws, rescored, strict=True)]
+    first_lats = [None if r else lat for lat, r in zip(pruned, rescored, strict=True)]
+    hyps = to_hypotheses(problem, nbest_results(problem, first_raws, first_lats, n))
+    hyps = [h if b is None else b for h, b in zip(hyps, better, strict=True)]
     posterior = final
     # (with an oov slot no posterior is used: spelled words are several lattice labels each)
     if options.posteriors == "determinized" and problem.oov is None:  # beam lowered if need be
