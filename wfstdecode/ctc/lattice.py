@@ -72,31 +72,15 @@ def build_lattice(p: SearchProblem, first: tuple, kept: FrameSurvivors, raw: Raw
     ``raw`` (module docstring), before pruning."""
     graph, boosts = search_graph(p), lane_boosts(p)
     T = kept.num_frames
-    start_key = np.int64(graph.start) << 32  # a token's key: state << 32 | context state
-    sizes = np.concatenate(([len(first[0])], np.diff(kept.ends, prepend=0)))
-    keys = [(np.concatenate((first[0], kept.state)).astype(np.int64) << 32)
-            | np.concatenate((first[1], kept.ctx)), [start_key]]  # fmt: skip
-    frame_of = [np.repeat(np.arange(T + 1, dtype=np.int64), sizes), [0]]
-    for arcs, path_frames, _ in raw.paths:
-        f, k = _path_tokens(graph, boosts, arcs, path_frames)
-        frame_of.append(f)
-        keys.append(k)
-    # canonical order (frame, key), duplicates dropped: the same lattice from every backend
-    all_keys, frame_start = _canonical_nodes(np.concatenate(frame_of), np.concatenate(keys),
-                                             T + 1)  # fmt: skip
-    sizes = np.diff(frame_start)
-    node_state = (all_keys >> 32).astype(np.int32)
-    node_ctx = (all_keys & 0xFFFFFFFF).astype(np.int32)
-    lp = p.log_probs[0, :T]
-    src, dst, garc, gcost, acost, afr = _links(node_state, node_ctx, frame_start, graph, boosts,
-                                               lp, p.graph.num_states)  # fmt: skip
-    start = int(np.searchsorted(all_keys[: frame_start[1]], start_key))
-    rank, cut = _topological_ranks(frame_start, src, dst, garc < graph.num_emitting, start)
-    arcs = _by_source(rank, cut, src, dst, garc, gcost, acost, afr)
-    node_frame = np.repeat(np.arange(T + 1, dtype=np.int32), sizes)
-    by_rank = np.empty_like(rank)
-    by_rank[rank] = np.arange(len(rank), dtype=rank.dtype)
-    node_state, node_ctx, node_frame = node_state[by_rank], node_ctx[by_rank], node_frame[by_rank]
+    path_frames, path_keys = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
+    for arcs, frames, _ in raw.paths:
+        f, k = _path_tokens(graph, boosts, arcs, frames)
+        path_frames.append(f)
+        path_keys.append(k)
+    node_state, node_ctx, node_frame, arcs, n_cut = _assemble(
+        first[0], first[1], kept.state, kept.ctx, kept.ends, np.concatenate(path_frames),
+        np.concatenate(path_keys), graph, boosts, p.log_probs[0, :T], p.graph.num_states,
+    )  # fmt: skip
     final = np.full(len(node_state), np.inf, np.float32)
     last = node_frame == T
     phi = np.zeros(int(last.sum()), np.float32)
@@ -106,8 +90,8 @@ def build_lattice(p: SearchProblem, first: tuple, kept: FrameSurvivors, raw: Raw
     notes = []
     if raw.status & NO_FINAL:
         notes.append(_NO_FINAL_NOTE)
-    if cut.any():
-        notes.append(f"{int(cut.sum())} epsilon arcs closing a cycle were left out")
+    if n_cut:
+        notes.append(f"{n_cut} epsilon arcs closing a cycle were left out")
     src, dst, garc, gcost, acost, afr = arcs
     return Lattice(
         T, node_frame, node_state, final, src, dst, garc,
@@ -228,6 +212,47 @@ def _path_tokens(graph, boosts, arcs, path_frames):
         frames[i] = path_frames[i] + 1
         keys[i] = (np.int64(graph.next_state[a]) << 32) | np.int64(x)
     return frames, keys
+
+
+@njit(nogil=True, cache=True)
+def _assemble(first_state, first_ctx, kept_state, kept_ctx, kept_ends, path_frames, path_keys,
+              graph, boosts, lp, num_states):  # fmt: skip
+    """`build_lattice`'s nodes and arcs in one call: the survivors of token frame 0 (``first``)
+    and later (``kept``) and the result paths' tokens as nodes in canonical order, the arcs
+    between them (`_links`), ranked (`_topological_ranks`) and grouped by source. Returns
+    ``(node states, node context states, node frames, arcs, number of arcs cut)``, nodes in
+    rank order, ``arcs`` as `_by_source`'s."""
+    T = kept_ends.shape[0]
+    n_first, n_kept, n_path = first_state.shape[0], kept_state.shape[0], path_keys.shape[0]
+    frames = np.empty(n_first + n_kept + 1 + n_path, np.int64)
+    keys = np.empty_like(frames)
+    for i in range(n_first):
+        frames[i], keys[i] = 0, np.int64(first_state[i]) << 32 | np.int64(first_ctx[i])
+    f = 0
+    for i in range(n_kept):
+        while i >= kept_ends[f]:
+            f += 1
+        j = n_first + i
+        frames[j], keys[j] = f + 1, np.int64(kept_state[i]) << 32 | np.int64(kept_ctx[i])
+    start_key = np.int64(graph.start) << 32  # a token's key: state << 32 | context state
+    frames[n_first + n_kept], keys[n_first + n_kept] = 0, start_key
+    frames[n_first + n_kept + 1 :] = path_frames
+    keys[n_first + n_kept + 1 :] = path_keys
+    # canonical order (frame, key), duplicates dropped: the same lattice from every backend
+    all_keys, frame_start = _canonical_nodes(frames, keys, T + 1)
+    node_state = (all_keys >> 32).astype(np.int32)
+    node_ctx = (all_keys & 0xFFFFFFFF).astype(np.int32)
+    src, dst, garc, gcost, acost, afr = _links(node_state, node_ctx, frame_start, graph, boosts,
+                                               lp, num_states)  # fmt: skip
+    start = np.searchsorted(all_keys[: frame_start[1]], start_key)
+    rank, cut = _topological_ranks(frame_start, src, dst, garc < graph.num_emitting, start)
+    arcs = _by_source(rank, cut, src, dst, garc, gcost, acost, afr)
+    by_rank = np.empty_like(rank)
+    by_rank[rank] = np.arange(rank.shape[0], dtype=rank.dtype)
+    node_frame = np.empty(rank.shape[0], np.int32)
+    for f in range(T + 1):
+        node_frame[frame_start[f] : frame_start[f + 1]] = f
+    return node_state[by_rank], node_ctx[by_rank], node_frame[by_rank], arcs, int(cut.sum())
 
 
 @njit(nogil=True, cache=True)
