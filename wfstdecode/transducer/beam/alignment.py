@@ -33,7 +33,7 @@ __all__ = [
     "Beam",
     "alignment_search",
     "decode_moves",
-    "finishing_moves",
+    "finishes",
     "merge_final",
     "score_moves",
 ]
@@ -124,15 +124,13 @@ def _step_(rows, s, beam, moves, vocab, window, durations) -> None:
     B, R = rows.B, rows.K
     K = R // 2
     D = 1 if durations is None else len(durations)
-    flat = moves.view(B, -1)
-    finishing = finishing_moves(rows, s, beam, moves, window, durations).view(B, -1)
+    f_values, f_move = finishes(rows, s, beam, moves, vocab, window, durations)
     final_rows = beam + K
-    final_best, final_pick, f_move = merge_final(
-        rows, s, beam, flat, finishing, final_rows, vocab, window, durations
-    )
+    final_best, final_pick = merge_final(rows, final_rows, f_values, f_move)
     # The beam: moves that go on and beat the K-th final score (-inf while fewer are final).
+    flat = moves.view(B, -1)  # the finishing moves now -inf
     g_values, g_move = decode_moves(
-        rows, s, beam, flat, ~finishing, min(K * K * D, flat.shape[1]), vocab, window, durations
+        rows, s, beam, flat, None, min(K * K * D, flat.shape[1]), vocab, window, durations
     )
     g_values = torch.where(g_values > final_best[:, -1:], g_values, -math.inf)
     keys = (g_move["hash"], g_move["length"], g_move["frame"], g_move["count"])
@@ -176,32 +174,57 @@ def apply_step_(rows, s, kept, f_move, final_pick, final_best, final_rows, tdt, 
     s.count = new_rows("count", zeros)
 
 
-def merge_final(rows, s, expand, flat, finishing, final_rows, vocab, window, durations):
-    """The final set after a step: the rows ``final_rows`` (B, K) and the moves that finish,
-    Viterbi-merged by labels, the K best. Returns their scores and positions (< K: an old
-    final row, else a finishing move), and the finishing moves (`decode_moves`)."""
+def merge_final(rows, final_rows, f_values, f_move):
+    """The final set after a step: the rows ``final_rows`` (B, K) and the moves that finish
+    (`finishes`), Viterbi-merged by labels, the K best. Returns their scores and positions (< K:
+    an old final row, else a finishing move)."""
     K = final_rows.shape[1]
-    D = 1 if durations is None else len(durations)
-    m = min(K * D, flat.shape[1])
-    f_values, f_move = decode_moves(rows, s, expand, flat, finishing, m, vocab, window, durations)
     final_values = torch.cat([rows.scores[final_rows], f_values], 1)
     final_keys = (
         torch.cat([rows.hash[final_rows], f_move["hash"]], 1),
         torch.cat([rows.lengths[final_rows], f_move["length"]], 1),
     )
-    best, pick = best_distinct(final_values, final_keys, K, merge="max")
-    return best, pick, f_move
+    return best_distinct(final_values, final_keys, K, merge="max")
 
 
-def finishing_moves(rows, s, expand, moves, window, durations) -> torch.Tensor:
-    """Which moves of the rows ``expand`` reach the last frame, shaped as ``moves``."""
+def finishes(rows, s, expand, moves, vocab, window, durations):
+    """The moves of the rows ``expand`` (B, K) that reach the last frame, as `decode_moves`
+    gives them ((B, m) scores and what each does), taken out of ``moves`` (set to -inf there).
+    RNN-T: only a row's blank-window move (slot [.., 0, blank]) can finish — labels stay in
+    frames — so the K candidates are those slots, in row order (-inf: the row does not finish).
+    TDT: the K*D best of the moves whose step reaches the end."""
+    B, K = expand.shape
     beam = expand.reshape(-1)
-    left = (s.length[beam] - s.frame[beam]).view(-1, 1, 1)  # frames still to read
+    p_frame, length = s.frame[beam], s.length[beam]
+    left = length - p_frame  # frames still to read
     if durations is None:
-        # only the blank-window move (slot [.., 0, blank]) can finish: labels stay in frames
-        finishing = torch.zeros_like(moves, dtype=torch.bool)
-        finishing[:, 0, rows.adapter.blank_id] = left[:, 0, 0] <= window
-        return finishing
+        blank = rows.adapter.blank_id
+        slot = moves[:, 0, blank]
+        done = left <= window
+        values = torch.where(done, slot, -math.inf).view(B, K)
+        moves[:, 0, blank] = torch.where(done, -math.inf, slot)
+        zeros = torch.zeros_like(expand)
+        move = {
+            "parent": expand,
+            "label": torch.full_like(expand, blank),
+            "is_label": zeros.bool(),
+            "emit_frame": p_frame.view(B, K),
+            "duration": zeros,
+            "frame": (p_frame + left.clamp(max=window)).view(B, K),
+            "count": zeros,
+            "hash": rows.hash[expand],
+            "length": rows.lengths[expand],
+        }
+        return values, move
+    finishing = _tdt_finishing(rows, moves, left.view(-1, 1, 1), durations)
+    values, move = decode_moves(rows, s, expand, moves.view(B, -1), finishing.view(B, -1),
+                                K * len(durations), vocab, window, durations)  # fmt: skip
+    moves.masked_fill_(finishing, -math.inf)
+    return values, move
+
+
+def _tdt_finishing(rows, moves, left, durations) -> torch.Tensor:
+    """TDT: which moves (n, V, D) reach the last frame, ``left`` (n, 1, 1) frames before it."""
     label = torch.arange(moves.shape[1], device=moves.device) != rows.adapter.blank_id
     step = torch.where(
         label.view(1, -1, 1), durations.view(1, 1, -1), durations.clamp(min=1).view(1, 1, -1)
@@ -210,11 +233,14 @@ def finishing_moves(rows, s, expand, moves, window, durations) -> torch.Tensor:
 
 
 def decode_moves(rows, s, expand, flat, allowed, m, vocab, window, durations):
-    """The ``m`` best allowed moves per utterance (B, m) of the rows ``expand`` (B, K) and what
-    each does: its parent row, label, whether it emits, the emission frame, the TDT duration,
-    the frame and label count after it, and the label hash and length it leads to."""
+    """The ``m`` best moves per utterance (B, m) of the rows ``expand`` (B, K), among those
+    ``allowed`` (a mask like ``flat``; None: all), and what each does: its parent row, label,
+    whether it emits, the emission frame, the TDT duration, the frame and label count after it,
+    and the label hash and length it leads to."""
     m = min(m, flat.shape[1])
-    values, index = torch.where(allowed, flat, -math.inf).topk(m, dim=1)  # best first
+    if allowed is not None:
+        flat = torch.where(allowed, flat, -math.inf)
+    values, index = flat.topk(m, dim=1)  # best first
     per_row = flat.shape[1] // expand.shape[1]
     parent = expand.gather(1, index // per_row)
     c = index % per_row

@@ -26,7 +26,7 @@ from .alignment import (
     Kept,
     apply_step_,
     decode_moves,
-    finishing_moves,
+    finishes,
     merge_final,
     score_moves,
 )
@@ -65,14 +65,11 @@ def window_search(adapter, enc, lengths, options, vocab, notes):
             adapter, rows, s, expand, cur_score.view(-1), enc_p, options, vocab, W, None
         )
         moves = _k_best_per_row(moves.view(B * K, -1), K).view(B, -1)
-        finishing = finishing_moves(rows, s, expand, moves.view(B * K, W, vocab), W, None).view(
-            B, -1
-        )
-        final_best, final_pick, f_move = merge_final(
-            rows, s, expand, moves, finishing, final_rows, vocab, W, None
-        )
+        # (the finishing moves are taken out of ``moves``)
+        f_values, f_move = finishes(rows, s, expand, moves.view(B * K, W, vocab), vocab, W, None)
+        final_best, final_pick = merge_final(rows, final_rows, f_values, f_move)
         threshold = final_best[:, -1:]
-        g_values, g_move = decode_moves(rows, s, expand, moves, ~finishing, K * K, vocab, W, None)
+        g_values, g_move = decode_moves(rows, s, expand, moves, None, K * K, vocab, W, None)
         # Candidates for the pool: the hypotheses waiting at later frames, and the new moves.
         waiting = later  # those at the earliest frame were expanded, or are dropped
         cand = {
