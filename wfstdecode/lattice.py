@@ -144,9 +144,10 @@ class Lattice:
                        notes=self.notes, **arcs)  # fmt: skip
 
     def best_path(self) -> tuple[np.ndarray, float] | None:
-        """A best complete path ``(arc indices, cost)`` (None: there is none), followed from the
-        start along arcs whose cost plus the backward cost after them is the backward cost
-        before them (the first such arc; it stops at a node whose final cost is)."""
+        """A best complete path ``(arc indices, cost)`` (None: there is none): from the start,
+        the first arc whose cost plus the backward cost after it equals the backward cost
+        before it, until a node whose final cost equals its backward cost (Viterbi traceback;
+        among equally good paths not necessarily `nbest`'s first)."""
         beta = self.backward()
         if not self.num_nodes or not beta[0] < _INF:
             return None
