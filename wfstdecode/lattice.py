@@ -147,7 +147,7 @@ class Lattice:
         """A best complete path ``(arc indices, cost)`` (None: there is none): from the start,
         the first arc whose cost plus the backward cost after it equals the backward cost
         before it, until a node whose final cost equals its backward cost (Viterbi traceback;
-        among equally good paths not necessarily `nbest`'s first)."""
+        `nbest(1)`; among equally good paths not necessarily the first of `nbest(n > 1)`)."""
         beta = self.backward()
         if not self.num_nodes or not beta[0] < _INF:
             return None
@@ -162,6 +162,8 @@ class Lattice:
         later one is dropped — on-the-fly determinization on words, as n-best strings needs."""
         if n < 1:
             raise OptionsError(f"nbest must be >= 1; got {n}")
+        if n == 1:  # the Viterbi traceback: the same best, without the search's queue and sets
+            return [] if (path := self.best_path()) is None else [path]
         beta = self.backward()
         if not self.num_nodes or not beta[0] < _INF:
             return []

@@ -131,12 +131,7 @@ def lattice_hypotheses(p: SearchProblem, raws: list, lattices: list,
     where the lattice is None (the search died) or has no path."""
     paths, graph_costs = [], []
     for raw, lat in zip(raws, lattices, strict=True):
-        if lat is None:
-            best = []
-        elif n == 1:  # the Viterbi path: cheaper than the A* search
-            best = [] if (path := lat.best_path()) is None else [path]
-        else:
-            best = lat.nbest(n)
+        best = lat.nbest(n) if lat is not None else []
         if not best:
             paths.append(RawResult([], DIED))
             graph_costs.append(None)
