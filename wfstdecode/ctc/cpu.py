@@ -79,16 +79,16 @@ def _nothing_kept():
 _DONE, _STOPPED, _ROOM, _ROOM_WITHIN, _COLLECT, _KEEP_ROOM = range(6)
 
 
-@njit(nogil=True, cache=True)
+@njit(nogil=True, cache=True, _nrt=False)
 def _frames(ac, n_frames, t, alive, n_alive, cands, records, counts, graph, boosts, lane, lim,
             state_map, cancel, early, within, n, q_n, rounds, limit, building, kept,
             n_kept):  # fmt: skip
     """Token frames, one per row of ``ac`` from row ``t`` on, steps 2-5 each, until
     ``n_frames`` rows are done or something needs what only `_drive` does (growing a buffer,
     collecting the records). ``within``: first finish token frame ``building`` whose closure
-    stopped for room (``n``, ``q_n``, ``rounds``, ``limit``: where it was). No tuple of arrays is
-    rebound in here: Numba would update the reference count of each of their arrays on every
-    frame (atomically: ~300 updates, most of a narrow beam's time per frame). With ``kept``
+    stopped for room (``n``, ``q_n``, ``rounds``, ``limit``: where it was). Compiled without
+    Numba's runtime: no reference counts (`cpu_steps`' docstring says why), no allocation; the
+    buffers grow in `_drive`. With ``kept``
     (`FrameSurvivors` with room for ``n_frames`` ends) each frame's survivors are appended to it.
     Returns ``(why, t, n_alive, n, q_n, rounds, limit, room, building, n_kept)``."""
     keep = kept.ends.shape[0] > 0
@@ -110,7 +110,7 @@ def _frames(ac, n_frames, t, alive, n_alive, cands, records, counts, graph, boos
                 counts[STATUS] |= DIED
                 counts[STOPPED] = counts[FRAMES]
                 return _STOPPED, t, n_alive, n, q_n, rounds, limit, 0, building, n_kept
-            limit = closure_cutoff(cands.cost, n, smallest(cands.cost, n), lim)
+            limit = closure_cutoff(cands.cost, n, smallest(cands.cost, n), lim, cands.scratch)
             q_n = closure_queue(cands, n, limit) if has_epsilon else np.int64(0)
             rounds = np.int64(0)
         within = False
@@ -126,7 +126,7 @@ def _frames(ac, n_frames, t, alive, n_alive, cands, records, counts, graph, boos
                 counts[STATUS] |= NEG_CYCLE
                 counts[STOPPED] = building
                 return _STOPPED, t, n_alive, n, q_n, rounds, limit, 0, building, n_kept
-        best, cutoff = prune_cutoff(cands.cost, n, lim)
+        best, cutoff = prune_cutoff(cands.cost, n, lim, cands.scratch)
         n_alive = keep_ancestors(cands, n, cutoff, graph.num_emitting)
         counts[N_REC] = compact_records(cands, n, cutoff, best, alive, records, counts[N_REC],
                                         graph.num_emitting)  # fmt: skip
@@ -253,7 +253,7 @@ def begin(graph, boosts, lane, lim, state_map, collect_at, room):
         Records(np.empty(1024, np.int32), np.empty(1024, np.int32)),
         SharedPrefix(empty, empty), counts,
     )  # fmt: skip
-    limit = closure_cutoff(cands.cost, n, np.float32(0.0), lim)
+    limit = closure_cutoff(cands.cost, n, np.float32(0.0), lim, cands.scratch)
     q_n = np.int64(0)
     if graph.ne_offsets[-1] > graph.ne_offsets[0]:
         q_n = closure_queue(cands, n, limit)

@@ -22,12 +22,14 @@ Data layout, chosen so the CUDA backend can mirror it:
   over order-preserving cost bits — a cost histogram per digit — on the GPU).
 
 The steps a frame runs are inlined into the frame loop (`cpu._frames`, ``inline="always"``),
-and nothing in that loop rebinds a tuple of arrays: Numba updates the reference count of every
-array of a tuple variable a loop may rebind, atomically, on every iteration, even where the
-assignment never runs (~300 updates a frame, most of a narrow beam's time). So no step grows a
-buffer: each says how much room it needs (`expand_room`; `epsilon_closure` stops and returns
-`NEEDS_ROOM`, to go on once `cpu._drive` has grown the candidates) and writes into buffers that
-have it (`compact_records`).
+which is compiled without Numba's runtime (``_nrt=False``): with it, Numba updates the
+reference count of every array of every tuple the steps receive, atomically, several times a
+frame, even where the loop never rebinds them (the 60 OCR lines at beam 4: 15 % of perf's
+samples in those updates, 8.3 -> 7.0 ms a search without them). Without it nothing in the loop
+may allocate. So no step grows a buffer: each says how much room it needs (`expand_room`;
+`epsilon_closure` stops and returns `NEEDS_ROOM`, to go on once `cpu._drive` has grown the
+candidates) and writes into buffers that have it (`compact_records`; the k-th smallest cost
+works in ``Candidates.scratch``).
 """
 
 from __future__ import annotations
@@ -64,6 +66,7 @@ class Candidates(NamedTuple):
     record: np.ndarray  # int32: its record index once kept
     # int32 [2, cap]: the epsilon closure's queues, this round's and the next (rows alternate)
     queue: np.ndarray
+    scratch: np.ndarray  # float32: a copy of the costs for the k-th smallest
 
 
 @njit(nogil=True, cache=True)
@@ -72,6 +75,7 @@ def candidates(cap):
         np.empty(cap, np.int32), np.empty(cap, np.float32), np.empty(cap, np.int32),
         np.empty(cap, np.int32), np.empty((3, cap), np.int32), np.zeros(cap, np.bool_),
         np.zeros(cap, np.bool_), np.empty(cap, np.int32), np.empty((2, cap), np.int32),
+        np.empty(cap, np.float32),
     )  # fmt: skip
 
 
@@ -132,11 +136,12 @@ def _new_slot(cands, j, state_map, d, x):
 
 
 @njit(nogil=True, cache=True)
-def _kth_smallest(costs, n, k):
-    """The ``k``-th smallest (1-based) of ``costs[:n]``: quickselect on a copy (Hoare
+def _kth_smallest(costs, n, k, tmp):
+    """The ``k``-th smallest (1-based) of ``costs[:n]``: quickselect on a copy in ``tmp`` (Hoare
     partitions around a median of three). ``np.partition`` gives the same value, but replacing
     it cut the backend's first-call compilation from 26 to 21 seconds."""
-    tmp = costs[:n].copy()
+    for j in range(n):
+        tmp[j] = costs[j]
     target = k - 1
     lo, hi = 0, n - 1
     while lo < hi:
@@ -254,16 +259,16 @@ def expand(ac_t, alive, n_alive, cands, state_map, graph, boosts, lane, beam, ea
 
 
 @njit(inline="always", nogil=True, cache=True)
-def closure_cutoff(costs, n, best_emit, lim):
+def closure_cutoff(costs, n, best_emit, lim, scratch):
     """Step 3: ``C``: best emitting cost + beam, lowered to the max_active-th smallest cost when
     there are at least max_active candidates, raised to the min_active-th smallest."""
     limit = best_emit + lim.beam
     if n >= lim.max_active:  # ">=": C must not depend on the candidates dropped beyond the beam
-        kth = _kth_smallest(costs, n, lim.max_active)
+        kth = _kth_smallest(costs, n, lim.max_active, scratch)
         if kth < limit:
             limit = kth
     if lim.min_active > 1:
-        kth = _kth_smallest(costs, n, min(lim.min_active, n))
+        kth = _kth_smallest(costs, n, min(lim.min_active, n), scratch)
         if kth > limit:
             limit = kth
     return limit
@@ -347,7 +352,7 @@ def _closure_round(cands, n, cur, q_n, limit, state_map, graph, boosts, lane):
 
 
 @njit(inline="always", nogil=True, cache=True)
-def prune_cutoff(costs, n, lim):
+def prune_cutoff(costs, n, lim, scratch):
     """Step 5: ``(best, cutoff)``: best + beam, lowered to the max_active-th best cost when more
     tokens are within it, raised to the min_active-th best (or the worst) when fewer."""
     best = smallest(costs, n)
@@ -357,9 +362,9 @@ def prune_cutoff(costs, n, lim):
         if costs[j] <= cutoff:
             n_in += 1
     if n_in > lim.max_active:
-        cutoff = _kth_smallest(costs, n, lim.max_active)
+        cutoff = _kth_smallest(costs, n, lim.max_active, scratch)
     elif n_in < lim.min_active:
-        cutoff = _kth_smallest(costs, n, min(lim.min_active, n))
+        cutoff = _kth_smallest(costs, n, min(lim.min_active, n), scratch)
     return best, cutoff
 
 
