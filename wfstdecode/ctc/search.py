@@ -11,7 +11,6 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
 import numpy as np
-from numba import njit
 
 from ..backends import ctc_backend, is_device_array, is_numba_device_array, resolve_ctc_backend
 from ..compact_lattice import determinize_pruned
@@ -22,7 +21,7 @@ from ..rescore import LmRescoring
 from ..results import Hypothesis
 from ..symbols import BLANK
 from ._paths import to_hypotheses
-from ._problem import RawResult, SearchProblem, search_costs
+from ._problem import ALL_NEG_INF, NAN_OR_POS_INF, RawResult, SearchProblem, costs_and_first_bad
 from .boost import build_boost_tables, resolve_boosts
 from .lattice import (
     lattice_hypotheses,
@@ -245,8 +244,13 @@ def prepare_problem(
     if on_device:
         frame_max = check_device_log_probs(lp, lens)
         return SearchProblem(ac=None, device_lp=lp, device_frame_max=frame_max, **common)
-    _check_values(lp, lens)
-    return SearchProblem(ac=search_costs(lp, options.acoustic_scale), log_probs=lp, **common)
+    ac, (b, t, bad) = costs_and_first_bad(lp, options.acoustic_scale, lens)
+    if bad == NAN_OR_POS_INF:
+        what = "NaN" if np.isnan(lp[b, t]).any() else "+inf"
+        raise DecodeInputError(f"log_probs[{b}, {t}] contains {what} (frame within lengths[{b}])")
+    if bad == ALL_NEG_INF:
+        raise DecodeInputError(f"log_probs[{b}, {t}] is -inf in every column")
+    return SearchProblem(ac=ac, log_probs=lp, **common)
 
 
 def blank_id(graph: DecodingGraph) -> int:
@@ -339,42 +343,3 @@ def _lengths(lengths, B: int, T: int) -> np.ndarray:
         b = int(bad[0])
         raise DecodeInputError(f"lengths[{b}] = {int(arr[b])} is outside 0..T={T}")
     return arr
-
-
-def _check_values(lp: np.ndarray, lens: np.ndarray) -> None:
-    """No NaN or +inf, and not every column -inf, in a frame within its utterance's length (the
-    first NaN / +inf in (utterance, frame) order is reported before any all--inf frame)."""
-    B, T, _ = lp.shape
-    if B == 0 or T == 0:
-        return
-    b, t, kind = _first_bad_frame(lp, lens.astype(np.int64))
-    if kind == _NAN_OR_POS_INF:
-        what = "NaN" if np.isnan(lp[b, t]).any() else "+inf"
-        raise DecodeInputError(f"log_probs[{b}, {t}] contains {what} (frame within lengths[{b}])")
-    if kind == _ALL_NEG_INF:
-        raise DecodeInputError(f"log_probs[{b}, {t}] is -inf in every column")
-
-
-_NAN_OR_POS_INF, _ALL_NEG_INF = 1, 2
-
-
-@njit(nogil=True, cache=True)
-def _first_bad_frame(lp, lens):
-    """``(b, t, kind)`` of the first frame within the lengths holding a NaN or +inf, else of
-    the first whose every column is -inf, else kind 0 (one pass over the log-probs)."""
-    B, T, V = lp.shape
-    dead_b, dead_t = -1, -1
-    for b in range(B):
-        for t in range(min(lens[b], T)):
-            all_dead = True
-            for v in range(V):
-                x = lp[b, t, v]
-                if x != x or x == np.inf:
-                    return b, t, _NAN_OR_POS_INF
-                if x != -np.inf:
-                    all_dead = False
-            if all_dead and dead_b < 0:
-                dead_b, dead_t = b, t
-    if dead_b >= 0:
-        return dead_b, dead_t, _ALL_NEG_INF
-    return 0, 0, 0
