@@ -66,22 +66,25 @@ def test_search_costs_equal_numpys_operations_bit_for_bit(scale):
     assert np.array_equal(got, want, equal_nan=True)  # -0.0 == 0.0; NaN where NumPy has it
 
 
-def test_costs_stop_at_the_lengths_and_report_the_first_bad_frame():
+@pytest.mark.parametrize("threads", [1, 2, None])
+def test_costs_stop_at_the_lengths_and_report_the_first_bad_frame(threads):
     """The one pass reads frames within the lengths only (costs 0 beyond) and reports the first
-    NaN / +inf frame in (utterance, frame) order before the first all--inf frame."""
+    NaN / +inf frame in (utterance, frame) order before the first all--inf frame, on one
+    thread or with the utterances spread over several."""
     lp = np.zeros((3, 4, 2), np.float32)
     lp[..., 1] = -1.0
     lp[0, 3] = np.nan  # beyond lengths[0]: never read
     lp[1, 2] = -np.inf  # a dead frame
     lp[2, 1, 0] = np.inf  # after the dead frame in order, but NaN / +inf come first
     lens = [3, 4, 2]
-    ac, bad = costs_and_first_bad(lp, 1.0, lens)
+    ac, bad = costs_and_first_bad(lp, 1.0, lens, threads)
     assert bad == (2, 1, NAN_OR_POS_INF)
     assert not ac[0, 3].any() and np.isfinite(ac[0, :3]).all()
     lp[2, 1, 0] = 0.0
-    assert costs_and_first_bad(lp, 1.0, lens)[1] == (1, 2, ALL_NEG_INF)
-    lp[1, 2] = 0.0
-    ac, bad = costs_and_first_bad(lp, 1.0, lens)
+    lp[2, 0] = -np.inf  # a later dead frame, in another utterance
+    assert costs_and_first_bad(lp, 1.0, lens, threads)[1] == (1, 2, ALL_NEG_INF)
+    lp[1, 2] = lp[2, 0] = 0.0
+    ac, bad = costs_and_first_bad(lp, 1.0, lens, threads)
     assert bad[2] == FINE
     want = search_costs(lp, 1.0)
     for b, n in enumerate(lens):

@@ -6,8 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
+import numba
 import numpy as np
-from numba import njit
+from numba import njit, prange
 
 from ..decoding_graph import DecodingGraph
 from .boost import BoostTables
@@ -101,70 +102,95 @@ def search_costs(log_probs: np.ndarray, acoustic_scale: float, lengths=None) -> 
     return costs_and_first_bad(log_probs, acoustic_scale, lengths)[0]
 
 
-def costs_and_first_bad(log_probs, acoustic_scale: float, lengths=None):
+def costs_and_first_bad(log_probs, acoustic_scale: float, lengths=None, threads: int | None = 1):
     """`search_costs` and, from the same pass, ``(b, t, kind)`` of the first frame within the
     lengths holding a NaN or +inf (kind `NAN_OR_POS_INF`), else of the first whose every column
-    is -inf (`ALL_NEG_INF`), else kind `FINE`."""
+    is -inf (`ALL_NEG_INF`), else kind `FINE`. ``threads``: utterances spread over that many
+    (None: Numba's default), as the search that follows will."""
     lp = np.asarray(log_probs, np.float32)
-    B, T = lp.shape[:2]
+    B, T, V = lp.shape
     lens = np.full(B, T, np.int64) if lengths is None else np.asarray(lengths, np.int64)
-    return _search_costs(lp, lens, np.float32(-acoustic_scale), np.float32(LOG_PROB_FLOOR))
+    out = np.zeros((B, T, V), np.float32)
+    odd, dead = np.full(B, -1, np.int64), np.full(B, -1, np.int64)
+    args = (lp, lens, np.float32(-acoustic_scale), np.float32(LOG_PROB_FLOOR), out, odd, dead)
+    if threads == 1 or B < 2:
+        _costs_in_turn(*args)
+    else:
+        old = numba.get_num_threads()
+        if threads is not None:
+            numba.set_num_threads(int(min(threads, numba.config.NUMBA_NUM_THREADS)))
+        try:
+            _costs_in_parallel(*args)
+        finally:
+            numba.set_num_threads(old)
+    for frames, kind in ((odd, NAN_OR_POS_INF), (dead, ALL_NEG_INF)):
+        first = np.flatnonzero(frames >= 0)
+        if len(first):
+            return out, (int(first[0]), int(frames[first[0]]), kind)
+    return out, (0, 0, FINE)
 
 
 @njit(nogil=True, cache=True)
-def _search_costs(lp, lens, neg_scale, floor):
-    """`costs_and_first_bad` in one pass over the frames within the lengths, float32 operation
-    for float32 operation as NumPy's ``d = lp - lp.max(axis=2); np.maximum(d, floor);
-    d[lp == -inf] = -inf; d *= neg_scale`` (a NaN maximum stays NaN, as ``np.max`` and
-    ``np.maximum`` propagate it). A frame whose values are finite or -inf, not all -inf (every
-    frame of a sane input), takes loops without branches, which LLVM vectorizes (2.2x faster
-    on the speech set); the others the exact rule, and they are reported."""
-    B, T, V = lp.shape
-    out = np.zeros((B, T, V), np.float32)
-    bad_b, bad_t, dead_b, dead_t = -1, -1, -1, -1
-    for b in range(B):
-        for t in range(min(lens[b], T)):
-            row, costs = lp[b, t], out[b, t]
-            best = np.float32(-np.inf)
-            odd = False  # a NaN or +inf
-            alive = False  # a value above -inf
+def _costs_in_turn(lp, lens, neg_scale, floor, out, odd, dead):
+    for b in range(lp.shape[0]):
+        odd[b], dead[b] = _utterance_costs(lp[b], lens[b], neg_scale, floor, out[b])
+
+
+@njit(nogil=True, cache=True, parallel=True)
+def _costs_in_parallel(lp, lens, neg_scale, floor, out, odd, dead):
+    for b in prange(lp.shape[0]):
+        odd[b], dead[b] = _utterance_costs(lp[b], lens[b], neg_scale, floor, out[b])
+
+
+@njit(nogil=True, cache=True)
+def _utterance_costs(lp, length, neg_scale, floor, out):
+    """One utterance's frames within ``length`` into ``out``, float32 operation for float32
+    operation as NumPy's ``d = lp - lp.max(axis=1); np.maximum(d, floor); d[lp == -inf] = -inf;
+    d *= neg_scale`` (a NaN maximum stays NaN, as ``np.max`` and ``np.maximum`` propagate it).
+    Returns the first frame with a NaN or +inf and the first whose every column is -inf (-1:
+    none). A frame whose values are finite or -inf, not all -inf (every frame of a sane input),
+    takes loops without branches, which LLVM vectorizes (2.2x faster on the speech set); the
+    others the exact rule."""
+    T, V = lp.shape
+    first_odd, first_dead = -1, -1
+    for t in range(min(length, T)):
+        row, costs = lp[t], out[t]
+        best = np.float32(-np.inf)
+        odd = False  # a NaN or +inf
+        alive = False  # a value above -inf
+        for v in range(V):
+            x = row[v]
+            best = x if x > best else best
+            odd |= not x < np.inf
+            alive |= x > -np.inf
+        if not odd and alive:
             for v in range(V):
                 x = row[v]
-                best = x if x > best else best
-                odd |= not x < np.inf
-                alive |= x > -np.inf
-            if not odd and alive:
-                for v in range(V):
-                    x = row[v]
-                    d = x - best
-                    d = d if d > floor else floor
-                    costs[v] = (np.float32(-np.inf) if x == -np.inf else d) * neg_scale
-                continue
-            if odd and bad_b < 0:
-                bad_b, bad_t = b, t
-            elif not alive and dead_b < 0:
-                dead_b, dead_t = b, t
-            best = row[0] if V > 0 else np.float32(0.0)
-            for v in range(1, V):
-                x = row[v]
-                if best != best:
-                    break
-                if x != x or x > best:
-                    best = x
-            for v in range(V):
-                x = row[v]
-                if x == -np.inf:
-                    d = np.float32(-np.inf)
-                else:
-                    d = x - best
-                    if d < floor:
-                        d = floor
-                costs[v] = d * neg_scale
-    if bad_b >= 0:
-        return out, (bad_b, bad_t, NAN_OR_POS_INF)
-    if dead_b >= 0:
-        return out, (dead_b, dead_t, ALL_NEG_INF)
-    return out, (0, 0, FINE)
+                d = x - best
+                d = d if d > floor else floor
+                costs[v] = (np.float32(-np.inf) if x == -np.inf else d) * neg_scale
+            continue
+        if odd and first_odd < 0:
+            first_odd = t
+        elif not alive and first_dead < 0:
+            first_dead = t
+        best = row[0] if V > 0 else np.float32(0.0)
+        for v in range(1, V):
+            x = row[v]
+            if best != best:
+                break
+            if x != x or x > best:
+                best = x
+        for v in range(V):
+            x = row[v]
+            if x == -np.inf:
+                d = np.float32(-np.inf)
+            else:
+                d = x - best
+                if d < floor:
+                    d = floor
+            costs[v] = d * neg_scale
+    return first_odd, first_dead
 
 
 @dataclass(frozen=True)

@@ -195,15 +195,19 @@ def prepared(log_probs, lengths, graph, options, boosts, backend, tuning, num_th
     tuning = tuning_for(name, tuning, num_threads)
     # lattices read the host log-probs (their arcs' acoustic scores)
     on_device = name == "cuda" and is_device_array(log_probs) and options.lattice_beam is None
-    problem = prepare_problem(log_probs, lengths, graph, options, boosts, on_device, oov_lexicon)
+    threads = tuning.num_threads if isinstance(tuning, CpuTuning) else 1
+    problem = prepare_problem(log_probs, lengths, graph, options, boosts, on_device, oov_lexicon,
+                              threads)  # fmt: skip
     return problem, name, tuning
 
 
 def prepare_problem(
-    log_probs, lengths, graph, options, boosts, on_device=False, oov_lexicon=None
+    log_probs, lengths, graph, options, boosts, on_device=False, oov_lexicon=None, threads=1
 ) -> SearchProblem:
     """Validate and convert the inputs of `decode_ctc` (shared by every backend). With
-    ``on_device`` the log-probs stay on the GPU (checked there) for the cuda backend."""
+    ``on_device`` the log-probs stay on the GPU (checked there) for the cuda backend;
+    ``threads``: the host pass over the log-probs spreads utterances over that many (None:
+    Numba's default)."""
     if on_device:
         from .cuda.inputs import check_device_log_probs, device_log_probs
 
@@ -244,7 +248,7 @@ def prepare_problem(
     if on_device:
         frame_max = check_device_log_probs(lp, lens)
         return SearchProblem(ac=None, device_lp=lp, device_frame_max=frame_max, **common)
-    ac, (b, t, bad) = costs_and_first_bad(lp, options.acoustic_scale, lens)
+    ac, (b, t, bad) = costs_and_first_bad(lp, options.acoustic_scale, lens, threads)
     if bad == NAN_OR_POS_INF:
         what = "NaN" if np.isnan(lp[b, t]).any() else "+inf"
         raise DecodeInputError(f"log_probs[{b}, {t}] contains {what} (frame within lengths[{b}])")
