@@ -88,8 +88,8 @@ def _frames(ac, n_frames, t, alive, n_alive, cands, records, counts, graph, boos
     collecting the records). ``within``: first finish token frame ``building`` whose closure
     stopped for room (``n``, ``q_n``, ``rounds``, ``limit``: where it was). Compiled without
     Numba's runtime: no reference counts (`cpu_steps`' docstring says why), no allocation; the
-    buffers grow in `_drive`. With ``kept``
-    (`FrameSurvivors` with room for ``n_frames`` ends) each frame's survivors are appended to it.
+    buffers grow in `_drive`. With ``kept`` (`FrameSurvivors` with room for ``n_frames`` ends)
+    each frame's survivors are appended to it.
     Returns ``(why, t, n_alive, n, q_n, rounds, limit, room, building, n_kept)``."""
     keep = kept.ends.shape[0] > 0
     has_epsilon = graph.ne_offsets[-1] > graph.ne_offsets[0]

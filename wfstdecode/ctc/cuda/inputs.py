@@ -72,9 +72,8 @@ def _same_device(index, what: str) -> None:
 def check_device_log_probs(lp, lengths: np.ndarray):
     """The host path's value checks (`_problem.costs_and_first_bad`), on the device: no NaN or
     +inf and not every column -inf, in frames within the lengths. Raises naming the first bad
-    frame.
-    Returns the (B, T) float32 maximum of each frame within the lengths, on the device, for the
-    search's per-frame relative costs (`steps.acoustic_cost`)."""
+    frame. Returns the (B, T) float32 maximum of each frame within the lengths, on the device,
+    for the search's per-frame relative costs (`steps.acoustic_cost`)."""
     B, T = lp.shape[0], lp.shape[1]
     frame_max = cuda.device_array((B, T), np.float32)
     if B == 0 or T == 0:
