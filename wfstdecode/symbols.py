@@ -116,6 +116,13 @@ class SymbolTable:
         except KeyError:
             raise SymbolError(f"id {idx} is not in the table") from None
 
+    def symbols_of(self, ids: Iterable[int]) -> list[str]:
+        """The symbol of each id, looked up in bulk; an id not in the table raises."""
+        try:
+            return list(map(self._symbol_of.__getitem__, ids))
+        except KeyError as exc:
+            raise SymbolError(f"id {exc.args[0]} is not in the table") from None
+
     def get(self, symbol: str, default: int | None = None) -> int | None:
         return self._id_of.get(symbol, default)
 

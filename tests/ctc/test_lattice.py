@@ -146,6 +146,28 @@ def test_every_backend_makes_the_reference_lattice(seed, backend):
 
 
 @pytest.mark.parametrize("seed", range(3))
+def test_the_state_scratch_reused_across_lattices_is_left_clean(monkeypatch, seed):
+    """The per-state array `_links` works in is made once per thread and reused for every
+    lattice: each lattice leaves it all -1, and the lattices equal those built on fresh ones."""
+    from wfstdecode.ctc import lattice as ctc_lattice
+
+    g, lp = _case(seed, eps_cycles=True)
+    lp = np.concatenate([lp, lp[::-1]])  # more utterances through the same scratch
+    options = CtcBeamOptions(beam=4.0, lattice_beam=5.0)
+    fresh = ctc_lattice._state_heads
+    monkeypatch.setattr(ctc_lattice, "_state_heads", lambda n: np.full(n, -1, np.int32))
+    want = ctc_lattices(lp, None, g, options, backend="cpu", num_threads=1)
+    seen = []
+    monkeypatch.setattr(ctc_lattice, "_state_heads", lambda n: seen.append(fresh(n)) or seen[-1])
+    got = ctc_lattices(lp, None, g, options, backend="cpu", num_threads=1)
+    assert len(seen) == len(lp) and len({id(h) for h in seen}) == 1  # one array, reused
+    assert (seen[0] == -1).all()
+    for a, b in zip(want, got, strict=True):
+        for name in ("node_state", "final", "src", "dst", "graph_arc", "graph_cost"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+
+
+@pytest.mark.parametrize("seed", range(3))
 def test_cpu_lattice_of_a_long_utterance_with_grown_buffers_is_the_reference(seed):
     """Over a thousand survivors kept (the cpu search's first kept-survivor buffer holds 1,024:
     it grows between frames) and candidate buffers grown from one slot: the reference's

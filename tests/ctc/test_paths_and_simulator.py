@@ -179,6 +179,49 @@ def test_word_times_span_the_tokens_that_spell_the_word(separator_graph, seed):
     assert right >= 4  # mostly the sentences simulated
 
 
+@pytest.mark.parametrize("keep_pronunciations", [True, False])
+def test_batched_word_spans_equal_the_one_path_version_on_paths_cut_short(
+    separator_graph, keep_pronunciations
+):
+    """Noisy emissions cut short give partial paths, n-best paths and words whose separator
+    runs do not match the words; the batched spans (separator runs for all paths at once, the
+    pronunciations or the output arcs for the others) equal the one-path oracle's."""
+    from dataclasses import replace
+
+    from wfstdecode.ctc._paths import NOTE_NO_FINAL, to_hypotheses
+    from wfstdecode.ctc.cpu import decode_cpu
+    from wfstdecode.ctc.search import prepare_problem
+    from wfstdecode.testing.paths import path_hypothesis
+
+    g, words = separator_graph
+    if not keep_pronunciations:
+        g = replace(g, pronunciations=None)
+    sep = g.tokens.id("|")
+    unsplit = 0
+    for seed in range(12):
+        rng = np.random.default_rng(seed)
+        sentences = [list(rng.choice(words, size=int(rng.integers(1, 5)))) for _ in range(6)]
+        seqs = [[t for w in s for t in [*(g.tokens.id(c) for c in w), sep]][:-1]
+                for s in sentences]  # fmt: skip
+        lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=seed, frames_per_token=(1, 3),
+                                   blanks_between=(0, 2), noise=2.0,
+                                   confusion_prob=0.3)  # fmt: skip
+        lengths = np.maximum(lengths - rng.integers(0, 4, len(lengths)), 0)
+        p = prepare_problem(lp, lengths, g, CtcBeamOptions(beam=10.0, nbest=4), None)
+        raw = decode_cpu(p)
+        for b, (r, hyps) in enumerate(zip(raw, to_hypotheses(p, raw), strict=True)):
+            final = not r.status & 1
+            notes = () if final else (NOTE_NO_FINAL,)
+            for (arcs, frames, _), h in zip(r.paths, hyps, strict=True):
+                oracle = path_hypothesis(p, b, arcs, frames, final, notes)
+                for field in ("tokens", "timestamps", "words", "word_timestamps", "notes"):
+                    assert getattr(oracle, field) == getattr(h, field), field
+                runs = [t != sep and (i == 0 or h.tokens[i - 1] == sep)
+                        for i, t in enumerate(h.tokens)]  # fmt: skip
+                unsplit += sum(runs) != len(h.words)
+    assert unsplit  # paths whose separator runs are not their words were among them
+
+
 def test_shipped_ocr_word_times_follow_the_letters(tmp_path):
     """Issue 16's example: in the shipped OCR data, "as" is spelled a(2) s(4) |(6)."""
     from wfstdecode.ctc import decode_npz

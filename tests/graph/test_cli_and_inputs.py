@@ -226,6 +226,16 @@ def test_cli_reports_unreadable_files(tmp_path, small_inputs, capsys):
     assert not (tmp_path / "o").exists()
 
 
+def test_symbols_looked_up_in_bulk():
+    from wfstdecode.errors import SymbolError
+
+    table = SymbolTable.from_list(["<eps>", "a", "b"])
+    assert table.symbols_of([2, 1, 2, 0]) == ["b", "a", "b", "<eps>"]
+    assert table.symbols_of([]) == []
+    with pytest.raises(SymbolError, match="id 7 is not in the table"):
+        table.symbols_of([1, 7])
+
+
 def test_disambiguation_symbols_follow_kaldi():
     prons = [("a",), ("a", "b"), ("a", "b"), ("c",), ("a",)]
     out, count = add_disambig_symbols(prons)

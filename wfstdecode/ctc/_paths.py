@@ -162,6 +162,28 @@ def _collapse_spelled(oov, labels: list, spans: list, offsets: list):
     return ids, spelled, out_spans, out_off
 
 
+def _separator_spans(tokens, path, first_frames, last_frames, separator, starts, ends,
+                     words_per_path):  # fmt: skip
+    """`token_spans`' first rule for every path at once: where path k has as many runs of
+    non-separator tokens as words, they are its words' tokens.
+
+    tokens, path, first_frames, last_frames: every path's tokens, path after path: id, path,
+    first and last frame. starts, ends: every path's words' frames so far, path after path,
+    ``words_per_path`` each. Returns them with the runs' frames at the words of the paths that
+    split into runs, and which paths those are."""
+    inside = tokens != separator
+    same_path = path[1:] == path[:-1]
+    begins, run_ends = inside.copy(), inside.copy()
+    begins[1:] &= ~(inside[:-1] & same_path)  # after a separator or at a path's start
+    run_ends[:-1] &= ~(inside[1:] & same_path)
+    split = np.bincount(path[begins], minlength=len(words_per_path)) == words_per_path
+    word_split = np.repeat(split, words_per_path)
+    starts, ends = starts.copy(), ends.copy()
+    starts[word_split] = first_frames[begins & split[path]]
+    ends[word_split] = last_frames[run_ends & split[path]]
+    return starts, ends, split
+
+
 def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
     g = problem.graph
     P = len(paths)
@@ -220,7 +242,14 @@ def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
     separator = separator_id(g)
     prons = g.pronunciations.by_word if g.pronunciations is not None else None
     if separator is not None or prons is not None:
-        for k in range(P):
+        unsplit = range(P)
+        if separator is not None and problem.oov is None:
+            starts, ends, split = _separator_spans(
+                il[new_token] - 1, ep[new_token], newtok_frames, nonblank_frames[last_of_run],
+                separator, starts, ends, np.diff(w_off))  # fmt: skip
+            spans = list(zip(starts.tolist(), ends.tolist(), strict=True))
+            unsplit = np.flatnonzero(~split).tolist() if prons is not None else []
+        for k in unsplit:
             t0, t1, w0, w1 = tok_off[k], tok_off[k + 1], w_off[k], w_off[k + 1]
             path_prons = prons
             if any(spelled[w0:w1]):  # a spelled word is pronounced as it was spelled
@@ -229,7 +258,11 @@ def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
             found = token_spans(tok_ids[t0:t1], word_ids[w0:w1], path_prons, separator)
             if found is not None:
                 spans[w0:w1] = [(tok_frames[t0 + a], tok_ends[t0 + b]) for a, b in found]
-    symbol = g.words.symbol if g.words is not None else str
+    names = g.words.symbols_of(word_ids) if g.words is not None else list(map(str, word_ids))
+    if problem.oov is not None:
+        for i, spelling in enumerate(spelled):
+            if spelling:  # (word, token ids) of a spelled word
+                names[i] = spelling[0]
 
     # scores in float64
     ac = problem.acoustic_costs(path_b[ep], ef, il - 1).astype(np.float64)
@@ -253,7 +286,7 @@ def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
         hyps.append(Hypothesis(
             tokens=tuple(tok_ids[t0:t1]), timestamps=tuple(tok_frames[t0:t1]),
             score=float(acoustic[k] + graph_score[k]),
-            words=tuple(s[0] if s else symbol(w) for w, s in zip(ids, spelled[w0:w1], strict=True)),
+            words=tuple(names[w0:w1]),
             word_ids=ids, word_timestamps=tuple(spans[w0:w1]),
             acoustic_score=float(acoustic[k]), graph_score=float(graph_score[k]),
         ))  # fmt: skip

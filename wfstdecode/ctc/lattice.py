@@ -27,6 +27,7 @@ alignment of its words.
 
 from __future__ import annotations
 
+import threading
 from dataclasses import replace
 
 import numpy as np
@@ -43,6 +44,18 @@ from .status import DIED, NO_FINAL
 
 _F32_INF = np.float32(np.inf)
 _NO_FINAL_NOTE = "no final state survived the last frame: the lattice ends without final costs"
+
+
+_SCRATCH = threading.local()
+
+
+def _state_heads(num_states: int) -> np.ndarray:
+    """This thread's int32 array of -1 per graph state for `_links`, which leaves it as it
+    found it: made once, not per utterance (milliseconds for a full-size TLG)."""
+    heads = getattr(_SCRATCH, "heads", None)
+    if heads is None or heads.shape[0] != num_states:
+        heads = _SCRATCH.heads = np.full(num_states, -1, np.int32)
+    return heads
 
 
 def lattice_search(problem: SearchProblem, backend: str, tuning) -> tuple[list, list]:
@@ -77,10 +90,15 @@ def build_lattice(p: SearchProblem, first: tuple, kept: FrameSurvivors, raw: Raw
         f, k = _path_tokens(graph, boosts, arcs, frames)
         path_frames.append(f)
         path_keys.append(k)
-    node_state, node_ctx, node_frame, arcs, n_cut = _assemble(
-        first[0], first[1], kept.state, kept.ctx, kept.ends, np.concatenate(path_frames),
-        np.concatenate(path_keys), graph, boosts, p.log_probs[0, :T], p.graph.num_states,
-    )  # fmt: skip
+    heads = _state_heads(p.graph.num_states)
+    try:
+        node_state, node_ctx, node_frame, arcs, n_cut = _assemble(
+            first[0], first[1], kept.state, kept.ctx, kept.ends, np.concatenate(path_frames),
+            np.concatenate(path_keys), graph, boosts, p.log_probs[0, :T], heads,
+        )  # fmt: skip
+    except BaseException:
+        _SCRATCH.heads = None  # maybe left with entries set
+        raise
     final = np.full(len(node_state), np.inf, np.float32)
     last = node_frame == T
     phi = np.zeros(int(last.sum()), np.float32)
@@ -211,10 +229,11 @@ def _path_tokens(graph, boosts, arcs, path_frames):
 
 @njit(nogil=True, cache=True)
 def _assemble(first_state, first_ctx, kept_state, kept_ctx, kept_ends, path_frames, path_keys,
-              graph, boosts, lp, num_states):  # fmt: skip
+              graph, boosts, lp, heads):  # fmt: skip
     """`build_lattice`'s nodes and arcs in one call: the survivors of token frame 0 (``first``)
     and later (``kept``) and the result paths' tokens as nodes in canonical order, the arcs
-    between them (`_links`), ranked (`_topological_ranks`) and grouped by source. Returns
+    between them (`_links`, with ``heads`` its scratch), ranked (`_topological_ranks`) and
+    grouped by source. Returns
     ``(node states, node context states, node frames, arcs, number of arcs cut)``, nodes in
     rank order, ``arcs`` as `_by_source`'s."""
     T = kept_ends.shape[0]
@@ -238,7 +257,7 @@ def _assemble(first_state, first_ctx, kept_state, kept_ctx, kept_ends, path_fram
     node_state = (all_keys >> 32).astype(np.int32)
     node_ctx = (all_keys & 0xFFFFFFFF).astype(np.int32)
     src, dst, garc, gcost, acost, afr = _links(node_state, node_ctx, frame_start, graph, boosts,
-                                               lp, num_states)  # fmt: skip
+                                               lp, heads)  # fmt: skip
     start = np.searchsorted(all_keys[: frame_start[1]], start_key)
     rank, cut = _topological_ranks(frame_start, src, dst, garc < graph.num_emitting, start)
     arcs = _by_source(rank, cut, src, dst, garc, gcost, acost, afr)
@@ -313,12 +332,12 @@ def _node_of(head, same_state, node_ctx, state, ctx):
 
 
 @njit(nogil=True, cache=True)
-def _links(node_state, node_ctx, frame_start, graph, boosts, lp, num_states):
+def _links(node_state, node_ctx, frame_start, graph, boosts, lp, head):
     """Every graph arc between two nodes (module docstring), frame by frame: the emitting arcs
     into frame ``f``, then the epsilon arcs within it. Returns ``(src, dst, graph arc, graph
-    cost, acoustic cost, frame)``."""
+    cost, acoustic cost, frame)``. ``head``: -1 per graph state, the first node of each state
+    in the frame at hand while it is at hand (-1 again after)."""
     n_nodes = node_state.shape[0]
-    head = np.full(num_states, -1, np.int32)
     same_state = np.full(n_nodes, -1, np.int32)
     cap = max(16, 4 * n_nodes)
     src = np.empty(cap, np.int32)

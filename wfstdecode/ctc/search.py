@@ -217,7 +217,7 @@ def prepare_problem(
     if lp.ndim != 3:
         raise DecodeInputError(f"log_probs must be (B, T, V); got shape {tuple(lp.shape)}")
     B, T, V = lp.shape
-    max_ilabel = int(graph.ilabel.max(initial=0))
+    max_ilabel = _max_ilabel(graph)
     if graph.tokens is not None and graph.num_tokens != V:
         raise DecodeInputError(
             f"log_probs has V={V} columns but the graph's token table has {graph.num_tokens} "
@@ -268,6 +268,16 @@ def blank_id(graph: DecodingGraph) -> int:
 
 
 _ARC_COST_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_MAX_ILABEL_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _max_ilabel(graph: DecodingGraph) -> int:
+    """The largest input label of the graph's arcs (the log-prob column it reads last + 1),
+    cached per graph: a pass over every arc (milliseconds for a full-size TLG) per call would
+    cost more than decoding a short utterance."""
+    if graph not in _MAX_ILABEL_CACHE:
+        _MAX_ILABEL_CACHE[graph] = int(graph.ilabel.max(initial=0))
+    return _MAX_ILABEL_CACHE[graph]
 
 
 def arc_costs(graph: DecodingGraph, options: CtcBeamOptions, blank: int) -> np.ndarray:
