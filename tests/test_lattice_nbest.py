@@ -1,0 +1,73 @@
+"""`Lattice.nbest` against brute-force enumeration on lattices with many word sequences (its
+A* search keeps the word prefixes and the (node, prefix) pairs done in hash tables that grow)."""
+
+import itertools
+
+import numpy as np
+import pytest
+
+from wfstdecode.lattice import Lattice, _doubled, _new_table, _slot
+
+
+def _sausage(rng, positions: int, width: int, vocab: int) -> Lattice:
+    """``positions`` slots in a row, each ``width`` parallel arcs with random words (0: no
+    word) and costs; every path ends at the last node."""
+    src, dst, olabel, gcost, acost = [], [], [], [], []
+    for p in range(positions):
+        for _ in range(width):
+            src.append(p)
+            dst.append(p + 1)
+            olabel.append(int(rng.integers(0, vocab + 1)))
+            gcost.append(float(rng.uniform(0, 3)))
+            acost.append(float(rng.uniform(0, 3)))
+    n_nodes, n_arcs = positions + 1, len(src)
+    final = np.full(n_nodes, np.inf, np.float32)
+    final[-1] = float(rng.uniform(0, 1))
+    i32 = lambda x: np.asarray(x, np.int32)  # noqa: E731
+    return Lattice(
+        positions, i32(range(n_nodes)), i32(range(n_nodes)), final, i32(src), i32(dst),
+        i32(range(n_arcs)), i32([1] * n_arcs), i32(olabel), i32([p for p in range(positions)
+        for _ in range(width)]), np.asarray(gcost, np.float32), np.asarray(acost, np.float32),
+        0.5,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_nbest_equals_brute_force_over_hundreds_of_word_sequences(seed):
+    rng = np.random.default_rng(seed)
+    lat = _sausage(rng, positions=5, width=5, vocab=6)
+    w = lat.arc_cost()
+    by_slot = [np.flatnonzero(lat.src == p) for p in range(lat.num_frames)]
+    best: dict[tuple, float] = {}
+    for arcs in itertools.product(*by_slot):
+        words = tuple(int(lat.olabel[a]) for a in arcs if lat.olabel[a])
+        cost = float(sum(w[a] for a in arcs)) + float(lat.final[-1])
+        best[words] = min(best.get(words, np.inf), cost)
+    assert len(best) > 200  # enough prefixes and (node, prefix) pairs to grow the tables
+    want = sorted(best.values())
+    got = lat.nbest(len(best) + 5)
+    assert len(got) == len(best)
+    seqs = [tuple(int(x) for x in lat.olabel[a] if x) for a, _ in got]
+    assert len(set(seqs)) == len(seqs)
+    for (arcs, cost), words, expected in zip(got, seqs, want, strict=True):
+        assert cost == pytest.approx(expected, abs=1e-9)
+        assert cost == pytest.approx(best[words], abs=1e-9)  # its best alignment
+        assert float(w[arcs].sum()) + float(lat.final[-1]) == pytest.approx(cost, abs=1e-9)
+
+
+def test_hash_tables_keep_every_key_through_doubling():
+    rng = np.random.default_rng(0)
+    keys, values = _new_table(4)
+    stored = {}
+    for key in rng.choice(1 << 40, size=500, replace=False).tolist():
+        at = _slot(keys, key)
+        assert keys[at] == -1  # not there yet
+        keys[at], values[at] = key, key % 977
+        stored[key] = key % 977
+        if 2 * len(stored) > len(keys):
+            keys, values = _doubled(keys, values)
+    assert len(keys) >= 2 * len(stored)
+    for key, value in stored.items():
+        at = _slot(keys, key)
+        assert keys[at] == key and values[at] == value
+    assert keys[_slot(keys, (1 << 41) + 3)] == -1  # an absent key lands on an empty slot
