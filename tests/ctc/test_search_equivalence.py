@@ -258,3 +258,81 @@ def test_concurrent_calls_from_python_threads():
     with ThreadPoolExecutor(4) as pool:
         got = list(pool.map(lambda c: decode_ctc(c[1], c[2], c[0], opts, backend="cpu"), cases))
     assert got == want
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_state_maps_kept_between_calls_are_left_clean(monkeypatch, threads):
+    """The cpu search's state maps (one per thread, `cpu._state_maps`) are made once per graph
+    and calling thread and reused: after every call, a negative cycle's stop and a search that
+    died included, they are all -1, and the results equal those with maps made per call or
+    made by each chunk itself (the fallback when a thread's number is beyond the maps)."""
+    from wfstdecode.ctc import cpu
+    from wfstdecode.decoding_graph import DecodingGraph
+    from wfstdecode.fstio import FstArrays
+
+    cases = [_case(seed, B=5) for seed in range(6)]
+    # a negative-cost epsilon cycle (the search stops inside a frame), and a search that dies
+    cycle = FstArrays(0, np.array([0.0, 0.0], np.float32), np.array([0, 0, 1]), np.array([0, 1, 0]),
+                      np.array([1, 0, 0]), np.zeros(3), np.array([0.0, -1.0, 0.5]))  # fmt: skip
+    cases.append((DecodingGraph.from_arrays(cycle), np.zeros((2, 2, 1), np.float32), None))
+    dead = FstArrays(0, np.array([0.0], np.float32), np.array([0]), np.array([0]),
+                     np.array([2]), np.array([0]), np.array([0.0]))  # fmt: skip
+    lp = np.zeros((2, 3, 2), np.float32)
+    lp[:, 1, 1] = -np.inf
+    cases.append((DecodingGraph.from_arrays(dead), lp, None))
+    options = CtcBeamOptions(beam=6.0, max_active=5)
+
+    def decode_all():
+        out = []
+        for g, lp, lengths in cases:
+            try:
+                out.append(decode_ctc(lp, lengths, g, options, backend="cpu", num_threads=threads))
+            except Exception as exc:  # a negative epsilon cycle: its message
+                out.append(str(exc))
+        return out
+
+    kept = decode_all()
+    assert "negative-cost epsilon cycle" in kept[-2] and "died" in kept[-1][0][0].notes[0]
+    for g, *_ in cases:
+        for maps in cpu._STATE_MAPS[g].values():
+            assert maps.shape[0] >= threads and (maps == -1).all()
+        assert len(cpu._STATE_MAPS[g]) == 1  # one calling thread, one set of maps
+    again = decode_all()
+    monkeypatch.setattr(cpu, "_state_maps", lambda g, n: np.full((n, g.num_states), -1, np.int32))
+    fresh = decode_all()
+    monkeypatch.setattr(cpu, "_state_maps", lambda g, n: np.full((0, g.num_states), -1, np.int32))
+    own = decode_all()
+    for x in (again, fresh, own):
+        for a, b in zip(kept, x, strict=True):
+            if isinstance(a, str):
+                assert a == b
+            else:
+                assert_hypotheses_equal(a, b)
+
+
+def test_state_maps_go_with_the_threads_that_made_them():
+    """Each calling thread gets its own maps (no two searches share one), and they are freed
+    when the thread is gone: a server starting a thread per request keeps no maps of old ones."""
+    import gc
+    import threading
+
+    from wfstdecode.ctc import cpu
+
+    g, lp, lengths = _case(1)
+    want = decode_ctc(lp, lengths, g, OPTIONS["beam"], backend="cpu", num_threads=1)
+    got = []
+
+    def work():
+        got.append(decode_ctc(lp, lengths, g, OPTIONS["beam"], backend="cpu", num_threads=1))
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(cpu._STATE_MAPS[g]) == 1 + 3  # the main thread's worker and the three
+    for x in got:
+        assert_hypotheses_equal(want, x)
+    del threads, t
+    gc.collect()
+    assert len(cpu._STATE_MAPS[g]) == 1
