@@ -5,6 +5,7 @@ exactly the arcs within the lattice beam; posteriors sum to one per frame; refer
 array for array; Kaldi reads what is written."""
 
 import math
+from contextlib import contextmanager
 from dataclasses import replace
 
 import numpy as np
@@ -147,18 +148,31 @@ def test_every_backend_makes_the_reference_lattice(seed, backend):
 
 @pytest.mark.parametrize("seed", range(3))
 def test_the_state_scratch_reused_across_lattices_is_left_clean(monkeypatch, seed):
-    """The per-state array `_links` works in is made once per thread and reused for every
-    lattice: each lattice leaves it all -1, and the lattices equal those built on fresh ones."""
+    """The per-state array `_links` works in (`scratch.state_maps`, shared with the search) is
+    made once per thread and reused for every lattice: each lattice leaves it all -1, and the
+    lattices equal those built on fresh ones."""
+    from contextlib import nullcontext
+
     from wfstdecode.ctc import lattice as ctc_lattice
 
     g, lp = _case(seed, eps_cycles=True)
     lp = np.concatenate([lp, lp[::-1]])  # more utterances through the same scratch
     options = CtcBeamOptions(beam=4.0, lattice_beam=5.0)
-    fresh = ctc_lattice._state_heads
-    monkeypatch.setattr(ctc_lattice, "_state_heads", lambda n: np.full(n, -1, np.int32))
+    kept = ctc_lattice.state_maps
+
+    def fresh(g):
+        return nullcontext(np.full((1, g.num_states), -1, np.int32))
+
+    monkeypatch.setattr(ctc_lattice, "state_maps", fresh)
     want = ctc_lattices(lp, None, g, options, backend="cpu", num_threads=1)
     seen = []
-    monkeypatch.setattr(ctc_lattice, "_state_heads", lambda n: seen.append(fresh(n)) or seen[-1])
+
+    def recorded(g):
+        with kept(g) as maps:
+            seen.append(maps)
+            yield maps
+
+    monkeypatch.setattr(ctc_lattice, "state_maps", contextmanager(recorded))
     got = ctc_lattices(lp, None, g, options, backend="cpu", num_threads=1)
     assert len(seen) == len(lp) and len({id(h) for h in seen}) == 1  # one array, reused
     assert (seen[0] == -1).all()

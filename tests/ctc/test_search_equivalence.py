@@ -262,11 +262,13 @@ def test_concurrent_calls_from_python_threads():
 
 @pytest.mark.parametrize("threads", [1, 2])
 def test_state_maps_kept_between_calls_are_left_clean(monkeypatch, threads):
-    """The cpu search's state maps (one per thread, `cpu._state_maps`) are made once per graph
+    """The cpu search's state maps (one per thread, `scratch.state_maps`) are made once per graph
     and calling thread and reused: after every call, a negative cycle's stop and a search that
     died included, they are all -1, and the results equal those with maps made per call or
     made by each chunk itself (the fallback when a thread's number is beyond the maps)."""
-    from wfstdecode.ctc import cpu
+    from contextlib import nullcontext
+
+    from wfstdecode.ctc import cpu, scratch
     from wfstdecode.decoding_graph import DecodingGraph
     from wfstdecode.fstio import FstArrays
 
@@ -294,13 +296,17 @@ def test_state_maps_kept_between_calls_are_left_clean(monkeypatch, threads):
     kept = decode_all()
     assert "negative-cost epsilon cycle" in kept[-2] and "died" in kept[-1][0][0].notes[0]
     for g, *_ in cases:
-        for maps in cpu._STATE_MAPS[g].values():
+        for maps in scratch._MAPS[g].values():
             assert maps.shape[0] >= threads and (maps == -1).all()
-        assert len(cpu._STATE_MAPS[g]) == 1  # one calling thread, one set of maps
+        assert len(scratch._MAPS[g]) == 1  # one calling thread, one set of maps
     again = decode_all()
-    monkeypatch.setattr(cpu, "_state_maps", lambda g, n: np.full((n, g.num_states), -1, np.int32))
+
+    def made(rows):
+        return lambda g, n=1: nullcontext(np.full((rows(n), g.num_states), -1, np.int32))
+
+    monkeypatch.setattr(cpu, "state_maps", made(lambda n: n))
     fresh = decode_all()
-    monkeypatch.setattr(cpu, "_state_maps", lambda g, n: np.full((0, g.num_states), -1, np.int32))
+    monkeypatch.setattr(cpu, "state_maps", made(lambda n: 0))
     own = decode_all()
     for x in (again, fresh, own):
         for a, b in zip(kept, x, strict=True):
@@ -316,7 +322,7 @@ def test_state_maps_go_with_the_threads_that_made_them():
     import gc
     import threading
 
-    from wfstdecode.ctc import cpu
+    from wfstdecode.ctc import scratch
 
     g, lp, lengths = _case(1)
     want = decode_ctc(lp, lengths, g, OPTIONS["beam"], backend="cpu", num_threads=1)
@@ -330,9 +336,9 @@ def test_state_maps_go_with_the_threads_that_made_them():
         t.start()
     for t in threads:
         t.join()
-    assert len(cpu._STATE_MAPS[g]) == 1 + 3  # the main thread's worker and the three
+    assert len(scratch._MAPS[g]) == 1 + 3  # the main thread's worker and the three
     for x in got:
         assert_hypotheses_equal(want, x)
     del threads, t
     gc.collect()
-    assert len(cpu._STATE_MAPS[g]) == 1
+    assert len(scratch._MAPS[g]) == 1

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import threading
-import weakref
 from concurrent import futures
 from typing import NamedTuple
 
@@ -43,6 +42,7 @@ from .cpu_steps import (
     smallest,
     start,
 )
+from .scratch import state_maps
 from .status import CANCELLED, DIED, NEG_CYCLE, OVERFLOW, RETRY_BITS, STOPPED_BITS
 from .tuning import CpuTuning
 
@@ -328,7 +328,7 @@ def settled_prefix(state, graph):
 def _decode_batch(ac, lengths, graph, boosts, lim, rows, outcome, n_chunks, cancel, collect_at,
                   room, maps):  # fmt: skip
     """Every lane of the call; ``rows`` are `PathRows`' arrays, ``outcome`` an `Outcome`,
-    ``maps`` (`_state_maps`) a state map per thread."""
+    ``maps`` (`scratch.state_maps`) a state map per thread."""
     B = lengths.shape[0]
     # unpacked outside the prange: writes through a named tuple's field inside a prange body are
     # lost (Numba issues #7135, #10338; still so in 0.68)
@@ -420,41 +420,17 @@ def _run(problem, lanes, rows: PathRows, tuning: CpuTuning, cancel) -> Outcome:
     if num_threads is not None:
         numba.set_num_threads(int(min(num_threads, numba.config.NUMBA_NUM_THREADS)))
     try:
-        maps = _state_maps(problem.graph, numba.get_num_threads())
-        _decode_batch(
-            ac, problem.lengths[lanes], search_graph(problem), lane_boosts(problem, lanes),
-            limits(problem), (rows.arcs, rows.frames, rows.lens, rows.costs), outcome,
-            np.int64(min(R, 4 * numba.get_num_threads())), cancel,
-            np.int64(tuning.collect_records_at), np.int64(tuning.first_room), maps,
-        )  # fmt: skip
-    except BaseException:
-        _STATE_MAPS.get(problem.graph, {}).pop(threading.current_thread(), None)  # maybe dirty
-        raise
+        with state_maps(problem.graph, numba.get_num_threads()) as maps:
+            _decode_batch(
+                ac, problem.lengths[lanes], search_graph(problem), lane_boosts(problem, lanes),
+                limits(problem), (rows.arcs, rows.frames, rows.lens, rows.costs), outcome,
+                np.int64(min(R, 4 * numba.get_num_threads())), cancel,
+                np.int64(tuning.collect_records_at), np.int64(tuning.first_room), maps,
+            )  # fmt: skip
     finally:
         if num_threads is not None:
             numba.set_num_threads(old)
     return outcome
-
-
-# graph -> {Python thread: state maps}: what `_state_maps` made, freed with the graph or the
-# thread
-_STATE_MAPS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
-def _state_maps(graph, num_threads: int) -> np.ndarray:
-    """(num_threads, graph states) int32, all -1: the calling thread's state maps for
-    ``graph``, one per Numba thread of its searches, made once and kept with the graph (every
-    search leaves its map all -1). Made per call, they cost more than decoding a short
-    utterance on a large graph: 0.13 ms per map of the speech graph's 934k states, 1.2 ms of the
-    full en-us TLG's 8.2 M."""
-    per_thread = _STATE_MAPS.get(graph)
-    if per_thread is None:
-        per_thread = _STATE_MAPS[graph] = weakref.WeakKeyDictionary()
-    thread = threading.current_thread()
-    maps = per_thread.get(thread)
-    if maps is None or maps.shape[0] < num_threads:
-        maps = per_thread[thread] = np.full((num_threads, graph.num_states), -1, np.int32)
-    return maps
 
 
 class CpuStreams:
@@ -464,16 +440,8 @@ class CpuStreams:
 
     def __init__(self, tuning: CpuTuning | None = None):
         self.tuning = tuning or CpuTuning()
-        self._local = threading.local()
         self._pool: futures.ThreadPoolExecutor | None = None
         self._cancel = np.zeros(1, np.int32)  # chunks are short: nothing to interrupt
-
-    def _state_map(self, graph) -> np.ndarray:
-        """This thread's state map for ``graph`` (all -1 between calls)."""
-        maps = getattr(self._local, "maps", None)
-        if maps is None or maps[0] is not graph:
-            maps = self._local.maps = (graph, np.full(graph.num_states, -1, np.int32))
-        return maps[1]
 
     def _no_final_costs(self, graph) -> np.ndarray:
         """Zero final costs for ``graph`` (partial results rank on cost alone), made once: a
@@ -487,15 +455,16 @@ class CpuStreams:
         return [self.begin(p) for p in problems]
 
     def begin(self, p) -> SearchState:
-        return begin(search_graph(p), lane_boosts(p), 0, limits(p), self._state_map(p.graph),
-                     np.int64(self.tuning.collect_records_at),
-                     np.int64(self.tuning.first_room))  # fmt: skip
+        with state_maps(p.graph) as maps:
+            return begin(search_graph(p), lane_boosts(p), 0, limits(p), maps[0],
+                         np.int64(self.tuning.collect_records_at),
+                         np.int64(self.tuning.first_room))  # fmt: skip
 
     def _advance_one(self, job) -> SearchState:
         p, state, ac = job
-        return advance(state, ac, len(ac), search_graph(p), lane_boosts(p), 0, limits(p),
-                       self._state_map(p.graph), self._cancel,
-                       np.int64(self.tuning.first_room))  # fmt: skip
+        with state_maps(p.graph) as maps:
+            return advance(state, ac, len(ac), search_graph(p), lane_boosts(p), 0, limits(p),
+                           maps[0], self._cancel, np.int64(self.tuning.first_room))  # fmt: skip
 
     def advance(self, jobs) -> list[SearchState]:
         return self.map(self._advance_one, jobs)
@@ -517,10 +486,11 @@ class CpuStreams:
 
     def _advance_keeping_one(self, job):
         p, state, ac = job
-        return advance_keeping(
-            state, ac, len(ac), search_graph(p), lane_boosts(p), 0, limits(p),
-            self._state_map(p.graph), self._cancel, np.int64(self.tuning.first_room),
-        )  # fmt: skip
+        with state_maps(p.graph) as maps:
+            return advance_keeping(
+                state, ac, len(ac), search_graph(p), lane_boosts(p), 0, limits(p), maps[0],
+                self._cancel, np.int64(self.tuning.first_room),
+            )  # fmt: skip
 
     def end(self, p, state, utterance: int = 0):
         """Step 6 for one stream, with the same output retry as `decode_cpu` (``utterance``:

@@ -27,7 +27,6 @@ alignment of its words.
 
 from __future__ import annotations
 
-import threading
 from dataclasses import replace
 
 import numpy as np
@@ -40,22 +39,11 @@ from ..results import Hypothesis
 from ._paths import to_hypotheses
 from ._problem import FrameSurvivors, RawResult, SearchProblem
 from .bundles import arc_cost, lane_boosts, search_graph
+from .scratch import state_maps
 from .status import DIED, NO_FINAL
 
 _F32_INF = np.float32(np.inf)
 _NO_FINAL_NOTE = "no final state survived the last frame: the lattice ends without final costs"
-
-
-_SCRATCH = threading.local()
-
-
-def _state_heads(num_states: int) -> np.ndarray:
-    """This thread's int32 array of -1 per graph state for `_links`, which leaves it as it
-    found it: made once, not per utterance (milliseconds for a full-size TLG)."""
-    heads = getattr(_SCRATCH, "heads", None)
-    if heads is None or heads.shape[0] != num_states:
-        heads = _SCRATCH.heads = np.full(num_states, -1, np.int32)
-    return heads
 
 
 def lattice_search(problem: SearchProblem, backend: str, tuning) -> tuple[list, list]:
@@ -90,15 +78,11 @@ def build_lattice(p: SearchProblem, first: tuple, kept: FrameSurvivors, raw: Raw
         f, k = _path_tokens(graph, boosts, arcs, frames)
         path_frames.append(f)
         path_keys.append(k)
-    heads = _state_heads(p.graph.num_states)
-    try:
+    with state_maps(p.graph) as maps:
         node_state, node_ctx, node_frame, arcs, n_cut = _assemble(
             first[0], first[1], kept.state, kept.ctx, kept.ends, np.concatenate(path_frames),
-            np.concatenate(path_keys), graph, boosts, p.log_probs[0, :T], heads,
+            np.concatenate(path_keys), graph, boosts, p.log_probs[0, :T], maps[0],
         )  # fmt: skip
-    except BaseException:
-        _SCRATCH.heads = None  # maybe left with entries set
-        raise
     final = np.full(len(node_state), np.inf, np.float32)
     last = node_frame == T
     phi = np.zeros(int(last.sum()), np.float32)
@@ -232,8 +216,8 @@ def _assemble(first_state, first_ctx, kept_state, kept_ctx, kept_ends, path_fram
               graph, boosts, lp, heads):  # fmt: skip
     """`build_lattice`'s nodes and arcs in one call: the survivors of token frame 0 (``first``)
     and later (``kept``) and the result paths' tokens as nodes in canonical order, the arcs
-    between them (`_links`, with ``heads`` its scratch), ranked (`_topological_ranks`) and
-    grouped by source. Returns
+    between them (`_links`, with ``heads`` a state map: `scratch.state_maps`), ranked
+    (`_topological_ranks`) and grouped by source. Returns
     ``(node states, node context states, node frames, arcs, number of arcs cut)``, nodes in
     rank order, ``arcs`` as `_by_source`'s."""
     T = kept_ends.shape[0]
