@@ -244,6 +244,8 @@ def test_keyboard_interrupt_cancels_the_search_on_the_worker(monkeypatch, python
         seen["cancelled"] = bool(cancel[0])
 
     g, lp, lengths = _lexicon_case(0)
+    lp, lengths = np.repeat(lp, 8, axis=0), np.repeat(lengths, 8)  # more than DIRECT_FRAMES
+    assert lengths.sum() > cpu.DIRECT_FRAMES
     monkeypatch.setattr(cpu, "_run", search_until_cancelled)
     timer = threading.Timer(0.2, _thread.interrupt_main)
     timer.start()
@@ -251,6 +253,30 @@ def test_keyboard_interrupt_cancels_the_search_on_the_worker(monkeypatch, python
         decode_ctc(lp, lengths, g, backend="cpu")
     timer.join()
     assert seen == {"cancelled": True}
+
+
+def test_short_searches_run_on_the_calling_thread_and_long_ones_on_the_worker(monkeypatch):
+    """Up to `cpu.DIRECT_FRAMES` frames in all a search runs where it is called (no hand-off
+    to the worker and back); longer ones run on the worker, so that Ctrl-C stays responsive.
+    The answers are the same either way."""
+    from wfstdecode.ctc import cpu
+
+    g, lp, lengths = _lexicon_case(0)
+    many = np.repeat(lp, 8, axis=0), np.repeat(lengths, 8)
+    assert lengths.sum() <= cpu.DIRECT_FRAMES < many[1].sum()
+    want_one = decode_ctc(lp, lengths, g, backend="cpu")
+    want_many = decode_ctc(*many, g, backend="cpu")
+    ran_on = []
+    real_run = cpu._run
+
+    def recording(*args):
+        ran_on.append(threading.current_thread())
+        return real_run(*args)
+
+    monkeypatch.setattr(cpu, "_run", recording)
+    assert_hypotheses_equal(want_one, decode_ctc(lp, lengths, g, backend="cpu"))
+    assert_hypotheses_equal(want_many, decode_ctc(*many, g, backend="cpu"))
+    assert ran_on[0] is threading.main_thread() and ran_on[1] is not threading.main_thread()
 
 
 def test_keyboard_interrupt_stops_a_long_cpu_decode_and_leaves_the_worker_free(python_sigint):

@@ -375,13 +375,21 @@ def decode_cpu(problem, tuning: CpuTuning | None = None):
     return results
 
 
+# a search of at most this many frames in all runs on the calling thread: a Ctrl-C during it is
+# seen when it returns (milliseconds at usual settings), and handing it to the worker and back
+# (~0.05-0.1 ms) would be a large part of a short call (one utterance at a time)
+DIRECT_FRAMES = 256
+
+
 def _run_interruptibly(problem, lanes, rows, tuning):
     """`_run` on the worker thread while the main thread waits in short slices, so that Ctrl-C
     is seen within a fraction of a second (a Numba call cannot be interrupted): the search is
     told to stop at its next frame, waited for, and the KeyboardInterrupt goes on. Outside the
-    main thread, which never receives KeyboardInterrupt, `_run` runs directly."""
+    main thread, which never receives KeyboardInterrupt, and for searches of at most
+    `DIRECT_FRAMES` frames, `_run` runs directly."""
     cancel = np.zeros(1, np.int32)
-    if threading.current_thread() is not threading.main_thread():
+    short = int(problem.lengths[lanes].sum()) <= DIRECT_FRAMES
+    if short or threading.current_thread() is not threading.main_thread():
         return _run(problem, lanes, rows, tuning, cancel)
     job = _worker().submit(_run, problem, lanes, rows, tuning, cancel)
     try:
