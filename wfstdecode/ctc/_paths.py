@@ -29,6 +29,7 @@ Scores (log scores, higher is better), recomputed along the path in float64:
 from __future__ import annotations
 
 import numpy as np
+from numba import njit
 
 from ..results import Hypothesis
 from ._problem import RawResult, SearchProblem
@@ -40,7 +41,8 @@ NOTE_NO_FINAL = (
 
 
 def to_hypotheses(problem: SearchProblem, raw: list[RawResult]) -> list[list[Hypothesis]]:
-    """All utterances' hypotheses, built with a few array operations over the whole batch
+    """All utterances' hypotheses: tokens, words and spans of every path in one compiled call
+    (`_path_arrays`), scores in a few array operations over the whole batch
     (`wfstdecode.testing.paths.path_hypothesis` is the one-path version they are tested
     against)."""
     out: list[list | None] = []
@@ -162,26 +164,91 @@ def _collapse_spelled(oov, labels: list, spans: list, offsets: list):
     return ids, spelled, out_spans, out_off
 
 
-def _separator_spans(tokens, path, first_frames, last_frames, separator, starts, ends,
-                     words_per_path):  # fmt: skip
-    """`token_spans`' first rule for every path at once: where path k has as many runs of
-    non-separator tokens as words, they are its words' tokens.
+@njit(nogil=True, cache=True)
+def _path_arrays(arc, frame, offsets, ilabel, arc_source, next_state, olabel, num_emitting,
+                 blank, separator):  # fmt: skip
+    """Tokens and words of every path (paths one after the other, path ``k``'s arcs at
+    ``offsets[k]:offsets[k + 1]``), as the module docstring defines them, in one compiled call:
 
-    tokens, path, first_frames, last_frames: every path's tokens, path after path: id, path,
-    first and last frame. starts, ends: every path's words' frames so far, path after path,
-    ``words_per_path`` each. Returns them with the runs' frames at the words of the paths that
-    split into runs, and which paths those are."""
-    inside = tokens != separator
-    same_path = path[1:] == path[:-1]
-    begins, run_ends = inside.copy(), inside.copy()
-    begins[1:] &= ~(inside[:-1] & same_path)  # after a separator or at a path's start
-    run_ends[:-1] &= ~(inside[1:] & same_path)
-    split = np.bincount(path[begins], minlength=len(words_per_path)) == words_per_path
-    word_split = np.repeat(split, words_per_path)
-    starts, ends = starts.copy(), ends.copy()
-    starts[word_split] = first_frames[begins & split[path]]
-    ends[word_split] = last_frames[run_ends & split[path]]
-    return starts, ends, split
+    * tokens: id, first frame, last frame, and ``tok_off`` (path k's at ``tok_off[k]:``);
+    * emitting arcs: path, frame and column read (for the acoustic scores);
+    * words: id, start and end frame, ``w_off``; the span from the word's output arc to the
+      next word's, or, with a ``separator`` (>= 0), the path's separator runs where there are as
+      many as words: ``split[k]`` (`token_spans`' first rule), the other paths' left to the
+      caller.
+    """
+    P = offsets.shape[0] - 1
+    n = arc.shape[0]
+    tok_id, tok_first = np.empty(n, np.int64), np.empty(n, np.int64)
+    tok_last = np.empty(n, np.int64)
+    tok_pos = np.empty(n, np.int64)  # where each token starts, in the concatenated arcs
+    tok_off = np.zeros(P + 1, np.int64)
+    e_path, e_frame, e_col = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+    nonblank_pos, nonblank_frame = np.empty(n, np.int64), np.empty(n, np.int64)
+    n_tok = n_e = n_nb = 0
+    for k in range(P):
+        prev = -1  # the previous emitting arc's input label in this path
+        for i in range(offsets[k], offsets[k + 1]):
+            a = arc[i]
+            if a >= num_emitting:
+                continue
+            il = np.int64(ilabel[a])
+            e_path[n_e], e_frame[n_e], e_col[n_e] = k, frame[i], il - 1
+            n_e += 1
+            if il != blank:
+                # a new token unless a self-loop repeat of the previous frame's token
+                if not (arc_source[a] == next_state[a] and il == prev):
+                    tok_id[n_tok], tok_first[n_tok], tok_pos[n_tok] = il - 1, frame[i], i
+                    n_tok += 1
+                tok_last[n_tok - 1] = frame[i]  # a blank ends a token: these are its repeats
+                nonblank_pos[n_nb], nonblank_frame[n_nb] = i, frame[i]
+                n_nb += 1
+            prev = il
+        tok_off[k + 1] = n_tok
+    w_id, w_start, w_end = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+    w_off = np.zeros(P + 1, np.int64)
+    split = np.zeros(P, np.bool_)
+    n_w = 0
+    for k in range(P):
+        lo, hi = offsets[k], offsets[k + 1]
+        for i in range(lo, hi):
+            if olabel[arc[i]] == 0:
+                continue
+            nxt = hi  # the next word's output arc, or the path's end
+            for j in range(i + 1, hi):
+                if olabel[arc[j]] != 0:
+                    nxt = j
+                    break
+            first = np.searchsorted(tok_pos[:n_tok], i)  # the first token at or after the arc
+            w_id[n_w] = olabel[arc[i]]
+            if first < n_tok and tok_pos[first] < nxt:
+                w_start[n_w] = tok_first[first]
+                w_end[n_w] = nonblank_frame[np.searchsorted(nonblank_pos[:n_nb], nxt) - 1]
+            else:
+                w_start[n_w] = w_end[n_w] = max(frame[i], 0)
+            n_w += 1
+        w_off[k + 1] = n_w
+        if separator < 0:
+            continue
+        runs = 0  # runs of non-separator tokens: the words' tokens when as many as words
+        for t in range(tok_off[k], tok_off[k + 1]):
+            if tok_id[t] != separator and (t == tok_off[k] or tok_id[t - 1] == separator):
+                runs += 1
+        if runs != n_w - w_off[k]:
+            continue
+        split[k] = True
+        w = w_off[k]
+        for t in range(tok_off[k], tok_off[k + 1]):
+            if tok_id[t] == separator:
+                continue
+            if t == tok_off[k] or tok_id[t - 1] == separator:
+                w_start[w] = tok_first[t]
+            w_end[w] = tok_last[t]
+            if t + 1 == tok_off[k + 1] or tok_id[t + 1] == separator:
+                w += 1
+    return (tok_id[:n_tok], tok_first[:n_tok], tok_last[:n_tok], tok_off, e_path[:n_e],
+            e_frame[:n_e], e_col[:n_e], w_id[:n_w], w_start[:n_w], w_end[:n_w], w_off,
+            split)  # fmt: skip
 
 
 def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
@@ -193,61 +260,24 @@ def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
     final = np.array([p[3] for p in paths], bool)
     arc = np.concatenate([np.asarray(p[1], np.int64) for p in paths])
     frame = np.concatenate([np.asarray(p[2], np.int64) for p in paths])
-    pid = np.repeat(np.arange(P), lens)
-    blank = problem.blank_ilabel
-
-    # tokens: one emitting arc per frame; a new token unless blank or a self-loop repeat
-    e_pos = np.flatnonzero(arc < g.num_emitting_arcs)
-    ea, ef, ep = arc[e_pos], frame[e_pos], pid[e_pos]
-    il = g.ilabel[ea].astype(np.int64)
-    src = g.arc_source[ea]
-    same_as_prev = np.zeros(len(ea), bool)
-    same_as_prev[1:] = (il[1:] == il[:-1]) & (ep[1:] == ep[:-1])
-    new_token = (il != blank) & ~((src == g.next_state[ea]) & same_as_prev)
-    nonblank = il != blank
-    newtok_pos, newtok_frames = e_pos[new_token], ef[new_token]
-    nonblank_pos, nonblank_frames = e_pos[nonblank], ef[nonblank]
-    tok_ids = (il[new_token] - 1).tolist()
-    tok_frames = newtok_frames.tolist()
-    tok_off = np.concatenate(([0], np.cumsum(np.bincount(ep[new_token], minlength=P)))).tolist()
-    # a token's last frame: the last of the non-blank frames from its first to the next token's
-    # (a blank always ends a token, so those frames are its repeats)
-    run = np.cumsum(new_token[nonblank])
-    last_of_run = np.flatnonzero(np.append(run[1:] != run[:-1], True)) if len(run) else run
-    tok_ends = nonblank_frames[last_of_run].tolist()
-
-    # words and their spans (see the module docstring)
-    olab = g.olabel[arc]
-    w_pos = np.flatnonzero(olab != 0)
-    wp = pid[w_pos]
-    nxt = offsets[wp + 1]
-    same_path_next = np.zeros(len(w_pos), bool)
-    same_path_next[:-1] = wp[1:] == wp[:-1]
-    nxt[:-1] = np.where(same_path_next[:-1], w_pos[1:], nxt[:-1])
-    first = np.searchsorted(newtok_pos, w_pos)
-    has_token = first < len(newtok_pos)
-    has_token[has_token] = newtok_pos[first[has_token]] < nxt[has_token]
-    last = np.searchsorted(nonblank_pos, nxt) - 1
-    fallback = np.maximum(frame[w_pos], 0)
-    starts = np.where(has_token, newtok_frames[np.minimum(first, len(newtok_pos) - 1)]
-                      if len(newtok_pos) else 0, fallback)  # fmt: skip
-    ends = np.where(has_token, nonblank_frames[np.maximum(last, 0)] if len(nonblank_pos) else 0,
-                    starts)  # fmt: skip
-    label_ids = word_ids = olab[w_pos].tolist()
-    spans = list(zip(starts.tolist(), ends.tolist(), strict=True))
-    label_off = w_off = np.concatenate(([0], np.cumsum(np.bincount(wp, minlength=P)))).tolist()
+    separator = separator_id(g)
+    # with an oov slot a spelled word is several labels: the separator runs are matched below
+    runs_of = -1 if separator is None or problem.oov is not None else separator
+    (tok_id, tok_first, tok_last, tok_off, e_path, e_frame, e_col, w_id, w_start, w_end, w_off,
+     split) = _path_arrays(arc, frame, offsets, g.ilabel, g.arc_source, g.next_state, g.olabel,
+                           g.num_emitting_arcs, problem.blank_ilabel, runs_of)  # fmt: skip
+    tok_ids, tok_frames, tok_ends = tok_id.tolist(), tok_first.tolist(), tok_last.tolist()
+    tok_off = tok_off.tolist()
+    label_ids = word_ids = w_id.tolist()
+    spans = list(zip(w_start.tolist(), w_end.tolist(), strict=True))
+    label_off = w_off = w_off.tolist()
     spelled: list = [None] * len(word_ids)
     if problem.oov is not None:
         word_ids, spelled, spans, w_off = _collapse_spelled(problem.oov, word_ids, spans, w_off)
-    separator = separator_id(g)
     prons = g.pronunciations.by_word if g.pronunciations is not None else None
     if separator is not None or prons is not None:
-        unsplit = range(P)
-        if separator is not None and problem.oov is None:
-            starts, ends, split = _separator_spans(
-                il[new_token] - 1, ep[new_token], newtok_frames, nonblank_frames[last_of_run],
-                separator, starts, ends, np.diff(w_off))  # fmt: skip
-            spans = list(zip(starts.tolist(), ends.tolist(), strict=True))
+        unsplit = range(P)  # the paths whose spans the rules below may give
+        if runs_of >= 0:  # split into separator runs already
             unsplit = np.flatnonzero(~split).tolist() if prons is not None else []
         for k in unsplit:
             t0, t1, w0, w1 = tok_off[k], tok_off[k + 1], w_off[k], w_off[k + 1]
@@ -265,8 +295,9 @@ def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
                 names[i] = spelling[0]
 
     # scores in float64
-    ac = problem.acoustic_costs(path_b[ep], ef, il - 1).astype(np.float64)
-    acoustic = -np.bincount(ep, weights=ac, minlength=P).astype(np.float64)
+    ac = problem.acoustic_costs(path_b[e_path], e_frame, e_col).astype(np.float64)
+    acoustic = -np.bincount(e_path, weights=ac, minlength=P).astype(np.float64)
+    pid = np.repeat(np.arange(P), lens)
     arc_total = np.bincount(
         pid, weights=problem.arc_cost[arc].astype(np.float64), minlength=P
     ).astype(np.float64)
