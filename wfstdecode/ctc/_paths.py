@@ -261,7 +261,8 @@ def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
     arc = np.concatenate([np.asarray(p[1], np.int64) for p in paths])
     frame = np.concatenate([np.asarray(p[2], np.int64) for p in paths])
     separator = separator_id(g)
-    # with an oov slot a spelled word is several labels: the separator runs are matched below
+    # with an oov slot the labels are collapsed into words first (a spelled word is several
+    # labels), so every path's spans come from `token_spans` below
     runs_of = -1 if separator is None or problem.oov is not None else separator
     (tok_id, tok_first, tok_last, tok_off, e_path, e_frame, e_col, w_id, w_start, w_end, w_off,
      split) = _path_arrays(arc, frame, offsets, g.ilabel, g.arc_source, g.next_state, g.olabel,
