@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
-import numba
 import numpy as np
 from numba import njit, prange
 
@@ -14,6 +13,7 @@ from ..decoding_graph import DecodingGraph
 from .boost import BoostTables
 from .options import LOG_PROB_FLOOR, CtcBeamOptions
 from .phrases import NO_SLOT
+from .tuning import numba_threads
 
 
 @dataclass(frozen=True)
@@ -116,13 +116,8 @@ def costs_and_first_bad(log_probs, acoustic_scale: float, lengths=None, threads:
     if threads == 1 or B < 2:
         _costs_in_turn(*args)
     else:
-        old = numba.get_num_threads()
-        if threads is not None:
-            numba.set_num_threads(int(min(threads, numba.config.NUMBA_NUM_THREADS)))
-        try:
+        with numba_threads(threads):
             _costs_in_parallel(*args)
-        finally:
-            numba.set_num_threads(old)
     for frames, kind in ((odd, NAN_OR_POS_INF), (dead, ALL_NEG_INF)):
         first = np.flatnonzero(frames >= 0)
         if len(first):

@@ -44,7 +44,7 @@ from .cpu_steps import (
 )
 from .scratch import state_maps
 from .status import CANCELLED, DIED, NEG_CYCLE, OVERFLOW, RETRY_BITS, STOPPED_BITS
-from .tuning import CpuTuning
+from .tuning import CpuTuning, numba_threads
 
 # SearchState.counts: log-prob frames consumed, records used, the root record, prefix arcs and
 # the frames they consume, the record count that triggers the next collection, status bits, and
@@ -420,24 +420,16 @@ def _worker() -> futures.ThreadPoolExecutor:
 
 def _run(problem, lanes, rows: PathRows, tuning: CpuTuning, cancel) -> Outcome:
     """Search the utterances ``lanes`` (lane ``i`` = utterance ``lanes[i]``) into ``rows``."""
-    num_threads = tuning.num_threads
     R = len(lanes)
     outcome = Outcome(np.zeros(R, np.int64), np.zeros(R, np.int64), np.zeros(R, np.int64))
     ac = problem.ac if problem.batch_size == R else problem.ac[lanes]
-    old = numba.get_num_threads()
-    if num_threads is not None:
-        numba.set_num_threads(int(min(num_threads, numba.config.NUMBA_NUM_THREADS)))
-    try:
-        with state_maps(problem.graph, numba.get_num_threads()) as maps:
-            _decode_batch(
-                ac, problem.lengths[lanes], search_graph(problem), lane_boosts(problem, lanes),
-                limits(problem), (rows.arcs, rows.frames, rows.lens, rows.costs), outcome,
-                np.int64(min(R, 4 * numba.get_num_threads())), cancel,
-                np.int64(tuning.collect_records_at), np.int64(tuning.first_room), maps,
-            )  # fmt: skip
-    finally:
-        if num_threads is not None:
-            numba.set_num_threads(old)
+    with numba_threads(tuning.num_threads) as threads, state_maps(problem.graph, threads) as maps:
+        _decode_batch(
+            ac, problem.lengths[lanes], search_graph(problem), lane_boosts(problem, lanes),
+            limits(problem), (rows.arcs, rows.frames, rows.lens, rows.costs), outcome,
+            np.int64(min(R, 4 * threads)), cancel, np.int64(tuning.collect_records_at),
+            np.int64(tuning.first_room), maps,
+        )  # fmt: skip
     return outcome
 
 

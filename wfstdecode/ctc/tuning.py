@@ -4,9 +4,27 @@ benchmarks and tests vary them through the public entry point. None of them chan
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 from ..errors import OptionsError
+
+
+@contextmanager
+def numba_threads(count: int | None) -> Iterator[int]:
+    """Numba's parallel regions run on ``count`` threads (`CpuTuning.num_threads`: None keeps
+    Numba's setting, more than its pool has are capped to it) until the block ends; yields the
+    number in effect."""
+    import numba
+
+    old = numba.get_num_threads()
+    if count is not None:
+        numba.set_num_threads(int(min(count, numba.config.NUMBA_NUM_THREADS)))
+    try:
+        yield numba.get_num_threads()
+    finally:
+        numba.set_num_threads(old)
 
 
 def _int_at_least(owner: str, name: str, value, low: int, allow_none: bool = False) -> None:
