@@ -143,6 +143,25 @@ def test_decode_with_rescoring_is_the_rescored_lattice_nbest(tmp_path, backend):
             assert h.graph_score + h.acoustic_score == pytest.approx(h.score)
 
 
+def test_streams_rescore_as_decode_ctc(tmp_path):
+    """A stream's lattice, rescored when it finishes, gives `decode_ctc`'s rescored n-best."""
+    from wfstdecode.ctc import CtcStreamDecoder
+
+    g, lp, lengths, old, new = _first_pass(tmp_path, 4)
+    options = CtcBeamOptions(lattice_beam=8.0, nbest=3)
+    job = LmRescoring(NgramLm(new), NgramLm(old), lm_scale=0.8)
+    want = decode_ctc(lp, lengths, g, options, rescore=job, backend="cpu")
+    assert any("rescored with new.arpa" in h[0].notes[-1] for h in want)
+    decoder = CtcStreamDecoder(g, options, rescore=job)
+    got = []
+    for b in range(len(lp)):
+        sid = decoder.open()
+        for t in range(0, int(lengths[b]), 3):
+            decoder.advance({sid: lp[b, t : min(t + 3, lengths[b])]})
+        got.append(decoder.finish(sid))
+    assert got == want
+
+
 def test_decode_command_rescores(tmp_path, capsys):
     from wfstdecode.cli import main
 
@@ -168,6 +187,12 @@ def test_bad_rescoring_requests_are_refused(tmp_path):
     lm = NgramLm(old)
     with pytest.raises(OptionsError, match="lattice_beam"):
         decode_ctc(lp, lengths, g, CtcBeamOptions(), rescore=LmRescoring(lm, lm))
+    from wfstdecode.ctc import CtcStreamDecoder
+
+    with pytest.raises(OptionsError, match="lattice_beam"):
+        CtcStreamDecoder(g, CtcBeamOptions(), rescore=LmRescoring(lm, lm))
+    with pytest.raises(OptionsError, match="an LmRescoring"):
+        CtcStreamDecoder(g, CtcBeamOptions(lattice_beam=4.0), rescore=lm)
     for bad in (math.nan, math.inf, "1"):
         with pytest.raises(OptionsError, match="lm_scale"):
             LmRescoring(lm, lm, lm_scale=bad)

@@ -99,7 +99,7 @@ def oracle_wer(refs, nbest) -> float:
 
 def run(s: dict, repeats: int, lattice_beam: float, nbest: int, fl_beam_size: int,
         beams: list[float] | None = None) -> list:  # fmt: skip
-    from wfstdecode.ctc import CtcBeamOptions, decode_ctc
+    from wfstdecode.ctc import CpuTuning, CtcBeamOptions, CtcStreamDecoder, decode_ctc
     from wfstdecode.metrics import word_error_rate
     from wfstdecode.rescore import LmRescoring, NgramLm
 
@@ -121,10 +121,24 @@ def run(s: dict, repeats: int, lattice_beam: float, nbest: int, fl_beam_size: in
             return lambda: decode_ctc(lp, lengths, graph, options, backend="cpu",
                                       num_threads=1, rescore=rescore)  # fmt: skip
 
+        def streamed(graph, options, chunk=16):
+            """Every utterance a stream at once, fed ``chunk`` frames per `advance`."""
+
+            def run():
+                d = CtcStreamDecoder(graph, options, tuning=CpuTuning(num_threads=1))
+                sids = [d.open() for _ in range(len(lp))]
+                for t in range(0, int(lengths.max(initial=0)), chunk):
+                    d.advance({sid: lp[b, t : min(t + chunk, lengths[b])]
+                               for b, sid in enumerate(sids) if t < lengths[b]})  # fmt: skip
+                return [d.finish(sid) for sid in sids]
+
+            return run
+
         systems = {
             "full LM graph, one-best": dec(full, one),
             f"full LM graph + lattice ({nbest}-best)": dec(full, lat),
             "pruned LM graph, one-best": dec(pruned, one),
+            f"full LM graph + lattice ({nbest}-best), streamed by 16 frames": streamed(full, lat),
             f"pruned LM graph + lattice ({nbest}-best)": dec(pruned, lat),
             "pruned LM graph + lattice rescored with the full LM": dec(
                 pruned, CtcBeamOptions(**base, lattice_beam=lattice_beam), rescoring),
@@ -133,6 +147,9 @@ def run(s: dict, repeats: int, lattice_beam: float, nbest: int, fl_beam_size: in
         }  # fmt: skip
         for fn in systems.values():  # warm-up: Numba compilation, caches
             fn()
+        whole = systems[f"full LM graph + lattice ({nbest}-best)"]()
+        if systems[f"full LM graph + lattice ({nbest}-best), streamed by 16 frames"]() != whole:
+            raise AssertionError("the streamed lattices' hypotheses differ from decode_ctc's")
         results: dict = {}
         for _ in range(repeats):  # alternately, the best CPU time of each kept
             for name, fn in systems.items():
@@ -141,7 +158,7 @@ def run(s: dict, repeats: int, lattice_beam: float, nbest: int, fl_beam_size: in
                     results[name] = (out, cpu)
         for name, (out, cpu) in results.items():
             wer = word_error_rate(refs, [list(h[0].words) for h in out])
-            oracle = oracle_wer(refs, out) if "best)" in name else None
+            oracle = oracle_wer(refs, out) if "-best)" in name else None
             rows.append(dict(data=s["name"], system=name, beam=beam, cpu=cpu, fps=frames / cpu,
                              wer=wer, oracle=oracle))  # fmt: skip
             print(_row(rows[-1]), flush=True)

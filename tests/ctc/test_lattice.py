@@ -13,7 +13,7 @@ import pytest
 
 from wfstdecode import OptionsError
 from wfstdecode.compact_lattice import determinize
-from wfstdecode.ctc import CtcBeamOptions, CtcStreamDecoder, ctc_lattices, decode_ctc
+from wfstdecode.ctc import CtcBeamOptions, ctc_lattices, decode_ctc
 from wfstdecode.ctc.boost import resolve_boosts
 from wfstdecode.ctc.phrases import PhraseAutomaton
 from wfstdecode.lattice_io import write_kaldi_archive
@@ -378,8 +378,6 @@ def test_lattice_options_are_checked():
         ctc_lattices(lp, None, g, CtcBeamOptions())
     with pytest.raises(ValueError, match="unknown backend 'gpu'"):
         decode_ctc(lp, None, g, CtcBeamOptions(lattice_beam=2.0, nbest=2), backend="gpu")
-    with pytest.raises(OptionsError, match="streams make no lattices"):
-        CtcStreamDecoder(g, CtcBeamOptions(lattice_beam=2.0))
     # nbest=1 with a lattice beam is the search's result as it is (with word confidences)
     assert_hypotheses_equal(
         decode_ctc(lp, None, g, CtcBeamOptions(lattice_beam=2.0)),

@@ -3,6 +3,7 @@
 input, for random chunkings and interleavings, more streams than lanes, per-stream boosts; partial
 results' stable words never change; endpointing; bad input."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -73,6 +74,42 @@ def test_streams_equal_the_offline_reference(backend, seed):
     assert _stream_all(decoder, lp, lengths, boosts, rng) == want
 
 
+# the simulator runs the cuda kernels in Python: two seeds of it
+LATTICE_CASES = [(name, seed) for name in ("reference", "cpu") for seed in range(6)] + [
+    pytest.param("cuda", seed, marks=fast_backends()[1].marks) for seed in range(2)
+]
+
+
+@pytest.mark.parametrize(("backend", "seed"), LATTICE_CASES)
+def test_lattice_streams_equal_the_offline_reference(backend, seed):
+    """With a lattice beam, a finished stream's n-best, MBR ranking and word confidences (from
+    the lattice of the survivors it kept chunk by chunk) are `decode_ctc`'s, bit for bit;
+    partial results go on as without lattices."""
+    rng = np.random.default_rng(seed)
+    g = random_graph(seed, num_states=20, eps_arcs_per_state=1.0, word_prob=0.5)
+    B, T = 4, 14
+    lp = random_log_probs(seed, B, T, g.num_tokens)
+    lengths = rng.integers(0, T + 1, size=B)
+    lengths[0] = T
+    boosts = [None, {"w1": 2.0}, {"w2 w3": 1.5, "w1": -0.5}, None]
+    opts = CtcBeamOptions(beam=6.0, nbest=4, lattice_beam=(2.0, 5.0)[seed % 2],
+                          mbr_candidates=5 if seed % 3 == 1 else 0,
+                          posteriors="determinized" if seed == 2 else "lattice")  # fmt: skip
+    want = decode_ctc(lp, lengths, g, opts, boosts, backend="reference")
+    assert any(len(h) > 1 for h in want) and any(h[0].word_confidences for h in want)
+    last_partial = {}
+    decoder = CtcStreamDecoder(g, opts, backend, max_lanes=2)
+    got = _stream_all(decoder, lp, lengths, boosts, rng, last_partial.__setitem__)
+    assert got == want
+    # partial results are the best path alone, as a stream without a lattice beam gives them
+    plain = CtcStreamDecoder(g, replace(opts, lattice_beam=None, mbr_candidates=0), backend)
+    assert last_partial
+    for b, partial in last_partial.items():
+        sid = plain.open(boosts[b])
+        plain.advance({sid: lp[b, : lengths[b]]})
+        assert plain.partial(sid) == partial
+
+
 @pytest.mark.parametrize("backend", fast_backends()[1:])  # cuda
 def test_cuda_streams_carry_the_tightened_beam_across_chunks(backend):
     """A crowded token table (more than half full) halves the beam; the beam tightened in one
@@ -109,6 +146,12 @@ def test_shipped_tlg_streams_equal_decode_ctc(backend):
     got = _stream_all(decoder, lp, lengths, None, np.random.default_rng(0))
     assert got == want
     assert sum(len(h[0].words) for h in got) > 2.5 * n
+    if backend == "cpu":  # and from the lattices: 3-best with word confidences
+        opts = CtcBeamOptions(beam=10.0, nbest=3, lattice_beam=6.0)
+        want = decode_ctc(lp, lengths, g, opts, backend="cpu")
+        decoder = CtcStreamDecoder(g, opts, backend, max_lanes=5, tuning=tuning)
+        assert _stream_all(decoder, lp, lengths, None, np.random.default_rng(1)) == want
+        assert sum(len(h) for h in want) > 2 * n and all(h[0].word_confidences for h in want)
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -226,6 +226,17 @@ class FrameSurvivors(NamedTuple):
         return len(self.ends)
 
     @classmethod
+    def joined(cls, parts: list) -> FrameSurvivors:
+        """``parts`` kept one after another (a stream's chunks) as one."""
+        if not parts:
+            return cls.of_frames([])
+        starts = np.cumsum([0] + [len(part.state) for part in parts[:-1]])
+        ends = [part.ends + start for part, start in zip(parts, starts, strict=True)]
+        return cls(np.concatenate([part.state for part in parts]),
+                   np.concatenate([part.ctx for part in parts]),
+                   np.concatenate(ends).astype(np.int64, copy=False))  # fmt: skip
+
+    @classmethod
     def of_frames(cls, frames: list) -> FrameSurvivors:
         """From a list of ``(states, context states)`` per frame."""
         if not frames:

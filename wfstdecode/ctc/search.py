@@ -141,6 +141,14 @@ def lattice_decode(problem: SearchProblem, name: str, tuning, rescore=None) -> t
     rescored (`LmRescoring`) if asked: then the hypotheses are the rescored lattice's n best
     (the search's where it died)."""
     raws, pruned = pruned_lattices(problem, name, tuning)
+    return lattice_results(problem, raws, pruned, rescore)
+
+
+def lattice_results(problem: SearchProblem, raws: list, pruned: list,
+                    rescore=None) -> tuple[list, list]:  # fmt: skip
+    """`lattice_decode` after the search: from each utterance's `RawResult` and pruned lattice
+    (None where the search died), the hypotheses and the final (rescored) lattices. Streams
+    (`stream.CtcStreamDecoder`) finish through here too."""
     options = problem.options
     n = max(options.nbest, options.mbr_candidates)  # the candidates MBR ranks
     final, better = pruned, [None] * len(pruned)
@@ -169,14 +177,8 @@ def lattice_decode(problem: SearchProblem, name: str, tuning, rescore=None) -> t
     return hyps, final
 
 
-def prepared(log_probs, lengths, graph, options, boosts, backend, tuning, num_threads,
-             oov_lexicon, rescore=None):  # fmt: skip
-    """The checked `SearchProblem`, the backend's name (a lattice backend when
-    ``options.lattice_beam`` is set) and its tuning."""
-    if not isinstance(options, CtcBeamOptions):
-        raise OptionsError(f"options must be a CtcBeamOptions; got {type(options).__name__}")
-    if not isinstance(graph, DecodingGraph):
-        raise DecodeInputError(f"graph must be a DecodingGraph; got {type(graph).__name__}")
+def check_lattice_options(options: CtcBeamOptions, graph: DecodingGraph, rescore) -> None:
+    """What the lattice options need of the graph (and ``rescore`` of the options)."""
     if rescore is not None:
         if not isinstance(rescore, LmRescoring):
             raise OptionsError(f"rescore must be an LmRescoring; got {type(rescore).__name__}")
@@ -188,6 +190,17 @@ def prepared(log_probs, lengths, graph, options, boosts, backend, tuning, num_th
     if options.mbr_candidates and "oov_slot" in graph.metadata:
         raise OptionsError("MBR needs a graph without an oov slot (a spelled word is several "
                            "lattice labels)")  # fmt: skip
+
+
+def prepared(log_probs, lengths, graph, options, boosts, backend, tuning, num_threads,
+             oov_lexicon, rescore=None):  # fmt: skip
+    """The checked `SearchProblem`, the backend's name (a lattice backend when
+    ``options.lattice_beam`` is set) and its tuning."""
+    if not isinstance(options, CtcBeamOptions):
+        raise OptionsError(f"options must be a CtcBeamOptions; got {type(options).__name__}")
+    if not isinstance(graph, DecodingGraph):
+        raise DecodeInputError(f"graph must be a DecodingGraph; got {type(graph).__name__}")
+    check_lattice_options(options, graph, rescore)
     if options.lattice_beam is not None:  # "auto": cpu (a lattice is built on the host)
         name = "cpu" if backend == "auto" else resolve_ctc_backend(backend)
     else:

@@ -16,6 +16,11 @@ Partial results: the best path so far, ranked on cost alone (no final costs), wi
 ``Hypothesis.stable_words``: its first words lie on the prefix every surviving token shares, so
 no later chunk can change them (their end frames may still grow).
 
+Lattices (``CtcBeamOptions.lattice_beam``): each stream also keeps every frame's surviving tokens
+(8 bytes each), and `finish` builds the utterance's lattice from them as `decode_ctc` does, so
+its n-best, MBR ranking, word confidences and LM rescoring (``rescore``) are `decode_ctc`'s, bit
+for bit. Partial results stay the best path alone.
+
 Endpointing (`EndpointRules`, off by default) in the style of Kaldi's and sherpa-onnx's rules:
 an endpoint is detected when a rule's trailing silence (frames since the best path's last
 non-blank token, or since the start) and utterance length are reached, and, for rules that ask
@@ -34,9 +39,10 @@ from ..decoding_graph import DecodingGraph
 from ..errors import DecodeInputError, OptionsError
 from ..results import Hypothesis
 from ._paths import _batch_hypotheses, to_hypotheses
-from ._problem import SearchProblem, search_costs
+from ._problem import FrameSurvivors, SearchProblem, search_costs
+from .lattice import build_lattice
 from .options import CtcBeamOptions
-from .search import _as_float_array, prepare_problem
+from .search import _as_float_array, check_lattice_options, lattice_results, prepare_problem
 from .tuning import tuning_for
 
 
@@ -89,14 +95,18 @@ class EndpointRules:
 
 
 class _Stream:
-    __slots__ = ("endpoint", "finished", "frames", "log_probs", "problem", "state")
+    __slots__ = ("endpoint", "finished", "first", "frames", "kept", "log_probs", "problem",
+                 "state")  # fmt: skip
 
-    def __init__(self, problem: SearchProblem, state, width: int):
+    def __init__(self, problem: SearchProblem, state, width: int, first=None):
         self.problem, self.state = problem, state
         self.log_probs = np.empty((64, width), np.float32)  # grows by doubling
         self.frames = 0
         self.finished = False
         self.endpoint: str | None = None
+        # with lattices: token frame 0's survivors, then each chunk's `FrameSurvivors`
+        self.first = first
+        self.kept: list[FrameSurvivors] = []
 
     def append(self, chunk: np.ndarray) -> None:
         end = self.frames + len(chunk)
@@ -125,11 +135,13 @@ class CtcStreamDecoder:
     tuning:    `CpuTuning` for the cpu backend (threads; record collection), `CudaTuning` for
                cuda.
     endpoint:  `EndpointRules`, or None for no endpointing.
+    rescore:   `wfstdecode.rescore.LmRescoring` for each finished stream's lattice (needs
+               ``options.lattice_beam``), as `decode_ctc`'s ``rescore``.
     """
 
     def __init__(self, graph: DecodingGraph, options: CtcBeamOptions | None = None,
                  backend: str = "cpu", *, max_lanes: int = 64, tuning=None,
-                 endpoint: EndpointRules | None = None):  # fmt: skip
+                 endpoint: EndpointRules | None = None, rescore=None):  # fmt: skip
         options = CtcBeamOptions() if options is None else options
         if not isinstance(options, CtcBeamOptions):
             raise OptionsError(f"options must be a CtcBeamOptions; got {type(options).__name__}")
@@ -137,9 +149,7 @@ class CtcStreamDecoder:
             raise DecodeInputError(f"graph must be a DecodingGraph; got {type(graph).__name__}")
         if isinstance(max_lanes, bool) or not isinstance(max_lanes, int) or max_lanes < 1:
             raise OptionsError(f"max_lanes must be an int >= 1; got {max_lanes!r}")
-        if options.lattice_beam is not None:
-            raise OptionsError("streams make no lattices yet: decode whole utterances with "
-                               "decode_ctc for lattice_beam (n-best, confidences)")  # fmt: skip
+        check_lattice_options(options, graph, rescore)
         if endpoint is not None and not isinstance(endpoint, EndpointRules):
             raise OptionsError(f"endpoint must be EndpointRules or None; got {endpoint!r}")
         if backend not in ("auto", *CTC_BACKENDS):
@@ -149,6 +159,8 @@ class CtcStreamDecoder:
         self.graph, self.options, self.max_lanes, self.endpoint_rules = (
             graph, options, max_lanes, endpoint
         )  # fmt: skip
+        self.rescore = rescore
+        self._lattices = options.lattice_beam is not None
         self.width = graph.num_tokens if graph.tokens is not None else int(graph.ilabel.max())
         self._search = ctc_stream_backend(name)(tuning_for(name, tuning, None))
         self._streams: dict[int, _Stream] = {}
@@ -165,7 +177,9 @@ class CtcStreamDecoder:
                                   oov_lexicon=oov_lexicon)  # fmt: skip
         sid = self._next_id
         self._next_id += 1
-        self._streams[sid] = _Stream(problem, self._search.begin(problem), self.width)
+        state = self._search.begin(problem)
+        first = self._search.survivors(state) if self._lattices else None
+        self._streams[sid] = _Stream(problem, state, self.width, first)
         return sid
 
     def advance(self, chunks: Mapping[int, object]) -> dict[int, str]:
@@ -183,7 +197,14 @@ class CtcStreamDecoder:
         reached: dict[int, str] = {}
         for i in range(0, len(jobs), self.max_lanes):
             group = jobs[i : i + self.max_lanes]
-            states = self._search.advance([(s.problem, s.state, ac) for _, s, _, ac in group])
+            work = [(s.problem, s.state, ac) for _, s, _, ac in group]
+            if self._lattices:
+                done = self._search.advance_keeping(work)
+                for (_, stream, _, _), (_, kept) in zip(group, done, strict=True):
+                    stream.kept.append(kept)
+                states = [state for state, _ in done]
+            else:
+                states = self._search.advance(work)
             for (sid, stream, lp, _), state in zip(group, states, strict=True):
                 stream.state = state
                 stream.append(lp)
@@ -215,11 +236,19 @@ class CtcStreamDecoder:
         return self._get(stream).endpoint
 
     def finish(self, stream: int) -> list[Hypothesis]:
-        """The stream's final result, exactly `decode_ctc`'s on everything it received; no more
-        chunks may follow (close it, or keep it to read `partial`)."""
+        """The stream's final result, exactly `decode_ctc`'s on everything it received (with a
+        lattice beam: from its lattice, rescored if the decoder rescores); no more chunks may
+        follow (close it, or keep it to read `partial`)."""
         s = self._live(stream)
         s.finished = True
-        return to_hypotheses(s.scoring_problem(), [self._search.end(s.problem, s.state)])[0]
+        p, raw = s.scoring_problem(), self._search.end(s.problem, s.state)
+        if not self._lattices:
+            return to_hypotheses(p, [raw])[0]
+        kept, lattice = FrameSurvivors.joined(s.kept), None
+        s.kept = []  # read once: the stream takes no more chunks
+        if raw.paths and s.first is not None and kept.num_frames == s.frames:  # else it died
+            lattice = build_lattice(p, s.first, kept, raw).pruned(self.options.lattice_beam)
+        return lattice_results(p, [raw], [lattice], self.rescore)[0][0]
 
     def close(self, stream: int) -> None:
         """Forget the stream (finished or not)."""
