@@ -246,6 +246,26 @@ def test_bad_input_names_the_stream_and_leaves_the_others_alone(backend):
         d.partial(a)
 
 
+def test_cpu_streams_forget_their_bundles_with_their_problems():
+    """The cpu backend makes a stream's argument bundles once and drops them when the stream's
+    problem goes."""
+    import gc
+
+    g = random_graph(3)
+    lp = random_log_probs(3, 2, 6, g.num_tokens)
+    decoder = CtcStreamDecoder(g, CtcBeamOptions(beam=4.0), "cpu")
+    sids = [decoder.open({"w1": 1.0} if b else None) for b in range(2)]
+    for t in range(0, 6, 2):
+        decoder.advance({sid: lp[b, t : t + 2] for b, sid in enumerate(sids)})
+    assert len(decoder._search._made) == 2
+    got = [decoder.finish(sid) for sid in sids]
+    assert got == decode_ctc(lp, None, g, CtcBeamOptions(beam=4.0), [None, {"w1": 1.0}])
+    for sid in sids:
+        decoder.close(sid)
+    gc.collect()
+    assert decoder._search._made == {}
+
+
 def test_options_are_checked():
     g = random_graph(0)
     with pytest.raises(OptionsError, match="max_lanes must be an int >= 1"):

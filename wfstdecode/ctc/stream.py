@@ -39,7 +39,7 @@ from ..decoding_graph import DecodingGraph
 from ..errors import DecodeInputError, OptionsError
 from ..results import Hypothesis
 from ._paths import _batch_hypotheses, to_hypotheses
-from ._problem import FrameSurvivors, SearchProblem, search_costs
+from ._problem import FINE, FrameSurvivors, SearchProblem, costs_and_first_bad
 from .lattice import build_lattice
 from .options import CtcBeamOptions
 from .search import _as_float_array, check_lattice_options, lattice_results, prepare_problem
@@ -189,11 +189,10 @@ class CtcStreamDecoder:
         if not isinstance(chunks, Mapping):
             raise DecodeInputError(f"advance takes a mapping stream -> chunk; got "
                                    f"{type(chunks).__name__}")  # fmt: skip
-        jobs = []
-        for sid, chunk in chunks.items():
-            stream = self._live(sid)
-            lp = self._checked_chunk(sid, chunk)
-            jobs.append((sid, stream, lp, search_costs(lp[None], self.options.acoustic_scale)[0]))
+        sids = list(chunks)
+        streams = [self._live(sid) for sid in sids]
+        lps = [self._checked_shape(sid, chunks[sid]) for sid in sids]
+        jobs = list(zip(sids, streams, lps, self._chunk_costs(sids, lps), strict=True))
         reached: dict[int, str] = {}
         for i in range(0, len(jobs), self.max_lanes):
             group = jobs[i : i + self.max_lanes]
@@ -278,18 +277,25 @@ class CtcStreamDecoder:
             raise DecodeInputError(f"stream {sid} is finished: open a new stream")
         return stream
 
-    def _checked_chunk(self, sid: int, chunk) -> np.ndarray:
+    def _checked_shape(self, sid: int, chunk) -> np.ndarray:
         lp = _as_float_array(chunk)  # the same conversion as decode_ctc
         if lp.ndim != 2 or lp.shape[1] != self.width:
             raise DecodeInputError(f"stream {sid}: a chunk must be (frames, {self.width}); got "
                                    f"shape {tuple(lp.shape)}")  # fmt: skip
-        bad = np.isnan(lp).any(axis=1) | (lp == np.inf).any(axis=1)
-        dead = (lp == -np.inf).all(axis=1) if lp.shape[1] else np.zeros(len(lp), bool)
-        for what, rows in (("NaN or +inf", bad), ("-inf in every column", dead)):
-            if rows.any():
-                t = int(np.flatnonzero(rows)[0])
-                raise DecodeInputError(f"stream {sid}: chunk frame {t} contains {what}")
         return lp
+
+    def _chunk_costs(self, sids: list, lps: list) -> list[np.ndarray]:
+        """Each chunk's search costs, from one pass over the chunks end to end (a frame's costs
+        depend on that frame alone); a chunk with a NaN, +inf or a frame of only -inf raises
+        naming its stream and frame (the first such chunk; in it, a NaN before a dead frame)."""
+        if not lps:
+            return []
+        frames = np.concatenate(lps) if len(lps) > 1 else lps[0]
+        costs, (_, _, kind) = costs_and_first_bad(frames[None], self.options.acoustic_scale)
+        if kind != FINE:
+            for sid, lp in zip(sids, lps, strict=True):
+                _check_values(sid, lp)
+        return np.split(costs[0], np.cumsum([len(lp) for lp in lps[:-1]]))
 
     def _endpoint(self, s: _Stream) -> str | None:
         s.state, arcs, frames, _ = self._search.partial(s.problem, s.state)
@@ -300,3 +306,12 @@ class CtcStreamDecoder:
         tokens = emitting & (g.ilabel[arcs] != blank)
         last = int(frames[tokens][-1]) + 1 if tokens.any() else 0
         return self.endpoint_rules.detect(s.frames, s.frames - last, bool(tokens.any()))
+
+
+def _check_values(sid: int, lp: np.ndarray) -> None:
+    bad = np.isnan(lp).any(axis=1) | (lp == np.inf).any(axis=1)
+    dead = (lp == -np.inf).all(axis=1) if lp.shape[1] else np.zeros(len(lp), bool)
+    for what, rows in (("NaN or +inf", bad), ("-inf in every column", dead)):
+        if rows.any():
+            t = int(np.flatnonzero(rows)[0])
+            raise DecodeInputError(f"stream {sid}: chunk frame {t} contains {what}")
