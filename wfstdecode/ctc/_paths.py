@@ -258,8 +258,9 @@ def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
     offsets = np.concatenate(([0], np.cumsum(lens)))
     path_b = np.array([p[0] for p in paths], np.int64)
     final = np.array([p[3] for p in paths], bool)
-    arc = np.concatenate([np.asarray(p[1], np.int64) for p in paths])
-    frame = np.concatenate([np.asarray(p[2], np.int64) for p in paths])
+    # one conversion of the joined paths, not one per path
+    arc = np.concatenate([p[1] for p in paths]).astype(np.int64, copy=False)
+    frame = np.concatenate([p[2] for p in paths]).astype(np.int64, copy=False)
     separator = separator_id(g)
     # with an oov slot the labels are collapsed into words first (a spelled word is several
     # labels), so every path's spans come from `token_spans` below

@@ -14,7 +14,15 @@ import numpy as np
 from numba import njit
 
 from ._problem import RawResult
-from .status import CYCLE, MORE_PATHS, NO_FINAL, OVERFLOW, RESULT_BITS, raise_graph_errors
+from .status import (
+    CYCLE,
+    MORE_PATHS,
+    NEG_CYCLE,
+    NO_FINAL,
+    OVERFLOW,
+    RESULT_BITS,
+    raise_graph_errors,
+)
 
 _INF = np.float32(np.inf)
 
@@ -68,14 +76,30 @@ class PathRows:
     def result(self, i, n_paths, status, utterance, died=-1, notes=()) -> RawResult:
         """Lane ``i``'s first ``n_paths`` rows as a `RawResult` (copies), once its status has no
         RETRY bit; the status bits that mean a broken graph raise `GraphError`."""
-        raise_graph_errors(status, utterance, died)
-        n = self.lens[i]
-        paths = [
-            (self.arcs[i, p, : n[p]].copy(), self.frames[i, p, : n[p]].copy(),
-             float(self.costs[i, p]))
-            for p in range(n_paths)
-        ]  # fmt: skip
-        return RawResult(paths, status & RESULT_BITS, died, notes)
+        return self.results([i], [n_paths], [status], [utterance], [died], notes)[0]
+
+    def results(self, lanes, n_paths, status, utterances, died, notes=()) -> list[RawResult]:
+        """`result` for each of ``lanes`` (the other arguments per lane), the paths' arcs and
+        frames copied out of the rows in one gather (each path a view of it)."""
+        status = np.asarray(status, np.int64)
+        for k in np.flatnonzero(status & (NEG_CYCLE | CYCLE)):
+            raise_graph_errors(int(status[k]), int(utterances[k]), int(died[k]))
+        lanes = np.asarray(lanes, np.int64)
+        n_paths = np.asarray(n_paths, np.int64).tolist()
+        lens = self.lens[lanes] * (np.arange(self.rows) < np.array(n_paths)[:, None])
+        taken = np.arange(self.cap) < lens[..., None]  # the rows' arcs, lane by lane, row by row
+        arcs, frames = self.arcs[lanes][taken], self.frames[lanes][taken]
+        ends = np.cumsum(lens, axis=1).tolist()
+        start = np.concatenate(([0], np.cumsum(lens.sum(axis=1))[:-1])).tolist()
+        costs = self.costs[lanes].tolist()
+        bits, died = (status & RESULT_BITS).tolist(), np.asarray(died, np.int64).tolist()
+        out = []
+        for k, n in enumerate(n_paths):
+            at = [start[k], *(start[k] + e for e in ends[k][:n])]
+            paths = [(arcs[a:b], frames[a:b], c)
+                     for a, b, c in zip(at[:-1], at[1:], costs[k][:n], strict=True)]  # fmt: skip
+            out.append(RawResult(paths, bits[k], died[k], notes))
+        return out
 
 
 @njit(nogil=True, cache=True)

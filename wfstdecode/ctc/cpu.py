@@ -362,16 +362,14 @@ def decode_cpu(problem, tuning: CpuTuning | None = None):
     rows = PathRows.first(len(lanes), nbest, int(problem.lengths.max(initial=0)))
     while len(lanes):
         outcome = _run_interruptibly(problem, lanes, rows, tuning)
-        retry, again = [], 0
-        for i, b in enumerate(lanes):
-            status = int(outcome.status[i])
-            if status & RETRY_BITS:
-                retry.append(b)
-                again |= status
-            else:
-                n, died = int(outcome.n[i]), int(outcome.died[i])
-                results[b] = rows.result(i, n, status, int(b), died)
-        lanes = np.array(retry, dtype=np.int64)
+        retry = (outcome.status & RETRY_BITS) != 0
+        done = np.flatnonzero(~retry)
+        made = rows.results(done, outcome.n[done], outcome.status[done], lanes[done],
+                            outcome.died[done])  # fmt: skip
+        for b, result in zip(lanes[done].tolist(), made, strict=True):
+            results[b] = result
+        again = int(np.bitwise_or.reduce(outcome.status[retry], initial=0))
+        lanes = lanes[retry]
         rows = rows.grown(len(lanes), again, nbest)
     return results
 
