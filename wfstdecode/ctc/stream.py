@@ -309,6 +309,8 @@ class CtcStreamDecoder:
 
 
 def _check_values(sid: int, lp: np.ndarray) -> None:
+    """Raise naming the first frame of stream ``sid``'s chunk ``lp`` with a NaN or +inf, else
+    the first whose every column is -inf."""
     bad = np.isnan(lp).any(axis=1) | (lp == np.inf).any(axis=1)
     dead = (lp == -np.inf).all(axis=1) if lp.shape[1] else np.zeros(len(lp), bool)
     for what, rows in (("NaN or +inf", bad), ("-inf in every column", dead)):
