@@ -33,6 +33,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_ctc  # flashlight-text's runner
+import bench_stream_overhead  # streams fed by chunks
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "wfstdecode" / "data"
@@ -99,7 +100,7 @@ def oracle_wer(refs, nbest) -> float:
 
 def run(s: dict, repeats: int, lattice_beam: float, nbest: int, fl_beam_size: int,
         beams: list[float] | None = None) -> list:  # fmt: skip
-    from wfstdecode.ctc import CpuTuning, CtcBeamOptions, CtcStreamDecoder, decode_ctc
+    from wfstdecode.ctc import CtcBeamOptions, decode_ctc
     from wfstdecode.metrics import word_error_rate
     from wfstdecode.rescore import LmRescoring, NgramLm
 
@@ -121,18 +122,8 @@ def run(s: dict, repeats: int, lattice_beam: float, nbest: int, fl_beam_size: in
             return lambda: decode_ctc(lp, lengths, graph, options, backend="cpu",
                                       num_threads=1, rescore=rescore)  # fmt: skip
 
-        def streamed(graph, options, chunk=16):
-            """Every utterance a stream at once, fed ``chunk`` frames per `advance`."""
-
-            def run():
-                d = CtcStreamDecoder(graph, options, tuning=CpuTuning(num_threads=1))
-                sids = [d.open() for _ in range(len(lp))]
-                for t in range(0, int(lengths.max(initial=0)), chunk):
-                    d.advance({sid: lp[b, t : min(t + chunk, lengths[b])]
-                               for b, sid in enumerate(sids) if t < lengths[b]})  # fmt: skip
-                return [d.finish(sid) for sid in sids]
-
-            return run
+        def streamed(graph, options):
+            return bench_stream_overhead.streamed(graph, options, lp, lengths, chunk=16)
 
         systems = {
             "full LM graph, one-best": dec(full, one),
