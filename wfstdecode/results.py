@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 
@@ -80,6 +81,22 @@ class Hypothesis:
                 out["durations"] = list(self.durations)
         out["notes"] = list(self.notes)
         return out
+
+
+def made_from(fields: dict) -> Hypothesis:
+    """``Hypothesis(**fields)`` without running ``__init__``, for decoders that make thousands:
+    a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__`` and takes
+    keywords (~3 us a hypothesis, against ~0.4 us here). ``fields`` holds ``tokens``,
+    ``timestamps`` and ``score`` and any others (the rest take their defaults), already of the
+    types the fields document; nothing is converted or checked, as ``__init__`` does not."""
+    hyp = object.__new__(Hypothesis)
+    hyp.__dict__.update(_DEFAULTS)
+    hyp.__dict__.update(fields)
+    return hyp
+
+
+_DEFAULTS = {f.name: f.default for f in dataclasses.fields(Hypothesis)
+             if f.default is not dataclasses.MISSING}  # fmt: skip
 
 
 def finite_or_none(x: float | None) -> float | None:

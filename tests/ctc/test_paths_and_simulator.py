@@ -1,8 +1,11 @@
 """Token collapse, timestamps and word spans; the emission simulator."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
+from wfstdecode import Hypothesis
 from wfstdecode.ctc import CtcBeamOptions, decode_ctc
 from wfstdecode.testing import (
     lexicon_graph,
@@ -118,6 +121,10 @@ def test_batched_hypothesis_building_equals_the_one_path_version(seed):
                 assert getattr(x, field) == getattr(y, field), field
             for field in ("score", "acoustic_score", "graph_score"):
                 assert getattr(x, field) == pytest.approx(getattr(y, field), abs=1e-9)
+            # made without __init__ (`results.made_from`): the same object __init__ makes
+            rebuilt = Hypothesis(**{f.name: getattr(y, f.name) for f in dataclasses.fields(y)})
+            assert vars(rebuilt) == vars(y) and rebuilt == y and hash(rebuilt) == hash(y)
+            assert all(type(v) is float for v in (y.score, y.acoustic_score, y.graph_score))
 
 
 @pytest.fixture(scope="module")

@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit
 
-from ..results import Hypothesis
+from ..results import Hypothesis, made_from
 from ._problem import RawResult, SearchProblem
 from .status import DIED, NO_FINAL
 
@@ -313,14 +313,11 @@ def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
     graph_score = -arc_total
 
     hyps = []
-    for k in range(P):
+    for k, (a, gs) in enumerate(zip(acoustic.tolist(), graph_score.tolist(), strict=True)):
         t0, t1, w0, w1 = tok_off[k], tok_off[k + 1], w_off[k], w_off[k + 1]
-        ids = tuple(word_ids[w0:w1])
-        hyps.append(Hypothesis(
-            tokens=tuple(tok_ids[t0:t1]), timestamps=tuple(tok_frames[t0:t1]),
-            score=float(acoustic[k] + graph_score[k]),
-            words=tuple(names[w0:w1]),
-            word_ids=ids, word_timestamps=tuple(spans[w0:w1]),
-            acoustic_score=float(acoustic[k]), graph_score=float(graph_score[k]),
-        ))  # fmt: skip
+        hyps.append(made_from({
+            "tokens": tuple(tok_ids[t0:t1]), "timestamps": tuple(tok_frames[t0:t1]),
+            "score": a + gs, "words": tuple(names[w0:w1]), "word_ids": tuple(word_ids[w0:w1]),
+            "word_timestamps": tuple(spans[w0:w1]), "acoustic_score": a, "graph_score": gs,
+        }))  # fmt: skip
     return hyps
