@@ -22,6 +22,7 @@ run cut by a time limit still reports what it measured.
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import re
 import shlex
@@ -32,6 +33,7 @@ from functools import partial
 import torch
 from bench_transducer import TDT, decode_all, device_name, speech_wer, speech_workload, timed
 
+import wfstdecode.transducer.beam as beam_package
 from wfstdecode.testing.transducer_models import planted_batch, planted_transducer
 from wfstdecode.transducer import BeamOptions, GreedyOptions
 
@@ -67,6 +69,15 @@ def variants(beams, segments, window):
     return rows
 
 
+def tensor_form(run):
+    """``run()`` with ALSD's tensor search (what CUDA runs) instead of its compiled CPU form."""
+    beam_package.COMPILED_ALSD_ON_CPU = False
+    try:
+        return run()
+    finally:
+        beam_package.COMPILED_ALSD_ON_CPU = True
+
+
 def planted_workload(utterances, frames, device):
     models, data = {}, {}
     for kind, durs in (("rnnt", None), ("tdt", TDT)):
@@ -91,6 +102,8 @@ def main(argv=None):
     ap.add_argument("--no-planted", action="store_true")
     ap.add_argument("--rows", metavar="REGEX", help="only the rows whose name matches (the "
                     "greedy rows, the ratios' base, are always run)")  # fmt: skip
+    ap.add_argument("--tensor-alsd", action="store_true", help="also time ALSD's tensor form "
+                    "(the CUDA code) on the CPU, next to the compiled CPU form")  # fmt: skip
     ap.add_argument("--device", default="cpu", help="cpu: CPU seconds of one core; cuda: wall")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
@@ -114,8 +127,13 @@ def main(argv=None):
             if args.rows and "greedy" not in name and not re.search(args.rows, name):
                 continue
             enc, lengths, order = data[kind]
-            for bs in sizes:
+            forms = [(name, False)]
+            if args.tensor_alsd and getattr(options, "algorithm", None) == "alsd":
+                forms.append((f"{name} (tensor form)", True))
+            for (name, tensor), bs in itertools.product(forms, sizes):
                 run = partial(decode_all, models[kind], enc, lengths, order, bs, options)
+                if tensor:
+                    run = partial(tensor_form, run)
                 hyps = run()
                 wer = speech_wer(models[kind], hyps, refs) if refs else None
                 cells.append({"workload": wname, "name": name, "bs": bs, "run": run, "wer": wer,

@@ -1,11 +1,14 @@
 """Transducer beam searches against exhaustive enumeration, the per-utterance reference,
-greedy decoding, and themselves (batch against each utterance alone)."""
+greedy decoding, and themselves (batch against each utterance alone; the CPU form of "alsd"
+against its tensor form)."""
 
 import math
 
+import numpy as np
 import pytest
 import torch
 
+import wfstdecode.transducer.beam as beam
 from wfstdecode.testing.transducer_models import (
     planted_batch,
     planted_transducer,
@@ -19,6 +22,7 @@ from wfstdecode.transducer import (
     beam_reference,
     greedy_decode,
 )
+from wfstdecode.transducer.beam import alsd_step
 
 TDT = (0, 1, 2)
 # (algorithm, its own options) covering every search and its parameters
@@ -220,3 +224,124 @@ def test_nbest_distinct_best_first_and_length_norm():
                 rank = [h.score / max(len(h.tokens), 1) if norm else h.score for h in hyps]
                 assert rank == sorted(rank, reverse=True)
                 assert all(h.notes[0] == f"algorithm={algorithm}" for h in hyps)
+
+
+# "alsd" on the CPU (`alignment_cpu`: compiled bookkeeping, a traceback) against the tensor
+# search CUDA runs (`alignment`) and the reference.
+ALSD_OPTIONS = [
+    {},
+    {"max_symbols_per_frame": 1},
+    {"max_tokens": 3},
+    {"durations": (0, 1, 2)},
+    {"durations": (1, 3)},
+    {"durations": (0, 1, 2, 3, 4), "max_symbols_per_frame": 1},
+]
+ALSD_IDS = ["-".join(f"{k}{v}" for k, v in kw.items()) or "rnnt" for kw in ALSD_OPTIONS]
+
+
+def compiled_and_tensor(model, enc, lengths, options, monkeypatch):
+    """(compiled, tensor search) hypotheses of one batch, both on the CPU."""
+    compiled = beam_decode(model, enc, lengths, options)
+    with monkeypatch.context() as m:
+        m.setattr(beam, "COMPILED_ALSD_ON_CPU", False)
+        tensor = beam_decode(model, enc, lengths, options)
+    return compiled, tensor
+
+
+def test_the_cpu_runs_the_compiled_step(monkeypatch):
+    calls = []
+    step = alsd_step.alsd_step
+
+    def counted(*args):
+        calls.append(1)
+        return step(*args)
+
+    monkeypatch.setattr(alsd_step, "alsd_step", counted)
+    model, enc = tiny(0, vocab=4, frames=5, batch=2)
+    beam_decode(model, enc, torch.tensor([5, 3]), BeamOptions("alsd", beam_size=2))
+    assert len(calls) >= 5  # one per step, at least one per frame
+    monkeypatch.setattr(beam, "COMPILED_ALSD_ON_CPU", False)
+    calls.clear()
+    beam_decode(model, enc, torch.tensor([5, 3]), BeamOptions("alsd", beam_size=2))
+    assert not calls
+
+
+@pytest.mark.parametrize("own", ALSD_OPTIONS, ids=ALSD_IDS)
+@pytest.mark.parametrize("width", [1, 2, 3, 5])
+def test_random_models_equal_the_tensor_search_and_the_reference(own, width, monkeypatch):
+    for seed in range(4):
+        model, enc = tiny(seed, vocab=6, frames=9, durations=own.get("durations"), batch=5)
+        lengths = torch.tensor([9, 0, 5, 7, 1])
+        options = BeamOptions("alsd", beam_size=width, nbest=width, **own)
+        compiled, tensor = compiled_and_tensor(model, enc, lengths, options, monkeypatch)
+        assert_same(compiled, tensor)
+        assert_same(compiled, beam_reference(model, enc, lengths, options))
+
+
+@pytest.mark.parametrize("durations", [None, (0, 1, 2, 3, 4)])
+@pytest.mark.parametrize("width", [4, 8])
+def test_planted_batches_equal_the_tensor_search(durations, width, monkeypatch):
+    model = planted_transducer(40, 64, 64, 64, durations=durations, seed=1)
+    pb = planted_batch(model, 7, 40, min_frames=0, seed=3)
+    options = BeamOptions("alsd", beam_size=width, nbest=3, durations=durations)
+    compiled, tensor = compiled_and_tensor(model, pb.enc, pb.lengths, options, monkeypatch)
+    assert_same(compiled, tensor)
+    assert sum(len(h[0].tokens) for h in compiled) > 20  # the planted labels come out
+
+
+def test_a_model_with_its_own_state_layout(monkeypatch):
+    """A state the generic row selection does not understand (a dict keyed by layer, with
+    the model's own ``index_state`` / ``select_state``): the predictor runs on every row."""
+    inner, enc = tiny(2, vocab=5, frames=8, batch=3)
+
+    class OwnState(torch.nn.Module):
+        blank_id, vocab_size = inner.blank_id, inner.vocab_size
+
+        def init_state(self, n, device):
+            h, c = inner.init_state(n, device)
+            return {"h": h.transpose(0, 1), "c": c.transpose(0, 1)}  # batch first
+
+        def predict(self, labels, state):
+            pred, (h, c) = inner.predict(
+                labels, (state["h"].transpose(0, 1), state["c"].transpose(0, 1))
+            )
+            return pred, {"h": h.transpose(0, 1), "c": c.transpose(0, 1)}
+
+        def joint(self, enc, pred):
+            return inner.joint(enc, pred)
+
+        def index_state(self, state, rows):
+            return {k: v.index_select(0, rows) for k, v in state.items()}
+
+        def select_state(self, mask, new, old):
+            return {k: torch.where(mask.view(-1, 1, 1), new[k], old[k]) for k in new}
+
+    options = BeamOptions("alsd", beam_size=3, nbest=3)
+    lengths = torch.tensor([8, 6, 3])
+    got = beam_decode(OwnState(), enc, lengths, options)
+    assert_same(got, beam_decode(inner, enc, lengths, options))
+
+
+def test_the_second_pass_finds_keys_the_first_dropped():
+    """The first pass keeps 2K candidates of each kind. TDT, K = 2: two beam rows with the
+    same labels at the same frame (counts 0 and 1), whose best moves are blanks of duration 0
+    and 1 — four moves, one key (the labels, the next frame, count 0) — so the first pass finds
+    one distinct key and the step must look again with the full bound for the second."""
+    K, blank = 2, 0
+    live = np.array([0, 1])
+    score = np.array([-1.0, -1.0, -np.inf, -np.inf])
+    hash_, size = np.array([7, 7, 0, 0]), np.array([1, 1, 0, 0])
+    frame, count = np.array([3, 3, 0, 0]), np.array([0, 1, 0, 0])
+    lp = np.log(np.array([[0.9, 0.04, 0.03, 0.01, 0.01, 0.01]] * 2))
+    lpd = np.log(np.array([[0.45, 0.45, 0.1]] * 2))
+    back = np.empty((4, 2 * K), np.int64)
+    out = [np.empty(K, np.int64) for _ in range(3)]
+    alsd_step.alsd_step(
+        lp, lpd, live, K, blank, 10, -1, np.array([0, 1, 2]), True, np.array([10]),
+        score, hash_, size, frame, count, back, *out,
+    )  # fmt: skip
+    assert list(back[0, :K]) == [0, 0]  # both from row 0 (the earlier of the ties)
+    assert list(back[1, :K]) == [-1, -1]  # blanks
+    assert list(back[3, :K]) == [0, 2]  # of durations 0 and 2
+    assert list(frame[:K]) == [4, 5] and list(count[:K]) == [0, 0]
+    np.testing.assert_allclose(score[:K], [-1 + np.log(0.9 * 0.45), -1 + np.log(0.9 * 0.1)])

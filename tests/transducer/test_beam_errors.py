@@ -7,6 +7,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
+import wfstdecode.transducer.beam as beam
 from wfstdecode.errors import DecodeInputError, OptionsError
 from wfstdecode.testing.host_sync import NoHostSync
 from wfstdecode.testing.transducer_models import (
@@ -136,6 +137,7 @@ def test_search_bodies_never_sync(options, monkeypatch):
     for module in (alignment, segment, window):
         monkeypatch.setattr(module, "host_flag", flag)
     monkeypatch.setattr(rows, "COMPACT_ON_CPU", False)
+    monkeypatch.setattr(beam, "COMPILED_ALSD_ON_CPU", False)  # the tensor search, as on CUDA
     results = rows.BeamRows.results
 
     def unchecked_results(self, *args, **kwargs):

@@ -14,12 +14,17 @@ from ...errors import OptionsError
 from ..inputs import check_inputs, check_joint
 from ..model import ModelAdapter
 from .alignment import alignment_search
+from .alignment_cpu import alsd_search_cpu
 from .options import BEAM_ALGORITHMS, BeamOptions
 from .reference import beam_reference
 from .segment import segment_search
 from .window import window_search
 
 __all__ = ["BEAM_ALGORITHMS", "BeamOptions", "beam_decode", "beam_reference"]
+
+# "alsd" on CPU tensors runs its bookkeeping compiled (`alignment_cpu`); False runs the tensor
+# search there too, as on CUDA (the tests check both).
+COMPILED_ALSD_ON_CPU = True
 
 
 def beam_decode(model, enc, enc_lengths, options: BeamOptions | None = None):
@@ -54,4 +59,6 @@ def beam_decode(model, enc, enc_lengths, options: BeamOptions | None = None):
         search = {"alsd": alignment_search, "wind": window_search}.get(
             options.algorithm, segment_search
         )
+        if search is alignment_search and enc.device.type == "cpu" and COMPILED_ALSD_ON_CPU:
+            search = alsd_search_cpu
         return search(adapter, enc, lengths, options, vocab, notes)

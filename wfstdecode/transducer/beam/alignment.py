@@ -11,9 +11,9 @@ hypothesis at once (`reference._alignment_search` is the same per utterance):
      label sequence, the better alignment: Viterbi), which keeps its K best; the others are
      recombined by (labels, frame, labels emitted at that frame), and the K best that beat the
      K-th final score form the new beam — a score is one alignment's log-probability. A key
-     comes from at most D moves of one parent (D durations, 1 for RNN-T), and at most K*D
-     moves finish, so the K best distinct keys of either kind lie among the K*D*(K+1) best
-     moves: only those are compared pairwise.
+     comes from at most D moves of each of the K parents (D durations, 1 for RNN-T), so the
+     K best distinct keys of either kind lie among its K*K*D best moves: only those are
+     compared by key.
   3. the new rows take their parents' rows; those that moved by a label append it and run
      the predictor.
 The loop ends when the beam is empty: one host read per step.
@@ -192,7 +192,7 @@ def finishes(rows, s, expand, moves, vocab, window, durations):
     gives them ((B, m) scores and what each does), taken out of ``moves`` (set to -inf there).
     RNN-T: only a row's blank-window move (slot [.., 0, blank]) can finish — labels stay in
     frames — so the K candidates are those slots, in row order (-inf: the row does not finish).
-    TDT: the K*D best of the moves whose step reaches the end."""
+    TDT: the K*K*D best of the moves whose step reaches the end."""
     B, K = expand.shape
     beam = expand.reshape(-1)
     p_frame, length = s.frame[beam], s.length[beam]
@@ -218,7 +218,7 @@ def finishes(rows, s, expand, moves, vocab, window, durations):
         return values, move
     finishing = _tdt_finishing(rows, moves, left.view(-1, 1, 1), durations)
     values, move = decode_moves(rows, s, expand, moves.view(B, -1), finishing.view(B, -1),
-                                K * len(durations), vocab, window, durations)  # fmt: skip
+                                K * K * len(durations), vocab, window, durations)  # fmt: skip
     moves.masked_fill_(finishing, -math.inf)
     return values, move
 

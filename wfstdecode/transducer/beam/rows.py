@@ -18,7 +18,17 @@ from ...errors import DecodeInputError
 from ...results import Hypothesis
 from ..model import ModelAdapter, index_state, select_state
 
-__all__ = ["HASH_BASE", "BeamRows", "best_distinct", "recombine"]
+__all__ = [
+    "HASH_BASE",
+    "BeamRows",
+    "best_distinct",
+    "best_hypotheses",
+    "compacts",
+    "non_finite_logits",
+    "predict_masked",
+    "predict_rows",
+    "recombine",
+]
 
 # On CPU the predictor runs on the emitting rows only; False runs it on all rows, as on CUDA
 # (the tests' proof that the loop bodies never read a device value on the host).
@@ -85,66 +95,95 @@ class BeamRows:
         on CUDA, or for a model with its own state layout, it runs on all ``rows`` and the
         pending ones are kept (`torch.where`): no host sync.
         """
-        model = self.adapter.model
         last = (self.seqs.lengths - 1).clamp(min=0).unsqueeze(1)
-        custom = hasattr(model, "select_state") or hasattr(model, "index_state")
-        if rows.device.type == "cpu" and COMPACT_ON_CPU and not custom:
+        if COMPACT_ON_CPU and compacts(self.adapter.model, rows.device):
             rows = rows[self.pending[rows]]  # (a host sync: fine on CPU)
             if rows.numel() == 0:
                 return
             labels = self.seqs["labels"].gather(1, last).squeeze(1).index_select(0, rows)
-            sub = index_state(model, self.state, rows)
-            pred, state = self.adapter.predict(labels, sub)
-            self.pred = self.pred.index_copy(0, rows, pred)
-            self.state = _index_copy(model, self.state, rows, state)
+            self.pred, self.state = predict_rows(self.adapter, self.pred, self.state, rows, labels)
             self.pending = self.pending.index_fill(0, rows, False)
             return
         labels = self.seqs["labels"].gather(1, last).squeeze(1)
         mask = torch.zeros_like(self.pending).index_fill(0, rows, True) & self.pending
-        pred, state = self.adapter.predict(labels, self.state)
-        self.pred = torch.where(mask.unsqueeze(1), pred, self.pred)
-        self.state = select_state(model, mask, state, self.state)
+        self.pred, self.state = predict_masked(self.adapter, self.pred, self.state, mask, labels)
         self.pending = self.pending & ~mask
 
     def results(self, options, notes, first: int, count: int) -> list[list[Hypothesis]]:
         """Each utterance's ``nbest`` best distinct label sequences among its rows
         ``first .. first + count - 1`` (the finished ones); one host copy."""
         lengths, scores, fields = self.seqs.to_lists()
-        out = []
-        for b in range(self.B):
-            best: dict[tuple, int] = {}
-            for i in range(b * self.K + first, b * self.K + first + count):
-                if scores[i] == -math.inf:
-                    continue  # an empty slot
-                tokens = tuple(fields["labels"][i])
-                if tokens not in best or scores[i] > scores[best[tokens]]:
-                    best[tokens] = i
-            if any(not math.isfinite(scores[i]) for i in best.values()) or not best:
-                raise DecodeInputError(
-                    f"model.joint returned non-finite logits (NaN, +inf, or -inf for every "
-                    f"token) in the beam search of utterance {b}, from finite encoder output: "
-                    "check the model's predictor, projections and joint"
+        per_utt = [range(b * self.K + first, b * self.K + first + count) for b in range(self.B)]
+        return best_hypotheses(per_utt, lengths, scores, fields, options, notes)
+
+
+def best_hypotheses(per_utt, lengths, scores, fields, options, notes) -> list[list[Hypothesis]]:
+    """Per utterance, the ``options.nbest`` best distinct label sequences among the entries
+    ``per_utt[b]`` (indices into ``lengths``, ``scores`` and each of ``fields``' lists: labels,
+    timestamps, TDT durations; -inf scores are empty slots), ranked by score or, with
+    ``length_norm``, score per label."""
+    out = []
+    for b, entries in enumerate(per_utt):
+        best: dict[tuple, int] = {}
+        for i in entries:
+            if scores[i] == -math.inf:
+                continue  # an empty slot
+            tokens = tuple(fields["labels"][i])
+            if tokens not in best or scores[i] > scores[best[tokens]]:
+                best[tokens] = i
+        if any(not math.isfinite(scores[i]) for i in best.values()) or not best:
+            raise non_finite_logits(b)
+
+        def rank(i: int) -> float:
+            return scores[i] / max(lengths[i], 1) if options.length_norm else scores[i]
+
+        chosen = sorted(best.values(), key=rank, reverse=True)[: options.nbest]
+        durs = fields.get("durations")
+        out.append(
+            [
+                Hypothesis(
+                    tokens=tuple(fields["labels"][i]),
+                    timestamps=tuple(fields["timestamps"][i]),
+                    durations=tuple(durs[i]) if durs else (),
+                    score=scores[i],
+                    acoustic_score=scores[i],
+                    notes=tuple(notes),
                 )
+                for i in chosen
+            ]
+        )
+    return out
 
-            def rank(i: int) -> float:
-                return scores[i] / max(lengths[i], 1) if options.length_norm else scores[i]
 
-            chosen = sorted(best.values(), key=rank, reverse=True)[: options.nbest]
-            durs = fields.get("durations")
-            out.append(
-                [
-                    Hypothesis(
-                        tokens=tuple(fields["labels"][i]),
-                        timestamps=tuple(fields["timestamps"][i]),
-                        durations=tuple(durs[i]) if durs else (),
-                        score=scores[i],
-                        acoustic_score=scores[i],
-                        notes=tuple(notes),
-                    )
-                    for i in chosen
-                ]
-            )
-        return out
+def non_finite_logits(utterance: int) -> DecodeInputError:
+    return DecodeInputError(
+        f"model.joint returned non-finite logits (NaN, +inf, or -inf for every token) in the "
+        f"beam search of utterance {utterance}, from finite encoder output: check the model's "
+        "predictor, projections and joint"
+    )
+
+
+def compacts(model, device) -> bool:
+    """Whether the predictor can run on some rows only: on CPU (picking them reads a mask on
+    the host) and for states `index_state` / `_index_copy` understand."""
+    custom = hasattr(model, "select_state") or hasattr(model, "index_state")
+    return device.type == "cpu" and not custom
+
+
+def predict_rows(adapter, pred, state, rows, labels):
+    """``pred`` and ``state`` after feeding ``labels`` to the predictor at the rows ``rows``
+    (1-D; the predictor runs on those rows only)."""
+    model = adapter.model
+    new_pred, new_state = adapter.predict(labels, index_state(model, state, rows))
+    return pred.index_copy(0, rows, new_pred), _index_copy(model, state, rows, new_state)
+
+
+def predict_masked(adapter, pred, state, mask, labels):
+    """The same where ``mask``, ``labels`` one per row: the predictor runs on every row and the
+    others keep theirs (`torch.where`; no host sync)."""
+    new_pred, new_state = adapter.predict(labels, state)
+    pred = torch.where(mask.unsqueeze(1), new_pred, pred)
+    return pred, select_state(adapter.model, mask, new_state, state)
 
 
 def _index_copy(model, state, rows, sub):

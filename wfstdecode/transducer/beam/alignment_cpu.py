@@ -1,0 +1,103 @@
+"""The "alsd" search on the CPU: the model's calls in torch, the search's bookkeeping in one
+compiled step per batch (`alsd_step`), labels kept as a traceback instead of copied histories.
+
+`alignment.alignment_search` runs the same search in ~300 tensor operations a step, so that
+the loop never waits on the device; on a CPU core each operation costs microseconds and, with
+a small model, they are most of the time. Here a step is: the joint on the live beam rows
+only, the log-softmax, one compiled call that applies every utterance's moves, and the
+predictor on the rows that appended a label. Same hypotheses as `alignment_search` and
+`reference._alignment_search` (tests).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from ..model import index_state
+from .rows import best_hypotheses, compacts, non_finite_logits, predict_masked, predict_rows
+
+__all__ = ["alsd_search_cpu"]
+
+
+def alsd_search_cpu(adapter, enc, lengths, options, vocab, notes):
+    from .alsd_step import alsd_step, trace_back  # Numba compiles on first use
+
+    B, T, _ = enc.shape
+    K = options.beam_size
+    R = 2 * K
+    tdt = options.durations is not None
+    durations = np.asarray(options.durations if tdt else (0,), dtype=np.int64)
+    length = lengths.numpy().astype(np.int64)
+    score = np.full(B * R, -np.inf)
+    score[0::R] = np.where(length > 0, 0.0, -np.inf)  # the empty hypothesis, at frame 0
+    score[K::R] = np.where(length > 0, -np.inf, 0.0)  # ... or already final
+    hash_, size, frame, count = (np.zeros(B * R, dtype=np.int64) for _ in range(4))
+    backs = np.empty((64, 4, B * R), dtype=np.int64)
+    emit_rows, emit_labels, beam_parent = (np.empty(B * K, dtype=np.int64) for _ in range(3))
+    no_durations = np.empty((0, 0))
+    max_tokens = -1 if options.max_tokens is None else options.max_tokens
+
+    enc_rows = adapter.encoder(enc).reshape(B * T, -1)
+    pred, state = _start_predictor(adapter, B * K)
+    steps = 0
+    while True:
+        live = np.flatnonzero(score.reshape(B, R)[:, :K] > -np.inf)  # beam index b*K + k
+        if live.size == 0:
+            break
+        rows = live // K * R + live % K
+        at = torch.from_numpy(live // K * T + frame[rows])
+        logits = adapter.joint(
+            enc_rows.index_select(0, at), pred.index_select(0, torch.from_numpy(live))
+        )
+        logits = logits.double()
+        lp = logits[:, :vocab].log_softmax(-1).numpy()
+        lpd = logits[:, vocab:].log_softmax(-1).numpy() if tdt else no_durations
+        if steps == backs.shape[0]:
+            backs = np.concatenate([backs, np.empty_like(backs)])
+        n_emit, bad = alsd_step(
+            lp, lpd, rows, K, adapter.blank_id, options.max_symbols_per_frame, max_tokens,
+            durations, tdt, length, score, hash_, size, frame, count, backs[steps],
+            emit_rows, emit_labels, beam_parent,
+        )  # fmt: skip
+        if bad >= 0:
+            raise non_finite_logits(bad)
+        steps += 1
+        pred, state = _advance_predictor(
+            adapter, pred, state, beam_parent, emit_rows[:n_emit], emit_labels[:n_emit]
+        )
+    finals = np.flatnonzero(score > -np.inf)  # only final rows are left
+    out, offsets = trace_back(backs, steps, finals)
+    fields = {name: [] for name in ("labels", "timestamps", *(("durations",) if tdt else ()))}
+    for i in range(finals.size):
+        part = out[:, offsets[i] : offsets[i + 1]].tolist()
+        for f, name in enumerate(fields):
+            fields[name].append(part[f])
+    per_utt = [[] for _ in range(B)]
+    for i, row in enumerate(finals.tolist()):
+        per_utt[row // R].append(i)
+    sizes = np.diff(offsets).tolist()
+    return best_hypotheses(per_utt, sizes, score[finals].tolist(), fields, options, notes)
+
+
+def _start_predictor(adapter, n):
+    """The predictor's output and state for ``n`` rows after the start-of-sequence blank."""
+    model = adapter.model
+    blank = torch.full((n,), adapter.blank_id, dtype=torch.long)
+    return adapter.predict(blank, model.init_state(n, torch.device("cpu")))
+
+
+def _advance_predictor(adapter, pred, state, parent, rows, labels):
+    """Each beam row takes its parent's predictor output and state (``parent``), and the rows
+    ``rows`` that appended ``labels`` run the predictor."""
+    model = adapter.model
+    parent = torch.from_numpy(parent)
+    pred, state = pred.index_select(0, parent), index_state(model, state, parent)
+    if rows.size == 0:
+        return pred, state
+    rows, labels = torch.from_numpy(rows.copy()), torch.from_numpy(labels.copy())
+    if compacts(model, rows.device):
+        return predict_rows(adapter, pred, state, rows, labels)
+    mask = torch.zeros(pred.shape[0], dtype=torch.bool).index_fill(0, rows, True)
+    every = torch.full((pred.shape[0],), adapter.blank_id, dtype=torch.long)
+    return predict_masked(adapter, pred, state, mask, every.index_copy(0, rows, labels))
