@@ -3,7 +3,10 @@
 Two families (see `BeamOptions`): frame-synchronous searches whose scores sum over
 alignments ("standard", "tokenwise", "maes"; `segment.py`) and searches whose scores are one
 alignment's ("alsd": `alignment.py`, "wind": `window.py`). `reference.py` is the per-utterance
-specification both are tested against. Imports run beam -> segment / window -> alignment -> rows.
+specification both are tested against. They are written in tensor operations that never wait on
+the device; on CPU tensors "alsd" runs its bookkeeping compiled instead (`alignment_cpu.py`,
+`alsd_step.py`), since there each tensor operation's fixed cost is most of a step. Imports run
+beam -> segment / window -> alignment -> rows, and beam -> alignment_cpu -> alsd_step -> rows.
 """
 
 from __future__ import annotations

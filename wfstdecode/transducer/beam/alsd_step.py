@@ -10,8 +10,10 @@ utterance, exactly as `reference._alignment_search`:
      set, which merges by labels (Viterbi: the better alignment) and keeps its K best;
   2. keeps the K best distinct (labels, frame, count) among the other moves that beat the K-th
      final score (-inf while fewer than K are final): the new beam.
-A key comes from at most D moves of one parent and K parents, so the K best distinct keys lie
-among the K*K*D best moves (plus the K old final rows): only those are compared by key.
+Only a few candidates of each kind are kept as the moves are scored (`_offer`): first the 2K
+best; if that may have dropped one of the K best distinct keys (fewer than K distinct among
+them), the step looks again among the K*K*D best (plus the K old final rows), which hold them
+all: a key comes from at most D moves (durations; 1 for RNN-T) of each of the K parents.
 It writes the rows in place and, per row, one row of the traceback (parent row, label or -1,
 its frame, its duration), and lists the new beam rows that appended a label (the predictor
 runs on them).

@@ -1,0 +1,114 @@
+"""Time-bounded differential fuzzing of the "alsd" transducer beam search: random RNN-T and
+TDT models, inputs and options, decoded by the CPU form (compiled bookkeeping), the tensor form
+(what CUDA runs) and the per-utterance reference; every hypothesis compared (tokens,
+timestamps, durations; scores within 1e-6 relative). The CPU form must equal the reference.
+Small random joints saturate (equal logits at different frames), which makes exact ties
+between alignments common; the tensor form breaks them in its own order, at the end or at an
+earlier step's pruning, so its disagreements are counted and the first few printed, not failed.
+
+    python tools/fuzz_transducer_beam.py --seconds 300
+
+Prints each difference found (seed and options, enough to replay) and a count of cases.
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import sys
+import time
+
+import torch
+
+import wfstdecode.transducer.beam as beam_package
+from wfstdecode.testing.transducer_models import random_transducer
+from wfstdecode.transducer import BeamOptions, beam_decode, beam_reference
+
+
+def case(seed: int):
+    """A random model, batch and `BeamOptions` for ``seed``."""
+    rng = random.Random(seed)
+    vocab, enc_dim = rng.randint(2, 8), rng.randint(2, 8)
+    durations = None
+    if rng.random() < 0.5:
+        durations = tuple(sorted(rng.sample(range(5), rng.randint(1, 4))))
+        if durations == (0,):
+            durations = (0, 1)
+    model = random_transducer(
+        vocab, enc_dim, rng.randint(2, 8), rng.randint(2, 8), len(durations or ()), seed=seed
+    )
+    with torch.no_grad():  # blank bias between "mostly labels" and "mostly blanks"
+        model.out.bias[model.blank_id] += rng.uniform(-2.0, 2.0)
+    batch, frames = rng.randint(1, 5), rng.randint(1, 12)
+    gen = torch.Generator().manual_seed(seed)
+    enc = torch.randn(batch, frames, enc_dim, generator=gen) * rng.uniform(0.5, 4.0)
+    lengths = torch.tensor([rng.randint(0, frames) for _ in range(batch)])
+    width = rng.randint(1, 6)
+    options = BeamOptions(
+        "alsd",
+        beam_size=width,
+        nbest=rng.randint(1, width),
+        length_norm=rng.random() < 0.5,
+        max_symbols_per_frame=rng.randint(1, 3),
+        max_tokens=rng.choice([None, None, rng.randint(0, 5)]),
+        durations=durations,
+    )
+    return model, enc, lengths, options
+
+
+def differ(got, want) -> tuple[str, str] | None:
+    """None, or ("tie", ...) where only hypotheses of equal scores differ (random models with
+    saturated joints give alignments of exactly equal scores, which each search may break
+    differently), or ("difference", ...)."""
+    for b, (g, w) in enumerate(zip(got, want, strict=True)):
+        if len(g) != len(w):
+            return "difference", f"utterance {b}: {len(g)} != {len(w)} hypotheses"
+        for hg, hw in zip(g, w, strict=True):
+            if abs(hg.score - hw.score) > 1e-6 * max(1.0, abs(hw.score)):
+                return "difference", f"utterance {b}: {hg} != {hw}"
+        if [(h.tokens, h.timestamps, h.durations) for h in g] != [
+            (h.tokens, h.timestamps, h.durations) for h in w
+        ]:
+            return "tie", f"utterance {b}"
+    return None
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=60)
+    ap.add_argument("--seed", type=int, default=0, help="first case's seed")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(1)
+    end = time.monotonic() + args.seconds
+    seed, found, ties, tensor_differs = args.seed, 0, 0, 0
+    while time.monotonic() < end:
+        model, enc, lengths, options = case(seed)
+        compiled = beam_decode(model, enc, lengths, options)
+        beam_package.COMPILED_ALSD_ON_CPU = False
+        try:
+            tensor = beam_decode(model, enc, lengths, options)
+        finally:
+            beam_package.COMPILED_ALSD_ON_CPU = True
+        reference = beam_reference(model, enc, lengths, options)
+        for name, other in (("reference", reference), ("tensor form", tensor)):
+            diff = differ(compiled, other)
+            if diff and diff[0] == "tie":
+                ties += 1
+            elif diff and name == "tensor form":
+                tensor_differs += 1
+                if tensor_differs <= 3:
+                    print(f"seed {seed}: compiled vs tensor form: {diff[1]}", flush=True)
+            elif diff:
+                found += 1
+                print(f"seed {seed} ({options}): compiled vs {name}: {diff[1]}", flush=True)
+        seed += 1
+    print(
+        f"{seed - args.seed} cases (seeds {args.seed}..{seed - 1}): {found} differences from "
+        f"the reference; {ties} comparisons that differ only between hypotheses of equal "
+        f"scores; the tensor form differs otherwise in {tensor_differs}"
+    )
+    return 1 if found else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
