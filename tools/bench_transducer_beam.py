@@ -69,13 +69,20 @@ def variants(beams, segments, window):
     return rows
 
 
+def compiled_on_cpu(options) -> bool:
+    """Whether these options' search has a compiled CPU form (`beam_package.beam_decode`)."""
+    if not isinstance(options, BeamOptions) or options.algorithm == "wind":
+        return False
+    return options.algorithm == "alsd" or options.durations is None
+
+
 def tensor_form(run):
-    """``run()`` with ALSD's tensor search (what CUDA runs) instead of its compiled CPU form."""
-    beam_package.COMPILED_ALSD_ON_CPU = False
+    """``run()`` with the tensor searches (what CUDA runs) instead of the compiled CPU forms."""
+    beam_package.COMPILED_ON_CPU = False
     try:
         return run()
     finally:
-        beam_package.COMPILED_ALSD_ON_CPU = True
+        beam_package.COMPILED_ON_CPU = True
 
 
 def planted_workload(utterances, frames, device):
@@ -102,8 +109,8 @@ def main(argv=None):
     ap.add_argument("--no-planted", action="store_true")
     ap.add_argument("--rows", metavar="REGEX", help="only the rows whose name matches (the "
                     "greedy rows, the ratios' base, are always run)")  # fmt: skip
-    ap.add_argument("--tensor-alsd", action="store_true", help="also time ALSD's tensor form "
-                    "(the CUDA code) on the CPU, next to the compiled CPU form")  # fmt: skip
+    ap.add_argument("--tensor-forms", action="store_true", help="also time the tensor form (the "
+                    "CUDA code) of each search with a compiled CPU form, on the CPU")  # fmt: skip
     ap.add_argument("--device", default="cpu", help="cpu: CPU seconds of one core; cuda: wall")
     ap.add_argument("--out")
     args = ap.parse_args(argv)
@@ -128,7 +135,7 @@ def main(argv=None):
                 continue
             enc, lengths, order = data[kind]
             forms = [(name, False)]
-            if args.tensor_alsd and getattr(options, "algorithm", None) == "alsd":
+            if args.tensor_forms and compiled_on_cpu(options):
                 forms.append((f"{name} (tensor form)", True))
             for (name, tensor), bs in itertools.product(forms, sizes):
                 run = partial(decode_all, models[kind], enc, lengths, order, bs, options)

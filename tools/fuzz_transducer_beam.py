@@ -1,6 +1,7 @@
-"""Time-bounded differential fuzzing of the "alsd" transducer beam search: random RNN-T and
-TDT models, inputs and options, decoded by the CPU form (compiled bookkeeping), the tensor form
-(what CUDA runs) and the per-utterance reference; every hypothesis compared (tokens,
+"""Time-bounded differential fuzzing of the transducer beam searches with a compiled CPU form
+("alsd", RNN-T and TDT; "standard", "tokenwise", "maes", RNN-T): random models, inputs and
+options, decoded by the CPU form, the tensor form (what CUDA runs) and the per-utterance
+reference; every hypothesis compared (tokens,
 timestamps, durations; scores within 1e-6 relative). The CPU form must equal the reference.
 Small random joints saturate (equal logits at different frames), which makes exact ties
 between alignments common; the tensor form breaks them in its own order, at the end or at an
@@ -14,6 +15,7 @@ Prints each difference found (seed and options, enough to replay) and a count of
 from __future__ import annotations
 
 import argparse
+import math
 import random
 import sys
 import time
@@ -44,14 +46,25 @@ def case(seed: int):
     enc = torch.randn(batch, frames, enc_dim, generator=gen) * rng.uniform(0.5, 4.0)
     lengths = torch.tensor([rng.randint(0, frames) for _ in range(batch)])
     width = rng.randint(1, 6)
+    algorithm = "alsd" if durations else rng.choice(["alsd", "standard", "tokenwise", "maes"])
+    own = {
+        "alsd": {"max_tokens": rng.choice([None, None, rng.randint(0, 5)])},
+        "standard": {},
+        "tokenwise": {"segment_size": rng.randint(1, 4)},
+        "maes": {
+            "maes_steps": rng.randint(1, 3),
+            "expansion_beta": rng.randint(0, 3),
+            "expansion_gamma": rng.choice([0.5, 2.3, math.inf]),
+        },
+    }[algorithm]
     options = BeamOptions(
-        "alsd",
+        algorithm,
         beam_size=width,
         nbest=rng.randint(1, width),
         length_norm=rng.random() < 0.5,
         max_symbols_per_frame=rng.randint(1, 3),
-        max_tokens=rng.choice([None, None, rng.randint(0, 5)]),
         durations=durations,
+        **own,
     )
     return model, enc, lengths, options
 
@@ -84,11 +97,11 @@ def main(argv=None) -> int:
     while time.monotonic() < end:
         model, enc, lengths, options = case(seed)
         compiled = beam_decode(model, enc, lengths, options)
-        beam_package.COMPILED_ALSD_ON_CPU = False
+        beam_package.COMPILED_ON_CPU = False
         try:
             tensor = beam_decode(model, enc, lengths, options)
         finally:
-            beam_package.COMPILED_ALSD_ON_CPU = True
+            beam_package.COMPILED_ON_CPU = True
         reference = beam_reference(model, enc, lengths, options)
         for name, other in (("reference", reference), ("tensor form", tensor)):
             diff = differ(compiled, other)

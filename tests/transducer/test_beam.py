@@ -22,7 +22,7 @@ from wfstdecode.transducer import (
     beam_reference,
     greedy_decode,
 )
-from wfstdecode.transducer.beam import alsd_step
+from wfstdecode.transducer.beam import alsd_step, segment_step
 
 TDT = (0, 1, 2)
 # (algorithm, its own options) covering every search and its parameters
@@ -226,70 +226,84 @@ def test_nbest_distinct_best_first_and_length_norm():
                 assert all(h.notes[0] == f"algorithm={algorithm}" for h in hyps)
 
 
-# "alsd" on the CPU (`alignment_cpu`: compiled bookkeeping, a traceback) against the tensor
-# search CUDA runs (`alignment`) and the reference.
-ALSD_OPTIONS = [
-    {},
-    {"max_symbols_per_frame": 1},
-    {"max_tokens": 3},
-    {"durations": (0, 1, 2)},
-    {"durations": (1, 3)},
-    {"durations": (0, 1, 2, 3, 4), "max_symbols_per_frame": 1},
+# The compiled CPU forms ("alsd": `alignment_cpu`; RNN-T "standard" / "tokenwise" / "maes":
+# `segment_cpu`) against the tensor searches CUDA runs and the reference.
+COMPILED = [
+    ("alsd", {}),
+    ("alsd", {"max_symbols_per_frame": 1}),
+    ("alsd", {"max_tokens": 3}),
+    ("alsd", {"durations": (0, 1, 2)}),
+    ("alsd", {"durations": (1, 3)}),
+    ("alsd", {"durations": (0, 1, 2, 3, 4), "max_symbols_per_frame": 1}),
+    ("standard", {}),
+    ("standard", {"max_symbols_per_frame": 1}),
+    ("maes", {}),
+    ("maes", {"maes_steps": 3, "expansion_beta": 0, "expansion_gamma": 0.5}),
+    ("tokenwise", {"segment_size": 3}),
+    ("tokenwise", {"segment_size": 4, "max_symbols_per_frame": 1}),
 ]
-ALSD_IDS = ["-".join(f"{k}{v}" for k, v in kw.items()) or "rnnt" for kw in ALSD_OPTIONS]
+COMPILED_IDS = ["-".join([a, *(f"{k}{v}" for k, v in kw.items())]) for a, kw in COMPILED]
 
 
 def compiled_and_tensor(model, enc, lengths, options, monkeypatch):
     """(compiled, tensor search) hypotheses of one batch, both on the CPU."""
     compiled = beam_decode(model, enc, lengths, options)
     with monkeypatch.context() as m:
-        m.setattr(beam, "COMPILED_ALSD_ON_CPU", False)
+        m.setattr(beam, "COMPILED_ON_CPU", False)
         tensor = beam_decode(model, enc, lengths, options)
     return compiled, tensor
 
 
-def test_the_cpu_runs_the_compiled_step(monkeypatch):
+@pytest.mark.parametrize(
+    ("algorithm", "module", "step"),
+    [("alsd", alsd_step, "alsd_step"), ("maes", segment_step, "segment_round")],
+)
+def test_the_cpu_runs_the_compiled_step(algorithm, module, step, monkeypatch):
     calls = []
-    step = alsd_step.alsd_step
+    compiled = getattr(module, step)
 
     def counted(*args):
         calls.append(1)
-        return step(*args)
+        return compiled(*args)
 
-    monkeypatch.setattr(alsd_step, "alsd_step", counted)
+    monkeypatch.setattr(module, step, counted)
     model, enc = tiny(0, vocab=4, frames=5, batch=2)
-    beam_decode(model, enc, torch.tensor([5, 3]), BeamOptions("alsd", beam_size=2))
-    assert len(calls) >= 5  # one per step, at least one per frame
-    monkeypatch.setattr(beam, "COMPILED_ALSD_ON_CPU", False)
+    beam_decode(model, enc, torch.tensor([5, 3]), BeamOptions(algorithm, beam_size=2))
+    assert len(calls) >= 5  # at least one per frame
+    monkeypatch.setattr(beam, "COMPILED_ON_CPU", False)
     calls.clear()
-    beam_decode(model, enc, torch.tensor([5, 3]), BeamOptions("alsd", beam_size=2))
+    beam_decode(model, enc, torch.tensor([5, 3]), BeamOptions(algorithm, beam_size=2))
     assert not calls
 
 
-@pytest.mark.parametrize("own", ALSD_OPTIONS, ids=ALSD_IDS)
+@pytest.mark.parametrize(("algorithm", "own"), COMPILED, ids=COMPILED_IDS)
 @pytest.mark.parametrize("width", [1, 2, 3, 5])
-def test_random_models_equal_the_tensor_search_and_the_reference(own, width, monkeypatch):
+def test_random_models_equal_the_tensor_search_and_the_reference(
+    algorithm, own, width, monkeypatch
+):
     for seed in range(4):
         model, enc = tiny(seed, vocab=6, frames=9, durations=own.get("durations"), batch=5)
         lengths = torch.tensor([9, 0, 5, 7, 1])
-        options = BeamOptions("alsd", beam_size=width, nbest=width, **own)
+        options = BeamOptions(algorithm, beam_size=width, nbest=width, **own)
         compiled, tensor = compiled_and_tensor(model, enc, lengths, options, monkeypatch)
         assert_same(compiled, tensor)
         assert_same(compiled, beam_reference(model, enc, lengths, options))
 
 
-@pytest.mark.parametrize("durations", [None, (0, 1, 2, 3, 4)])
+@pytest.mark.parametrize(
+    ("algorithm", "durations"), [("alsd", None), ("alsd", (0, 1, 2, 3, 4)), ("standard", None)]
+)
 @pytest.mark.parametrize("width", [4, 8])
-def test_planted_batches_equal_the_tensor_search(durations, width, monkeypatch):
+def test_planted_batches_equal_the_tensor_search(algorithm, durations, width, monkeypatch):
     model = planted_transducer(40, 64, 64, 64, durations=durations, seed=1)
     pb = planted_batch(model, 7, 40, min_frames=0, seed=3)
-    options = BeamOptions("alsd", beam_size=width, nbest=3, durations=durations)
+    options = BeamOptions(algorithm, beam_size=width, nbest=3, durations=durations)
     compiled, tensor = compiled_and_tensor(model, pb.enc, pb.lengths, options, monkeypatch)
     assert_same(compiled, tensor)
     assert sum(len(h[0].tokens) for h in compiled) > 20  # the planted labels come out
 
 
-def test_a_model_with_its_own_state_layout(monkeypatch):
+def test_a_model_with_its_own_state_layout():
     """A state the generic row selection does not understand (a dict keyed by layer, with
     the model's own ``index_state`` / ``select_state``): the predictor runs on every row."""
     inner, enc = tiny(2, vocab=5, frames=8, batch=3)
@@ -316,10 +330,11 @@ def test_a_model_with_its_own_state_layout(monkeypatch):
         def select_state(self, mask, new, old):
             return {k: torch.where(mask.view(-1, 1, 1), new[k], old[k]) for k in new}
 
-    options = BeamOptions("alsd", beam_size=3, nbest=3)
     lengths = torch.tensor([8, 6, 3])
-    got = beam_decode(OwnState(), enc, lengths, options)
-    assert_same(got, beam_decode(inner, enc, lengths, options))
+    for algorithm in ("alsd", "maes"):
+        options = BeamOptions(algorithm, beam_size=3, nbest=3)
+        got = beam_decode(OwnState(), enc, lengths, options)
+        assert_same(got, beam_decode(inner, enc, lengths, options))
 
 
 def test_the_second_pass_finds_keys_the_first_dropped():

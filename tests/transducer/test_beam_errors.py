@@ -137,7 +137,7 @@ def test_search_bodies_never_sync(options, monkeypatch):
     for module in (alignment, segment, window):
         monkeypatch.setattr(module, "host_flag", flag)
     monkeypatch.setattr(rows, "COMPACT_ON_CPU", False)
-    monkeypatch.setattr(beam, "COMPILED_ALSD_ON_CPU", False)  # the tensor search, as on CUDA
+    monkeypatch.setattr(beam, "COMPILED_ON_CPU", False)  # the tensor search, as on CUDA
     results = rows.BeamRows.results
 
     def unchecked_results(self, *args, **kwargs):

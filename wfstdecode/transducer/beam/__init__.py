@@ -4,9 +4,10 @@ Two families (see `BeamOptions`): frame-synchronous searches whose scores sum ov
 alignments ("standard", "tokenwise", "maes"; `segment.py`) and searches whose scores are one
 alignment's ("alsd": `alignment.py`, "wind": `window.py`). `reference.py` is the per-utterance
 specification both are tested against. They are written in tensor operations that never wait on
-the device; on CPU tensors "alsd" runs its bookkeeping compiled instead (`alignment_cpu.py`,
-`alsd_step.py`), since there each tensor operation's fixed cost is most of a step. Imports run
-beam -> segment / window -> alignment -> rows, and beam -> alignment_cpu -> alsd_step -> rows.
+the device; on CPU tensors "alsd" and the RNN-T summing searches run their bookkeeping compiled
+instead (`alignment_cpu.py` / `alsd_step.py`, `segment_cpu.py` / `segment_step.py`), since
+there each tensor operation's fixed cost is most of a step. Imports run beam -> segment /
+window -> alignment -> rows, and beam -> alignment_cpu / segment_cpu -> *_step -> rows.
 """
 
 from __future__ import annotations
@@ -21,13 +22,15 @@ from .alignment_cpu import alsd_search_cpu
 from .options import BEAM_ALGORITHMS, BeamOptions
 from .reference import beam_reference
 from .segment import segment_search
+from .segment_cpu import segment_search_cpu
 from .window import window_search
 
 __all__ = ["BEAM_ALGORITHMS", "BeamOptions", "beam_decode", "beam_reference"]
 
-# "alsd" on CPU tensors runs its bookkeeping compiled (`alignment_cpu`); False runs the tensor
-# search there too, as on CUDA (the tests check both).
-COMPILED_ALSD_ON_CPU = True
+# On CPU tensors "alsd" and, for RNN-T, the summing searches run their bookkeeping compiled
+# (`alignment_cpu`, `segment_cpu`); False runs the tensor searches there too, as on CUDA (the
+# tests check both).
+COMPILED_ON_CPU = True
 
 
 def beam_decode(model, enc, enc_lengths, options: BeamOptions | None = None):
@@ -62,6 +65,9 @@ def beam_decode(model, enc, enc_lengths, options: BeamOptions | None = None):
         search = {"alsd": alignment_search, "wind": window_search}.get(
             options.algorithm, segment_search
         )
-        if search is alignment_search and enc.device.type == "cpu" and COMPILED_ALSD_ON_CPU:
-            search = alsd_search_cpu
+        if enc.device.type == "cpu" and COMPILED_ON_CPU:
+            if search is alignment_search:
+                search = alsd_search_cpu
+            elif search is segment_search and options.durations is None:
+                search = segment_search_cpu
         return search(adapter, enc, lengths, options, vocab, notes)

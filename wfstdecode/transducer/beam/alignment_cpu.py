@@ -14,8 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..model import index_state
-from .rows import best_hypotheses, compacts, non_finite_logits, predict_masked, predict_rows
+from .rows import advance_predictor, best_hypotheses, non_finite_logits, start_predictor
 
 __all__ = ["alsd_search_cpu"]
 
@@ -39,7 +38,7 @@ def alsd_search_cpu(adapter, enc, lengths, options, vocab, notes):
     max_tokens = -1 if options.max_tokens is None else options.max_tokens
 
     enc_rows = adapter.encoder(enc).reshape(B * T, -1)
-    pred, state = _start_predictor(adapter, B * K)
+    pred, state = start_predictor(adapter, B * K)
     steps = 0
     while True:
         live = np.flatnonzero(score.reshape(B, R)[:, :K] > -np.inf)  # beam index b*K + k
@@ -63,7 +62,7 @@ def alsd_search_cpu(adapter, enc, lengths, options, vocab, notes):
         if bad >= 0:
             raise non_finite_logits(bad)
         steps += 1
-        pred, state = _advance_predictor(
+        pred, state = advance_predictor(
             adapter, pred, state, beam_parent, emit_rows[:n_emit], emit_labels[:n_emit]
         )
     finals = np.flatnonzero(score > -np.inf)  # only final rows are left
@@ -78,26 +77,3 @@ def alsd_search_cpu(adapter, enc, lengths, options, vocab, notes):
         per_utt[row // R].append(i)
     sizes = np.diff(offsets).tolist()
     return best_hypotheses(per_utt, sizes, score[finals].tolist(), fields, options, notes)
-
-
-def _start_predictor(adapter, n):
-    """The predictor's output and state for ``n`` rows after the start-of-sequence blank."""
-    model = adapter.model
-    blank = torch.full((n,), adapter.blank_id, dtype=torch.long)
-    return adapter.predict(blank, model.init_state(n, torch.device("cpu")))
-
-
-def _advance_predictor(adapter, pred, state, parent, rows, labels):
-    """Each beam row takes its parent's predictor output and state (``parent``), and the rows
-    ``rows`` that appended ``labels`` run the predictor."""
-    model = adapter.model
-    parent = torch.from_numpy(parent)
-    pred, state = pred.index_select(0, parent), index_state(model, state, parent)
-    if rows.size == 0:
-        return pred, state
-    rows, labels = torch.from_numpy(rows.copy()), torch.from_numpy(labels.copy())
-    if compacts(model, rows.device):
-        return predict_rows(adapter, pred, state, rows, labels)
-    mask = torch.zeros(pred.shape[0], dtype=torch.bool).index_fill(0, rows, True)
-    every = torch.full((pred.shape[0],), adapter.blank_id, dtype=torch.long)
-    return predict_masked(adapter, pred, state, mask, every.index_copy(0, rows, labels))

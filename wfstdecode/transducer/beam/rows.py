@@ -21,6 +21,7 @@ from ..model import ModelAdapter, index_state, select_state
 __all__ = [
     "HASH_BASE",
     "BeamRows",
+    "advance_predictor",
     "best_distinct",
     "best_hypotheses",
     "compacts",
@@ -28,6 +29,7 @@ __all__ = [
     "predict_masked",
     "predict_rows",
     "recombine",
+    "start_predictor",
 ]
 
 # On CPU the predictor runs on the emitting rows only; False runs it on all rows, as on CUDA
@@ -184,6 +186,29 @@ def predict_masked(adapter, pred, state, mask, labels):
     new_pred, new_state = adapter.predict(labels, state)
     pred = torch.where(mask.unsqueeze(1), new_pred, pred)
     return pred, select_state(adapter.model, mask, new_state, state)
+
+
+def start_predictor(adapter, n):
+    """The predictor's output and state for ``n`` rows after the start-of-sequence blank."""
+    model = adapter.model
+    blank = torch.full((n,), adapter.blank_id, dtype=torch.long)
+    return adapter.predict(blank, model.init_state(n, torch.device("cpu")))
+
+
+def advance_predictor(adapter, pred, state, parent, rows, labels):
+    """CPU tensors, host arrays: each row takes the predictor output and state of row
+    ``parent[row]``, then the rows ``rows`` that appended ``labels`` run the predictor."""
+    model = adapter.model
+    parent = torch.from_numpy(parent)
+    pred, state = pred.index_select(0, parent), index_state(model, state, parent)
+    if rows.size == 0:
+        return pred, state
+    rows, labels = torch.from_numpy(rows.copy()), torch.from_numpy(labels.copy())
+    if compacts(model, rows.device):
+        return predict_rows(adapter, pred, state, rows, labels)
+    mask = torch.zeros(pred.shape[0], dtype=torch.bool).index_fill(0, rows, True)
+    every = torch.full((pred.shape[0],), adapter.blank_id, dtype=torch.long)
+    return predict_masked(adapter, pred, state, mask, every.index_copy(0, rows, labels))
 
 
 def _index_copy(model, state, rows, sub):
