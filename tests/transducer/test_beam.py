@@ -226,7 +226,7 @@ def test_nbest_distinct_best_first_and_length_norm():
                 assert all(h.notes[0] == f"algorithm={algorithm}" for h in hyps)
 
 
-# The compiled CPU forms ("alsd": `alignment_cpu`; RNN-T "standard" / "tokenwise" / "maes":
+# The compiled CPU forms ("alsd": `alignment_cpu`; "standard" / "tokenwise" / "maes":
 # `segment_cpu`) against the tensor searches CUDA runs and the reference.
 COMPILED = [
     ("alsd", {}),
@@ -241,6 +241,10 @@ COMPILED = [
     ("maes", {"maes_steps": 3, "expansion_beta": 0, "expansion_gamma": 0.5}),
     ("tokenwise", {"segment_size": 3}),
     ("tokenwise", {"segment_size": 4, "max_symbols_per_frame": 1}),
+    ("standard", {"durations": (0, 1, 2)}),
+    ("standard", {"durations": (1, 3)}),
+    ("maes", {"durations": (0, 1, 2, 3, 4)}),
+    ("maes", {"durations": (0, 2), "maes_steps": 3, "expansion_gamma": 0.5}),
 ]
 COMPILED_IDS = ["-".join([a, *(f"{k}{v}" for k, v in kw.items())]) for a, kw in COMPILED]
 
@@ -291,7 +295,8 @@ def test_random_models_equal_the_tensor_search_and_the_reference(
 
 
 @pytest.mark.parametrize(
-    ("algorithm", "durations"), [("alsd", None), ("alsd", (0, 1, 2, 3, 4)), ("standard", None)]
+    ("algorithm", "durations"),
+    [("alsd", None), ("alsd", (0, 1, 2, 3, 4)), ("standard", None), ("maes", (0, 1, 2, 3, 4))],
 )
 @pytest.mark.parametrize("width", [4, 8])
 def test_planted_batches_equal_the_tensor_search(algorithm, durations, width, monkeypatch):

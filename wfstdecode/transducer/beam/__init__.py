@@ -4,7 +4,7 @@ Two families (see `BeamOptions`): frame-synchronous searches whose scores sum ov
 alignments ("standard", "tokenwise", "maes"; `segment.py`) and searches whose scores are one
 alignment's ("alsd": `alignment.py`, "wind": `window.py`). `reference.py` is the per-utterance
 specification both are tested against. They are written in tensor operations that never wait on
-the device; on CPU tensors "alsd" and the RNN-T summing searches run their bookkeeping compiled
+the device; on CPU tensors "alsd" and the summing searches run their bookkeeping compiled
 instead (`alignment_cpu.py` / `alsd_step.py`, `segment_cpu.py` / `segment_step.py`), since
 there each tensor operation's fixed cost is most of a step. Imports run beam -> segment /
 window -> alignment -> rows, and beam -> alignment_cpu / segment_cpu -> *_step -> rows.
@@ -27,7 +27,7 @@ from .window import window_search
 
 __all__ = ["BEAM_ALGORITHMS", "BeamOptions", "beam_decode", "beam_reference"]
 
-# On CPU tensors "alsd" and, for RNN-T, the summing searches run their bookkeeping compiled
+# On CPU tensors "alsd" and the summing searches run their bookkeeping compiled
 # (`alignment_cpu`, `segment_cpu`); False runs the tensor searches there too, as on CUDA (the
 # tests check both).
 COMPILED_ON_CPU = True
@@ -68,6 +68,6 @@ def beam_decode(model, enc, enc_lengths, options: BeamOptions | None = None):
         if enc.device.type == "cpu" and COMPILED_ON_CPU:
             if search is alignment_search:
                 search = alsd_search_cpu
-            elif search is segment_search and options.durations is None:
+            elif search is segment_search:
                 search = segment_search_cpu
         return search(adapter, enc, lengths, options, vocab, notes)

@@ -26,7 +26,7 @@ from numba import njit
 
 from .rows import HASH_BASE
 
-__all__ = ["alsd_step", "trace_back"]
+__all__ = ["alsd_step", "live_span", "trace_back"]
 
 NONE = -1
 
@@ -116,6 +116,16 @@ def _distinct(top, n, k, threshold, by_frame, hash_, size, out, at):
 
 
 @njit(inline="always", nogil=True, cache=True)
+def live_span(live, start, width, b):
+    """The end of utterance b's entries in ``live`` (ascending row ids, ``width`` rows per
+    utterance), which begin at ``start``."""
+    stop = start
+    while stop < live.shape[0] and live[stop] // width == b:
+        stop += 1
+    return stop
+
+
+@njit(inline="always", nogil=True, cache=True)
 def _move(tdt, blank, k, d, lp_k, lpd_d, score, t, c):
     """Label ``k`` (or the blank) with duration ``d`` (TDT; RNN-T: 0) from a hypothesis
     with ``score`` at frame ``t``, ``c`` labels emitted there: (score, frame, count) after it,
@@ -199,9 +209,7 @@ def alsd_step(
     n_emit = 0
     start = 0
     for b in range(B):
-        stop = start
-        while stop < live.shape[0] and live[stop] // R == b:
-            stop += 1
+        stop = live_span(live, start, R, b)
         base = b * R
         if stop == start:  # nothing to expand: the rows stay as they are
             for r in range(R):
