@@ -71,9 +71,7 @@ def variants(beams, segments, window):
 
 def compiled_on_cpu(options) -> bool:
     """Whether these options' search has a compiled CPU form (`beam_package.beam_decode`)."""
-    if not isinstance(options, BeamOptions) or options.algorithm == "wind":
-        return False
-    return options.algorithm == "alsd" or options.durations is None
+    return isinstance(options, BeamOptions) and options.algorithm != "wind"
 
 
 def tensor_form(run):
