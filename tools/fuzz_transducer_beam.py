@@ -2,10 +2,11 @@
 ("alsd", "standard", "tokenwise", "maes"; RNN-T and TDT): random models, inputs and options,
 decoded by the CPU form, the tensor form (what CUDA runs) and the per-utterance reference;
 every hypothesis compared (tokens, timestamps, durations; scores within 1e-6 relative). The
-CPU form must equal the reference. Small random joints saturate (equal logits at different
-frames), which makes exact ties between alignments common; the tensor form breaks them in its
-own order, at the end or at an earlier step's pruning, so its disagreements are counted and the
-first few printed, not failed.
+CPU form must equal the reference. The joints have 16-32 units: with a few, the ReLU often
+turns them all off and different frames give equal logits, so alignments tie exactly and each
+search breaks the ties in its own order, at the end or in an earlier step's pruning. Ties
+that remain are counted: where only hypotheses of equal scores differ, and where the tensor
+form chose otherwise (its first few printed), neither failed.
 
     python tools/fuzz_transducer_beam.py --seconds 300
 
@@ -37,7 +38,7 @@ def case(seed: int):
         if durations == (0,):
             durations = (0, 1)
     model = random_transducer(
-        vocab, enc_dim, rng.randint(2, 8), rng.randint(2, 8), len(durations or ()), seed=seed
+        vocab, enc_dim, rng.randint(2, 8), rng.randint(16, 32), len(durations or ()), seed=seed
     )
     with torch.no_grad():  # blank bias between "mostly labels" and "mostly blanks"
         model.out.bias[model.blank_id] += rng.uniform(-2.0, 2.0)
