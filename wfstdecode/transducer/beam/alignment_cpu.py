@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .rows import advance_predictor, best_hypotheses, non_finite_logits, start_predictor
+from .rows import advance_predictor, non_finite_logits, start_predictor, traced_hypotheses
 
 __all__ = ["alsd_search_cpu"]
 
@@ -66,14 +66,7 @@ def alsd_search_cpu(adapter, enc, lengths, options, vocab, notes):
             adapter, pred, state, beam_parent, emit_rows[:n_emit], emit_labels[:n_emit]
         )
     finals = np.flatnonzero(score > -np.inf)  # only final rows are left
-    out, offsets = trace_back(backs, steps, finals)
-    fields = {name: [] for name in ("labels", "timestamps", *(("durations",) if tdt else ()))}
-    for i in range(finals.size):
-        part = out[:, offsets[i] : offsets[i + 1]].tolist()
-        for f, name in enumerate(fields):
-            fields[name].append(part[f])
-    per_utt = [[] for _ in range(B)]
-    for i, row in enumerate(finals.tolist()):
-        per_utt[row // R].append(i)
-    sizes = np.diff(offsets).tolist()
-    return best_hypotheses(per_utt, sizes, score[finals].tolist(), fields, options, notes)
+    traced, offsets = trace_back(backs, steps, finals)
+    names = ("labels", "timestamps", "durations") if tdt else ("labels", "timestamps")
+    return traced_hypotheses(traced, offsets.tolist(), names, score[finals].tolist(),
+                             (finals // R).tolist(), B, options, notes)  # fmt: skip

@@ -30,6 +30,7 @@ __all__ = [
     "predict_rows",
     "recombine",
     "start_predictor",
+    "traced_hypotheses",
 ]
 
 # On CPU the predictor runs on the emitting rows only; False runs it on all rows, as on CUDA
@@ -155,6 +156,23 @@ def best_hypotheses(per_utt, lengths, scores, fields, options, notes) -> list[li
             ]
         )
     return out
+
+
+def traced_hypotheses(traced, offsets, names, scores, utterances, B, options, notes):
+    """`best_hypotheses` from label histories traced back from the compiled searches' finished
+    entries: entry i's ``names`` (labels, timestamps[, durations]) are the first rows of
+    ``traced`` over columns ``offsets[i] .. offsets[i+1]``; ``scores[i]`` its score and
+    ``utterances[i]`` its utterance (of B)."""
+    rows = traced.tolist()
+    fields = {
+        name: [rows[f][offsets[i] : offsets[i + 1]] for i in range(len(offsets) - 1)]
+        for f, name in enumerate(names)
+    }
+    per_utt = [[] for _ in range(B)]
+    for i, b in enumerate(utterances):
+        per_utt[b].append(i)
+    sizes = [offsets[i + 1] - offsets[i] for i in range(len(offsets) - 1)]
+    return best_hypotheses(per_utt, sizes, scores, fields, options, notes)
 
 
 def non_finite_logits(utterance: int) -> DecodeInputError:

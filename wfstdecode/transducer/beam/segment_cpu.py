@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from ..model import index_state
-from .rows import advance_predictor, best_hypotheses, non_finite_logits, start_predictor
+from .rows import advance_predictor, non_finite_logits, start_predictor, traced_hypotheses
 
 __all__ = ["segment_search_cpu"]
 
@@ -48,7 +48,7 @@ def segment_search_cpu(adapter, enc, lengths, options, vocab, notes):
 
     enc_rows = adapter.encoder(enc).reshape(B * T, -1)
     pred, state = start_predictor(adapter, B * R)
-    model, offsets = adapter.model, np.arange(S)
+    model, offsets, own = adapter.model, np.arange(S), np.arange(B * R)
     for start in range(0, T, S):
         begin_segment(start, length, K, E, done_n, done, active, stay, source)
         pred, state = _gather(model, pred, state, source)
@@ -69,26 +69,17 @@ def segment_search_cpu(adapter, enc, lengths, options, vocab, notes):
             if bad >= 0:
                 raise non_finite_logits(bad)
             after = source < 0  # rows that copy a new row once the predictor has run
-            own = np.arange(B * R)
             pred, state = advance_predictor(
                 adapter, pred, state, np.where(after, own, source), emit_rows[:n_emit],
                 emit_labels[:n_emit],
             )  # fmt: skip
             if after.any():
                 pred, state = _gather(model, pred, state, np.where(after, -1 - source, own))
-    slots = [b * R + j for b in range(B) for j in range(done_n[b])]
-    out, offsets = trace_nodes(nodes, done[3][slots])
+    slots = np.array([b * R + j for b in range(B) for j in range(done_n[b])], dtype=np.int64)
+    traced, offsets = trace_nodes(nodes, done[3][slots])
     names = ("labels", "timestamps", "durations") if tdt else ("labels", "timestamps")
-    fields = {name: [] for name in names}
-    for i in range(len(slots)):
-        for f, name in enumerate(names):
-            fields[name].append(out[f, offsets[i] : offsets[i + 1]].tolist())
-    per_utt, i = [], 0
-    for b in range(B):
-        per_utt.append(range(i, i + done_n[b]))
-        i += done_n[b]
-    sizes = np.diff(offsets).tolist()
-    return best_hypotheses(per_utt, sizes, done[0][slots].tolist(), fields, options, notes)
+    return traced_hypotheses(traced, offsets.tolist(), names, done[0][slots].tolist(),
+                             (slots // R).tolist(), B, options, notes)  # fmt: skip
 
 
 def _log_probs(adapter, enc_rows, pred, live, at, T, K, E, vocab, tdt):
