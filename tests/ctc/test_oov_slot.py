@@ -344,7 +344,8 @@ def test_the_search_rule_forbids_what_the_automaton_forbids(seed):
                         np.arange(32, dtype=np.int32), np.ones(32, np.float32), i32, 32,
                         open_)  # fmt: skip
     boosts = LaneBoosts(bt.key, bt.gain, bt.enter, bt.offset, bt.mask, bt.fail, bt.phi,
-                        bt.node_offset, bt.contexts, bt.worst)  # fmt: skip
+                        bt.node_offset, bt.contexts, bt.worst, bt.bits, bt.bits_offset,
+                        bt.bits_len)  # fmt: skip
     for lane, automaton in enumerate(bt.automata):
         contexts = range(automaton.num_nodes) if automaton else [0]
         for x in contexts:

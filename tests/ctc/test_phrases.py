@@ -89,7 +89,8 @@ def test_search_rule_equals_the_automaton(seed):
     graph = SearchGraph(0, np.zeros(1, np.float32), i32, i32, i32, i32, words,
                         np.ones(32, np.float32), i32, 32, NO_SLOT)  # fmt: skip
     boosts = LaneBoosts(bt.key, bt.gain, bt.enter, bt.offset, bt.mask, bt.fail, bt.phi,
-                        bt.node_offset, bt.contexts, bt.worst)  # fmt: skip
+                        bt.node_offset, bt.contexts, bt.worst, bt.bits, bt.bits_offset,
+                        bt.bits_len)  # fmt: skip
     assert bt.automata[2] is bt.automata[4]  # one mapping given twice is built once
     for lane, automaton in enumerate(bt.automata):
         contexts = range(automaton.num_nodes) if automaton else [0]

@@ -24,6 +24,10 @@ and per node, from ``node_offset[b]``: ``fail`` int32 (the failure link) and ``p
 anticipated bonus a token in that state gives back if the match fails or the utterance ends).
 ``contexts[b]`` counts the context states a token of utterance b can be in (1 for words only);
 ``worst[b]`` is the most its phrases add to an arc's cost (the cpu search's pre-pass bound).
+``bits`` int64, from ``bits_offset[b]``, ``bits_len[b]`` entries: the words of utterance b's
+phrases as a bitset (`phrases.PhraseAutomaton.word_bits`); a word outside it has no goto entry
+at any node, so `bundles.arc_cost` moves to the root without probing the table — most arcs with
+an output word, since a list's words are a small part of the graph's.
 The slot of ``(node, word)`` is ``(word * 2654435761 + node * 40503) mod 2**32 & mask``;
 `bundles.arc_cost` walks the table in every backend.
 """
@@ -31,7 +35,6 @@ The slot of ``(node, word)`` is ``(word * 2654435761 + node * 40503) mod 2**32 &
 from __future__ import annotations
 
 import gc
-import itertools
 import warnings
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
@@ -42,7 +45,8 @@ import numpy as np
 from ..errors import DecodeInputError
 from . import phrase_cache
 from .options import MAX_COST_TERM
-from .phrases import EMPTY, NO_SLOT, PhraseAutomaton
+from .phrases import EMPTY, NO_SLOT, PhraseAutomaton, PhraseList, has_repeat
+from .word_index import phrase_ids_bulk
 
 # per utterance: 200,000 compile in ~1 CPU s and ~130 MB (bench/ctc_phrases.md)
 MAX_PHRASES = 200_000
@@ -63,6 +67,9 @@ class BoostTables:
     node_offset: np.ndarray
     contexts: np.ndarray
     worst: np.ndarray  # float32 [B]: the most an utterance's phrases add to an arc's cost
+    bits: np.ndarray  # int64 [total bits / 64]: each utterance's phrase words
+    bits_offset: np.ndarray  # int64 [B]: where utterance b's bitset starts
+    bits_len: np.ndarray  # int64 [B]: its entries
     automata: tuple  # per utterance: its PhraseAutomaton or None
 
     @property
@@ -79,7 +86,8 @@ class BoostTables:
         one = slice(b, b + 1)
         return BoostTables(self.key, self.gain, self.enter, self.offset[one], self.mask[one],
                            self.fail, self.phi, self.node_offset[one], self.contexts[one],
-                           self.worst[one], (self.automata[b],))  # fmt: skip
+                           self.worst[one], self.bits, self.bits_offset[one], self.bits_len[one],
+                           (self.automata[b],))  # fmt: skip
 
     def path_bonus(self, b: int, word_ids) -> float:
         """Utterance ``b``'s bonus for a whole word sequence (float64)."""
@@ -167,14 +175,15 @@ def _resolve_or_recall(table: Mapping, b: int, words, unknown: list, known: dict
     """`_resolve_table`, or the same list's resolution from an earlier call (`phrase_cache`).
     Only lists of phrase strings and plain numbers are kept: their equality is their meaning
     (``True == 1``, and a bonus of True is refused, not recalled)."""
-    plain = len(table) >= phrase_cache.MIN_PHRASES and _plain(table, table.values())
-    key = phrase_cache.list_key(table, words, oov) if plain else None
+    plain = _plain(table, table.values())
+    keep = plain and len(table) >= phrase_cache.MIN_PHRASES
+    key = phrase_cache.list_key(table, words, oov) if keep else None
     hit = phrase_cache.resolved_list(key, words, oov) if key is not None else None
     if hit is not None:
         resolved, missing = hit
     else:
         missing = []
-        resolved = _resolve_table(table, b, words, missing, known, oov)
+        resolved = _resolve_table(table, b, words, missing, known, oov, plain)
         if key is not None:
             phrase_cache.keep_resolved(key, words, oov, resolved, missing)
     unknown.extend(missing)
@@ -191,13 +200,14 @@ def _as_float(value) -> float:
         return float("inf")
 
 
-def _resolve_table(table: Mapping, b: int, words, unknown: list, known: dict, oov) -> dict | None:
+def _resolve_table(table: Mapping, b: int, words, unknown: list, known: dict, oov,
+                   plain: bool) -> Mapping | None:  # fmt: skip
     if len(table) > MAX_PHRASES:
         raise DecodeInputError(
             f"boosts[{b}] has {len(table)} phrases; at most {MAX_PHRASES} per utterance"
         )
     keys, bonuses = list(table), list(table.values())
-    fast = _resolve_plain(keys, bonuses, words)
+    fast = _resolve_plain(keys, bonuses, words) if plain else None
     if fast is not None:
         return fast
     for key, bonus in zip(keys, bonuses, strict=True):  # checked per value, named on failure
@@ -265,12 +275,11 @@ def _plain(keys, bonuses) -> bool:
     return set(map(type, keys)) <= _STRINGS and set(map(type, bonuses)) <= _PLAIN_NUMBERS
 
 
-def _resolve_plain(keys: list, bonuses: list, words) -> dict | None:
-    """`_resolve_table` for the common list, in a few passes at C speed (a list of 1,000
-    phrases resolves in ~0.3 ms, 5x faster than phrase by phrase): every key a phrase of words
-    the table has, every bonus a plain number in range, no phrase twice. None for anything
-    else, which the phrase-by-phrase path then resolves or reports."""
-    if words is None or not _plain(keys, bonuses):
+def _resolve_plain(keys: list, bonuses: list, words) -> PhraseList | None:
+    """`_resolve_table` for the common list (`_plain`) in one compiled pass (`word_index`):
+    every key a phrase of words the table has, every bonus in range, no phrase twice. None for
+    anything else, which the phrase-by-phrase path then resolves or reports."""
+    if words is None or not keys:
         return None
     try:
         values = np.array(bonuses, np.float64)
@@ -278,17 +287,11 @@ def _resolve_plain(keys: list, bonuses: list, words) -> dict | None:
         return None
     if not (np.abs(values) <= MAX_COST_TERM).all():
         return None
-    parts = list(map(str.split, keys))
-    lengths = list(map(len, parts))
-    if not lengths or min(lengths) == 0 or max(lengths) > MAX_PHRASE_WORDS:
+    found = phrase_ids_bulk(keys, words, MAX_PHRASE_WORDS)
+    if found is None or has_repeat(*found):
         return None
-    ids = words.ids(itertools.chain.from_iterable(parts))
-    if None in ids or 0 in ids:
-        return None
-    ends = list(itertools.accumulate(lengths))
-    phrases = [tuple(ids[e - n : e]) for e, n in zip(ends, lengths, strict=True)]
-    resolved = dict(zip(phrases, values.astype(np.float32), strict=True))
-    return resolved if len(resolved) == len(keys) else None
+    ids, lengths = found
+    return PhraseList(ids, lengths, values.astype(np.float32))
 
 
 def _words_of(key) -> tuple:
@@ -371,9 +374,12 @@ def _build_boost_tables(per_utt, slot_label: int) -> BoostTables:
     node_offsets = np.zeros(B, np.int64)
     contexts = np.ones(B, np.int64)
     worst = np.zeros(B, np.float32)
+    bits_offsets = np.zeros(B, np.int64)
+    bits_lens = np.zeros(B, np.int64)
+    per_lane = (offsets, masks, node_offsets, contexts, worst, bits_offsets, bits_lens)
     automata: list[PhraseAutomaton | None] = []
     built: dict[int, int] = {}  # id(mapping) -> the first utterance that had it
-    total, total_nodes = 0, 0
+    total = total_nodes = total_bits = 0
     for b, table in enumerate(per_utt):
         if not table:
             automata.append(None)
@@ -381,9 +387,8 @@ def _build_boost_tables(per_utt, slot_label: int) -> BoostTables:
         if id(table) in built:
             first = built[id(table)]
             automata.append(automata[first])
-            offsets[b], masks[b] = offsets[first], masks[first]
-            node_offsets[b], contexts[b] = node_offsets[first], contexts[first]
-            worst[b] = worst[first]
+            for column in per_lane:
+                column[b] = column[first]
             continue
         built[id(table)] = b
         automaton = phrase_cache.automaton(table, slot_label, PhraseAutomaton)
@@ -391,8 +396,10 @@ def _build_boost_tables(per_utt, slot_label: int) -> BoostTables:
         offsets[b], masks[b] = total, automaton.mask
         node_offsets[b], contexts[b] = total_nodes, automaton.num_contexts
         worst[b] = automaton.worst
+        bits_offsets[b], bits_lens[b] = total_bits, len(automaton.word_bits)
         total += automaton.mask + 1
         total_nodes += automaton.num_nodes
+        total_bits += len(automaton.word_bits)
     unique = [automata[b] for b in built.values()]
     if not unique:  # placeholders: no lane reads them (every mask is -1)
         key, gain, enter = (
@@ -401,38 +408,44 @@ def _build_boost_tables(per_utt, slot_label: int) -> BoostTables:
             np.zeros(1, np.int32),
         )
         return BoostTables(key, gain, enter, offsets, masks, enter, gain, node_offsets, contexts,
-                           worst, tuple(automata))  # fmt: skip
+                           worst, key, bits_offsets, bits_lens, tuple(automata))  # fmt: skip
     key, gain, enter = (np.concatenate(parts)
                         for parts in zip(*(a.entries() for a in unique), strict=True))  # fmt: skip
     fail = np.concatenate([a.fail for a in unique])
     phi = np.concatenate([a.phi for a in unique])
+    bits = np.concatenate([a.word_bits for a in unique] + [np.zeros(1, np.int64)])
     return BoostTables(key, gain, enter, offsets, masks, fail, phi, node_offsets, contexts, worst,
-                       tuple(automata))  # fmt: skip
+                       bits, bits_offsets, bits_lens, tuple(automata))  # fmt: skip
 
 
 def join_lanes(tables: Sequence[BoostTables]) -> BoostTables:
     """Lane 0 of each of ``tables`` as the lanes of one `BoostTables` (streams decoded together:
     `cuda.streams`); tables that share their flat arrays share them in the result too."""
-    placed: dict[int, tuple[int, int]] = {}  # id(key array) -> (entry base, node base)
-    parts, node_parts = [], []
-    total = total_nodes = 0
-    offsets, node_offsets = [], []
+    placed: dict[int, tuple[int, int, int]] = {}  # id(key array) -> (entry, node, bits base)
+    parts, node_parts, bit_parts = [], [], []
+    total = total_nodes = total_bits = 0
+    offsets, node_offsets, bits_offsets = [], [], []
     for t in tables:
         base = placed.get(id(t.key))
         if base is None:
-            base = placed[id(t.key)] = (total, total_nodes)
+            base = placed[id(t.key)] = (total, total_nodes, total_bits)
             parts.append((t.key, t.gain, t.enter))
             node_parts.append((t.fail, t.phi))
+            bit_parts.append(t.bits)
             total, total_nodes = total + len(t.key), total_nodes + len(t.fail)
+            total_bits += len(t.bits)
         offsets.append(t.offset[0] + base[0])
         node_offsets.append(t.node_offset[0] + base[1])
+        bits_offsets.append(t.bits_offset[0] + base[2])
     key, gain, enter = (np.concatenate(p) for p in zip(*parts, strict=True))
     fail, phi = (np.concatenate(p) for p in zip(*node_parts, strict=True))
+    first = [t.mask[:1] for t in tables], [t.contexts[:1] for t in tables]
     return BoostTables(
-        key, gain, enter, np.array(offsets, np.int64),
-        np.concatenate([t.mask[:1] for t in tables]), fail, phi,
-        np.array(node_offsets, np.int64), np.concatenate([t.contexts[:1] for t in tables]),
-        np.concatenate([t.worst[:1] for t in tables]), tuple(t.automata[0] for t in tables),
+        key, gain, enter, np.array(offsets, np.int64), np.concatenate(first[0]), fail, phi,
+        np.array(node_offsets, np.int64), np.concatenate(first[1]),
+        np.concatenate([t.worst[:1] for t in tables]), np.concatenate(bit_parts),
+        np.array(bits_offsets, np.int64), np.concatenate([t.bits_len[:1] for t in tables]),
+        tuple(t.automata[0] for t in tables),
     )  # fmt: skip
 
 

@@ -50,6 +50,9 @@ class LaneBoosts(NamedTuple):
     node_offset: np.ndarray  # int64 [lanes]: where a lane's nodes start
     contexts: np.ndarray  # int64 [lanes]: context states a lane's tokens can be in
     worst: np.ndarray  # float32 [lanes]: the most a lane's phrases add to an arc's cost (>= 0)
+    bits: np.ndarray  # int64 [total]: each lane's phrase words as a bitset
+    bits_offset: np.ndarray  # int64 [lanes]: where a lane's bitset starts
+    bits_len: np.ndarray  # int64 [lanes]: its entries (words from 64 * bits_len up: in none)
 
 
 class Limits(NamedTuple):
@@ -75,13 +78,15 @@ def search_graph(problem, put=np.asarray, index=np.int64) -> SearchGraph:
 def lane_boosts(problem, lanes=None, put=np.asarray) -> LaneBoosts:
     """The boost tables of the utterances ``lanes`` (default: all), lane ``i`` = ``lanes[i]``."""
     bt = problem.boosts
-    per_lane = (bt.offset, bt.mask, bt.node_offset, bt.contexts, bt.worst)
+    per_lane = (bt.offset, bt.mask, bt.node_offset, bt.contexts, bt.worst, bt.bits_offset,
+                bt.bits_len)  # fmt: skip
     if lanes is not None:
         per_lane = tuple(x[lanes] for x in per_lane)
-    offset, mask, node_offset, contexts, worst = per_lane
+    offset, mask, node_offset, contexts, worst, bits_offset, bits_len = per_lane
     return LaneBoosts(
         put(bt.key), put(bt.gain), put(bt.enter), put(offset), put(mask),
         put(bt.fail), put(bt.phi), put(node_offset), put(contexts), put(worst),
+        put(bt.bits), put(bits_offset), put(bits_len),
     )  # fmt: skip
 
 
@@ -110,8 +115,15 @@ def arc_cost(graph, boosts, lane, a, x):
         if word >= graph.slot_label:
             return _INF, x
         return c, x
-    base = boosts.offset[lane]
     nodes = boosts.node_offset[lane]
+    if word < graph.slot_label:  # a word of no phrase: every probe would miss down to the root
+        i = np.int64(word) >> np.int64(6)
+        if i >= boosts.bits_len[lane] or not (
+            (boosts.bits[boosts.bits_offset[lane] + i] >> (np.int64(word) & np.int64(63)))
+            & np.int64(1)
+        ):
+            return (c, 0) if x == 0 else (c + boosts.phi[nodes + x], 0)
+    base = boosts.offset[lane]
     node = x
     while True:  # the goto entry of (node, word), else node's failure link, down to the root
         h = ((np.int64(word) * np.int64(HASH_MULT) + np.int64(node) * np.int64(NODE_MULT))

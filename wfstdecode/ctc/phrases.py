@@ -42,6 +42,7 @@ those labels. Without a slot ``slot_label`` is ``NO_SLOT``, above every label.
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 
 import numpy as np
 from numba import njit
@@ -53,17 +54,53 @@ HASH_MULT = 2654435761  # Knuth's multiplicative hash
 NODE_MULT = 40503
 
 
+class PhraseList(Mapping):
+    """Resolved phrases as flat arrays — ``words`` (int64: the phrases' word ids one after
+    another), ``lengths`` (int64: words per phrase), ``bonus`` (float32 per word) — read as the
+    ``{phrase (tuple of word ids): bonus}`` mapping they stand for (made on first use; a list
+    resolved in bulk, `boost._resolve_plain`, compiles from the arrays without it)."""
+
+    def __init__(self, words: np.ndarray, lengths: np.ndarray, bonus: np.ndarray):
+        self.words, self.lengths, self.bonus = words, lengths, bonus
+        self._mapping: dict | None = None
+
+    def _as_dict(self) -> dict:
+        if self._mapping is None:
+            ids = self.words.tolist()
+            ends = itertools.accumulate(self.lengths.tolist())
+            phrases = [
+                tuple(ids[e - n : e]) for e, n in zip(ends, self.lengths.tolist(), strict=True)
+            ]
+            self._mapping = dict(zip(phrases, self.bonus, strict=True))
+        return self._mapping
+
+    def __getitem__(self, phrase):
+        return self._as_dict()[phrase]
+
+    def __iter__(self):
+        return iter(self._as_dict())
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+
 class PhraseAutomaton:
     """Built from ``{phrase (tuple of word ids): bonus per word}``; the root is node 0.
 
     Arrays per node: ``fail``, ``enter``, ``phi`` (float32), ``gain`` (float32);
     the goto table: ``key`` (int64, EMPTY for a free slot) and ``child`` per slot, ``mask`` its
-    capacity - 1."""
+    capacity - 1; ``word_bits`` (int64): bit ``w & 63`` of entry ``w >> 6`` set for every word
+    ``w`` of some phrase (a word of none fails down to the root without a probe)."""
 
-    def __init__(self, phrases: dict[tuple[int, ...], float], slot_label: int = NO_SLOT):
-        lengths = np.fromiter(map(len, phrases), np.int64, len(phrases))
-        words = np.fromiter(itertools.chain.from_iterable(phrases), np.int64, int(lengths.sum()))
-        bonus = np.fromiter((float(v) for v in phrases.values()), np.float64, len(phrases))
+    def __init__(self, phrases: Mapping[tuple[int, ...], float], slot_label: int = NO_SLOT):
+        if isinstance(phrases, PhraseList):
+            words, lengths = phrases.words, phrases.lengths
+            bonus = phrases.bonus.astype(np.float64)
+        else:
+            lengths = np.fromiter(map(len, phrases), np.int64, len(phrases))
+            words = np.fromiter(itertools.chain.from_iterable(phrases), np.int64,
+                                int(lengths.sum()))  # fmt: skip
+            bonus = np.fromiter((float(v) for v in phrases.values()), np.float64, len(phrases))
         cap = 1 << max(1, (2 * len(words) - 1).bit_length())  # > twice the nodes but the root
         self.key, self.child, self.fail, self.enter, self.phi, self.gain, num_nodes = _build(
             words, lengths, bonus, cap
@@ -75,6 +112,7 @@ class PhraseAutomaton:
         # whether some arc may be forbidden to a token already in a context state: one inside a
         # spelling (the search's pre-pass bound then has no finite worst case)
         self.forbids = bool(len(words)) and int(words.max()) >= self.slot_label
+        self.word_bits = _word_bits(words)
         self._goto: dict | None = None
 
     @property
@@ -96,10 +134,7 @@ class PhraseAutomaton:
 
     def entries(self):
         """The goto table as the search reads it: ``(key, gain, enter)`` per slot."""
-        used = self.key != EMPTY
-        child = np.where(used, self.child, 0)
-        return (self.key, np.where(used, self.gain[child], 0).astype(np.float32),
-                np.where(used, self.enter[child], 0).astype(np.int32))  # fmt: skip
+        return (self.key, *_slot_entries(self.key, self.child, self.gain, self.enter))
 
     def step(self, x: int, word: int) -> tuple[int, np.float32]:
         """Read ``word`` in context state ``x``: ``(next state, bonus)``, the bonus in float32
@@ -165,6 +200,80 @@ def _slot(key, mask, node, word, insert):
         h = (h + 1) & mask
 
 
+def has_repeat(words: np.ndarray, lengths: np.ndarray) -> bool:
+    """Whether a phrase (``lengths[p]`` of ``words``, one after another) occurs twice."""
+    return len(lengths) > 1 and bool(_has_repeat(words, lengths))
+
+
+@njit(cache=True)
+def _has_repeat(words, lengths):
+    n = lengths.shape[0]
+    cap = 2
+    while cap <= 2 * n:
+        cap *= 2
+    mask = np.uint64(cap - 1)
+    first = np.full(cap, -1, np.int64)  # a phrase of each hash seen, by linear probing
+    starts = np.zeros(n + 1, np.int64)
+    for p in range(n):
+        starts[p + 1] = starts[p] + lengths[p]
+    for p in range(n):
+        h = np.uint64(14695981039346656037)
+        for i in range(starts[p], starts[p + 1]):
+            h = (h ^ np.uint64(words[i])) * np.uint64(1099511628211)
+        h = (h ^ np.uint64(lengths[p])) * np.uint64(1099511628211)
+        slot = (h >> np.uint64(32)) & mask
+        while first[slot] >= 0:
+            q = first[slot]
+            if lengths[q] == lengths[p] and _same(words, starts[q], starts[p], lengths[p]):
+                return True
+            slot = (slot + np.uint64(1)) & mask
+        first[slot] = p
+    return False
+
+
+@njit(inline="always", cache=True)
+def _same(words, a, b, n):
+    for i in range(n):  # noqa: SIM110 (all() over a generator does not compile in Numba)
+        if words[a + i] != words[b + i]:
+            return False
+    return True
+
+
+@njit(cache=True)
+def _by_depth(depth):
+    """Node numbers by depth, in number order within a depth (a counting sort)."""
+    first = np.zeros(depth.max() + 2, np.int64)
+    for d in depth:
+        first[d + 1] += 1
+    for d in range(first.shape[0] - 1):
+        first[d + 1] += first[d]
+    order = np.empty(depth.shape[0], np.int64)
+    for node in range(depth.shape[0]):
+        order[first[depth[node]]] = node
+        first[depth[node]] += 1
+    return order
+
+
+@njit(cache=True)
+def _slot_entries(key, child, gain, enter):
+    """Per slot of the goto table: the child's ``gain`` and ``enter`` (zero where free)."""
+    slot_gain = np.zeros(key.shape[0], np.float32)
+    slot_enter = np.zeros(key.shape[0], np.int32)
+    for h in range(key.shape[0]):
+        if key[h] != EMPTY:
+            slot_gain[h], slot_enter[h] = gain[child[h]], enter[child[h]]
+    return slot_gain, slot_enter
+
+
+@njit(cache=True)
+def _word_bits(words):
+    """The set of ``words`` as a bitset: bit ``w & 63`` of entry ``w >> 6``."""
+    bits = np.zeros((words.max() >> 6) + 1 if words.shape[0] else 0, np.int64)
+    for w in words:
+        bits[w >> 6] |= np.int64(1) << (w & 63)
+    return bits
+
+
 @njit(cache=True)
 def _path_bonus(key, child, mask, fail, enter, phi, gain, words, slot_label):
     x = 0
@@ -218,7 +327,7 @@ def _build(words, lengths, bonus, cap):
             node = child[h]
         own[node] += bonus[p] * lengths[p]
         pos += lengths[p]
-    order = np.argsort(depth[:n], kind="mergesort")  # breadth first: failure targets first
+    order = _by_depth(depth[:n])  # breadth first: failure targets first
     fail = np.zeros(n, np.int32)
     banked = np.zeros(n, np.float64)
     prefix = np.zeros(n, np.float64)  # what the phrases ending on the way here banked
