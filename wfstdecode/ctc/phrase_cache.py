@@ -5,10 +5,11 @@ is compiled once in sherpa-onnx or NeMo, where it is given with the recognizer, 
 A list is found again by its content — its phrases and bonuses, in order (the same list sent
 again; the same phrases in another order compile afresh) — and the graph's word table and oov
 speller it was resolved against, so editing a dict between calls is seen. Looking a 1,000-phrase
-list up costs ~0.05 ms (hashing it), compiling it 0.8-1.5 ms. Lists under ``MIN_PHRASES`` are not
-kept (they compile in about the time of the look-up), and the cache holds at most
-``MAX_KEPT_PHRASES`` phrases in all (~400 bytes a two-word phrase: ~80 MB), least recently
-used dropped first (so lists that recur only after more than that compile every time).
+list up costs ~0.05 ms (hashing it), compiling it ~0.2-0.5 ms (`word_index`, `phrases`). Lists
+under ``MIN_PHRASES`` are not kept (they compile in about the time of the look-up), and the
+cache holds at most ``MAX_KEPT_PHRASES`` phrases in all (~400 bytes a two-word phrase: ~80 MB),
+least recently used dropped first (so lists that recur only after more than that compile every
+time).
 `clear_phrase_cache` empties it (benchmarks that time the compile do).
 """
 

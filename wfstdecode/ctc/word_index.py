@@ -36,13 +36,13 @@ OK, NO_WORD, BAD_LENGTH, BAD_KEY = 0, 1, 2, 3
 
 
 class WordIndex(NamedTuple):
-    """A word table's symbols as UTF-8 bytes (``blob``, symbol ``i`` at ``starts[i] :
-    starts[i + 1]``, id ``ids[i]``) and an open-addressing hash table of them (``slots``: symbol
-    number or -1, linear probing from the FNV-1a hash of the bytes, ``mask`` = capacity - 1)."""
+    """A word table's symbols as UTF-8 bytes (``blob``; symbol ``i`` at ``info[i, 0]``, of
+    ``info[i, 1]`` bytes, id ``info[i, 2]``: one row, one cache line) and an open-addressing
+    hash table of them (``slots``: -1 or the symbol's hash's upper 31 bits << 32 | ``i``,
+    linear probing from the FNV-1a hash of the bytes & ``mask``, capacity - 1)."""
 
     blob: np.ndarray
-    starts: np.ndarray
-    ids: np.ndarray
+    info: np.ndarray
     slots: np.ndarray
     mask: int
 
@@ -56,14 +56,15 @@ def word_index(words: SymbolTable) -> WordIndex:
     if kept is None or kept[0] != len(words):  # a table only grows (`SymbolTable.add`)
         symbols = list(words)
         encoded = [s.encode("utf-8", "surrogatepass") for s, _ in symbols]
-        starts = np.zeros(len(encoded) + 1, np.int64)
-        np.cumsum([len(e) for e in encoded], out=starts[1:])
+        info = np.zeros((len(encoded), 3), np.int64)
+        info[:, 1] = [len(e) for e in encoded]
+        info[1:, 0] = np.cumsum(info[:-1, 1])
+        info[:, 2] = [i for _, i in symbols]
         blob = np.frombuffer(b"".join(encoded), np.uint8)
-        ids = np.array([i for _, i in symbols], np.int64)
         cap = 1 << max(1, (2 * len(encoded) - 1).bit_length())
         if kept is None:
             weakref.finalize(words, _INDEXES.pop, id(words), None)
-        kept = (len(words), WordIndex(blob, starts, ids, _fill_slots(blob, starts, cap), cap - 1))
+        kept = (len(words), WordIndex(blob, info, _fill_slots(blob, info, cap), cap - 1))
         _INDEXES[id(words)] = kept
     return kept[1]
 
@@ -83,9 +84,8 @@ def phrase_ids_bulk(keys: list, words: SymbolTable, max_words: int):
         return None
     index = word_index(words)
     status, ids, lengths = _split_and_look_up(
-        data, len(keys), _ASCII_SPACE, index.blob, index.starts, index.ids, index.slots,
-        index.mask, max_words,
-    )  # fmt: skip
+        data, len(keys), _ASCII_SPACE, index.blob, index.info, index.slots, index.mask, max_words
+    )
     return (ids, lengths) if status == OK else None
 
 
@@ -98,41 +98,29 @@ def _hash(data, start, stop):
 
 
 @njit(cache=True)
-def _fill_slots(blob, starts, cap):
+def _fill_slots(blob, info, cap):
     slots = np.full(cap, -1, np.int64)
     mask = np.uint64(cap - 1)
-    for i in range(starts.shape[0] - 1):
-        h = _hash(blob, starts[i], starts[i + 1]) & mask
-        while slots[h] >= 0:
-            h = (h + np.uint64(1)) & mask
-        slots[h] = i
+    for i in range(info.shape[0]):
+        h = _hash(blob, info[i, 0], info[i, 0] + info[i, 1])
+        slot = h & mask
+        while slots[slot] >= 0:
+            slot = (slot + np.uint64(1)) & mask
+        slots[slot] = np.int64(h >> np.uint64(33)) << 32 | i  # >= 0: 31 bits of the hash
     return slots
 
 
-@njit(inline="always", cache=True)
-def _look_up(data, start, stop, blob, starts, ids, slots, mask):
-    """The id of the word ``data[start:stop]``, or -1."""
-    h = _hash(data, start, stop) & np.uint64(mask)
-    n = stop - start
-    while True:
-        i = slots[h]
-        if i < 0:
-            return -1
-        if starts[i + 1] - starts[i] == n:
-            same = True
-            for k in range(n):
-                if blob[starts[i] + k] != data[start + k]:
-                    same = False
-                    break
-            if same:
-                return ids[i]
-        h = (h + np.uint64(1)) & np.uint64(mask)
-
-
 @njit(cache=True)
-def _split_and_look_up(data, n_keys, space, blob, starts, ids, slots, mask, max_words):
-    """``(status, word ids, words per phrase)`` of ``n_keys`` phrases joined by zero bytes."""
-    out = np.empty(data.shape[0] // 2 + 1, np.int64)  # a word and a separator: >= 2 bytes
+def _split_and_look_up(data, n_keys, space, blob, info, slots, mask, max_words):
+    """``(status, word ids, words per phrase)`` of ``n_keys`` phrases joined by zero bytes.
+
+    In three passes, so that the table's cache misses (the table is megabytes, and cold after
+    a search) overlap: the words and their hashes, then every word's first slot, then each
+    word checked against its symbol's bytes (probing on where the first slot was not it)."""
+    most = data.shape[0] // 2 + 1  # a word and a separator: >= 2 bytes
+    begin = np.empty(most, np.int64)
+    stop = np.empty(most, np.int64)
+    hashes = np.empty(most, np.uint64)
     lengths = np.zeros(n_keys, np.int64)
     n, p, i, end = 0, 0, 0, data.shape[0]
     while p < n_keys:
@@ -143,17 +131,45 @@ def _split_and_look_up(data, n_keys, space, blob, starts, ids, slots, mask, max_
             j = i
             while j < end and data[j] != 0 and not space[data[j]]:
                 j += 1
-            wid = _look_up(data, i, j, blob, starts, ids, slots, mask)
-            if wid <= 0:  # unknown, or the epsilon
-                return NO_WORD, out[:0], lengths
-            out[n] = wid
+            begin[n], stop[n], hashes[n] = i, j, _hash(data, i, j)
             n += 1
             lengths[p] += 1
             i = j
         if not 0 < lengths[p] <= max_words:
-            return BAD_LENGTH, out[:0], lengths
+            return BAD_LENGTH, begin[:0], lengths
         p += 1
         i += 1  # past the separator
         if (p < n_keys) != (i < end):  # a key held the separator byte: the count is off
-            return BAD_KEY, out[:0], lengths
-    return OK, out[:n].copy(), lengths
+            return BAD_KEY, begin[:0], lengths
+    umask = np.uint64(mask)
+    first = np.empty(n, np.int64)
+    for k in range(n):
+        first[k] = slots[hashes[k] & umask]
+    ids = np.empty(n, np.int64)
+    for k in range(n):
+        h, slot, entry = hashes[k], hashes[k] & umask, first[k]
+        fingerprint = np.int64(h >> np.uint64(33))
+        sym = 0
+        while True:
+            if entry < 0:
+                return NO_WORD, begin[:0], lengths
+            if entry >> 32 == fingerprint:
+                sym = entry & 0xFFFFFFFF
+                if _same_bytes(data, begin[k], stop[k], blob, info[sym, 0], info[sym, 1]):
+                    break
+            slot = (slot + np.uint64(1)) & umask
+            entry = slots[slot]
+        ids[k] = info[sym, 2]
+        if ids[k] == 0:  # the epsilon is never a word
+            return NO_WORD, begin[:0], lengths
+    return OK, ids, lengths
+
+
+@njit(inline="always", cache=True)
+def _same_bytes(data, start, stop, blob, at, size):
+    if stop - start != size:
+        return False
+    for k in range(size):  # noqa: SIM110 (all() over a generator does not compile in Numba)
+        if blob[at + k] != data[start + k]:
+            return False
+    return True
