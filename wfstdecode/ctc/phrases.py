@@ -48,6 +48,8 @@ from collections.abc import Mapping
 import numpy as np
 from numba import njit
 
+from .word_index import FNV_OFFSET, FNV_PRIME
+
 ROOT = 0
 EMPTY = -1
 NO_SLOT = np.iinfo(np.int32).max
@@ -218,10 +220,10 @@ def _has_repeat(words, lengths):
     for p in range(n):
         starts[p + 1] = starts[p] + lengths[p]
     for p in range(n):
-        h = np.uint64(14695981039346656037)
+        h = FNV_OFFSET
         for i in range(starts[p], starts[p + 1]):
-            h = (h ^ np.uint64(words[i])) * np.uint64(1099511628211)
-        h = (h ^ np.uint64(lengths[p])) * np.uint64(1099511628211)
+            h = (h ^ np.uint64(words[i])) * FNV_PRIME
+        h = (h ^ np.uint64(lengths[p])) * FNV_PRIME
         slot = (h >> np.uint64(32)) & mask
         while first[slot] >= 0:
             q = first[slot]

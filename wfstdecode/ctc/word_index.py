@@ -25,8 +25,8 @@ from numba import njit
 
 from ..symbols import SymbolTable
 
-_FNV_OFFSET = np.uint64(14695981039346656037)
-_FNV_PRIME = np.uint64(1099511628211)
+FNV_OFFSET = np.uint64(14695981039346656037)  # FNV-1a, 64 bits
+FNV_PRIME = np.uint64(1099511628211)
 _NON_ASCII_SPACE = re.compile("[\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
 # str.split's ASCII whitespace: \t \n \v \f \r, the four information separators, space
 _ASCII_SPACE = np.zeros(256, np.bool_)
@@ -91,9 +91,9 @@ def phrase_ids_bulk(keys: list, words: SymbolTable, max_words: int):
 
 @njit(inline="always", cache=True)
 def _hash(data, start, stop):
-    h = _FNV_OFFSET
+    h = FNV_OFFSET
     for i in range(start, stop):
-        h = (h ^ np.uint64(data[i])) * _FNV_PRIME
+        h = (h ^ np.uint64(data[i])) * FNV_PRIME
     return h
 
 
