@@ -6,6 +6,7 @@
 #   run(command="bash tools/gpu_run.sh ctcprofile", carry=[".gpu"])   # kernel times, profile_ctc_cuda
 #   run(command="bash tools/gpu_run.sh transducer", carry=[".gpu"])   # bench_transducer on cuda
 #   run(command="bash tools/gpu_run.sh streaming", carry=[".gpu"])    # bench_streaming on cuda
+#   run(command="bash tools/gpu_run.sh threads", carry=[".gpu"])      # cpu search, 2 idle cores
 # (one stage per call: each must end inside the tool's 10-minute limit; bench/gpu_h200.md says
 # what each stage took there and what went wrong the first time). Everything it prints also
 # lands in $OUT (device.txt, pytest.log, ctc_cuda.txt, transducer_cuda.md), to be committed under
@@ -64,6 +65,15 @@ streaming)
   python3 tools/bench_streaming.py --backend cuda --seconds 20 --out "$out/streaming_cuda.md" \
     "$@" 2>&1 | tee "$out/streaming_cuda.log"
   ;;
+threads)
+  # The cpu search on two idle cores against one (issue 17: >= 1.8x for batches of >= 8; the
+  # development machine's second core is never idle): the OCR lines, then the speech set.
+  speech=()
+  [[ -e .gpu/speech/flite.npz ]] && speech=(--speech .gpu/speech/flite.npz)
+  { python3 tools/bench_ctc_threads.py --beams 6,8,12,16 --repeats 6 "$@"
+    python3 tools/bench_ctc_threads.py "${speech[@]}" --beams 6,8,12,16 --repeats 6 "$@"
+  } 2>&1 | tee "$out/ctc_threads.txt"
+  ;;
 transducer)
   python3 tools/bench_transducer.py --device cuda --out "$out/transducer_cuda.md" 2>&1 |
     tee "$out/transducer_cuda.log"
@@ -78,7 +88,7 @@ transducerbeam)
     --out "$out/transducer_beam_cuda.md" "$@" 2>&1 | tee "$out/transducer_beam_cuda.log"
   ;;
 *)
-  echo "usage: gpu_run.sh tests|cudatests|ctc [bench_ctc args]|ctcprofile [args]|streaming|transducer|transducerbeam [args]" >&2
+  echo "usage: gpu_run.sh tests|cudatests|ctc [bench_ctc args]|ctcprofile [args]|streaming|threads [args]|transducer|transducerbeam [args]" >&2
   exit 2
   ;;
 esac
