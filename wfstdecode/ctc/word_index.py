@@ -37,7 +37,7 @@ OK, NO_WORD, BAD_LENGTH, BAD_KEY = 0, 1, 2, 3
 
 class WordIndex(NamedTuple):
     """A word table's symbols as UTF-8 bytes (``blob``; symbol ``i`` at ``info[i, 0]``, of
-    ``info[i, 1]`` bytes, id ``info[i, 2]``: one row, one cache line) and an open-addressing
+    ``info[i, 1]`` bytes, id ``info[i, 2]``: one 24-byte row to fetch) and an open-addressing
     hash table of them (``slots``: -1 or the symbol's hash's upper 31 bits << 32 | ``i``,
     linear probing from the FNV-1a hash of the bytes & ``mask``, capacity - 1)."""
 
