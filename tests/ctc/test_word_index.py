@@ -1,4 +1,4 @@
-"""Boost lists resolved in one compiled pass (`ctc.word_index`) against Python's own rule —
+"""Boost lists resolved in one compiled call (`ctc.word_index`) against Python's own rule —
 ``key.split()``, each word looked up — on random keys with every kind of whitespace, unknown
 words, non-ASCII words and malformed keys; and the repeated-phrase check of the bulk path."""
 

@@ -276,7 +276,7 @@ def _plain(keys, bonuses) -> bool:
 
 
 def _resolve_plain(keys: list, bonuses: list, words) -> PhraseList | None:
-    """`_resolve_table` for the common list (`_plain`) in one compiled pass (`word_index`):
+    """`_resolve_table` for the common list (`_plain`) in one compiled call (`word_index`):
     every key a phrase of words the table has, every bonus in range, no phrase twice. None for
     anything else, which the phrase-by-phrase path then resolves or reports."""
     if words is None or not keys:

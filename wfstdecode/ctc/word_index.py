@@ -1,4 +1,4 @@
-"""Boost lists to word ids in one compiled pass: the graph's word table as a hash table over the
+"""Boost lists to word ids in one compiled call: the graph's word table as a hash table over the
 words' UTF-8 bytes (`WordIndex`, made once per table and kept while the table is unchanged), and
 `phrase_ids_bulk`, which splits a whole list of phrases into words and looks every word up.
 
