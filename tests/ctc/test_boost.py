@@ -132,8 +132,41 @@ def test_the_bulk_path_resolves_as_phrase_by_phrase(seed):
         want[phrase_ids(key, WORDS)] = np.float32(table[key])
     (got,) = resolve_boosts(table, 1, WORDS)
     assert got == want
-    assert _resolve_plain(list(table), list(table.values()), WORDS) == want
+    assert _resolve_plain(list(table), list(table.values()), WORDS, None, 0, []) == want
     twice = {**table, "  ".join(next(iter(table)).split()) + " ": 1.0}  # one phrase twice
-    assert _resolve_plain(list(twice), list(twice.values()), WORDS) is None
+    assert _resolve_plain(list(twice), list(twice.values()), WORDS, None, 0, []) is None
     with pytest.raises(DecodeInputError, match="same phrase"):
         resolve_boosts(twice, 1, WORDS)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_lists_with_unknown_words_resolve_in_bulk_as_phrase_by_phrase(seed):
+    """Keys with words the graph lacks are left out with one warning naming them, whether the
+    list resolves in bulk or phrase by phrase (a float16 bonus sends it that way); a malformed
+    key raises the same error both ways."""
+    import warnings
+
+    from wfstdecode.ctc.boost import _resolve_plain
+    from wfstdecode.ctc.phrases import PhraseList
+
+    rng = np.random.default_rng(seed)
+    names = ["cat", "cap", "dog", "kubernetes", "zebra", "yak", "<eps>"]
+    table = {}
+    for _ in range(int(rng.integers(2, 30))):
+        table[" ".join(rng.choice(names, size=int(rng.integers(1, 4))).tolist())] = 1.5
+    if rng.random() < 0.3:
+        table["  "] = 2.0  # an empty phrase
+
+    def resolved(bonus_type):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            try:
+                out = resolve_boosts({k: bonus_type(v) for k, v in table.items()}, 1, WORDS)[0]
+            except DecodeInputError as exc:
+                return "raised", str(exc)
+        return (None if out is None else dict(out)), [str(w.message) for w in caught]
+
+    assert resolved(float) == resolved(np.float16)
+    fine = {k: v for k, v in table.items() if k.split()}
+    bulk = _resolve_plain(list(fine), list(fine.values()), WORDS, None, 0, [])
+    assert bulk is None or isinstance(bulk, PhraseList)  # the bulk path took it (or a repeat)

@@ -15,19 +15,15 @@ UNICODE_SPACES = ["\xa0", "\u3000", "\u2009", "\x85", "\u2028"]
 
 
 def python_rule(keys, words, max_words):
-    """What the bulk path must give: ``(ids, lengths)``, or None where any key is not a phrase
-    of known words (the epsilon excluded) of 1..max_words words."""
-    ids, lengths = [], []
+    """What the bulk path must give: per key, its word ids if it is a phrase of 1..max_words
+    known words (the epsilon excluded), else None."""
+    out = []
     for key in keys:
-        if not isinstance(key, str):
-            return None
         parts = key.split()
         found = [words.get(p) for p in parts]
-        if not 0 < len(parts) <= max_words or None in found or 0 in found:
-            return None
-        ids += found
-        lengths.append(len(parts))
-    return ids, lengths
+        good = 0 < len(parts) <= max_words and None not in found and 0 not in found
+        out.append(found if good else None)
+    return out
 
 
 def random_key(rng, unknown_rate):
@@ -53,30 +49,30 @@ def test_bulk_ids_equal_split_and_look_up(seed):
             continue
         max_words = int(rng.integers(1, 5))
         want = python_rule(keys, words, max_words)
-        got = phrase_ids_bulk(keys, words, max_words)
-        if want is None:
-            assert got is None, keys
-        else:
-            assert got is not None, keys
-            assert got[0].tolist() == want[0] and got[1].tolist() == want[1]
+        ids, lengths, ok = phrase_ids_bulk(keys, words, max_words)
+        assert ok.tolist() == [w is not None for w in want], keys
+        assert ids.tolist() == [i for w in want if w is not None for i in w], keys
+        assert lengths.tolist() == [len(w) for w in want if w is not None], keys
 
 
 @pytest.mark.parametrize("space", UNICODE_SPACES)
 def test_keys_the_compiled_pass_cannot_split_are_left_to_python(space):
     """Non-ASCII whitespace (str.split splits there), the separator byte, non-strings and lone
-    surrogates: None, so the phrase-by-phrase path decides."""
+    surrogates: None, so the phrase-by-phrase path decides for the whole list."""
     words = SymbolTable.from_list(VOCAB)
     assert phrase_ids_bulk(["cat dog", f"cat{space}dog"], words, 8) is None
     assert phrase_ids_bulk(["cat\0dog"], words, 8) is None
+    assert phrase_ids_bulk(["cat", "dog\0", "cap"], words, 8) is None
+    assert phrase_ids_bulk(["cat", ""], words, 8)[2].tolist() == [True, False]  # empty: not ok
     assert phrase_ids_bulk(["cat", 3], words, 8) is None
     assert phrase_ids_bulk(["cat", "\ud800"], words, 8) is None
-    assert phrase_ids_bulk(["<eps>"], words, 8) is None  # the epsilon is never a word
+    assert phrase_ids_bulk(["<eps>"], words, 8)[2].tolist() == [False]  # never a word
     assert phrase_ids_bulk([np.str_("café  東京")], words, 8)[0].tolist() == [5, 6]
 
 
 def test_the_index_follows_symbols_added_to_the_table():
     words = SymbolTable.from_list(VOCAB)
-    assert phrase_ids_bulk(["cat zebra"], words, 8) is None
+    assert phrase_ids_bulk(["cat zebra"], words, 8)[2].tolist() == [False]
     first = word_index(words)
     assert word_index(words) is first  # made once
     zebra = words.add("zebra")

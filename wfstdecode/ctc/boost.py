@@ -207,9 +207,12 @@ def _resolve_table(table: Mapping, b: int, words, unknown: list, known: dict, oo
             f"boosts[{b}] has {len(table)} phrases; at most {MAX_PHRASES} per utterance"
         )
     keys, bonuses = list(table), list(table.values())
-    fast = _resolve_plain(keys, bonuses, words) if plain else None
-    if fast is not None:
-        return fast
+    if plain:
+        noted = len(unknown)
+        fast = _resolve_plain(keys, bonuses, words, oov, b, unknown)
+        if fast is not None:
+            return fast
+        del unknown[noted:]  # the phrase-by-phrase path notes them again
     for key, bonus in zip(keys, bonuses, strict=True):  # checked per value, named on failure
         if isinstance(bonus, bool) or not isinstance(bonus, _NUMBERS):
             raise DecodeInputError(f"boosts[{b}][{key!r}] must be a number; got {bonus!r}")
@@ -275,10 +278,12 @@ def _plain(keys, bonuses) -> bool:
     return set(map(type, keys)) <= _STRINGS and set(map(type, bonuses)) <= _PLAIN_NUMBERS
 
 
-def _resolve_plain(keys: list, bonuses: list, words) -> PhraseList | None:
+def _resolve_plain(keys: list, bonuses: list, words, oov, b: int, unknown: list):
     """`_resolve_table` for the common list (`_plain`) in one compiled call (`word_index`):
-    every key a phrase of words the table has, every bonus in range, no phrase twice. None for
-    anything else, which the phrase-by-phrase path then resolves or reports."""
+    every bonus in range, no phrase twice; keys with words the graph lacks are left out (their
+    words noted in ``unknown``), as the phrase-by-phrase path leaves them out. None — that path
+    then resolves or reports — for anything else: a malformed key, a phrase twice, a key an oov
+    slot may spell."""
     if words is None or not keys:
         return None
     try:
@@ -288,10 +293,19 @@ def _resolve_plain(keys: list, bonuses: list, words) -> PhraseList | None:
     if not (np.abs(values) <= MAX_COST_TERM).all():
         return None
     found = phrase_ids_bulk(keys, words, MAX_PHRASE_WORDS)
-    if found is None or has_repeat(*found):
+    if found is None:
         return None
-    ids, lengths = found
-    return PhraseList(ids, lengths, values.astype(np.float32))
+    ids, lengths, ok = found
+    if not ok.all():
+        bad = np.flatnonzero(~ok).tolist()
+        if oov is not None or not all(0 < len(keys[i].split()) <= MAX_PHRASE_WORDS for i in bad):
+            return None  # a key to spell, or a malformed one (raised in the list's order there)
+        for i in bad:  # words the graph lacks: the key is left out, its words noted
+            phrase_ids(keys[i], words, b, unknown)
+        values = values[ok]
+    if has_repeat(ids, lengths):
+        return None
+    return PhraseList(ids, lengths, values.astype(np.float32)) if len(lengths) else None
 
 
 def _words_of(key) -> tuple:

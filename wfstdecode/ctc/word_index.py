@@ -6,12 +6,12 @@ Why: a request's own hotword list (a contact list, a meeting's names) is compile
 request, and splitting and looking up 1,000 phrases in Python took ~0.6 ms — about half the
 search of a short utterance. Here a list is one joined byte string and one Numba call.
 
-It gives exactly what ``[tuple(words.get(w) for w in key.split()) for key in keys]`` gives, or
-None where it cannot say so cheaply — then the caller's phrase-by-phrase path decides (and names
-the key in its error): a key that is not a string or holds the phrase separator ``\\0`` or a
-non-ASCII whitespace character (``str.split`` splits at those; the compiled pass splits at ASCII
-whitespace only), a word not in the table or the epsilon (id 0), an empty phrase, or one of more
-than ``max_words`` words.
+It gives exactly what ``[tuple(words.get(w) for w in key.split()) for key in keys]`` gives for
+the keys that are phrases of known words, and says which keys are not (a word not in the table
+or the epsilon, id 0; no word; more than ``max_words``): the caller's phrase-by-phrase path
+takes those (and names them in its warning or error). The whole list goes that way (None) when
+a key is not a string or holds the phrase separator ``\\0`` or a non-ASCII whitespace character
+(``str.split`` splits at those; the compiled pass splits at ASCII whitespace only).
 """
 
 from __future__ import annotations
@@ -31,8 +31,6 @@ _NON_ASCII_SPACE = re.compile("[\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u2
 # str.split's ASCII whitespace: \t \n \v \f \r, the four information separators, space
 _ASCII_SPACE = np.zeros(256, np.bool_)
 _ASCII_SPACE[[9, 10, 11, 12, 13, 28, 29, 30, 31, 32]] = True
-
-OK, NO_WORD, BAD_LENGTH, BAD_KEY = 0, 1, 2, 3
 
 
 class WordIndex(NamedTuple):
@@ -70,8 +68,10 @@ def word_index(words: SymbolTable) -> WordIndex:
 
 
 def phrase_ids_bulk(keys: list, words: SymbolTable, max_words: int):
-    """``(word ids, words per phrase)`` (int64 arrays) of the phrase strings ``keys``, or None
-    (module docstring)."""
+    """``(word ids, words per phrase, ok)`` of the phrase strings ``keys``: ``ok`` (bool per
+    key) says which keys are phrases of 1..``max_words`` known words (the epsilon excluded);
+    the ids and lengths are those keys' only, in order. None where the list as a whole cannot
+    be split here (module docstring)."""
     try:
         joined = "\0".join(keys)
     except TypeError:  # a key that is not a string
@@ -83,10 +83,10 @@ def phrase_ids_bulk(keys: list, words: SymbolTable, max_words: int):
     except UnicodeEncodeError:  # a lone surrogate: no symbol of a table read from a file
         return None
     index = word_index(words)
-    status, ids, lengths = _split_and_look_up(
+    ids, lengths, ok, split = _split_and_look_up(
         data, len(keys), _ASCII_SPACE, index.blob, index.info, index.slots, index.mask, max_words
     )
-    return (ids, lengths) if status == OK else None
+    return (ids, lengths, ok) if split else None
 
 
 @njit(inline="always", cache=True)
@@ -112,7 +112,9 @@ def _fill_slots(blob, info, cap):
 
 @njit(cache=True)
 def _split_and_look_up(data, n_keys, space, blob, info, slots, mask, max_words):
-    """``(status, word ids, words per phrase)`` of ``n_keys`` phrases joined by zero bytes.
+    """``(word ids, words per phrase, ok per key, split)`` of ``n_keys`` phrases joined by zero
+    bytes (ids and lengths of the ok keys only); ``split`` is False when the zero bytes do not
+    count ``n_keys`` phrases (a key held one).
 
     In three passes, so that the table's cache misses (the table is megabytes, and cold after
     a search) overlap: the words and their hashes, then every word's first slot, then each
@@ -121,7 +123,9 @@ def _split_and_look_up(data, n_keys, space, blob, info, slots, mask, max_words):
     begin = np.empty(most, np.int64)
     stop = np.empty(most, np.int64)
     hashes = np.empty(most, np.uint64)
+    owner = np.empty(most, np.int64)  # the key of each word
     lengths = np.zeros(n_keys, np.int64)
+    ok = np.ones(n_keys, np.bool_)
     n, p, i, end = 0, 0, 0, data.shape[0]
     while p < n_keys:
         while i < end and data[i] != 0:
@@ -131,16 +135,15 @@ def _split_and_look_up(data, n_keys, space, blob, info, slots, mask, max_words):
             j = i
             while j < end and data[j] != 0 and not space[data[j]]:
                 j += 1
-            begin[n], stop[n], hashes[n] = i, j, _hash(data, i, j)
+            begin[n], stop[n], hashes[n], owner[n] = i, j, _hash(data, i, j), p
             n += 1
             lengths[p] += 1
             i = j
-        if not 0 < lengths[p] <= max_words:
-            return BAD_LENGTH, begin[:0], lengths
+        if (p == n_keys - 1) != (i >= end):  # a key held the separator byte: the count is off
+            return begin[:0], lengths, ok, False
+        ok[p] = 0 < lengths[p] <= max_words
         p += 1
         i += 1  # past the separator
-        if (p < n_keys) != (i < end):  # a key held the separator byte: the count is off
-            return BAD_KEY, begin[:0], lengths
     umask = np.uint64(mask)
     first = np.empty(n, np.int64)
     for k in range(n):
@@ -149,20 +152,28 @@ def _split_and_look_up(data, n_keys, space, blob, info, slots, mask, max_words):
     for k in range(n):
         h, slot, entry = hashes[k], hashes[k] & umask, first[k]
         fingerprint = np.int64(h >> np.uint64(33))
-        sym = 0
-        while True:
-            if entry < 0:
-                return NO_WORD, begin[:0], lengths
+        ids[k] = 0  # not found: as the epsilon, never a word
+        while entry >= 0:
             if entry >> 32 == fingerprint:
                 sym = entry & 0xFFFFFFFF
                 if _same_bytes(data, begin[k], stop[k], blob, info[sym, 0], info[sym, 1]):
+                    ids[k] = info[sym, 2]
                     break
             slot = (slot + np.uint64(1)) & umask
             entry = slots[slot]
-        ids[k] = info[sym, 2]
-        if ids[k] == 0:  # the epsilon is never a word
-            return NO_WORD, begin[:0], lengths
-    return OK, ids, lengths
+        if ids[k] == 0:
+            ok[owner[k]] = False
+    m = 0
+    for k in range(n):  # the ok keys' words, in place
+        if ok[owner[k]]:
+            ids[m] = ids[k]
+            m += 1
+    kept = 0
+    for q in range(n_keys):
+        if ok[q]:
+            lengths[kept] = lengths[q]
+            kept += 1
+    return ids[:m].copy(), lengths[:kept].copy(), ok, True
 
 
 @njit(inline="always", cache=True)
