@@ -422,7 +422,8 @@ def _build_boost_tables(per_utt, slot_label: int) -> BoostTables:
             np.zeros(1, np.int32),
         )
         return BoostTables(key, gain, enter, offsets, masks, enter, gain, node_offsets, contexts,
-                           worst, key, bits_offsets, bits_lens, tuple(automata))  # fmt: skip
+                           worst, np.zeros(1, np.int64), bits_offsets, bits_lens,
+                           tuple(automata))  # fmt: skip
     key, gain, enter = (np.concatenate(parts)
                         for parts in zip(*(a.entries() for a in unique), strict=True))  # fmt: skip
     fail = np.concatenate([a.fail for a in unique])

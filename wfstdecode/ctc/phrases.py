@@ -48,7 +48,7 @@ from collections.abc import Mapping
 import numpy as np
 from numba import njit
 
-from .word_index import FNV_OFFSET, FNV_PRIME
+from .word_index import fnv1a, same_run
 
 ROOT = 0
 EMPTY = -1
@@ -220,26 +220,16 @@ def _has_repeat(words, lengths):
     for p in range(n):
         starts[p + 1] = starts[p] + lengths[p]
     for p in range(n):
-        h = FNV_OFFSET
-        for i in range(starts[p], starts[p + 1]):
-            h = (h ^ np.uint64(words[i])) * FNV_PRIME
-        h = (h ^ np.uint64(lengths[p])) * FNV_PRIME
-        slot = (h >> np.uint64(32)) & mask
+        slot = (fnv1a(words, starts[p], starts[p + 1]) >> np.uint64(32)) & mask
         while first[slot] >= 0:
             q = first[slot]
-            if lengths[q] == lengths[p] and _same(words, starts[q], starts[p], lengths[p]):
+            if lengths[q] == lengths[p] and same_run(
+                words, starts[q], words, starts[p], lengths[p]
+            ):
                 return True
             slot = (slot + np.uint64(1)) & mask
         first[slot] = p
     return False
-
-
-@njit(inline="always", cache=True)
-def _same(words, a, b, n):
-    for i in range(n):  # noqa: SIM110 (all() over a generator does not compile in Numba)
-        if words[a + i] != words[b + i]:
-            return False
-    return True
 
 
 @njit(cache=True)

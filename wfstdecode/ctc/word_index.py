@@ -90,11 +90,21 @@ def phrase_ids_bulk(keys: list, words: SymbolTable, max_words: int):
 
 
 @njit(inline="always", cache=True)
-def _hash(data, start, stop):
+def fnv1a(data, start, stop):
+    """The FNV-1a hash (64 bits) of ``data[start:stop]`` (bytes, or any non-negative ints)."""
     h = FNV_OFFSET
     for i in range(start, stop):
         h = (h ^ np.uint64(data[i])) * FNV_PRIME
     return h
+
+
+@njit(inline="always", cache=True)
+def same_run(x, a, y, b, n):
+    """Whether ``x[a:a+n]`` equals ``y[b:b+n]``."""
+    for k in range(n):  # noqa: SIM110 (all() over a generator does not compile in Numba)
+        if x[a + k] != y[b + k]:
+            return False
+    return True
 
 
 @njit(cache=True)
@@ -102,7 +112,7 @@ def _fill_slots(blob, info, cap):
     slots = np.full(cap, -1, np.int64)
     mask = np.uint64(cap - 1)
     for i in range(info.shape[0]):
-        h = _hash(blob, info[i, 0], info[i, 0] + info[i, 1])
+        h = fnv1a(blob, info[i, 0], info[i, 0] + info[i, 1])
         slot = h & mask
         while slots[slot] >= 0:
             slot = (slot + np.uint64(1)) & mask
@@ -135,7 +145,7 @@ def _split_and_look_up(data, n_keys, space, blob, info, slots, mask, max_words):
             j = i
             while j < end and data[j] != 0 and not space[data[j]]:
                 j += 1
-            begin[n], stop[n], hashes[n], owner[n] = i, j, _hash(data, i, j), p
+            begin[n], stop[n], hashes[n], owner[n] = i, j, fnv1a(data, i, j), p
             n += 1
             lengths[p] += 1
             i = j
@@ -156,7 +166,8 @@ def _split_and_look_up(data, n_keys, space, blob, info, slots, mask, max_words):
         while entry >= 0:
             if entry >> 32 == fingerprint:
                 sym = entry & 0xFFFFFFFF
-                if _same_bytes(data, begin[k], stop[k], blob, info[sym, 0], info[sym, 1]):
+                size = stop[k] - begin[k]
+                if size == info[sym, 1] and same_run(data, begin[k], blob, info[sym, 0], size):
                     ids[k] = info[sym, 2]
                     break
             slot = (slot + np.uint64(1)) & umask
@@ -174,13 +185,3 @@ def _split_and_look_up(data, n_keys, space, blob, info, slots, mask, max_words):
             lengths[kept] = lengths[q]
             kept += 1
     return ids[:m].copy(), lengths[:kept].copy(), ok, True
-
-
-@njit(inline="always", cache=True)
-def _same_bytes(data, start, stop, blob, at, size):
-    if stop - start != size:
-        return False
-    for k in range(size):  # noqa: SIM110 (all() over a generator does not compile in Numba)
-        if blob[at + k] != data[start + k]:
-            return False
-    return True
