@@ -246,6 +246,31 @@ def test_bad_input_names_the_stream_and_leaves_the_others_alone(backend):
         d.partial(a)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("lattice_beam", [None, 4.0])
+def test_a_negative_epsilon_cycle_fails_the_stream_where_every_backend_does(backend, lattice_beam):
+    """A graph whose closure never converges (a negative-cost epsilon cycle at the start): the
+    stream opens, a bad chunk is still refused as bad input, and the graph's error comes at
+    `partial` and `finish`, in every backend (the reference raised it at `open`, so a stream
+    fed a bad chunk failed differently there: fuzz_ctc streams seed 2904190)."""
+    from wfstdecode import GraphError
+    from wfstdecode.decoding_graph import DecodingGraph
+    from wfstdecode.fstio import FstArrays
+
+    final = np.array([0.0, 0.0], np.float32)
+    src, dst, ilabel = np.array([0, 0, 1]), np.array([0, 1, 0]), np.array([1, 0, 0])
+    fst = FstArrays(0, final, src, dst, ilabel, np.zeros(3), np.array([0.0, -1.0, 0.5]))
+    g = DecodingGraph.from_arrays(fst)
+    d = CtcStreamDecoder(g, CtcBeamOptions(beam=5.0, lattice_beam=lattice_beam), backend)
+    s = d.open()
+    with pytest.raises(DecodeInputError, match=rf"stream {s}: chunk frame 0 contains"):
+        d.advance({s: np.full((1, 1), -np.inf, np.float32)})
+    d.advance({s: np.zeros((2, 1), np.float32)})
+    for call in (d.partial, d.finish):
+        with pytest.raises(GraphError, match="negative-cost epsilon cycle"):
+            call(s)
+
+
 def test_cpu_streams_forget_their_bundles_with_their_problems():
     """The cpu backend makes a stream's argument bundles once and drops them when the stream's
     problem goes."""

@@ -89,19 +89,30 @@ class _Tok:
 
 class SearchState:
     """One utterance between frames (a stream between chunks): the surviving tokens of the
-    last token frame (keyed by (state, context state)), the log-prob frames consumed, and the
-    frame the search died at (or None)."""
+    last token frame (keyed by (state, context state)), the log-prob frames consumed, the
+    frame the search died at (or None), and the `GraphError` that stopped it (or None): kept,
+    not raised, until `end`, as the fast backends keep theirs in status bits, so that a stream
+    fails where theirs do (a bad chunk first, the graph at `finish`)."""
 
-    __slots__ = ("alive", "died", "frames")
+    __slots__ = ("alive", "died", "error", "frames")
 
     def __init__(self, alive: dict, frames: int = 0, died: int | None = None):
-        self.alive, self.frames, self.died = alive, frames, died
+        self.alive, self.frames, self.died, self.error = alive, frames, died, None
+
+    @property
+    def stopped(self) -> bool:
+        return self.died is not None or self.error is not None
 
 
 def begin(p: SearchProblem, b: int) -> SearchState:
     """Token frame 0 of utterance (lane) ``b``: step 1, then steps 3-5."""
     toks = {(p.graph.start, 0): _Tok(np.float32(0.0), -1, None)}
-    return SearchState(_settle(p, toks, np.float32(0.0), _costs_of(p, b)))
+    state = SearchState({})
+    try:
+        state.alive = _settle(p, toks, np.float32(0.0), _costs_of(p, b))
+    except GraphError as exc:
+        state.error = exc
+    return state
 
 
 def advance(p: SearchProblem, b: int, state: SearchState, ac) -> None:
@@ -111,19 +122,24 @@ def advance(p: SearchProblem, b: int, state: SearchState, ac) -> None:
     compact-records steps (a backpointer store) have no counterpart here."""
     cost_of = _costs_of(p, b)
     for ac_t in ac:
-        if state.died is not None:
+        if state.stopped:
             return
         toks = _expand(p, state.alive, ac_t, cost_of)
         if not toks:
             state.died = state.frames
         else:
             best_emit = min(tok.cost for tok in toks.values())
-            state.alive = _settle(p, toks, best_emit, cost_of)
+            try:
+                state.alive = _settle(p, toks, best_emit, cost_of)
+            except GraphError as exc:
+                state.error = exc
         state.frames += 1
 
 
 def end(p: SearchProblem, b: int, state: SearchState) -> RawResult:
     """Step 6."""
+    if state.error is not None:
+        raise state.error
     if state.died is not None:
         return RawResult([], DIED, state.died)
     return _finish(p, b, state.alive, state.frames, p.graph.num_emitting_arcs)
@@ -162,7 +178,7 @@ class ReferenceStreams:
             kept = []
             for t in range(len(ac)):
                 advance(p, 0, state, ac[t : t + 1])
-                if state.died is not None:
+                if state.stopped:
                     break
                 kept.append(self.survivors(state))
             out.append((state, FrameSurvivors.of_frames(kept)))
@@ -171,7 +187,7 @@ class ReferenceStreams:
     def survivors(self, state: SearchState):
         """The last token frame's surviving tokens as ``(graph states, context states)``, or
         None once the search died."""
-        if state.died is not None:
+        if state.stopped:
             return None
         keys = np.array(list(state.alive), np.int32).reshape(-1, 2)
         return keys[:, 0], keys[:, 1]
@@ -180,8 +196,8 @@ class ReferenceStreams:
         """The best surviving path on cost alone (with phrase bonuses in progress given back, as
         at the end), ``(state, arcs, frames, stable arcs)``: the stable arcs end at the deepest
         token every survivor descends from. Arcs, frames and stable arcs are None when the
-        search died."""
-        if state.died is not None:
+        search stopped."""
+        if state.stopped:
             return state, None, None, None
         give_back = _give_back(p, 0)
 
