@@ -43,7 +43,7 @@ from .cpu_steps import (
     smallest,
     start,
 )
-from .scratch import state_maps
+from .scratch import state_maps, take_next
 from .status import CANCELLED, DIED, NEG_CYCLE, OVERFLOW, RETRY_BITS, STOPPED_BITS
 from .tuning import CpuTuning, numba_threads
 
@@ -326,7 +326,7 @@ def settled_prefix(state, graph):
 
 
 @njit(parallel=True, nogil=True, cache=True)
-def _decode_batch(ac, lengths, graph, boosts, lim, rows, outcome, n_chunks, cancel, collect_at,
+def _decode_batch(ac, lengths, graph, boosts, lim, rows, outcome, n_workers, cancel, collect_at,
                   room, maps):  # fmt: skip
     """Every lane of the call; ``rows`` are `PathRows`' arrays, ``outcome`` an `Outcome`,
     ``maps`` (`scratch.state_maps`) a state map per thread."""
@@ -334,14 +334,19 @@ def _decode_batch(ac, lengths, graph, boosts, lim, rows, outcome, n_chunks, canc
     # unpacked outside the prange: writes through a named tuple's field inside a prange body are
     # lost (Numba issues #7135, #10338; still so in 0.68)
     out_n, out_status, out_died = outcome
-    # utterances are dealt to chunks round-robin; a chunk's searches use its thread's state map
-    # (each decode leaves it all -1 again), or a map of its own should the threading layer
-    # number its threads beyond the maps given
-    for c in prange(n_chunks):
+    # each worker takes the next utterance, longest first, until none is left: a static split
+    # leaves one thread idle while the other still has a few hard lines. A worker's searches
+    # use its thread's state map (each decode leaves it all -1 again), or a map of its own
+    # should the threading layer number its threads beyond the maps given
+    order = np.argsort(-lengths, kind="mergesort")
+    taken = np.zeros(1, np.int64)
+    for _ in prange(n_workers):
         thread = numba.get_thread_id()
         own = thread >= maps.shape[0]
         state_map = np.full(maps.shape[1], -1, np.int32) if own else maps[thread]
-        for b in range(c, B, n_chunks):
+        i = take_next(taken)
+        while i < B:
+            b = order[i]
             out = (rows[0][b], rows[1][b], rows[2][b], rows[3][b])
             state = begin(graph, boosts, b, lim, state_map, collect_at, room)
             state = advance(state, ac[b], lengths[b], graph, boosts, b, lim, state_map, cancel,
@@ -350,6 +355,7 @@ def _decode_batch(ac, lengths, graph, boosts, lim, rows, outcome, n_chunks, canc
             out_n[b] = n
             out_status[b] = status
             out_died[b] = died
+            i = take_next(taken)
 
 
 def decode_cpu(problem, tuning: CpuTuning | None = None):
@@ -426,7 +432,7 @@ def _run(problem, lanes, rows: PathRows, tuning: CpuTuning, cancel) -> Outcome:
         _decode_batch(
             ac, problem.lengths[lanes], search_graph(problem), lane_boosts(problem, lanes),
             limits(problem), (rows.arcs, rows.frames, rows.lens, rows.costs), outcome,
-            np.int64(min(R, 4 * threads)), cancel, np.int64(tuning.collect_records_at),
+            np.int64(min(R, threads)), cancel, np.int64(tuning.collect_records_at),
             np.int64(tuning.first_room), maps,
         )  # fmt: skip
     return outcome
