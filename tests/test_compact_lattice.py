@@ -194,7 +194,7 @@ def test_a_truncated_compact_lattice_names_the_entry(tmp_path):
 
 def test_an_empty_lattice_determinizes_to_nothing(tmp_path):
     (lat, _) = _lattices(0, lattice_beam=4.0)
-    empty = lat._subset(np.zeros(lat.num_nodes, bool), np.zeros(lat.num_arcs, bool))
+    empty = lat._subset(np.zeros(0, np.int64), np.zeros(0, np.int64))
     compact = determinize(empty)
     assert compact.num_states == 0 and compact.paths() == []
     write_kaldi_archive({"e": compact}, tmp_path / "e.ark")

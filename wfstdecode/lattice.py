@@ -116,31 +116,29 @@ class Lattice:
         if not beam > 0:
             raise OptionsError(f"lattice beam must be > 0; got {beam}")
         if not self.num_nodes or not self.best_cost < _INF:
-            return self._subset(np.zeros(self.num_nodes, bool), np.zeros(self.num_arcs, bool))
+            return self._subset(np.zeros(0, np.int64), np.zeros(0, np.int64))
         alpha, beta, w = self.forward(), self.backward(), self.arc_cost()
-        limit = self.best_cost + beam
-        through = alpha[self.src] + w + beta[self.dst]
-        keep_arc = (through < _INF) & (through <= limit)  # an infinite beam drops dead ends too
-        keep_node = np.zeros(self.num_nodes, bool)
-        keep_node[0] = True
-        keep_node[self.src[keep_arc]] = True
-        keep_node[self.dst[keep_arc]] = True
-        out = self._subset(keep_node, keep_arc)
+        # an infinite beam drops dead ends too
+        arcs, nodes, src, dst = _within(alpha, beta, w, self.src, self.dst, self.best_cost + beam)
+        out = self._subset(nodes, arcs, src, dst)
         # A kept node's best ways from the start and to the end lie within the beam, so they
         # are kept: its forward and backward costs stay what they were, the same sums.
-        w_kept = w[keep_arc]
+        w_kept = w[arcs]
         w_kept.flags.writeable = False
-        out._cache.update(alpha=alpha[keep_node], beta=beta[keep_node], w=w_kept)
+        out._cache.update(alpha=alpha[nodes], beta=beta[nodes], w=w_kept)
         return out
 
-    def _subset(self, keep_node: np.ndarray, keep_arc: np.ndarray) -> Lattice:
-        new_id = np.cumsum(keep_node, dtype=np.int64) - 1
-        arcs = {name: getattr(self, name)[keep_arc] for name in _ARC_FIELDS}
-        arcs["src"] = new_id[arcs["src"]].astype(np.int32)
-        arcs["dst"] = new_id[arcs["dst"]].astype(np.int32)
-        return Lattice(self.num_frames, self.node_frame[keep_node], self.node_state[keep_node],
-                       self.final[keep_node], acoustic_scale=self.acoustic_scale,
-                       notes=self.notes, **arcs)  # fmt: skip
+    def _subset(self, nodes: np.ndarray, arcs: np.ndarray, src=None, dst=None) -> Lattice:
+        """The lattice of the nodes and arcs at these (increasing) indices; ``src``, ``dst``:
+        the arcs' ends renumbered, where already known."""
+        if src is None:
+            new_id = np.full(self.num_nodes, -1, np.int32)
+            new_id[nodes] = np.arange(len(nodes), dtype=np.int32)
+            src, dst = new_id[self.src[arcs]], new_id[self.dst[arcs]]
+        return Lattice(self.num_frames, self.node_frame[nodes], self.node_state[nodes],
+                       self.final[nodes], src, dst, self.graph_arc[arcs], self.ilabel[arcs],
+                       self.olabel[arcs], self.frame[arcs], self.graph_cost[arcs],
+                       self.acoustic_cost[arcs], self.acoustic_scale, self.notes)  # fmt: skip
 
     def best_path(self) -> tuple[np.ndarray, float] | None:
         """A best complete path ``(arc indices, cost)`` (None: there is none): from the start,
@@ -209,10 +207,6 @@ class Lattice:
 
         return write_lattice_bytes(self.final, self.src, self.dst, self.ilabel, self.olabel,
                                    self.graph_cost, self.acoustic_cost)  # fmt: skip
-
-
-_ARC_FIELDS = ("src", "dst", "graph_arc", "ilabel", "olabel", "frame", "graph_cost",
-               "acoustic_cost")  # fmt: skip
 
 
 def position_posteriors(src, dst, olabel, w, final) -> list[dict[int, float]]:
@@ -501,6 +495,36 @@ def _position_posteriors(n_nodes, src, dst, olabel, w, final):
             n += 1
         out_post[n - 1] += post[j]
     return out_key[:n] >> 32, out_key[:n] & 0xFFFFFFFF, out_post[:n]
+
+
+@njit(nogil=True, cache=True)
+def _within(alpha, beta, w, src, dst, limit):
+    """`Lattice.pruned`'s selection: ``(arcs, nodes, their src, their dst)``, the indices of
+    the arcs whose best complete path costs at most ``limit`` and of their ends and the start,
+    and those arcs' ends numbered among the nodes kept."""
+    n_nodes, n_arcs = alpha.shape[0], src.shape[0]
+    arc_kept = np.zeros(n_arcs, np.bool_)
+    node_id = np.full(n_nodes, -1, np.int64)
+    if n_nodes:
+        node_id[0] = 0
+    n = 0
+    for i in range(n_arcs):
+        through = alpha[src[i]] + w[i] + beta[dst[i]]
+        if through < np.inf and through <= limit:
+            arc_kept[i] = True
+            n += 1
+            node_id[src[i]] = 0
+            node_id[dst[i]] = 0
+    nodes = np.flatnonzero(node_id == 0)
+    node_id[nodes] = np.arange(nodes.shape[0])
+    arcs = np.empty(n, np.int64)
+    new_src, new_dst = np.empty(n, np.int32), np.empty(n, np.int32)
+    k = 0
+    for i in range(n_arcs):
+        if arc_kept[i]:
+            arcs[k], new_src[k], new_dst[k] = i, node_id[src[i]], node_id[dst[i]]
+            k += 1
+    return arcs, nodes, new_src, new_dst
 
 
 @njit(nogil=True, cache=True)

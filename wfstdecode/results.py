@@ -95,6 +95,12 @@ def made_from(fields: dict) -> Hypothesis:
     return hyp
 
 
+def changed(hyp: Hypothesis, **fields) -> Hypothesis:
+    """``dataclasses.replace(hyp, **fields)`` by `made_from` (~1 us against ~19 us): for the
+    decoders' own changes to hypotheses they made, of the types the fields document."""
+    return made_from({**hyp.__dict__, **fields})
+
+
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Hypothesis)
              if f.default is not dataclasses.MISSING}  # fmt: skip
 

@@ -27,15 +27,13 @@ alignment of its words.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 from numba import njit
 
 from ..backends import ctc_stream_backend
 from ..lattice import Lattice
 from ..metrics import edit_distance
-from ..results import Hypothesis
+from ..results import Hypothesis, changed
 from ._paths import to_hypotheses
 from ._problem import FrameSurvivors, RawResult, SearchProblem
 from .bundles import arc_cost, lane_boosts, search_graph
@@ -147,7 +145,7 @@ def lattice_hypotheses(p: SearchProblem, raws: list, lattices: list,
     out: list[list[Hypothesis] | None] = []
     for hyps, costs in zip(to_hypotheses(p, paths), graph_costs, strict=True):
         out.append(None if costs is None else [
-            replace(h, graph_score=-c, score=h.acoustic_score - c)
+            changed(h, graph_score=-c, score=h.acoustic_score - c)
             for h, c in zip(hyps, costs, strict=True)
         ])  # fmt: skip
     return out
@@ -172,7 +170,7 @@ def mbr_ranked(p: SearchProblem, hyps: list, lattices: list) -> list:
                           for q, g in zip(post, utt, strict=True))) for h in utt]  # fmt: skip
         order = sorted(range(len(utt)), key=lambda i: (risk[i], i))[:n]
         note = "MBR over {} candidates: expected word errors {:.3f}"
-        out.append([replace(utt[i], notes=(*utt[i].notes, note.format(len(utt), risk[i])))
+        out.append([changed(utt[i], notes=(*utt[i].notes, note.format(len(utt), risk[i])))
                      for i in order])  # fmt: skip
     return out
 
@@ -190,7 +188,7 @@ def with_confidences(p: SearchProblem, hyps: list, lattices: list) -> list:
             out.append(utt)
             continue
         posteriors = lat.word_posteriors()
-        out.append([replace(h, word_confidences=tuple(
+        out.append([changed(h, word_confidences=tuple(
             posteriors[k].get(w, 0.0) if k < len(posteriors) else 0.0
             for k, w in enumerate(h.word_ids))) for h in utt])  # fmt: skip
     return out

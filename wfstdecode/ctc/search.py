@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 
 import numpy as np
 
@@ -18,7 +17,7 @@ from ..decoding_graph import DecodingGraph
 from ..errors import DecodeInputError, OptionsError
 from ..lattice import Lattice
 from ..rescore import LmRescoring
-from ..results import Hypothesis
+from ..results import Hypothesis, changed
 from ..symbols import BLANK
 from ._paths import to_hypotheses
 from ._problem import ALL_NEG_INF, NAN_OR_POS_INF, RawResult, SearchProblem, costs_and_first_bad
@@ -172,7 +171,7 @@ def lattice_results(problem: SearchProblem, raws: list, pruned: list,
     hyps = with_confidences(problem, hyps, posterior)
     if options.posteriors == "determinized":
         hyps = [utt if c is None or c.notes == lat.notes else
-                [replace(h, notes=(*h.notes, *c.notes[len(lat.notes):])) for h in utt]
+                [changed(h, notes=(*h.notes, *c.notes[len(lat.notes):])) for h in utt]
                 for utt, c, lat in zip(hyps, posterior, final, strict=True)]  # fmt: skip
     return hyps, final
 
