@@ -1,5 +1,5 @@
 """Time-bounded differential fuzzing of the transducer beam searches with a compiled CPU form
-("alsd", "standard", "tokenwise", "maes"; RNN-T and TDT): random models, inputs and options,
+("alsd", "standard", "tokenwise", "maes"; RNN-T and TDT; "wind", RNN-T): random models, inputs and options,
 decoded by the CPU form, the tensor form (what CUDA runs) and the per-utterance reference;
 every hypothesis compared (tokens, timestamps, durations; scores within 1e-6 relative). The
 CPU form must equal the reference. The joints have 16-32 units: with a few, the ReLU often
@@ -47,11 +47,14 @@ def case(seed: int):
     enc = torch.randn(batch, frames, enc_dim, generator=gen) * rng.uniform(0.5, 4.0)
     lengths = torch.tensor([rng.randint(0, frames) for _ in range(batch)])
     width = rng.randint(1, 6)
-    algorithm = rng.choice(["alsd", "standard", "maes"] + ([] if durations else ["tokenwise"]))
+    algorithm = rng.choice(
+        ["alsd", "standard", "maes"] + ([] if durations else ["tokenwise", "wind"])
+    )
     own = {
         "alsd": {"max_tokens": rng.choice([None, None, rng.randint(0, 5)])},
         "standard": {},
         "tokenwise": {"segment_size": rng.randint(1, 4)},
+        "wind": {"window": rng.randint(1, 6), "max_tokens": rng.choice([None, rng.randint(0, 5)])},
         "maes": {
             "maes_steps": rng.randint(1, 3),
             "expansion_beta": rng.randint(0, 3),

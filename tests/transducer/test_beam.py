@@ -22,7 +22,7 @@ from wfstdecode.transducer import (
     beam_reference,
     greedy_decode,
 )
-from wfstdecode.transducer.beam import alsd_step, segment_step
+from wfstdecode.transducer.beam import alsd_step, segment_step, wind_step
 
 TDT = (0, 1, 2)
 # (algorithm, its own options) covering every search and its parameters
@@ -227,7 +227,7 @@ def test_nbest_distinct_best_first_and_length_norm():
 
 
 # The compiled CPU forms ("alsd": `alignment_cpu`; "standard" / "tokenwise" / "maes":
-# `segment_cpu`) against the tensor searches CUDA runs and the reference.
+# `segment_cpu`; "wind": `wind_cpu`) against the tensor searches CUDA runs and the reference.
 COMPILED = [
     ("alsd", {}),
     ("alsd", {"max_symbols_per_frame": 1}),
@@ -245,6 +245,11 @@ COMPILED = [
     ("standard", {"durations": (1, 3)}),
     ("maes", {"durations": (0, 1, 2, 3, 4)}),
     ("maes", {"durations": (0, 2), "maes_steps": 3, "expansion_gamma": 0.5}),
+    ("wind", {}),
+    ("wind", {"window": 1}),
+    ("wind", {"window": 3}),
+    ("wind", {"window": 2, "max_symbols_per_frame": 1}),
+    ("wind", {"window": 4, "max_tokens": 3}),
 ]
 COMPILED_IDS = ["-".join([a, *(f"{k}{v}" for k, v in kw.items())]) for a, kw in COMPILED]
 
@@ -260,7 +265,11 @@ def compiled_and_tensor(model, enc, lengths, options, monkeypatch):
 
 @pytest.mark.parametrize(
     ("algorithm", "module", "step"),
-    [("alsd", alsd_step, "alsd_step"), ("maes", segment_step, "segment_round")],
+    [
+        ("alsd", alsd_step, "alsd_step"),
+        ("maes", segment_step, "segment_round"),
+        ("wind", wind_step, "wind_step"),
+    ],
 )
 def test_the_cpu_runs_the_compiled_step(algorithm, module, step, monkeypatch):
     calls = []
@@ -296,7 +305,13 @@ def test_random_models_equal_the_tensor_search_and_the_reference(
 
 @pytest.mark.parametrize(
     ("algorithm", "durations"),
-    [("alsd", None), ("alsd", (0, 1, 2, 3, 4)), ("standard", None), ("maes", (0, 1, 2, 3, 4))],
+    [
+        ("alsd", None),
+        ("alsd", (0, 1, 2, 3, 4)),
+        ("standard", None),
+        ("maes", (0, 1, 2, 3, 4)),
+        ("wind", None),
+    ],
 )
 @pytest.mark.parametrize("width", [4, 8])
 def test_planted_batches_equal_the_tensor_search(algorithm, durations, width, monkeypatch):

@@ -269,7 +269,8 @@ def _canonical_nodes(frames, keys, n_frames):
     out_start = np.zeros(n_frames + 1, np.int64)
     n = 0
     for f in range(n_frames):
-        part = np.sort(grouped[start[f] : start[f + 1]])
+        part = grouped[start[f] : start[f + 1]]
+        part.sort()
         for i in range(part.shape[0]):
             if i == 0 or part[i] != part[i - 1]:
                 out[n] = part[i]

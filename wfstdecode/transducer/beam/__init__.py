@@ -4,10 +4,11 @@ Two families (see `BeamOptions`): frame-synchronous searches whose scores sum ov
 alignments ("standard", "tokenwise", "maes"; `segment.py`) and searches whose scores are one
 alignment's ("alsd": `alignment.py`, "wind": `window.py`). `reference.py` is the per-utterance
 specification both are tested against. They are written in tensor operations that never wait on
-the device; on CPU tensors "alsd" and the summing searches run their bookkeeping compiled
-instead (`alignment_cpu.py` / `alsd_step.py`, `segment_cpu.py` / `segment_step.py`), since
+the device; on CPU tensors each runs its bookkeeping compiled instead (`alignment_cpu.py` /
+`alsd_step.py`, `segment_cpu.py` / `segment_step.py`, `wind_cpu.py` / `wind_step.py`), since
 there each tensor operation's fixed cost is most of a step. Imports run beam -> segment /
-window -> alignment -> rows, and beam -> alignment_cpu / segment_cpu -> *_step -> rows.
+window -> alignment -> rows, and beam -> alignment_cpu / segment_cpu / wind_cpu -> *_step ->
+rows.
 """
 
 from __future__ import annotations
@@ -23,13 +24,13 @@ from .options import BEAM_ALGORITHMS, BeamOptions
 from .reference import beam_reference
 from .segment import segment_search
 from .segment_cpu import segment_search_cpu
+from .wind_cpu import wind_search_cpu
 from .window import window_search
 
 __all__ = ["BEAM_ALGORITHMS", "BeamOptions", "beam_decode", "beam_reference"]
 
-# On CPU tensors "alsd" and the summing searches run their bookkeeping compiled
-# (`alignment_cpu`, `segment_cpu`); False runs the tensor searches there too, as on CUDA (the
-# tests check both).
+# On CPU tensors every search runs its bookkeeping compiled (`alignment_cpu`, `segment_cpu`,
+# `wind_cpu`); False runs the tensor searches there too, as on CUDA (the tests check both).
 COMPILED_ON_CPU = True
 
 
@@ -70,4 +71,6 @@ def beam_decode(model, enc, enc_lengths, options: BeamOptions | None = None):
                 search = alsd_search_cpu
             elif search is segment_search:
                 search = segment_search_cpu
+            else:
+                search = wind_search_cpu
         return search(adapter, enc, lengths, options, vocab, notes)

@@ -1,0 +1,239 @@
+"""One step of the WIND beam search ("wind", RNN-T) for a whole batch, compiled (Numba): what
+`window.window_search` does with ~150 tensor operations a step, on the host, for the CPU.
+
+The rows of a batch: utterance b owns rows b*R .. b*R+R-1, R = P + K, P = K * (W + 1): the
+first P its pool (hypotheses waiting, each at the frame it reads next), the other K its final
+set; per row the arrays ``score``, ``hash`` (of the labels, as `rows.HASH_BASE`), ``size``
+(labels), ``frame`` and ``count`` (labels emitted at that frame). As `reference._window_search`,
+per utterance:
+  * `wind_select`: the K best pool hypotheses at the earliest frame that beat the K-th best
+    waiting at a later frame (Graves' rule) are expanded (the model scores their windows);
+  * `wind_step`: each expanded hypothesis offers its K best window moves (a label at frame
+    t+j after blanks at t..t+j-1, or blanks over the whole window); the all-blank moves that
+    reach the last frame merge into the final set (by labels: the better alignment), which
+    keeps its K best; the pool becomes the hypotheses waiting at later frames and the other
+    moves that beat the K-th final score, recombined by (labels, frame, count) and at most K
+    per frame (so that at most P remain: every one reads a frame in [t, t + W]).
+It writes the rows in place, a traceback row per row (parent row, label or -1, its frame, 0)
+read by `alsd_step.trace_back`, and the pool rows that appended a label (the predictor runs
+on them).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+from .alsd_step import (
+    AT,
+    COUNT,
+    DURATION,
+    FRAME,
+    LABEL,
+    NONE,
+    PARENT,
+    _append,
+    _distinct,
+    live_span,
+)
+from .rows import HASH_BASE
+
+__all__ = ["wind_select", "wind_step"]
+
+
+@njit(nogil=True, cache=True)
+def wind_select(score, frame, K, P, B, expand):
+    """The pool rows each utterance expands this step, best first (ties: the lower row), into
+    ``expand``; returns how many in all."""
+    R = P + K
+    n = 0
+    for b in range(B):
+        base = b * R
+        earliest = -1
+        for r in range(base, base + P):
+            if score[r] > -np.inf and (earliest < 0 or frame[r] < earliest):
+                earliest = frame[r]
+        if earliest < 0:
+            continue
+        later = np.full(K, -np.inf)  # the K best waiting at later frames, descending
+        for r in range(base, base + P):
+            if score[r] > later[K - 1] and frame[r] > earliest:
+                _insert(later, score[r])
+        first = n
+        for _ in range(K):
+            best, pick = later[K - 1], -1
+            for r in range(base, base + P):
+                if frame[r] == earliest and score[r] > best:
+                    taken = False
+                    for q in range(first, n):
+                        taken = taken or expand[q] == r
+                    if not taken:
+                        best, pick = score[r], r
+            if pick < 0:
+                break
+            expand[n] = pick
+            n += 1
+    return n
+
+
+@njit(inline="always", nogil=True, cache=True)
+def _insert(top, s):
+    """Put ``s`` into the descending ``top`` in place of its last (it beats the last)."""
+    i = top.shape[0] - 1
+    while i > 0 and top[i - 1] < s:
+        top[i] = top[i - 1]
+        i -= 1
+    top[i] = s
+
+
+@njit(nogil=True, cache=True)
+def _best_moves(lp_h, n, t, c, score, may_label, first_may_label, blank, K, best, moves):
+    """The ``K`` best moves of a hypothesis at frame ``t`` (``c`` labels emitted there) whose
+    window of ``n`` frames has log-probs ``lp_h`` (W, V), in `reference._moves`' order, ties:
+    the earlier: written to ``best`` (scores) and ``moves`` (label, its frame, frame after,
+    count after), best first; returns how many."""
+    V = lp_h.shape[1]
+    m = 0
+    blanks = 0.0
+    for j in range(n + 1):
+        for k in range(V if j < n else 1):
+            if j == n:  # blanks over the whole window
+                s, label, to, c_to = score + blanks, NONE, t + n, 0
+            else:
+                if k == blank or not may_label or (j == 0 and not first_may_label):
+                    continue
+                s, label, to, c_to = score + blanks + lp_h[j, k], k, t + j, c + 1 if j == 0 else 1
+            if m == K and not s > best[K - 1]:
+                continue
+            i = m if m < K else K - 1
+            while i > 0 and best[i - 1] < s:
+                best[i] = best[i - 1]
+                moves[i] = moves[i - 1]
+                i -= 1
+            best[i] = s
+            moves[i, 0], moves[i, 1], moves[i, 2], moves[i, 3] = label, t + j, to, c_to
+            m = min(m + 1, K)
+        if j < n:
+            blanks += lp_h[j, blank]
+    return m
+
+
+@njit(nogil=True, cache=True)
+def wind_step(
+    lp, expand, n_expand, K, P, W, blank, max_symbols, max_tokens, length,
+    score, hash_, size, frame, count, back, pool_parent, emit_rows, emit_labels,
+):  # fmt: skip
+    """One step (module docstring). ``lp`` (n_expand, W, V): the log-probs of each expanded
+    row ``expand[i]`` at frames t .. t+W-1 of its window (those past the utterance unread).
+    ``back`` (4, B*R) receives the traceback rows; ``pool_parent`` (B*P) each new pool row's
+    parent as a pool index (b*P + p; 0 for an empty row), for the predictor. Returns (labels
+    appended, the first utterance whose log-probs hold a NaN, or -1)."""
+    R = P + K
+    B = length.shape[0]
+    V = lp.shape[2]
+    cap = P + K * K + K
+    cands = (np.empty(cap), np.empty((cap, 6), np.int64))
+    final = (np.empty(cap), np.empty((cap, 6), np.int64))
+    out = (np.empty(R), np.empty((R, 6), np.int64), np.empty(R, np.int64), np.empty(R, np.int64))
+    kept_score, kept_move, kept_hash, kept_size = out
+    best, moves = np.empty(K), np.empty((K, 4), np.int64)
+    n_emit = 0
+    start = 0
+    for b in range(B):
+        base = b * R
+        stop = live_span(expand[:n_expand], start, R, b)
+        for i in range(start, stop):
+            for j in range(min(W, length[b] - frame[expand[i]])):
+                for v in range(V):
+                    if np.isnan(lp[i, j, v]):
+                        return n_emit, b
+        earliest = -1
+        for r in range(base, base + P):
+            if score[r] > -np.inf and (earliest < 0 or frame[r] < earliest):
+                earliest = frame[r]
+        n_final, n_cand = 0, 0
+        for q in range(base + P, base + R):
+            if score[q] > -np.inf:
+                n_final = _append(final, n_final, score[q], q, NONE, 0, 0, 0, 0)
+        for r in range(base, base + P):  # waiting at later frames
+            if score[r] > -np.inf and frame[r] > earliest:
+                n_cand = _append(cands, n_cand, score[r], r, NONE, 0, 0, frame[r], count[r])
+        for i in range(start, stop):
+            row = expand[i]
+            t, c = frame[row], count[row]
+            n = min(W, length[b] - t)
+            may_label = max_tokens < 0 or size[row] < max_tokens
+            m = _best_moves(lp[i], n, t, c, score[row], may_label, c < max_symbols, blank, K,
+                            best, moves)  # fmt: skip
+            for q in range(m):
+                label, at, to, c_to = moves[q, 0], moves[q, 1], moves[q, 2], moves[q, 3]
+                if to >= length[b]:
+                    n_final = _append(final, n_final, best[q], row, label, at, 0, 0, 0)
+                else:
+                    n_cand = _append(cands, n_cand, best[q], row, label, at, 0, to, c_to)
+        kept_final = _distinct(final, n_final, K, -np.inf, False, hash_, size, out, P)
+        threshold = kept_score[R - 1] if kept_final == K else -np.inf
+        kept_pool = _pool(cands, n_cand, K, P, threshold, hash_, size, out)
+        for r in range(R):
+            q = base + r
+            if (r < P and r >= kept_pool) or (r >= P and r - P >= kept_final):
+                score[q] = -np.inf
+                back[0, q] = NONE
+                back[1, q] = NONE
+                if r < P:
+                    pool_parent[b * P + r] = 0
+                continue
+            parent = kept_move[r, PARENT]
+            score[q] = kept_score[r]
+            hash_[q] = kept_hash[r]
+            size[q] = kept_size[r]
+            frame[q] = kept_move[r, FRAME] if r < P else length[b]
+            count[q] = kept_move[r, COUNT]
+            back[0, q] = parent
+            back[1, q] = kept_move[r, LABEL]
+            back[2, q] = kept_move[r, AT]
+            back[3, q] = kept_move[r, DURATION]
+            if r < P:
+                pool_parent[b * P + r] = b * P + parent - base
+                if kept_move[r, LABEL] != NONE:
+                    emit_rows[n_emit] = b * P + r
+                    emit_labels[n_emit] = kept_move[r, LABEL]
+                    n_emit += 1
+        start = stop
+    return n_emit, -1
+
+
+@njit(nogil=True, cache=True)
+def _pool(cands, n, K, P, threshold, hash_, size, out):
+    """The new pool into ``out``'s first rows: the best candidates that beat ``threshold``,
+    one per (labels, frame, count) — the best; ties: the earlier offered — and at most ``K``
+    per frame, best first; the candidates' scores are used up. Returns how many."""
+    top_score, top_move = cands
+    out_score, out_move, out_hash, out_size = out
+    m = 0
+    while m < P:
+        j, best = -1, threshold
+        for i in range(n):
+            if top_score[i] > best:
+                j, best = i, top_score[i]
+        if j < 0:
+            break
+        top_score[j] = -np.inf
+        parent, label, to = top_move[j, PARENT], top_move[j, LABEL], top_move[j, FRAME]
+        h, z = hash_[parent], size[parent]
+        if label != NONE:
+            h, z = h * HASH_BASE + label + 1, z + 1
+        skip, at_frame = False, 0
+        for q in range(m):
+            if out_move[q, FRAME] == to:
+                at_frame += 1
+                same_count = out_move[q, COUNT] == top_move[j, COUNT]
+                skip = skip or (same_count and out_hash[q] == h and out_size[q] == z)
+        if skip or at_frame == K:
+            continue
+        out_score[m] = best
+        out_move[m] = top_move[j]
+        out_hash[m] = h
+        out_size[m] = z
+        m += 1
+    return m
