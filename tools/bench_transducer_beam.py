@@ -70,8 +70,9 @@ def variants(beams, segments, window):
 
 
 def compiled_on_cpu(options) -> bool:
-    """Whether these options' search has a compiled CPU form (`beam_package.beam_decode`)."""
-    return isinstance(options, BeamOptions) and options.algorithm != "wind"
+    """Whether these options' search has a compiled CPU form (`beam_package.beam_decode`): all
+    beam searches have one."""
+    return isinstance(options, BeamOptions)
 
 
 def tensor_form(run):

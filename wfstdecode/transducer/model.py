@@ -33,7 +33,14 @@ import torch
 
 from ..errors import DecodeInputError
 
-__all__ = ["TransducerModel", "copy_state_", "index_state", "select_state"]
+__all__ = [
+    "TransducerModel",
+    "clone_state",
+    "copy_state_",
+    "index_copy_state_",
+    "index_state",
+    "select_state",
+]
 
 
 @runtime_checkable
@@ -76,6 +83,18 @@ def copy_state_(dst: Any, src: Any) -> None:
     _map2(dst, src, lambda d, s: d.copy_(_same(s, d)))
 
 
+def clone_state(state: Any) -> Any:
+    """A copy of every tensor of ``state`` (contiguous where a tensor was expanded)."""
+    return _map2(state, state, lambda s, _: s.clone())
+
+
+def index_copy_state_(model, state: Any, rows: torch.Tensor, sub: Any) -> None:
+    """Write ``sub``, the state of rows ``rows``, into ``state`` in place (states with a batch
+    dimension at ``state_batch_dim``)."""
+    dim = getattr(model, "state_batch_dim", 0)
+    _map2(state, sub, lambda s, u: s.index_copy_(dim, rows, u))
+
+
 def _same(new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
     """``new``, if it has ``old``'s shape: `torch.where` and `copy_` would broadcast it."""
     if new.shape != old.shape:
@@ -84,10 +103,6 @@ def _same(new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
             f"init_state gave {tuple(old.shape)}: the state must keep its shapes"
         )
     return new
-
-
-def clone_state(state: Any) -> Any:
-    return _map2(state, state, lambda a, _: a.clone())
 
 
 def _bcast(mask: torch.Tensor, like: torch.Tensor, dim: int) -> torch.Tensor:

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 
 from ...buffers import BatchedSequences
 from ...errors import DecodeInputError
 from ...results import Hypothesis
-from ..model import ModelAdapter, index_state, select_state
+from ..model import ModelAdapter, clone_state, index_copy_state_, index_state, select_state
 
 __all__ = [
     "HASH_BASE",
@@ -25,6 +26,7 @@ __all__ = [
     "best_distinct",
     "best_hypotheses",
     "compacts",
+    "feed_rows_",
     "non_finite_logits",
     "predict_masked",
     "predict_rows",
@@ -207,26 +209,46 @@ def predict_masked(adapter, pred, state, mask, labels):
 
 
 def start_predictor(adapter, n):
-    """The predictor's output and state for ``n`` rows after the start-of-sequence blank."""
+    """The predictor's output and state for ``n`` rows after the start-of-sequence blank, as
+    tensors of the search's own (`advance_predictor` writes into them)."""
     model = adapter.model
     blank = torch.full((n,), adapter.blank_id, dtype=torch.long)
-    return adapter.predict(blank, model.init_state(n, torch.device("cpu")))
+    pred, state = adapter.predict(blank, model.init_state(n, torch.device("cpu")))
+    return pred.clone(), clone_state(state)
 
 
 def advance_predictor(adapter, pred, state, parent, rows, labels):
-    """CPU tensors, host arrays: each row takes the predictor output and state of row
-    ``parent[row]``, then the rows ``rows`` that appended ``labels`` run the predictor."""
+    """CPU tensors (`start_predictor`'s or gathered), host arrays: each row takes the predictor
+    output and state of row ``parent[row]``, then the rows ``rows`` that appended ``labels``
+    run the predictor. Where the predictor can run on some rows (`compacts`) the tensors are
+    written in place and only the rows whose parent is another row are copied."""
     model = adapter.model
-    parent = torch.from_numpy(parent)
-    pred, state = pred.index_select(0, parent), index_state(model, state, parent)
-    if rows.size == 0:
-        return pred, state
-    rows, labels = torch.from_numpy(rows.copy()), torch.from_numpy(labels.copy())
-    if compacts(model, rows.device):
-        return predict_rows(adapter, pred, state, rows, labels)
-    mask = torch.zeros(pred.shape[0], dtype=torch.bool).index_fill(0, rows, True)
-    every = torch.full((pred.shape[0],), adapter.blank_id, dtype=torch.long)
-    return predict_masked(adapter, pred, state, mask, every.index_copy(0, rows, labels))
+    if not compacts(model, pred.device):
+        parent = torch.from_numpy(parent)
+        pred, state = pred.index_select(0, parent), index_state(model, state, parent)
+        if rows.size == 0:
+            return pred, state
+        rows, labels = torch.from_numpy(rows.copy()), torch.from_numpy(labels.copy())
+        mask = torch.zeros(pred.shape[0], dtype=torch.bool).index_fill(0, rows, True)
+        every = torch.full((pred.shape[0],), adapter.blank_id, dtype=torch.long)
+        return predict_masked(adapter, pred, state, mask, every.index_copy(0, rows, labels))
+    moved = np.flatnonzero(parent != np.arange(parent.shape[0]))
+    if moved.size:
+        to, source = torch.from_numpy(moved), torch.from_numpy(parent[moved])
+        pred.index_copy_(0, to, pred.index_select(0, source))  # the sources read first
+        index_copy_state_(model, state, to, index_state(model, state, source))
+    feed_rows_(adapter, pred, state, rows, labels)
+    return pred, state
+
+
+def feed_rows_(adapter, pred, state, rows, labels) -> None:
+    """Feed ``labels`` (host array) to the predictor at the rows ``rows`` only, writing their
+    output and state into ``pred`` and ``state`` in place (`compacts` models)."""
+    if rows.size:
+        rows, labels = torch.from_numpy(rows.copy()), torch.from_numpy(labels.copy())
+        new_pred, new_state = adapter.predict(labels, index_state(adapter.model, state, rows))
+        pred.index_copy_(0, rows, new_pred)
+        index_copy_state_(adapter.model, state, rows, new_state)
 
 
 def _index_copy(model, state, rows, sub):

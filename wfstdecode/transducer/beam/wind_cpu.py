@@ -5,7 +5,9 @@
 never waits on the device; on a CPU core those are most of its time (2.5 s of a 60-utterance
 decode at beam 4 where the model takes ~0.7 s). Here a step is: the selection of the pool rows
 to expand (compiled), the joint on their windows only, the log-softmax, one compiled call that
-applies every utterance's moves, and the predictor on the pool rows that appended a label.
+applies every utterance's moves, and the predictor on the pool rows that appended a label —
+when they are expanded (most never are: a step adds up to K*K of them per utterance and
+expands K), where the model's state layout lets it run on some rows (`rows.compacts`).
 Same hypotheses as `window_search` and `reference._window_search` (tests).
 """
 
@@ -14,7 +16,14 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .rows import advance_predictor, non_finite_logits, start_predictor, traced_hypotheses
+from .rows import (
+    advance_predictor,
+    compacts,
+    feed_rows_,
+    non_finite_logits,
+    start_predictor,
+    traced_hypotheses,
+)
 
 __all__ = ["wind_search_cpu"]
 
@@ -38,6 +47,11 @@ def wind_search_cpu(adapter, enc, lengths, options, vocab, notes):
     pool_parent, emit_rows, emit_labels = (np.empty(B * P, dtype=np.int64) for _ in range(3))
     max_tokens = -1 if options.max_tokens is None else options.max_tokens
     window = np.arange(W)
+    # the label each pool row appended but has not fed to the predictor yet (-1: none), while
+    # its predictor row holds its parent's state
+    lazy = compacts(adapter.model, enc.device)
+    pending = np.full(B * P, -1, dtype=np.int64)
+    no_rows = np.empty(0, dtype=np.int64)
 
     enc_rows = adapter.encoder(enc).reshape(B * T, -1)
     pred, state = start_predictor(adapter, B * P)
@@ -51,7 +65,11 @@ def wind_search_cpu(adapter, enc, lengths, options, vocab, notes):
         at = utt[:, None] * T + np.minimum(frame[rows][:, None] + window, T - 1)
         lp = np.empty((0, W, vocab))
         if n:
-            pool = torch.from_numpy(utt * P + rows % R)
+            pool = utt * P + rows % R
+            fed = pool[pending[pool] >= 0]
+            feed_rows_(adapter, pred, state, fed, pending[fed])
+            pending[fed] = -1
+            pool = torch.from_numpy(pool)
             logits = adapter.joint(
                 enc_rows.index_select(0, torch.from_numpy(at.reshape(-1))),
                 pred.index_select(0, pool).repeat_interleave(W, 0),
@@ -67,9 +85,14 @@ def wind_search_cpu(adapter, enc, lengths, options, vocab, notes):
         if bad >= 0:
             raise non_finite_logits(bad)
         steps += 1
-        pred, state = advance_predictor(
-            adapter, pred, state, pool_parent, emit_rows[:n_emit], emit_labels[:n_emit]
-        )
+        if lazy:
+            pending = pending[pool_parent]
+            pending[emit_rows[:n_emit]] = emit_labels[:n_emit]
+            pred, state = advance_predictor(adapter, pred, state, pool_parent, no_rows, no_rows)
+        else:
+            pred, state = advance_predictor(
+                adapter, pred, state, pool_parent, emit_rows[:n_emit], emit_labels[:n_emit]
+            )
     finals = np.flatnonzero(score > -np.inf)  # only final rows are left
     traced, offsets = trace_back(backs, steps, finals)
     return traced_hypotheses(traced[:2], offsets.tolist(), ("labels", "timestamps"),

@@ -25,9 +25,7 @@ import numpy as np
 from numba import njit
 
 from .alsd_step import (
-    AT,
     COUNT,
-    DURATION,
     FRAME,
     LABEL,
     NONE,
@@ -135,8 +133,9 @@ def wind_step(
     cands = (np.empty(cap), np.empty((cap, 6), np.int64))
     final = (np.empty(cap), np.empty((cap, 6), np.int64))
     out = (np.empty(R), np.empty((R, 6), np.int64), np.empty(R, np.int64), np.empty(R, np.int64))
-    kept_score, kept_move, kept_hash, kept_size = out
+    kept_score, kept_move = out[0], out[1]
     best, moves = np.empty(K), np.empty((K, 4), np.int64)
+    place = np.empty(P, np.int64)
     n_emit = 0
     start = 0
     for b in range(B):
@@ -174,33 +173,71 @@ def wind_step(
         kept_final = _distinct(final, n_final, K, -np.inf, False, hash_, size, out, P)
         threshold = kept_score[R - 1] if kept_final == K else -np.inf
         kept_pool = _pool(cands, n_cand, K, P, threshold, hash_, size, out)
-        for r in range(R):
-            q = base + r
-            if (r < P and r >= kept_pool) or (r >= P and r - P >= kept_final):
-                score[q] = -np.inf
-                back[0, q] = NONE
-                back[1, q] = NONE
-                if r < P:
-                    pool_parent[b * P + r] = 0
+        _places(kept_move, kept_pool, base, place)
+        for r in range(P + kept_final, R):  # the final set's empty places
+            score[base + r] = -np.inf
+            back[0, base + r] = NONE
+            back[1, base + r] = NONE
+        for p in range(P):  # the pool's empty places (`_places` fills the others)
+            if place[p] < 0:
+                score[base + p] = -np.inf
+                back[0, base + p] = NONE
+                back[1, base + p] = NONE
+                pool_parent[b * P + p] = b * P + p
+        for m in range(P, P + kept_final):
+            _write(m, base + m, out, length[b], score, hash_, size, frame, count, back)
+        for p in range(P):
+            m = place[p]
+            if m < 0:
                 continue
-            parent = kept_move[r, PARENT]
-            score[q] = kept_score[r]
-            hash_[q] = kept_hash[r]
-            size[q] = kept_size[r]
-            frame[q] = kept_move[r, FRAME] if r < P else length[b]
-            count[q] = kept_move[r, COUNT]
-            back[0, q] = parent
-            back[1, q] = kept_move[r, LABEL]
-            back[2, q] = kept_move[r, AT]
-            back[3, q] = kept_move[r, DURATION]
-            if r < P:
-                pool_parent[b * P + r] = b * P + parent - base
-                if kept_move[r, LABEL] != NONE:
-                    emit_rows[n_emit] = b * P + r
-                    emit_labels[n_emit] = kept_move[r, LABEL]
-                    n_emit += 1
+            q = base + p
+            _write(m, q, out, kept_move[m, FRAME], score, hash_, size, frame, count, back)
+            pool_parent[b * P + p] = b * P + kept_move[m, PARENT] - base
+            if kept_move[m, LABEL] != NONE:
+                emit_rows[n_emit] = b * P + p
+                emit_labels[n_emit] = kept_move[m, LABEL]
+                n_emit += 1
         start = stop
     return n_emit, -1
+
+
+@njit(nogil=True, cache=True)
+def _places(kept_move, n, base, place):
+    """Which kept pool entry each pool row takes (``place[row]``, -1: none): an entry without a
+    label keeps its parent's predictor state, so it takes its parent's row where that is free
+    (the predictor's rows then move only where they must); the others take the free rows in
+    order."""
+    place[:] = -1
+    unplaced = 0
+    for m in range(n):
+        p = kept_move[m, PARENT] - base
+        if kept_move[m, LABEL] == NONE and place[p] < 0:
+            place[p] = m
+        else:
+            unplaced += 1
+    if unplaced == 0:
+        return
+    free = 0
+    for m in range(n):
+        p = kept_move[m, PARENT] - base
+        if kept_move[m, LABEL] == NONE and place[p] == m:
+            continue
+        while place[free] >= 0:
+            free += 1
+        place[free] = m
+
+
+@njit(inline="always", nogil=True, cache=True)
+def _write(m, q, out, to, score, hash_, size, frame, count, back):
+    """Row ``q`` takes kept entry ``m`` of ``out``, reading frame ``to`` next."""
+    kept_score, kept_move, kept_hash, kept_size = out
+    score[q] = kept_score[m]
+    hash_[q] = kept_hash[m]
+    size[q] = kept_size[m]
+    frame[q] = to
+    count[q] = kept_move[m, COUNT]
+    for f in range(4):  # parent, label, its frame, duration
+        back[f, q] = kept_move[m, f]
 
 
 @njit(nogil=True, cache=True)
