@@ -26,7 +26,7 @@ from numba import njit
 
 from .rows import HASH_BASE
 
-__all__ = ["alsd_step", "live_span", "trace_back"]
+__all__ = ["alsd_step", "live_span", "trace_back", "write_row"]
 
 NONE = -1
 
@@ -205,7 +205,7 @@ def alsd_step(
         np.empty(R, np.int64),
         np.empty(R, np.int64),
     )
-    kept_score, kept_move, kept_hash, kept_size = out
+    kept_score, kept_move = out[0], out[1]
     n_emit = 0
     start = 0
     for b in range(B):
@@ -250,13 +250,8 @@ def alsd_step(
                 if r < K:
                     beam_parent[b * K + r] = 0
                 continue
-            score[q] = kept_score[r]
-            hash_[q] = kept_hash[r]
-            size[q] = kept_size[r]
-            frame[q] = kept_move[r, FRAME] if r < K else length[b]
-            count[q] = kept_move[r, COUNT]
-            for f in range(4):  # parent, label, its frame, duration
-                back[f, q] = kept_move[r, f]
+            to = kept_move[r, FRAME] if r < K else length[b]
+            write_row(r, q, out, to, score, hash_, size, frame, count, back)
             if r < K:
                 beam_parent[b * K + r] = b * K + kept_move[r, PARENT] - base
                 if kept_move[r, LABEL] != NONE:
@@ -265,6 +260,20 @@ def alsd_step(
                     n_emit += 1
         start = stop
     return n_emit, -1
+
+
+@njit(inline="always", nogil=True, cache=True)
+def write_row(m, q, out, to, score, hash_, size, frame, count, back):
+    """Row ``q`` takes kept candidate ``m`` of ``out`` (`_distinct`'s), reading frame ``to``
+    next, and its traceback row."""
+    kept_score, kept_move, kept_hash, kept_size = out
+    score[q] = kept_score[m]
+    hash_[q] = kept_hash[m]
+    size[q] = kept_size[m]
+    frame[q] = to
+    count[q] = kept_move[m, COUNT]
+    for f in range(4):  # parent, label, its frame, duration
+        back[f, q] = kept_move[m, f]
 
 
 @njit(nogil=True, cache=True)

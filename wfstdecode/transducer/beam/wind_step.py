@@ -33,6 +33,7 @@ from .alsd_step import (
     _append,
     _distinct,
     live_span,
+    write_row,
 )
 from .rows import HASH_BASE
 
@@ -185,13 +186,13 @@ def wind_step(
                 back[1, base + p] = NONE
                 pool_parent[b * P + p] = b * P + p
         for m in range(P, P + kept_final):
-            _write(m, base + m, out, length[b], score, hash_, size, frame, count, back)
+            write_row(m, base + m, out, length[b], score, hash_, size, frame, count, back)
         for p in range(P):
             m = place[p]
             if m < 0:
                 continue
             q = base + p
-            _write(m, q, out, kept_move[m, FRAME], score, hash_, size, frame, count, back)
+            write_row(m, q, out, kept_move[m, FRAME], score, hash_, size, frame, count, back)
             pool_parent[b * P + p] = b * P + kept_move[m, PARENT] - base
             if kept_move[m, LABEL] != NONE:
                 emit_rows[n_emit] = b * P + p
@@ -225,19 +226,6 @@ def _places(kept_move, n, base, place):
         while place[free] >= 0:
             free += 1
         place[free] = m
-
-
-@njit(inline="always", nogil=True, cache=True)
-def _write(m, q, out, to, score, hash_, size, frame, count, back):
-    """Row ``q`` takes kept entry ``m`` of ``out``, reading frame ``to`` next."""
-    kept_score, kept_move, kept_hash, kept_size = out
-    score[q] = kept_score[m]
-    hash_[q] = kept_hash[m]
-    size[q] = kept_size[m]
-    frame[q] = to
-    count[q] = kept_move[m, COUNT]
-    for f in range(4):  # parent, label, its frame, duration
-        back[f, q] = kept_move[m, f]
 
 
 @njit(nogil=True, cache=True)
