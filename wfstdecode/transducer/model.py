@@ -140,6 +140,8 @@ class ModelAdapter:
             callable(getattr(model, name, None))
             for name in ("project_encoder", "project_prediction", "joint_after_projection")
         )
+        # the model picks and merges its state's rows itself (`index_state`, `select_state`)
+        self.own_state_rows = hasattr(model, "select_state") or hasattr(model, "index_state")
 
     def encoder(self, enc: torch.Tensor) -> torch.Tensor:
         return self.model.project_encoder(enc) if self.projected else enc

@@ -101,7 +101,7 @@ class BeamRows:
         pending ones are kept (`torch.where`): no host sync.
         """
         last = (self.seqs.lengths - 1).clamp(min=0).unsqueeze(1)
-        if COMPACT_ON_CPU and compacts(self.adapter.model, rows.device):
+        if COMPACT_ON_CPU and compacts(self.adapter, rows.device):
             rows = rows[self.pending[rows]]  # (a host sync: fine on CPU)
             if rows.numel() == 0:
                 return
@@ -185,11 +185,10 @@ def non_finite_logits(utterance: int) -> DecodeInputError:
     )
 
 
-def compacts(model, device) -> bool:
+def compacts(adapter, device) -> bool:
     """Whether the predictor can run on some rows only: on CPU (picking them reads a mask on
     the host) and for states `index_state` / `_index_copy` understand."""
-    custom = hasattr(model, "select_state") or hasattr(model, "index_state")
-    return device.type == "cpu" and not custom
+    return device.type == "cpu" and not adapter.own_state_rows
 
 
 def predict_rows(adapter, pred, state, rows, labels):
@@ -223,7 +222,7 @@ def advance_predictor(adapter, pred, state, parent, rows, labels):
     run the predictor. Where the predictor can run on some rows (`compacts`) the tensors are
     written in place and only the rows whose parent is another row are copied."""
     model = adapter.model
-    if not compacts(model, pred.device):
+    if not compacts(adapter, pred.device):
         parent = torch.from_numpy(parent)
         pred, state = pred.index_select(0, parent), index_state(model, state, parent)
         if rows.size == 0:

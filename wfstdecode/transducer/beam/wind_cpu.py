@@ -49,7 +49,7 @@ def wind_search_cpu(adapter, enc, lengths, options, vocab, notes):
     window = np.arange(W)
     # the label each pool row appended but has not fed to the predictor yet (-1: none), while
     # its predictor row holds its parent's state
-    lazy = compacts(adapter.model, enc.device)
+    lazy = compacts(adapter, enc.device)
     pending = np.full(B * P, -1, dtype=np.int64)
     no_rows = np.empty(0, dtype=np.int64)
 
@@ -85,11 +85,11 @@ def wind_search_cpu(adapter, enc, lengths, options, vocab, notes):
         if bad >= 0:
             raise non_finite_logits(bad)
         steps += 1
-        if lazy:
+        if lazy and n:  # (without expansions the pool rows kept their places)
             pending = pending[pool_parent]
             pending[emit_rows[:n_emit]] = emit_labels[:n_emit]
             pred, state = advance_predictor(adapter, pred, state, pool_parent, no_rows, no_rows)
-        else:
+        elif not lazy:
             pred, state = advance_predictor(
                 adapter, pred, state, pool_parent, emit_rows[:n_emit], emit_labels[:n_emit]
             )
