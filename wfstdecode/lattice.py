@@ -118,7 +118,6 @@ class Lattice:
         if not self.num_nodes or not self.best_cost < _INF:
             return self._subset(np.zeros(0, np.int64), np.zeros(0, np.int64))
         alpha, beta, w = self.forward(), self.backward(), self.arc_cost()
-        # an infinite beam drops dead ends too
         arcs, nodes, src, dst = _within(alpha, beta, w, self.src, self.dst, self.best_cost + beam)
         out = self._subset(nodes, arcs, src, dst)
         # A kept node's best ways from the start and to the end lie within the beam, so they
@@ -510,7 +509,7 @@ def _within(alpha, beta, w, src, dst, limit):
     n = 0
     for i in range(n_arcs):
         through = alpha[src[i]] + w[i] + beta[dst[i]]
-        if through < np.inf and through <= limit:
+        if through < np.inf and through <= limit:  # an infinite beam drops dead ends too
             arc_kept[i] = True
             n += 1
             node_id[src[i]] = 0

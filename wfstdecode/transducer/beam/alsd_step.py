@@ -26,7 +26,7 @@ from numba import njit
 
 from .rows import HASH_BASE
 
-__all__ = ["alsd_step", "live_span", "trace_back", "write_row"]
+__all__ = ["alsd_step", "append_candidate", "distinct_best", "live_span", "trace_back", "write_row"]
 
 NONE = -1
 
@@ -38,7 +38,7 @@ PARENT, LABEL, AT, DURATION, FRAME, COUNT = range(6)
 
 
 @njit(inline="always", nogil=True, cache=True)
-def _append(top, n, score, parent, label, at, duration, frame, count):
+def append_candidate(top, n, score, parent, label, at, duration, frame, count):
     top_score, top_move = top
     top_score[n] = score
     top_move[n, PARENT] = parent
@@ -71,11 +71,11 @@ def _offer(top, n, limit, floor, score, parent, label, at, duration, frame, coun
         n = m
         if not score > floor:
             return n, floor
-    return _append(top, n, score, parent, label, at, duration, frame, count), floor
+    return append_candidate(top, n, score, parent, label, at, duration, frame, count), floor
 
 
 @njit(nogil=True, cache=True)
-def _distinct(top, n, k, threshold, by_frame, hash_, size, out, at):
+def distinct_best(top, n, k, threshold, by_frame, hash_, size, out, at):
     """Keep the ``k`` best candidates of ``top``'s ``n`` (ties: the earlier offered) that beat
     ``threshold`` and whose key differs from those kept before: the labels (hash and size)
     and, ``by_frame``, the frame and count. ``out`` = (scores, moves, hashes, sizes), written
@@ -156,7 +156,7 @@ def _collect(
     base = live[start] // R * R
     for q in range(base + K, base + R):
         if score[q] > -np.inf:
-            n_final = _append(final, n_final, score[q], q, NONE, 0, 0, 0, 0)
+            n_final = append_candidate(final, n_final, score[q], q, NONE, 0, 0, 0, 0)
     for i in range(start, stop):
         row = live[i]
         t, c = frame[row], count[row]
@@ -233,9 +233,9 @@ def alsd_step(
                 lp, lpd, start, stop, live, K, blank, max_symbols, max_tokens, durations, tdt,
                 length[b], score, size, frame, count, final, going, 2 * cap,
             )  # fmt: skip
-            kept_final = _distinct(final, n_final, K, -np.inf, False, hash_, size, out, K)
+            kept_final = distinct_best(final, n_final, K, -np.inf, False, hash_, size, out, K)
             threshold = kept_score[R - 1] if kept_final == K else -np.inf
-            kept_beam = _distinct(going, n_going, K, threshold, True, hash_, size, out, 0)
+            kept_beam = distinct_best(going, n_going, K, threshold, True, hash_, size, out, 0)
             if (kept_final == K or final_floor == -np.inf) and (
                 kept_beam == K or going_floor <= threshold
             ):
@@ -264,8 +264,8 @@ def alsd_step(
 
 @njit(inline="always", nogil=True, cache=True)
 def write_row(m, q, out, to, score, hash_, size, frame, count, back):
-    """Row ``q`` takes kept candidate ``m`` of ``out`` (`_distinct`'s), reading frame ``to``
-    next, and its traceback row."""
+    """Row ``q`` takes kept candidate ``m`` of ``out`` (`distinct_best`'s), reading frame
+    ``to`` next, and its traceback row."""
     kept_score, kept_move, kept_hash, kept_size = out
     score[q] = kept_score[m]
     hash_[q] = kept_hash[m]

@@ -30,8 +30,8 @@ from .alsd_step import (
     LABEL,
     NONE,
     PARENT,
-    _append,
-    _distinct,
+    append_candidate,
+    distinct_best,
     live_span,
     write_row,
 )
@@ -154,10 +154,12 @@ def wind_step(
         n_final, n_cand = 0, 0
         for q in range(base + P, base + R):
             if score[q] > -np.inf:
-                n_final = _append(final, n_final, score[q], q, NONE, 0, 0, 0, 0)
+                n_final = append_candidate(final, n_final, score[q], q, NONE, 0, 0, 0, 0)
         for r in range(base, base + P):  # waiting at later frames
             if score[r] > -np.inf and frame[r] > earliest:
-                n_cand = _append(cands, n_cand, score[r], r, NONE, 0, 0, frame[r], count[r])
+                n_cand = append_candidate(
+                    cands, n_cand, score[r], r, NONE, 0, 0, frame[r], count[r]
+                )
         for i in range(start, stop):
             row = expand[i]
             t, c = frame[row], count[row]
@@ -168,10 +170,10 @@ def wind_step(
             for q in range(m):
                 label, at, to, c_to = moves[q, 0], moves[q, 1], moves[q, 2], moves[q, 3]
                 if to >= length[b]:
-                    n_final = _append(final, n_final, best[q], row, label, at, 0, 0, 0)
+                    n_final = append_candidate(final, n_final, best[q], row, label, at, 0, 0, 0)
                 else:
-                    n_cand = _append(cands, n_cand, best[q], row, label, at, 0, to, c_to)
-        kept_final = _distinct(final, n_final, K, -np.inf, False, hash_, size, out, P)
+                    n_cand = append_candidate(cands, n_cand, best[q], row, label, at, 0, to, c_to)
+        kept_final = distinct_best(final, n_final, K, -np.inf, False, hash_, size, out, P)
         threshold = kept_score[R - 1] if kept_final == K else -np.inf
         kept_pool = _pool(cands, n_cand, K, P, threshold, hash_, size, out)
         _places(kept_move, kept_pool, base, place)
