@@ -342,3 +342,27 @@ def test_state_maps_go_with_the_threads_that_made_them():
     del threads, t
     gc.collect()
     assert len(scratch._MAPS[g]) == 1
+
+
+def test_the_work_counter_hands_out_every_item_once():
+    """`scratch.take_next` (the cpu search's utterance counter): workers of a parallel loop,
+    more than there are threads, taking items until none is left, take each exactly once."""
+    import numba
+
+    from wfstdecode.ctc.scratch import take_next
+
+    @numba.njit(parallel=True)
+    def take_all(n_items, n_workers):
+        taken_by = np.full(n_items, -1, np.int64)
+        counter = np.zeros(1, np.int64)
+        for w in numba.prange(n_workers):
+            i = take_next(counter)
+            while i < n_items:
+                taken_by[i] = w
+                i = take_next(counter)
+        return taken_by, counter  # (the array: Numba folds a read of counter[0] here to 0)
+
+    for n_items, n_workers in [(0, 2), (1, 3), (1000, 2), (5000, 7)]:
+        taken_by, counter = take_all(n_items, n_workers)
+        assert (taken_by >= 0).all()  # none left out; a second take would not show, so:
+        assert counter[0] == n_items + n_workers  # each worker's last take found nothing
