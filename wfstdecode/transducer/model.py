@@ -37,9 +37,10 @@ __all__ = [
     "TransducerModel",
     "clone_state",
     "copy_state_",
-    "index_copy_state_",
     "index_state",
     "select_state",
+    "state_rows",
+    "write_state_rows_",
 ]
 
 
@@ -88,10 +89,14 @@ def clone_state(state: Any) -> Any:
     return _map2(state, state, lambda s, _: s.clone())
 
 
-def index_copy_state_(model, state: Any, rows: torch.Tensor, sub: Any) -> None:
-    """Write ``sub``, the state of rows ``rows``, into ``state`` in place (states with a batch
-    dimension at ``state_batch_dim``)."""
-    dim = getattr(model, "state_batch_dim", 0)
+def state_rows(state: Any, dim: int, rows: torch.Tensor) -> Any:
+    """`index_state` of a state whose batch dimension is ``dim`` (no model hook)."""
+    return _map2(state, state, lambda s, _: s.index_select(dim, rows))
+
+
+def write_state_rows_(state: Any, dim: int, rows: torch.Tensor, sub: Any) -> None:
+    """Write ``sub``, the state of rows ``rows``, into ``state`` (batch dimension ``dim``) in
+    place."""
     _map2(state, sub, lambda s, u: s.index_copy_(dim, rows, u))
 
 
@@ -142,6 +147,7 @@ class ModelAdapter:
         )
         # the model picks and merges its state's rows itself (`index_state`, `select_state`)
         self.own_state_rows = hasattr(model, "select_state") or hasattr(model, "index_state")
+        self.state_batch_dim = getattr(model, "state_batch_dim", 0)
 
     def encoder(self, enc: torch.Tensor) -> torch.Tensor:
         return self.model.project_encoder(enc) if self.projected else enc

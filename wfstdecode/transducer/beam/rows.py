@@ -17,7 +17,14 @@ import torch
 from ...buffers import BatchedSequences
 from ...errors import DecodeInputError
 from ...results import Hypothesis
-from ..model import ModelAdapter, clone_state, index_copy_state_, index_state, select_state
+from ..model import (
+    ModelAdapter,
+    clone_state,
+    index_state,
+    select_state,
+    state_rows,
+    write_state_rows_,
+)
 
 __all__ = [
     "HASH_BASE",
@@ -27,6 +34,7 @@ __all__ = [
     "best_hypotheses",
     "compacts",
     "feed_rows_",
+    "move_rows_",
     "non_finite_logits",
     "predict_masked",
     "predict_rows",
@@ -231,13 +239,20 @@ def advance_predictor(adapter, pred, state, parent, rows, labels):
         mask = torch.zeros(pred.shape[0], dtype=torch.bool).index_fill(0, rows, True)
         every = torch.full((pred.shape[0],), adapter.blank_id, dtype=torch.long)
         return predict_masked(adapter, pred, state, mask, every.index_copy(0, rows, labels))
+    move_rows_(adapter, pred, state, parent)
+    feed_rows_(adapter, pred, state, rows, labels)
+    return pred, state
+
+
+def move_rows_(adapter, pred, state, parent) -> None:
+    """In place (`compacts` models): each row whose ``parent`` (host array) is another row
+    takes that row's predictor output and state (the sources read first)."""
     moved = np.flatnonzero(parent != np.arange(parent.shape[0]))
     if moved.size:
         to, source = torch.from_numpy(moved), torch.from_numpy(parent[moved])
-        pred.index_copy_(0, to, pred.index_select(0, source))  # the sources read first
-        index_copy_state_(model, state, to, index_state(model, state, source))
-    feed_rows_(adapter, pred, state, rows, labels)
-    return pred, state
+        dim = adapter.state_batch_dim
+        pred.index_copy_(0, to, pred.index_select(0, source))
+        write_state_rows_(state, dim, to, state_rows(state, dim, source))
 
 
 def feed_rows_(adapter, pred, state, rows, labels) -> None:
@@ -245,9 +260,10 @@ def feed_rows_(adapter, pred, state, rows, labels) -> None:
     output and state into ``pred`` and ``state`` in place (`compacts` models)."""
     if rows.size:
         rows, labels = torch.from_numpy(rows.copy()), torch.from_numpy(labels.copy())
-        new_pred, new_state = adapter.predict(labels, index_state(adapter.model, state, rows))
+        dim = adapter.state_batch_dim
+        new_pred, new_state = adapter.predict(labels, state_rows(state, dim, rows))
         pred.index_copy_(0, rows, new_pred)
-        index_copy_state_(adapter.model, state, rows, new_state)
+        write_state_rows_(state, dim, rows, new_state)
 
 
 def _index_copy(model, state, rows, sub):

@@ -20,6 +20,7 @@ from .rows import (
     advance_predictor,
     compacts,
     feed_rows_,
+    move_rows_,
     non_finite_logits,
     start_predictor,
     traced_hypotheses,
@@ -51,30 +52,26 @@ def wind_search_cpu(adapter, enc, lengths, options, vocab, notes):
     # its predictor row holds its parent's state
     lazy = compacts(adapter, enc.device)
     pending = np.full(B * P, -1, dtype=np.int64)
-    no_rows = np.empty(0, dtype=np.int64)
 
     enc_rows = adapter.encoder(enc).reshape(B * T, -1)
     pred, state = start_predictor(adapter, B * P)
     steps = 0
     while True:
         n = wind_select(score, frame, K, P, B, expand)
-        if n == 0 and not (score.reshape(B, R)[:, :P] > -np.inf).any():
+        if n == 0:  # (it expands something in every utterance whose pool is not empty)
             break
         rows = expand[:n]
         utt = rows // R
         at = utt[:, None] * T + np.minimum(frame[rows][:, None] + window, T - 1)
-        lp = np.empty((0, W, vocab))
-        if n:
-            pool = utt * P + rows % R
-            fed = pool[pending[pool] >= 0]
-            feed_rows_(adapter, pred, state, fed, pending[fed])
-            pending[fed] = -1
-            pool = torch.from_numpy(pool)
-            logits = adapter.joint(
-                enc_rows.index_select(0, torch.from_numpy(at.reshape(-1))),
-                pred.index_select(0, pool).repeat_interleave(W, 0),
-            )
-            lp = logits.double()[:, :vocab].log_softmax(-1).numpy().reshape(n, W, vocab)
+        pool = utt * P + rows % R
+        fed = pool[pending[pool] >= 0]
+        feed_rows_(adapter, pred, state, fed, pending[fed])
+        pending[fed] = -1
+        logits = adapter.joint(
+            enc_rows.index_select(0, torch.from_numpy(at.reshape(-1))),
+            pred.index_select(0, torch.from_numpy(pool)).repeat_interleave(W, 0),
+        )
+        lp = logits.double()[:, :vocab].log_softmax(-1).numpy().reshape(n, W, vocab)
         if steps == backs.shape[0]:
             backs = np.concatenate([backs, np.empty_like(backs)])
         n_emit, bad = wind_step(
@@ -85,11 +82,11 @@ def wind_search_cpu(adapter, enc, lengths, options, vocab, notes):
         if bad >= 0:
             raise non_finite_logits(bad)
         steps += 1
-        if lazy and n:  # (without expansions the pool rows kept their places)
+        if lazy:
             pending = pending[pool_parent]
             pending[emit_rows[:n_emit]] = emit_labels[:n_emit]
-            pred, state = advance_predictor(adapter, pred, state, pool_parent, no_rows, no_rows)
-        elif not lazy:
+            move_rows_(adapter, pred, state, pool_parent)
+        else:
             pred, state = advance_predictor(
                 adapter, pred, state, pool_parent, emit_rows[:n_emit], emit_labels[:n_emit]
             )

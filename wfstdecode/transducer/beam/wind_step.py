@@ -7,7 +7,8 @@ set; per row the arrays ``score``, ``hash`` (of the labels, as `rows.HASH_BASE`)
 (labels), ``frame`` and ``count`` (labels emitted at that frame). As `reference._window_search`,
 per utterance:
   * `wind_select`: the K best pool hypotheses at the earliest frame that beat the K-th best
-    waiting at a later frame (Graves' rule) are expanded (the model scores their windows);
+    waiting at a later frame (Graves' rule) are expanded (the model scores their windows); an
+    earliest frame with none such is dropped and the next one taken;
   * `wind_step`: each expanded hypothesis offers its K best window moves (a label at frame
     t+j after blanks at t..t+j-1, or blanks over the whole window); the all-blank moves that
     reach the last frame merge into the final set (by labels: the better alignment), which
@@ -43,35 +44,42 @@ __all__ = ["wind_select", "wind_step"]
 @njit(nogil=True, cache=True)
 def wind_select(score, frame, K, P, B, expand):
     """The pool rows each utterance expands this step, best first (ties: the lower row), into
-    ``expand``; returns how many in all."""
+    ``expand``; returns how many in all. An earliest frame none of whose hypotheses may be
+    expanded is dropped here, and the next one looked at (a step would only drop it)."""
     R = P + K
     n = 0
     for b in range(B):
         base = b * R
-        earliest = -1
-        for r in range(base, base + P):
-            if score[r] > -np.inf and (earliest < 0 or frame[r] < earliest):
-                earliest = frame[r]
-        if earliest < 0:
-            continue
-        later = np.full(K, -np.inf)  # the K best waiting at later frames, descending
-        for r in range(base, base + P):
-            if score[r] > later[K - 1] and frame[r] > earliest:
-                _insert(later, score[r])
-        first = n
-        for _ in range(K):
-            best, pick = later[K - 1], -1
+        while True:
+            earliest = -1
             for r in range(base, base + P):
-                if frame[r] == earliest and score[r] > best:
-                    taken = False
-                    for q in range(first, n):
-                        taken = taken or expand[q] == r
-                    if not taken:
-                        best, pick = score[r], r
-            if pick < 0:
+                if score[r] > -np.inf and (earliest < 0 or frame[r] < earliest):
+                    earliest = frame[r]
+            if earliest < 0:
                 break
-            expand[n] = pick
-            n += 1
+            later = np.full(K, -np.inf)  # the K best waiting at later frames, descending
+            for r in range(base, base + P):
+                if score[r] > later[K - 1] and frame[r] > earliest:
+                    _insert(later, score[r])
+            first = n
+            for _ in range(K):
+                best, pick = later[K - 1], -1
+                for r in range(base, base + P):
+                    if frame[r] == earliest and score[r] > best:
+                        taken = False
+                        for q in range(first, n):
+                            taken = taken or expand[q] == r
+                        if not taken:
+                            best, pick = score[r], r
+                if pick < 0:
+                    break
+                expand[n] = pick
+                n += 1
+            if n > first:
+                break
+            for r in range(base, base + P):
+                if frame[r] == earliest:
+                    score[r] = -np.inf
     return n
 
 
