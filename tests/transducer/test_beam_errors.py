@@ -125,6 +125,40 @@ def test_non_finite_logits_raise(options):
         beam_decode(Poisoned(inner, from_call=3), enc, lengths, options)
 
 
+class Reshaping(Poisoned):
+    """The model, whose predictor returns a state of another width from its n-th call on."""
+
+    def __init__(self, inner, from_call):
+        super().__init__(inner, from_call)
+        self.predicts = 0
+
+    def predict(self, labels, state):
+        self.predicts += 1
+        out, (h, c) = self.inner.predict(labels, state)
+        if self.predicts >= self.from_call:
+            h = h[..., :-1]
+        return out, (h, c)
+
+    def joint(self, enc, pred):
+        return self.inner.joint(enc, pred)
+
+
+@pytest.mark.parametrize("from_call", [1, 2, 3])
+@pytest.mark.parametrize("options", ALL, ids=ALL_IDS)
+def test_a_predictor_state_of_another_shape_raises(options, from_call):
+    """Every search, on the CPU (the compiled forms write predictor rows in place) and in the
+    tensor form, names the state shapes instead of failing inside torch."""
+    inner = random_transducer(vocab_size=6, enc_dim=24, n_durations=len(options.durations or ()))
+    enc, lengths = torch.randn(2, 6, 24), torch.tensor([6, 4])
+    for compiled in (True, False):
+        beam.COMPILED_ON_CPU = compiled
+        try:
+            with pytest.raises(DecodeInputError, match="state tensor of shape .* must keep"):
+                beam_decode(Reshaping(inner, from_call), enc, lengths, options)
+        finally:
+            beam.COMPILED_ON_CPU = True
+
+
 @pytest.mark.parametrize("options", ALL, ids=ALL_IDS)
 def test_search_bodies_never_sync(options, monkeypatch):
     """Everything between the loop flags runs under a mode that raises on host syncs (the

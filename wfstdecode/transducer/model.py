@@ -75,8 +75,7 @@ def index_state(model, state: Any, rows: torch.Tensor) -> Any:
     custom = getattr(model, "index_state", None)
     if custom is not None:
         return custom(state, rows)
-    dim = getattr(model, "state_batch_dim", 0)
-    return _map2(state, state, lambda s, _: s.index_select(dim, rows))
+    return state_rows(state, getattr(model, "state_batch_dim", 0), rows)
 
 
 def copy_state_(dst: Any, src: Any) -> None:
@@ -97,17 +96,26 @@ def state_rows(state: Any, dim: int, rows: torch.Tensor) -> Any:
 def write_state_rows_(state: Any, dim: int, rows: torch.Tensor, sub: Any) -> None:
     """Write ``sub``, the state of rows ``rows``, into ``state`` (batch dimension ``dim``) in
     place."""
-    _map2(state, sub, lambda s, u: s.index_copy_(dim, rows, u))
+
+    def write(s, u):
+        _check_shape(u.shape, (*s.shape[:dim], len(rows), *s.shape[dim + 1 :]))
+        s.index_copy_(dim, rows, u)
+
+    _map2(state, sub, write)
 
 
 def _same(new: torch.Tensor, old: torch.Tensor) -> torch.Tensor:
     """``new``, if it has ``old``'s shape: `torch.where` and `copy_` would broadcast it."""
-    if new.shape != old.shape:
-        raise DecodeInputError(
-            f"model.predict returned a state tensor of shape {tuple(new.shape)} where "
-            f"init_state gave {tuple(old.shape)}: the state must keep its shapes"
-        )
+    _check_shape(new.shape, old.shape)
     return new
+
+
+def _check_shape(got, want) -> None:
+    if tuple(got) != tuple(want):
+        raise DecodeInputError(
+            f"model.predict returned a state tensor of shape {tuple(got)} where "
+            f"init_state gave {tuple(want)}: the state must keep its shapes"
+        )
 
 
 def _bcast(mask: torch.Tensor, like: torch.Tensor, dim: int) -> torch.Tensor:

@@ -20,6 +20,7 @@ from ...results import Hypothesis
 from ..model import (
     ModelAdapter,
     clone_state,
+    copy_state_,
     index_state,
     select_state,
     state_rows,
@@ -65,9 +66,7 @@ class BeamRows:
         # Only the first row of each utterance starts alive (the empty hypothesis).
         first = torch.arange(n, device=device) % width == 0
         self.seqs.scores = torch.where(first, 0.0, -math.inf).to(torch.float64)
-        model = adapter.model
-        blank = torch.full((n,), adapter.blank_id, dtype=torch.long, device=device)
-        self.pred, self.state = adapter.predict(blank, model.init_state(n, device))
+        self.pred, self.state = start_predictor(adapter, n, device)
         # Labels appended but not yet fed to the predictor (`emit_(..., lazy=True)`).
         self.pending = torch.zeros(n, dtype=torch.bool, device=device)
 
@@ -215,13 +214,17 @@ def predict_masked(adapter, pred, state, mask, labels):
     return pred, select_state(adapter.model, mask, new_state, state)
 
 
-def start_predictor(adapter, n):
-    """The predictor's output and state for ``n`` rows after the start-of-sequence blank, as
-    tensors of the search's own (`advance_predictor` writes into them)."""
-    model = adapter.model
-    blank = torch.full((n,), adapter.blank_id, dtype=torch.long)
-    pred, state = adapter.predict(blank, model.init_state(n, torch.device("cpu")))
-    return pred.clone(), clone_state(state)
+def start_predictor(adapter, n, device=None):
+    """The predictor's output and state for ``n`` rows after the start-of-sequence blank (on
+    the CPU unless ``device``), as tensors of the search's own (the compiled searches write
+    into them), the state's shapes checked against ``init_state``'s."""
+    device = torch.device("cpu") if device is None else device
+    blank = torch.full((n,), adapter.blank_id, dtype=torch.long, device=device)
+    init = adapter.model.init_state(n, device)
+    pred, state = adapter.predict(blank, init)
+    own = clone_state(init)
+    copy_state_(own, state)
+    return pred.clone(), own
 
 
 def advance_predictor(adapter, pred, state, parent, rows, labels):
@@ -267,14 +270,10 @@ def feed_rows_(adapter, pred, state, rows, labels) -> None:
 
 
 def _index_copy(model, state, rows, sub):
-    dim = getattr(model, "state_batch_dim", 0)
-    if isinstance(state, torch.Tensor):
-        return state.index_copy(dim, rows, sub)
-    if isinstance(state, tuple | list):
-        return type(state)(_index_copy(model, s, rows, u) for s, u in zip(state, sub, strict=True))
-    if isinstance(state, dict):
-        return {k: _index_copy(model, state[k], rows, sub[k]) for k in state}
-    return state
+    """A copy of ``state`` with rows ``rows`` replaced by ``sub`` (shapes checked)."""
+    out = clone_state(state)
+    write_state_rows_(out, getattr(model, "state_batch_dim", 0), rows, sub)
+    return out
 
 
 _MIX = -7046029254386353131  # 0x9E3779B97F4A7C15 (the golden-ratio constant) as an int64
