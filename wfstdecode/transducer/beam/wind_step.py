@@ -133,7 +133,7 @@ def wind_step(
     """One step (module docstring). ``lp`` (n_expand, W, V): the log-probs of each expanded
     row ``expand[i]`` at frames t .. t+W-1 of its window (those past the utterance unread).
     ``back`` (4, B*R) receives the traceback rows; ``pool_parent`` (B*P) each new pool row's
-    parent as a pool index (b*P + p; 0 for an empty row), for the predictor. Returns (labels
+    parent as a pool index (b*P + p; its own for an empty row), for the predictor. Returns (labels
     appended, the first utterance whose log-probs hold a NaN, or -1)."""
     R = P + K
     B = length.shape[0]
