@@ -13,6 +13,7 @@ from wfstdecode import OptionsError
 from wfstdecode.compact_lattice import CompactLattice, compact_from_fst, determinize
 from wfstdecode.ctc import CtcBeamOptions, ctc_lattices
 from wfstdecode.errors import InputFileError
+from wfstdecode.lattice import _NOTHING
 from wfstdecode.lattice_io import read_kaldi_archive, write_kaldi_archive
 from wfstdecode.testing import random_graph, random_log_probs
 
@@ -194,7 +195,7 @@ def test_a_truncated_compact_lattice_names_the_entry(tmp_path):
 
 def test_an_empty_lattice_determinizes_to_nothing(tmp_path):
     (lat, _) = _lattices(0, lattice_beam=4.0)
-    empty = lat._subset(np.zeros(0, np.int64), np.zeros(0, np.int64))
+    empty = lat._subset(*_NOTHING)
     compact = determinize(empty)
     assert compact.num_states == 0 and compact.paths() == []
     write_kaldi_archive({"e": compact}, tmp_path / "e.ark")

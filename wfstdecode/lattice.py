@@ -116,7 +116,7 @@ class Lattice:
         if not beam > 0:
             raise OptionsError(f"lattice beam must be > 0; got {beam}")
         if not self.num_nodes or not self.best_cost < _INF:
-            return self._subset(np.zeros(0, np.int64), np.zeros(0, np.int64))
+            return self._subset(*_NOTHING)
         alpha, beta, w = self.forward(), self.backward(), self.arc_cost()
         arcs, nodes, src, dst = _within(alpha, beta, w, self.src, self.dst, self.best_cost + beam)
         out = self._subset(nodes, arcs, src, dst)
@@ -127,13 +127,9 @@ class Lattice:
         out._cache.update(alpha=alpha[nodes], beta=beta[nodes], w=w_kept)
         return out
 
-    def _subset(self, nodes: np.ndarray, arcs: np.ndarray, src=None, dst=None) -> Lattice:
-        """The lattice of the nodes and arcs at these (increasing) indices; ``src``, ``dst``:
-        the arcs' ends renumbered, where already known."""
-        if src is None:
-            new_id = np.full(self.num_nodes, -1, np.int32)
-            new_id[nodes] = np.arange(len(nodes), dtype=np.int32)
-            src, dst = new_id[self.src[arcs]], new_id[self.dst[arcs]]
+    def _subset(self, nodes, arcs, src, dst) -> Lattice:
+        """The lattice of the nodes and arcs at these (increasing) indices, ``src`` and
+        ``dst`` the arcs' ends numbered among those nodes (`_within`)."""
         return Lattice(self.num_frames, self.node_frame[nodes], self.node_state[nodes],
                        self.final[nodes], src, dst, self.graph_arc[arcs], self.ilabel[arcs],
                        self.olabel[arcs], self.frame[arcs], self.graph_cost[arcs],
@@ -206,6 +202,15 @@ class Lattice:
 
         return write_lattice_bytes(self.final, self.src, self.dst, self.ilabel, self.olabel,
                                    self.graph_cost, self.acoustic_cost)  # fmt: skip
+
+
+# `Lattice._subset`'s arguments for an empty lattice
+_NOTHING = (
+    np.zeros(0, np.int64),
+    np.zeros(0, np.int64),
+    np.zeros(0, np.int32),
+    np.zeros(0, np.int32),
+)
 
 
 def position_posteriors(src, dst, olabel, w, final) -> list[dict[int, float]]:

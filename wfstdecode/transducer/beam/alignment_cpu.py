@@ -16,7 +16,20 @@ import torch
 
 from .rows import advance_predictor, non_finite_logits, start_predictor, traced_hypotheses
 
-__all__ = ["alsd_search_cpu"]
+__all__ = ["alsd_search_cpu", "start_rows"]
+
+
+def start_rows(length, R, final):
+    """The host rows of the compiled alignment searches ("alsd", "wind"): utterance b owns
+    rows b*R .. b*R+R-1, its final set from row ``final``; ``(score, hash, size, frame,
+    count, traceback buffer)`` with the empty hypothesis at frame 0 in row 0, or already final
+    where the utterance has no frames."""
+    B = length.shape[0]
+    score = np.full(B * R, -np.inf)
+    score[0::R] = np.where(length > 0, 0.0, -np.inf)
+    score[final::R] = np.where(length > 0, -np.inf, 0.0)
+    hash_, size, frame, count = (np.zeros(B * R, dtype=np.int64) for _ in range(4))
+    return score, hash_, size, frame, count, np.empty((64, 4, B * R), dtype=np.int64)
 
 
 def alsd_search_cpu(adapter, enc, lengths, options, vocab, notes):
@@ -28,11 +41,7 @@ def alsd_search_cpu(adapter, enc, lengths, options, vocab, notes):
     tdt = options.durations is not None
     durations = np.asarray(options.durations if tdt else (0,), dtype=np.int64)
     length = lengths.numpy().astype(np.int64)
-    score = np.full(B * R, -np.inf)
-    score[0::R] = np.where(length > 0, 0.0, -np.inf)  # the empty hypothesis, at frame 0
-    score[K::R] = np.where(length > 0, -np.inf, 0.0)  # ... or already final
-    hash_, size, frame, count = (np.zeros(B * R, dtype=np.int64) for _ in range(4))
-    backs = np.empty((64, 4, B * R), dtype=np.int64)
+    score, hash_, size, frame, count, backs = start_rows(length, R, final=K)
     emit_rows, emit_labels, beam_parent = (np.empty(B * K, dtype=np.int64) for _ in range(3))
     no_durations = np.empty((0, 0))
     max_tokens = -1 if options.max_tokens is None else options.max_tokens

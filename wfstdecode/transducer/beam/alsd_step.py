@@ -26,7 +26,16 @@ from numba import njit
 
 from .rows import HASH_BASE
 
-__all__ = ["alsd_step", "append_candidate", "distinct_best", "live_span", "trace_back", "write_row"]
+__all__ = [
+    "alsd_step",
+    "append_candidate",
+    "clear_row",
+    "distinct_best",
+    "live_span",
+    "note_parent",
+    "trace_back",
+    "write_row",
+]
 
 NONE = -1
 
@@ -75,11 +84,12 @@ def _offer(top, n, limit, floor, score, parent, label, at, duration, frame, coun
 
 
 @njit(nogil=True, cache=True)
-def distinct_best(top, n, k, threshold, by_frame, hash_, size, out, at):
+def distinct_best(top, n, k, threshold, by_frame, hash_, size, out, at, per_frame):
     """Keep the ``k`` best candidates of ``top``'s ``n`` (ties: the earlier offered) that beat
     ``threshold`` and whose key differs from those kept before: the labels (hash and size)
-    and, ``by_frame``, the frame and count. ``out`` = (scores, moves, hashes, sizes), written
-    from row ``at``; the candidates' scores are used up. Returns how many were kept."""
+    and, ``by_frame``, the frame and count — then at most ``per_frame`` of each frame. ``out``
+    = (scores, moves, hashes, sizes), written from row ``at``; the candidates' scores are used
+    up. Returns how many were kept."""
     top_score, top_move = top
     out_score, out_move, out_hash, out_size = out
     m = 0
@@ -96,16 +106,13 @@ def distinct_best(top, n, k, threshold, by_frame, hash_, size, out, at):
         h, z = hash_[parent], size[parent]
         if label != NONE:
             h, z = h * HASH_BASE + label + 1, z + 1
-        seen = False
+        seen, at_frame = False, 0
         for q in range(at, at + m):
-            same_place = (
-                out_move[q, FRAME] == top_move[j, FRAME]
-                and out_move[q, COUNT] == top_move[j, COUNT]
-            )
-            if out_hash[q] == h and out_size[q] == z and (same_place or not by_frame):
-                seen = True
-                break
-        if seen:
+            same_frame = out_move[q, FRAME] == top_move[j, FRAME]
+            at_frame += same_frame
+            same_place = same_frame and out_move[q, COUNT] == top_move[j, COUNT]
+            seen = seen or (out_hash[q] == h and out_size[q] == z and (same_place or not by_frame))
+        if seen or (by_frame and at_frame >= per_frame):
             continue
         out_score[at + m] = best
         out_move[at + m] = top_move[j]
@@ -233,9 +240,9 @@ def alsd_step(
                 lp, lpd, start, stop, live, K, blank, max_symbols, max_tokens, durations, tdt,
                 length[b], score, size, frame, count, final, going, 2 * cap,
             )  # fmt: skip
-            kept_final = distinct_best(final, n_final, K, -np.inf, False, hash_, size, out, K)
+            kept_final = distinct_best(final, n_final, K, -np.inf, False, hash_, size, out, K, K)
             threshold = kept_score[R - 1] if kept_final == K else -np.inf
-            kept_beam = distinct_best(going, n_going, K, threshold, True, hash_, size, out, 0)
+            kept_beam = distinct_best(going, n_going, K, threshold, True, hash_, size, out, 0, K)
             if (kept_final == K or final_floor == -np.inf) and (
                 kept_beam == K or going_floor <= threshold
             ):
@@ -244,20 +251,16 @@ def alsd_step(
         for r in range(R):
             q = base + r
             if (r < K and r >= kept_beam) or (r >= K and r - K >= kept_final):
-                score[q] = -np.inf
-                back[0, q] = NONE
-                back[1, q] = NONE
+                clear_row(q, score, back)
                 if r < K:
                     beam_parent[b * K + r] = 0
                 continue
             to = kept_move[r, FRAME] if r < K else length[b]
             write_row(r, q, out, to, score, hash_, size, frame, count, back)
             if r < K:
-                beam_parent[b * K + r] = b * K + kept_move[r, PARENT] - base
-                if kept_move[r, LABEL] != NONE:
-                    emit_rows[n_emit] = b * K + r
-                    emit_labels[n_emit] = kept_move[r, LABEL]
-                    n_emit += 1
+                n_emit = note_parent(
+                    kept_move[r], b * K, r, base, beam_parent, emit_rows, emit_labels, n_emit
+                )
         start = stop
     return n_emit, -1
 
@@ -274,6 +277,28 @@ def write_row(m, q, out, to, score, hash_, size, frame, count, back):
     count[q] = kept_move[m, COUNT]
     for f in range(4):  # parent, label, its frame, duration
         back[f, q] = kept_move[m, f]
+
+
+@njit(inline="always", nogil=True, cache=True)
+def clear_row(q, score, back):
+    """Row ``q`` holds no hypothesis (and has no traceback row)."""
+    score[q] = -np.inf
+    back[0, q] = NONE
+    back[1, q] = NONE
+
+
+@njit(inline="always", nogil=True, cache=True)
+def note_parent(move, first, slot, base, parent_of, emit_rows, emit_labels, n_emit):
+    """For the predictor: slot ``first + slot`` (of the rows that hold predictor state, the
+    utterance's from ``first``; its search rows from ``base``) takes the state of its
+    candidate ``move``'s parent, and is listed with its label if it appended one. Returns the
+    number listed."""
+    parent_of[first + slot] = first + move[PARENT] - base
+    if move[LABEL] != NONE:
+        emit_rows[n_emit] = first + slot
+        emit_labels[n_emit] = move[LABEL]
+        n_emit += 1
+    return n_emit
 
 
 @njit(nogil=True, cache=True)

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
+from .alignment_cpu import start_rows
 from .rows import (
     advance_predictor,
     compacts,
@@ -26,6 +27,7 @@ from .rows import (
     start_predictor,
     traced_hypotheses,
 )
+from .window import pool_layout
 
 __all__ = ["wind_search_cpu"]
 
@@ -36,15 +38,9 @@ def wind_search_cpu(adapter, enc, lengths, options, vocab, notes):
 
     B, T, _ = enc.shape
     K = options.beam_size
-    W = min(options.effective_window, max(T, 1))
-    P = K * (W + 1)
-    R = P + K
+    W, P, R = pool_layout(options, T)
     length = lengths.numpy().astype(np.int64)
-    score = np.full(B * R, -np.inf)
-    score[0::R] = np.where(length > 0, 0.0, -np.inf)  # the empty hypothesis, at frame 0
-    score[P::R] = np.where(length > 0, -np.inf, 0.0)  # ... or already final
-    hash_, size, frame, count = (np.zeros(B * R, dtype=np.int64) for _ in range(4))
-    backs = np.empty((64, 4, B * R), dtype=np.int64)
+    score, hash_, size, frame, count, backs = start_rows(length, R, final=P)
     expand = np.empty(B * K, dtype=np.int64)
     pool_parent, emit_rows, emit_labels = (np.empty(B * P, dtype=np.int64) for _ in range(3))
     max_tokens = -1 if options.max_tokens is None else options.max_tokens

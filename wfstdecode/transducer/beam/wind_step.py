@@ -26,17 +26,17 @@ import numpy as np
 from numba import njit
 
 from .alsd_step import (
-    COUNT,
     FRAME,
     LABEL,
     NONE,
     PARENT,
     append_candidate,
+    clear_row,
     distinct_best,
     live_span,
+    note_parent,
     write_row,
 )
-from .rows import HASH_BASE
 
 __all__ = ["wind_select", "wind_step"]
 
@@ -181,33 +181,26 @@ def wind_step(
                     n_final = append_candidate(final, n_final, best[q], row, label, at, 0, 0, 0)
                 else:
                     n_cand = append_candidate(cands, n_cand, best[q], row, label, at, 0, to, c_to)
-        kept_final = distinct_best(final, n_final, K, -np.inf, False, hash_, size, out, P)
+        kept_final = distinct_best(final, n_final, K, -np.inf, False, hash_, size, out, P, K)
         threshold = kept_score[R - 1] if kept_final == K else -np.inf
-        kept_pool = _pool(cands, n_cand, K, P, threshold, hash_, size, out)
+        # the pool: one per (labels, frame, count), at most K per frame (so all fit in P rows)
+        kept_pool = distinct_best(cands, n_cand, P, threshold, True, hash_, size, out, 0, K)
         _places(kept_move, kept_pool, base, place)
         for r in range(P + kept_final, R):  # the final set's empty places
-            score[base + r] = -np.inf
-            back[0, base + r] = NONE
-            back[1, base + r] = NONE
-        for p in range(P):  # the pool's empty places (`_places` fills the others)
-            if place[p] < 0:
-                score[base + p] = -np.inf
-                back[0, base + p] = NONE
-                back[1, base + p] = NONE
-                pool_parent[b * P + p] = b * P + p
+            clear_row(base + r, score, back)
         for m in range(P, P + kept_final):
             write_row(m, base + m, out, length[b], score, hash_, size, frame, count, back)
-        for p in range(P):
+        for p in range(P):  # the pool: `_places` says which row takes which entry
             m = place[p]
             if m < 0:
+                clear_row(base + p, score, back)
+                pool_parent[b * P + p] = b * P + p
                 continue
-            q = base + p
-            write_row(m, q, out, kept_move[m, FRAME], score, hash_, size, frame, count, back)
-            pool_parent[b * P + p] = b * P + kept_move[m, PARENT] - base
-            if kept_move[m, LABEL] != NONE:
-                emit_rows[n_emit] = b * P + p
-                emit_labels[n_emit] = kept_move[m, LABEL]
-                n_emit += 1
+            write_row(m, base + p, out, kept_move[m, FRAME], score, hash_, size, frame, count,
+                      back)  # fmt: skip
+            n_emit = note_parent(
+                kept_move[m], b * P, p, base, pool_parent, emit_rows, emit_labels, n_emit
+            )
         start = stop
     return n_emit, -1
 
@@ -236,39 +229,3 @@ def _places(kept_move, n, base, place):
         while place[free] >= 0:
             free += 1
         place[free] = m
-
-
-@njit(nogil=True, cache=True)
-def _pool(cands, n, K, P, threshold, hash_, size, out):
-    """The new pool into ``out``'s first rows: the best candidates that beat ``threshold``,
-    one per (labels, frame, count) — the best; ties: the earlier offered — and at most ``K``
-    per frame, best first; the candidates' scores are used up. Returns how many."""
-    top_score, top_move = cands
-    out_score, out_move, out_hash, out_size = out
-    m = 0
-    while m < P:
-        j, best = -1, threshold
-        for i in range(n):
-            if top_score[i] > best:
-                j, best = i, top_score[i]
-        if j < 0:
-            break
-        top_score[j] = -np.inf
-        parent, label, to = top_move[j, PARENT], top_move[j, LABEL], top_move[j, FRAME]
-        h, z = hash_[parent], size[parent]
-        if label != NONE:
-            h, z = h * HASH_BASE + label + 1, z + 1
-        skip, at_frame = False, 0
-        for q in range(m):
-            if out_move[q, FRAME] == to:
-                at_frame += 1
-                same_count = out_move[q, COUNT] == top_move[j, COUNT]
-                skip = skip or (same_count and out_hash[q] == h and out_size[q] == z)
-        if skip or at_frame == K:
-            continue
-        out_score[m] = best
-        out_move[m] = top_move[j]
-        out_hash[m] = h
-        out_size[m] = z
-        m += 1
-    return m

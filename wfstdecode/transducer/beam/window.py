@@ -32,15 +32,21 @@ from .alignment import (
 )
 from .rows import BeamRows, recombine
 
-__all__ = ["window_search"]
+__all__ = ["pool_layout", "window_search"]
+
+
+def pool_layout(options, T: int) -> tuple[int, int, int]:
+    """``(W, P, R)``: the window (at most the frames there are), the pool's rows per utterance
+    (K per frame it can hold: W + 1) and all rows per utterance (the pool, then K final)."""
+    K = options.beam_size
+    W = min(options.effective_window, max(T, 1))
+    return W, K * (W + 1), K * (W + 2)
 
 
 def window_search(adapter, enc, lengths, options, vocab, notes):
     B, T, _ = enc.shape
     K, dev = options.beam_size, enc.device
-    W = min(options.effective_window, max(T, 1))
-    P = K * (W + 1)
-    R = P + K
+    W, P, R = pool_layout(options, T)
     rows = BeamRows(adapter, B, R, dev, tdt=False)
     s = Beam.start(rows, lengths, R, final=P)
     first = (torch.arange(B, device=dev) * R).unsqueeze(1)
