@@ -351,7 +351,7 @@ def test_a_model_with_its_own_state_layout():
             return {k: torch.where(mask.view(-1, 1, 1), new[k], old[k]) for k in new}
 
     lengths = torch.tensor([8, 6, 3])
-    for algorithm in ("alsd", "maes"):
+    for algorithm in ("alsd", "maes", "wind", "standard"):
         options = BeamOptions(algorithm, beam_size=3, nbest=3)
         got = beam_decode(OwnState(), enc, lengths, options)
         assert_same(got, beam_decode(inner, enc, lengths, options))

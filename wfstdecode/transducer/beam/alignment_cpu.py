@@ -14,7 +14,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .rows import advance_predictor, non_finite_logits, start_predictor, traced_hypotheses
+from .predictor_slots import PredictorSlots
+from .rows import non_finite_logits, traced_hypotheses
 
 __all__ = ["alsd_search_cpu", "start_rows"]
 
@@ -47,7 +48,7 @@ def alsd_search_cpu(adapter, enc, lengths, options, vocab, notes):
     max_tokens = -1 if options.max_tokens is None else options.max_tokens
 
     enc_rows = adapter.encoder(enc).reshape(B * T, -1)
-    pred, state = start_predictor(adapter, B * K)
+    predictor = PredictorSlots(adapter, B * K)
     steps = 0
     while True:
         live = np.flatnonzero(score.reshape(B, R)[:, :K] > -np.inf)  # beam index b*K + k
@@ -55,9 +56,7 @@ def alsd_search_cpu(adapter, enc, lengths, options, vocab, notes):
             break
         rows = live // K * R + live % K
         at = torch.from_numpy(live // K * T + frame[rows])
-        logits = adapter.joint(
-            enc_rows.index_select(0, at), pred.index_select(0, torch.from_numpy(live))
-        )
+        logits = adapter.joint(enc_rows.index_select(0, at), predictor.output(live))
         logits = logits.double()
         lp = logits[:, :vocab].log_softmax(-1).numpy()
         lpd = logits[:, vocab:].log_softmax(-1).numpy() if tdt else no_durations
@@ -71,9 +70,8 @@ def alsd_search_cpu(adapter, enc, lengths, options, vocab, notes):
         if bad >= 0:
             raise non_finite_logits(bad)
         steps += 1
-        pred, state = advance_predictor(
-            adapter, pred, state, beam_parent, emit_rows[:n_emit], emit_labels[:n_emit]
-        )
+        predictor.take(beam_parent)
+        predictor.feed(emit_rows[:n_emit], emit_labels[:n_emit])
     finals = np.flatnonzero(score > -np.inf)  # only final rows are left
     traced, offsets = trace_back(backs, steps, finals)
     names = ("labels", "timestamps", "durations") if tdt else ("labels", "timestamps")

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import torch
 
 from ...buffers import BatchedSequences
@@ -23,19 +22,15 @@ from ..model import (
     copy_state_,
     index_state,
     select_state,
-    state_rows,
     write_state_rows_,
 )
 
 __all__ = [
     "HASH_BASE",
     "BeamRows",
-    "advance_predictor",
     "best_distinct",
     "best_hypotheses",
     "compacts",
-    "feed_rows_",
-    "move_rows_",
     "non_finite_logits",
     "predict_masked",
     "predict_rows",
@@ -225,48 +220,6 @@ def start_predictor(adapter, n, device=None):
     own = clone_state(init)
     copy_state_(own, state)
     return pred.clone(), own
-
-
-def advance_predictor(adapter, pred, state, parent, rows, labels):
-    """CPU tensors (`start_predictor`'s or gathered), host arrays: each row takes the predictor
-    output and state of row ``parent[row]``, then the rows ``rows`` that appended ``labels``
-    run the predictor. Where the predictor can run on some rows (`compacts`) the tensors are
-    written in place and only the rows whose parent is another row are copied."""
-    model = adapter.model
-    if not compacts(adapter, pred.device):
-        parent = torch.from_numpy(parent)
-        pred, state = pred.index_select(0, parent), index_state(model, state, parent)
-        if rows.size == 0:
-            return pred, state
-        rows, labels = torch.from_numpy(rows.copy()), torch.from_numpy(labels.copy())
-        mask = torch.zeros(pred.shape[0], dtype=torch.bool).index_fill(0, rows, True)
-        every = torch.full((pred.shape[0],), adapter.blank_id, dtype=torch.long)
-        return predict_masked(adapter, pred, state, mask, every.index_copy(0, rows, labels))
-    move_rows_(adapter, pred, state, parent)
-    feed_rows_(adapter, pred, state, rows, labels)
-    return pred, state
-
-
-def move_rows_(adapter, pred, state, parent) -> None:
-    """In place (`compacts` models): each row whose ``parent`` (host array) is another row
-    takes that row's predictor output and state (the sources read first)."""
-    moved = np.flatnonzero(parent != np.arange(parent.shape[0]))
-    if moved.size:
-        to, source = torch.from_numpy(moved), torch.from_numpy(parent[moved])
-        dim = adapter.state_batch_dim
-        pred.index_copy_(0, to, pred.index_select(0, source))
-        write_state_rows_(state, dim, to, state_rows(state, dim, source))
-
-
-def feed_rows_(adapter, pred, state, rows, labels) -> None:
-    """Feed ``labels`` (host array) to the predictor at the rows ``rows`` only, writing their
-    output and state into ``pred`` and ``state`` in place (`compacts` models)."""
-    if rows.size:
-        rows, labels = torch.from_numpy(rows.copy()), torch.from_numpy(labels.copy())
-        dim = adapter.state_batch_dim
-        new_pred, new_state = adapter.predict(labels, state_rows(state, dim, rows))
-        pred.index_copy_(0, rows, new_pred)
-        write_state_rows_(state, dim, rows, new_state)
 
 
 def _index_copy(model, state, rows, sub):

@@ -15,8 +15,8 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from ..model import index_state
-from .rows import advance_predictor, non_finite_logits, start_predictor, traced_hypotheses
+from .predictor_slots import PredictorSlots
+from .rows import non_finite_logits, traced_hypotheses
 
 __all__ = ["segment_search_cpu"]
 
@@ -47,18 +47,18 @@ def segment_search_cpu(adapter, enc, lengths, options, vocab, notes):
     emit_rows, emit_labels = np.empty(B * E, dtype=np.int64), np.empty(B * E, dtype=np.int64)
 
     enc_rows = adapter.encoder(enc).reshape(B * T, -1)
-    pred, state = start_predictor(adapter, B * R)
-    model, offsets, own = adapter.model, np.arange(S), np.arange(B * R)
+    predictor = PredictorSlots(adapter, B * R)
+    offsets, own = np.arange(S), np.arange(B * R)
     for start in range(0, T, S):
         begin_segment(start, length, K, E, done_n, done, active, stay, source)
-        pred, state = _gather(model, pred, state, source)
+        predictor.take(source)
         frames = np.clip(length - start, 0, S)
         at = np.minimum(start + offsets, T - 1)
         for round_ in range(options.rounds + 1):
             live = np.flatnonzero((stay > -np.inf).any(1))  # active slot b*E + e
             if live.size == 0 and round_ > 0:
                 break  # (round 0 runs anyway: TDT's done hypotheses get their new order)
-            lp, lpd = _log_probs(adapter, enc_rows, pred, live, at, T, K, E, vocab, tdt)
+            lp, lpd = _log_probs(adapter, enc_rows, predictor, live, at, T, K, E, vocab, tdt)
             if n_nodes + B * E > nodes.shape[1]:
                 nodes = np.concatenate([nodes, np.empty_like(nodes)], 1)
             n_emit, n_nodes, bad = segment_round(
@@ -69,12 +69,10 @@ def segment_search_cpu(adapter, enc, lengths, options, vocab, notes):
             if bad >= 0:
                 raise non_finite_logits(bad)
             after = source < 0  # rows that copy a new row once the predictor has run
-            pred, state = advance_predictor(
-                adapter, pred, state, np.where(after, own, source), emit_rows[:n_emit],
-                emit_labels[:n_emit],
-            )  # fmt: skip
+            predictor.take(np.where(after, own, source))
+            predictor.feed(emit_rows[:n_emit], emit_labels[:n_emit])
             if after.any():
-                pred, state = _gather(model, pred, state, np.where(after, -1 - source, own))
+                predictor.take(np.where(after, -1 - source, own))
     slots = np.array([b * R + j for b in range(B) for j in range(done_n[b])], dtype=np.int64)
     traced, offsets = trace_nodes(nodes, done[3][slots])
     names = ("labels", "timestamps", "durations") if tdt else ("labels", "timestamps")
@@ -82,7 +80,7 @@ def segment_search_cpu(adapter, enc, lengths, options, vocab, notes):
                              (slots // R).tolist(), B, options, notes)  # fmt: skip
 
 
-def _log_probs(adapter, enc_rows, pred, live, at, T, K, E, vocab, tdt):
+def _log_probs(adapter, enc_rows, predictor, live, at, T, K, E, vocab, tdt):
     """Token log-probs (n, S, V) of the live active slots at the segment's frames ``at``, and
     TDT's duration log-probs at its one frame (n, D; RNN-T: (n, 0))."""
     n, S = live.size, at.size
@@ -91,19 +89,12 @@ def _log_probs(adapter, enc_rows, pred, live, at, T, K, E, vocab, tdt):
     R = K + E
     utt = live // E
     enc_at = torch.from_numpy((utt * T)[:, None] + at[None, :]).view(-1)
-    pred_at = torch.from_numpy(utt * R + K + live % E)
+    pred = predictor.output(utt * R + K + live % E)
     J = pred.shape[1]
     logits = adapter.joint(
-        enc_rows.index_select(0, enc_at),
-        pred.index_select(0, pred_at).unsqueeze(1).expand(n, S, J).reshape(n * S, J),
+        enc_rows.index_select(0, enc_at), pred.unsqueeze(1).expand(n, S, J).reshape(n * S, J)
     )
     logits = logits.view(n, S, -1).double()
     lp = logits[..., :vocab].log_softmax(-1).numpy()
     lpd = logits[:, 0, vocab:].log_softmax(-1).numpy() if tdt else np.empty((n, 0))
     return lp, lpd
-
-
-def _gather(model, pred, state, source):
-    """Row i of the predictor table takes row ``source[i]``."""
-    rows = torch.from_numpy(np.ascontiguousarray(source))
-    return pred.index_select(0, rows), index_state(model, state, rows)

@@ -18,15 +18,8 @@ import numpy as np
 import torch
 
 from .alignment_cpu import start_rows
-from .rows import (
-    advance_predictor,
-    compacts,
-    feed_rows_,
-    move_rows_,
-    non_finite_logits,
-    start_predictor,
-    traced_hypotheses,
-)
+from .predictor_slots import PredictorSlots
+from .rows import non_finite_logits, traced_hypotheses
 from .window import pool_layout
 
 __all__ = ["wind_search_cpu"]
@@ -45,13 +38,13 @@ def wind_search_cpu(adapter, enc, lengths, options, vocab, notes):
     pool_parent, emit_rows, emit_labels = (np.empty(B * P, dtype=np.int64) for _ in range(3))
     max_tokens = -1 if options.max_tokens is None else options.max_tokens
     window = np.arange(W)
+    predictor = PredictorSlots(adapter, B * P)
     # the label each pool row appended but has not fed to the predictor yet (-1: none), while
-    # its predictor row holds its parent's state
-    lazy = compacts(adapter, enc.device)
+    # its slot holds its parent's state (where the predictor can run on some rows only)
+    lazy = predictor.indirect
     pending = np.full(B * P, -1, dtype=np.int64)
 
     enc_rows = adapter.encoder(enc).reshape(B * T, -1)
-    pred, state = start_predictor(adapter, B * P)
     steps = 0
     while True:
         n = wind_select(score, frame, K, P, B, expand)
@@ -62,11 +55,11 @@ def wind_search_cpu(adapter, enc, lengths, options, vocab, notes):
         at = utt[:, None] * T + np.minimum(frame[rows][:, None] + window, T - 1)
         pool = utt * P + rows % R
         fed = pool[pending[pool] >= 0]
-        feed_rows_(adapter, pred, state, fed, pending[fed])
+        predictor.feed(fed, pending[fed])
         pending[fed] = -1
         logits = adapter.joint(
             enc_rows.index_select(0, torch.from_numpy(at.reshape(-1))),
-            pred.index_select(0, torch.from_numpy(pool)).repeat_interleave(W, 0),
+            predictor.output(pool).repeat_interleave(W, 0),
         )
         lp = logits.double()[:, :vocab].log_softmax(-1).numpy().reshape(n, W, vocab)
         if steps == backs.shape[0]:
@@ -79,14 +72,12 @@ def wind_search_cpu(adapter, enc, lengths, options, vocab, notes):
         if bad >= 0:
             raise non_finite_logits(bad)
         steps += 1
+        predictor.take(pool_parent)
         if lazy:
             pending = pending[pool_parent]
             pending[emit_rows[:n_emit]] = emit_labels[:n_emit]
-            move_rows_(adapter, pred, state, pool_parent)
         else:
-            pred, state = advance_predictor(
-                adapter, pred, state, pool_parent, emit_rows[:n_emit], emit_labels[:n_emit]
-            )
+            predictor.feed(emit_rows[:n_emit], emit_labels[:n_emit])
     finals = np.flatnonzero(score > -np.inf)  # only final rows are left
     traced, offsets = trace_back(backs, steps, finals)
     return traced_hypotheses(traced[:2], offsets.tolist(), ("labels", "timestamps"),
