@@ -208,6 +208,18 @@ def has_repeat(words: np.ndarray, lengths: np.ndarray) -> bool:
     return len(lengths) > 1 and bool(_has_repeat(words, lengths))
 
 
+@njit(inline="always", cache=True)
+def _mixed(h):
+    """``h`` with every bit stirred into the low ones (the 64-bit finalizer of MurmurHash3):
+    FNV-1a over word ids, not bytes, leaves the bits a table index takes correlated (1,000
+    random word bigrams: 61 probes a phrase on average instead of ~0.5)."""
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xFF51AFD7ED558CCD)
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xC4CEB9FE1A85EC53)
+    return h ^ (h >> np.uint64(33))
+
+
 @njit(cache=True)
 def _has_repeat(words, lengths):
     n = lengths.shape[0]
@@ -220,7 +232,7 @@ def _has_repeat(words, lengths):
     for p in range(n):
         starts[p + 1] = starts[p] + lengths[p]
     for p in range(n):
-        slot = (fnv1a(words, starts[p], starts[p + 1]) >> np.uint64(32)) & mask
+        slot = _mixed(fnv1a(words, starts[p], starts[p + 1])) & mask
         while first[slot] >= 0:
             q = first[slot]
             if lengths[q] == lengths[p] and same_run(
