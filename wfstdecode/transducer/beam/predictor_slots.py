@@ -5,8 +5,11 @@ its predictor output and state.
 A row that takes another row's predictor (a hypothesis continuing its parent) takes that row's
 slot number: nothing is copied. A row that appends a label runs the predictor from its slot into
 a free one. A slot no row names is free; there are twice as many slots as rows, so even a step
-that feeds every row finds enough. Copying the rows instead (each hypothesis its own predictor
-row, moved whenever the beam reorders) was ~15 % of the "wind" search at B = 1.
+that feeds every row finds enough. Copying rows instead (each hypothesis its own predictor row,
+moved whenever the beam reorders) and starting the predictor on every row cost ALSD and WIND
+6-12 % of their time, MAES ~20 % (`bench/transducer_beam.md`). Reusing the slot of a label
+history fed before (17-29 % of the rows fed repeat one, on the flite set) was tried: its
+bookkeeping in Python cost more than the predictor rows it saved.
 
 Models that pick their state's rows themselves (`ModelAdapter.own_state_rows`: the predictor
 then runs on every row at once) keep one row per hypothesis: `take` gathers the tables.

@@ -8,7 +8,7 @@ selection of the pool rows to expand (compiled), the joint on their windows only
 log-softmax, one compiled call that applies every utterance's moves, and the predictor on the
 pool rows that appended a label — when they are expanded (most never are: a step adds up to
 K*K of them per utterance and expands K), where the model's state layout lets it run on some
-rows (`rows.compacts`).
+rows (`predictor_slots.PredictorSlots.indirect`).
 Same hypotheses as `window_search` and `reference._window_search` (tests).
 """
 
