@@ -53,7 +53,7 @@ def segment_search(adapter, enc, lengths, options, vocab, notes):
             if not host_flag(live.any()):
                 break
             lp, lpd = _log_probs(adapter, rows, K, enc_seg, valid, vocab, land)
-            _, blank_land = land.of(lpd)  # (B, E, width + 1)
+            blank_land = land.of(lpd, land.blank)  # (B, E, width + 1)
             blank_score, label_score, emit = _expansions(lp, reach_from, adapter.blank_id)
             blank_score = torch.where(live, blank_score, -math.inf)
             ahead = _merge_done_(rows, ahead, K, blank_score.unsqueeze(2) + blank_land[..., 1:])
@@ -97,13 +97,14 @@ class Landing:
         self.label = torch.where(lands, 0.0, -math.inf).double()
         self.blank = torch.where(blank_lands, 0.0, -math.inf).double()
 
-    def of(self, lpd):
-        """(label, blank) landings (..., width + 1) for duration log-probs ``lpd`` (..., D);
-        RNN-T (``lpd`` None): the fixed ones."""
+    def of(self, lpd, lands):
+        """The landings (..., width + 1) of a label (``lands``: ``self.label``) or a blank
+        (``self.blank``) for duration log-probs ``lpd`` (..., D); RNN-T (``lpd`` None): the
+        fixed ones. One at a time: each is a few kernels on a GPU, where the loop is launch-
+        bound."""
         if lpd is None:
-            return self.label[0], self.blank[0]
-        by_duration = lpd.unsqueeze(-1)
-        return (by_duration + self.label).logsumexp(-2), (by_duration + self.blank).logsumexp(-2)
+            return lands[0]
+        return _logsumexp(lpd.unsqueeze(-1) + lands, -2)
 
 
 def _start_segment_(rows: BeamRows, ahead, K, E, S, in_segment):
@@ -121,7 +122,7 @@ def _start_segment_(rows: BeamRows, ahead, K, E, S, in_segment):
     active[:, :K] = arriving
     later = torch.cat([ahead[..., 1:], torch.full_like(ahead[..., :1], -math.inf)], 2)
     ahead = torch.where(starts, later, ahead)
-    rows.scores = torch.cat([ahead.logsumexp(2), active], 1).view(-1)
+    rows.scores = torch.cat([_logsumexp(ahead, 2), active], 1).view(-1)
     reach_from = torch.full((B, E, S), -math.inf, dtype=torch.float64, device=dev)
     reach_from[:, :, 0] = active
     return reach_from, ahead
@@ -154,7 +155,9 @@ def _expansions(lp, reach_from, blank):
     reach = (reach_from - cum[..., :S]).logcumsumexp(-1) + cum[..., :S]
     blank_score = reach[..., -1] + blank_lp[..., -1]
     emit = reach.unsqueeze(-1) + lp
-    label_score = emit.logsumexp(2)
+    label_score = _logsumexp(emit, 2)
+    if S == 1:  # a view of emit, which is returned: the blank's column is overwritten below
+        label_score = label_score.clone()
     label_score[..., blank] = -math.inf
     return blank_score, label_score, emit
 
@@ -168,7 +171,7 @@ def _merge_done_(rows: BeamRows, ahead, K, landing) -> torch.Tensor:
     scores = rows.scores.view(B, R)
     vectors = torch.cat([ahead, landing], 1)
     keys = (rows.hash.view(B, R), rows.lengths.view(B, R))
-    merged, vectors = recombine(vectors.logsumexp(2), keys, "sum", vectors)
+    merged, vectors = recombine(_logsumexp(vectors, 2), keys, "sum", vectors)
     best, pick = merged.topk(K, dim=1)
     order = torch.cat([pick, torch.arange(K, R, device=pick.device).expand(B, R - K)], 1)
     rows.reorder_((torch.arange(B, device=pick.device) * R).unsqueeze(1).add(order).view(-1))
@@ -199,8 +202,22 @@ def _expand_(rows: BeamRows, K, label_score, emit, start, lpd, land):
     picked = None
     if land.tdt:
         parent_lpd = lpd.gather(1, parent.unsqueeze(2).expand(B, E, lpd.shape[2]))
-        picked, _ = land.of(parent_lpd)
+        picked = land.of(parent_lpd, land.label)
         duration = land.durations[parent_lpd.argmax(2)]  # the most probable one
         fields["durations"] = torch.cat([none, duration], 1).view(-1)
     rows.emit_(mask, torch.cat([none, label], 1).view(-1), **fields)
     return reach_from, picked
+
+
+def _logsumexp(x, dim):
+    """The log-sum-exp of ``x`` over ``dim``, as `reference._logsumexp` adds: log-add-exp of the
+    entries in order, one kernel each after the first (``Tensor.logsumexp`` is ~9 kernels a
+    call, and on a GPU these loops are launch-bound); with one entry, the entry itself (a
+    view)."""
+    n = x.shape[dim]
+    if n > 8:
+        return x.logsumexp(dim)
+    out = x.select(dim, 0)
+    for i in range(1, n):
+        out = torch.logaddexp(out, x.select(dim, i))
+    return out
