@@ -30,43 +30,13 @@ from wfstdecode.transducer import BeamOptions
 from wfstdecode.transducer.beam import rows as beam_rows
 
 # operators that launch no kernel: views, shapes, allocations
-_NO_KERNEL = {
-    "aten::" + name
-    for name in [
-        "view",
-        "as_strided",
-        "reshape",
-        "_reshape_alias",
-        "expand",
-        "select",
-        "slice",
-        "unsqueeze",
-        "squeeze",
-        "permute",
-        "t",
-        "transpose",
-        "empty",
-        "empty_strided",
-        "empty_like",
-        "resize_",
-        "detach",
-        "alias",
-        "_unsafe_view",
-        "unbind",
-        "split",
-        "chunk",
-        "lift_fresh",
-        "result_type",
-        "narrow",
-        "unfold",
-        "numpy_T",
-        "movedim",
-        "_local_scalar_dense",
-        "item",
-        "is_nonzero",
-        "contiguous",
-    ]
-}
+_NO_KERNEL = {"aten::" + name for name in (
+    "view", "as_strided", "reshape", "_reshape_alias", "expand", "select", "slice", "unsqueeze",
+    "squeeze", "permute", "t", "transpose", "empty", "empty_strided", "empty_like", "resize_",
+    "detach", "alias", "_unsafe_view", "unbind", "split", "chunk", "lift_fresh", "result_type",
+    "narrow", "unfold", "numpy_T", "movedim", "_local_scalar_dense", "item", "is_nonzero",
+    "contiguous",
+)}  # fmt: skip
 
 
 def main() -> None:
