@@ -126,6 +126,24 @@ def test_batched_equals_reference(algorithm, own, beam):
         )
 
 
+@pytest.mark.parametrize(("algorithm", "own"), SEARCHES, ids=IDS)
+def test_a_batch_without_frames_gives_empty_hypotheses(algorithm, own):
+    """Encoder output with no frames at all (T = 0): each utterance's empty hypothesis, from
+    the compiled CPU form and the tensor form alike (the compiled forms once failed on
+    reshaping their zero rows)."""
+    model, enc = tiny(0, frames=0, durations=own.get("durations"), batch=2)
+    lengths = torch.zeros(2, dtype=torch.long)
+    options = BeamOptions(algorithm, beam_size=2, **own)
+    want = beam_reference(model, enc, lengths, options)
+    assert [[h.tokens for h in utt] for utt in want] == [[()], [()]]
+    assert_same(beam_decode(model, enc, lengths, options), want)
+    beam.COMPILED_ON_CPU = False
+    try:
+        assert_same(beam_decode(model, enc, lengths, options), want)
+    finally:
+        beam.COMPILED_ON_CPU = True
+
+
 @pytest.fixture(scope="module")
 def planted():
     model = planted_transducer(40, 64, 64, 64, seed=1)

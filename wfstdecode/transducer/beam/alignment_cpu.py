@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from .predictor_slots import PredictorSlots
-from .rows import non_finite_logits, traced_hypotheses
+from .rows import encoder_rows, non_finite_logits, traced_hypotheses
 
 __all__ = ["alsd_search_cpu", "start_rows"]
 
@@ -47,7 +47,7 @@ def alsd_search_cpu(adapter, enc, lengths, options, vocab, notes):
     no_durations = np.empty((0, 0))
     max_tokens = -1 if options.max_tokens is None else options.max_tokens
 
-    enc_rows = adapter.encoder(enc).reshape(B * T, -1)
+    enc_rows = encoder_rows(adapter, enc)
     predictor = PredictorSlots(adapter, B * K)
     steps = 0
     while True:

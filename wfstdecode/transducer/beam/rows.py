@@ -31,6 +31,7 @@ __all__ = [
     "best_distinct",
     "best_hypotheses",
     "compacts",
+    "encoder_rows",
     "non_finite_logits",
     "predict_masked",
     "predict_rows",
@@ -177,6 +178,13 @@ def traced_hypotheses(traced, offsets, names, scores, utterances, B, options, no
         per_utt[b].append(i)
     sizes = [offsets[i + 1] - offsets[i] for i in range(len(offsets) - 1)]
     return best_hypotheses(per_utt, sizes, scores, fields, options, notes)
+
+
+def encoder_rows(adapter, enc):
+    """The encoder output (B, T, J) projected once (`ModelAdapter.encoder`), as B*T rows: row
+    ``b*T + t`` is frame t of utterance b (no rows when there are no frames)."""
+    projected = adapter.encoder(enc)
+    return projected.reshape(-1, projected.shape[-1])
 
 
 def non_finite_logits(utterance: int) -> DecodeInputError:

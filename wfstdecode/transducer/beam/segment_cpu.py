@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from .predictor_slots import PredictorSlots
-from .rows import non_finite_logits, traced_hypotheses
+from .rows import encoder_rows, non_finite_logits, traced_hypotheses
 
 __all__ = ["segment_search_cpu"]
 
@@ -46,7 +46,7 @@ def segment_search_cpu(adapter, enc, lengths, options, vocab, notes):
     source = np.empty(B * R, dtype=np.int64)
     emit_rows, emit_labels = np.empty(B * E, dtype=np.int64), np.empty(B * E, dtype=np.int64)
 
-    enc_rows = adapter.encoder(enc).reshape(B * T, -1)
+    enc_rows = encoder_rows(adapter, enc)
     predictor = PredictorSlots(adapter, B * R)
     offsets, own = np.arange(S), np.arange(B * R)
     for start in range(0, T, S):

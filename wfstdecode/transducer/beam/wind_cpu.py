@@ -19,7 +19,7 @@ import torch
 
 from .alignment_cpu import start_rows
 from .predictor_slots import PredictorSlots
-from .rows import non_finite_logits, traced_hypotheses
+from .rows import encoder_rows, non_finite_logits, traced_hypotheses
 from .window import pool_layout
 
 __all__ = ["wind_search_cpu"]
@@ -44,7 +44,7 @@ def wind_search_cpu(adapter, enc, lengths, options, vocab, notes):
     lazy = predictor.indirect
     pending = np.full(B * P, -1, dtype=np.int64)
 
-    enc_rows = adapter.encoder(enc).reshape(B * T, -1)
+    enc_rows = encoder_rows(adapter, enc)
     steps = 0
     while True:
         n = wind_select(score, frame, K, P, B, expand)
