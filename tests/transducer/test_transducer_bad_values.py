@@ -12,7 +12,13 @@ from wfstdecode.testing.transducer_models import (
     planted_transducer,
     random_transducer,
 )
-from wfstdecode.transducer import GreedyOptions, greedy_decode, greedy_reference
+from wfstdecode.transducer import (
+    BeamOptions,
+    GreedyOptions,
+    beam_decode,
+    greedy_decode,
+    greedy_reference,
+)
 from wfstdecode.transducer.greedy import make_program, run_eager
 from wfstdecode.transducer.model import ModelAdapter
 from wfstdecode.transducer.options import MAX_COUNT
@@ -203,6 +209,18 @@ def test_wrong_state_batch_dim_raises(models):
     model.state_batch_dim = 0  # the LSTM state is (layers, B, H)
     with pytest.raises(DecodeInputError, match=r"state_batch_dim = 0 \(nn.LSTM states need 1\)"):
         greedy_decode(model, enc, lengths, OPTIONS[0])
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float16])
+def test_enc_of_another_float_type_than_the_model_names_both(models, dtype):
+    """float64 from NumPy is the usual case: a clear error naming both types, from greedy and
+    beam search alike (it was torch's "expected m1 and m2 to have the same dtype")."""
+    model, enc, lengths = case(models, OPTIONS[0])
+    want = rf"enc is {dtype} but the model's weights are torch.float32: pass enc.to"
+    with pytest.raises(DecodeInputError, match=want):
+        greedy_decode(model, enc.to(dtype), lengths, OPTIONS[0])
+    with pytest.raises(DecodeInputError, match=want):
+        beam_decode(model, enc.to(dtype), lengths, BeamOptions("wind", beam_size=2))
 
 
 @pytest.mark.parametrize(

@@ -79,8 +79,11 @@ def check_joint(adapter: ModelAdapter, enc, durations) -> int:
         )
     if enc.shape[1] == 0:
         return adapter.blank_id + 1 if adapter.vocab_size is None else adapter.vocab_size
-    enc_p = adapter.encoder(enc[:, :1])[:, 0]
-    logits = adapter.joint(enc_p, adapter.prediction(pred))
+    try:
+        enc_p = adapter.encoder(enc[:, :1])[:, 0]
+        logits = adapter.joint(enc_p, adapter.prediction(pred))
+    except RuntimeError as exc:
+        raise _probe_failed(model, enc, exc) from exc
     if logits.dim() != 2 or logits.shape[0] != B:
         raise DecodeInputError(
             f"model.joint must return (B={B}, V + len(durations)); got {tuple(logits.shape)}"
@@ -97,3 +100,16 @@ def check_joint(adapter: ModelAdapter, enc, durations) -> int:
             f"blank_id {adapter.blank_id} is outside the vocabulary [0, {vocab})"
         )
     return vocab
+
+
+def _probe_failed(model, enc, exc) -> Exception:
+    """The joint failed on the first frame: a clear error when the usual cause shows (enc in
+    another float type than the model's weights, e.g. float64 from NumPy); else ``exc``."""
+    params = getattr(model, "parameters", None)
+    param = next(iter(params()), None) if callable(params) else None
+    if param is not None and param.is_floating_point() and param.dtype != enc.dtype:
+        return DecodeInputError(
+            f"enc is {enc.dtype} but the model's weights are {param.dtype}: pass "
+            f"enc.to({param.dtype}) (the model's joint failed on it: {exc})"
+        )
+    return exc
