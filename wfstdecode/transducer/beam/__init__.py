@@ -7,8 +7,8 @@ specification both are tested against. They are written in tensor operations tha
 the device; on CPU tensors each runs its bookkeeping compiled instead (`alignment_cpu.py` /
 `alsd_step.py`, `segment_cpu.py` / `segment_step.py`, `wind_cpu.py` / `wind_step.py`), since
 there each tensor operation's fixed cost is most of a step. Imports run beam -> segment /
-window -> alignment -> rows, and beam -> alignment_cpu / segment_cpu / wind_cpu -> *_step ->
-rows (wind_cpu also reads alignment_cpu's rows and window's layout).
+window -> alignment -> rows, and beam -> alignment_cpu / segment_cpu / wind_cpu -> *_step /
+predictor_slots -> rows (wind_cpu also reads alignment_cpu's rows and window's layout).
 """
 
 from __future__ import annotations

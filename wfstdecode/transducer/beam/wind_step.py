@@ -27,9 +27,7 @@ from numba import njit
 
 from .alsd_step import (
     FRAME,
-    LABEL,
     NONE,
-    PARENT,
     append_candidate,
     clear_row,
     distinct_best,
@@ -144,7 +142,6 @@ def wind_step(
     out = (np.empty(R), np.empty((R, 6), np.int64), np.empty(R, np.int64), np.empty(R, np.int64))
     kept_score, kept_move = out[0], out[1]
     best, moves = np.empty(K), np.empty((K, 4), np.int64)
-    place = np.empty(P, np.int64)
     n_emit = 0
     start = 0
     for b in range(B):
@@ -185,47 +182,18 @@ def wind_step(
         threshold = kept_score[R - 1] if kept_final == K else -np.inf
         # the pool: one per (labels, frame, count), at most K per frame (so all fit in P rows)
         kept_pool = distinct_best(cands, n_cand, P, threshold, True, hash_, size, out, 0, K)
-        _places(kept_move, kept_pool, base, place)
-        for r in range(P + kept_final, R):  # the final set's empty places
+        for r in range(kept_pool, P):  # the pool's empty places
+            clear_row(base + r, score, back)
+            pool_parent[b * P + r] = b * P + r
+        for r in range(P + kept_final, R):  # the final set's
             clear_row(base + r, score, back)
         for m in range(P, P + kept_final):
             write_row(m, base + m, out, length[b], score, hash_, size, frame, count, back)
-        for p in range(P):  # the pool: `_places` says which row takes which entry
-            m = place[p]
-            if m < 0:
-                clear_row(base + p, score, back)
-                pool_parent[b * P + p] = b * P + p
-                continue
-            write_row(m, base + p, out, kept_move[m, FRAME], score, hash_, size, frame, count,
+        for m in range(kept_pool):  # the pool, best first
+            write_row(m, base + m, out, kept_move[m, FRAME], score, hash_, size, frame, count,
                       back)  # fmt: skip
             n_emit = note_parent(
-                kept_move[m], b * P, p, base, pool_parent, emit_rows, emit_labels, n_emit
+                kept_move[m], b * P, m, base, pool_parent, emit_rows, emit_labels, n_emit
             )
         start = stop
     return n_emit, -1
-
-
-@njit(nogil=True, cache=True)
-def _places(kept_move, n, base, place):
-    """Which kept pool entry each pool row takes (``place[row]``, -1: none): an entry without a
-    label keeps its parent's predictor state, so it takes its parent's row where that is free
-    (the predictor's rows then move only where they must); the others take the free rows in
-    order."""
-    place[:] = -1
-    unplaced = 0
-    for m in range(n):
-        p = kept_move[m, PARENT] - base
-        if kept_move[m, LABEL] == NONE and place[p] < 0:
-            place[p] = m
-        else:
-            unplaced += 1
-    if unplaced == 0:
-        return
-    free = 0
-    for m in range(n):
-        p = kept_move[m, PARENT] - base
-        if kept_move[m, LABEL] == NONE and place[p] == m:
-            continue
-        while place[free] >= 0:
-            free += 1
-        place[free] = m
