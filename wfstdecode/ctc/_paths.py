@@ -32,7 +32,7 @@ import numpy as np
 from numba import njit
 
 from ..results import Hypothesis, made_from
-from ._problem import RawResult, SearchProblem
+from ._problem import PathBatch, SearchProblem
 from .status import DIED, NO_FINAL
 
 NOTE_NO_FINAL = (
@@ -40,25 +40,27 @@ NOTE_NO_FINAL = (
 )
 
 
-def to_hypotheses(problem: SearchProblem, raw: list[RawResult]) -> list[list[Hypothesis]]:
-    """All utterances' hypotheses: tokens, words and spans of every path in one compiled call
-    (`_path_arrays`), scores in a few array operations over the whole batch
+def to_hypotheses(problem: SearchProblem, results) -> list[list[Hypothesis]]:
+    """All utterances' hypotheses from a backend's results (a `RawResult` per utterance, or a
+    `PathBatch`): tokens, words and spans of every path in one compiled call (`_path_arrays`),
+    scores in a few array operations over the whole batch
     (`wfstdecode.testing.paths.path_hypothesis` is the one-path version they are tested
     against)."""
-    out: list[list | None] = []
-    paths = []  # (utterance, arcs, frames, final)
-    for b, r in enumerate(raw):
-        if r.status & DIED or not r.paths:
-            where = f"frame {r.died_frame}" if r.status & DIED else "the end"
-            note = f"search died at {where}: every token was pruned or had infinite cost; no path"
-            out.append([Hypothesis((), (), float("-inf"), notes=(*r.notes, note))])
-            continue
-        out.append([])
-        for arcs, frames, _cost in r.paths:
-            paths.append((b, arcs, frames, not (r.status & NO_FINAL)))
-    if paths:
-        for (b, _, _, final), hyp in zip(paths, _batch_hypotheses(problem, paths), strict=True):
-            notes = (*raw[b].notes, *(() if final else (NOTE_NO_FINAL,)))
+    batch = PathBatch.of(results)
+    B = len(batch)
+    dead = ((batch.status & DIED) != 0) | (np.bincount(batch.utterance, minlength=B) == 0)
+    out: list[list[Hypothesis]] = [[] for _ in range(B)]
+    for b in np.flatnonzero(dead).tolist():
+        where = f"frame {batch.died_frame[b]}" if batch.status[b] & DIED else "the end"
+        note = f"search died at {where}: every token was pruned or had infinite cost; no path"
+        out[b].append(Hypothesis((), (), float("-inf"), notes=(*batch.notes[b], note)))
+    if dead[batch.utterance].any():
+        batch = batch.only(np.flatnonzero(~dead[batch.utterance]))
+    if len(batch.utterance):
+        final = ((batch.status & NO_FINAL) == 0).tolist()
+        utterance = batch.utterance.tolist()
+        for b, hyp in zip(utterance, _batch_hypotheses(problem, batch), strict=True):
+            notes = batch.notes[b] if final[b] else (*batch.notes[b], NOTE_NO_FINAL)
             out[b].append(_with_notes(hyp, notes) if notes else hyp)
     return out
 
@@ -251,16 +253,15 @@ def _path_arrays(arc, frame, offsets, ilabel, arc_source, next_state, olabel, nu
             split)  # fmt: skip
 
 
-def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
+def _batch_hypotheses(problem: SearchProblem, batch: PathBatch) -> list[Hypothesis]:
+    """A hypothesis for each path of ``batch``, in order."""
     g = problem.graph
-    P = len(paths)
-    lens = np.array([len(p[1]) for p in paths], np.int64)
-    offsets = np.concatenate(([0], np.cumsum(lens)))
-    path_b = np.array([p[0] for p in paths], np.int64)
-    final = np.array([p[3] for p in paths], bool)
-    # one conversion of the joined paths, not one per path
-    arc = np.concatenate([p[1] for p in paths]).astype(np.int64, copy=False)
-    frame = np.concatenate([p[2] for p in paths]).astype(np.int64, copy=False)
+    offsets, path_b = batch.offsets, batch.utterance
+    P = len(path_b)
+    lens = np.diff(offsets)
+    final = ((batch.status & NO_FINAL) == 0)[path_b]
+    arc = batch.arcs.astype(np.int64)
+    frame = batch.frames.astype(np.int64)
     separator = separator_id(g)
     # with an oov slot the labels are collapsed into words first (a spelled word is several
     # labels), so every path's spans come from `token_spans` below
@@ -303,7 +304,7 @@ def _batch_hypotheses(problem: SearchProblem, paths) -> list[Hypothesis]:
     arc_total = np.bincount(
         pid, weights=problem.arc_cost[arc].astype(np.float64), minlength=P
     ).astype(np.float64)
-    for k, (b, *_rest) in enumerate(paths):
+    for k, b in enumerate(path_b.tolist()):
         if problem.boosts.automata[b] is not None:
             arc_total[k] -= problem.boosts.path_bonus(b, label_ids[label_off[k] : label_off[k + 1]])
     last_state = np.full(P, g.start, np.int64)

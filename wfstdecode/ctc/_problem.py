@@ -1,5 +1,6 @@
-"""What every backend receives (`SearchProblem`) and returns (`RawResult`): the backend-neutral
-inputs and outputs of the CTC WFST beam search. Built only by `search.py`."""
+"""What every backend receives (`SearchProblem`) and returns (a `RawResult` per utterance, or
+the same as one `PathBatch`): the backend-neutral inputs and outputs of the CTC WFST beam
+search. Built only by `search.py`."""
 
 from __future__ import annotations
 
@@ -209,6 +210,102 @@ class RawResult:
     status: int = 0
     died_frame: int = -1
     notes: tuple = ()
+
+
+@dataclass(frozen=True)
+class PathBatch:
+    """A batch's `RawResult`s in flat arrays, as `PathRows` gathers them and `to_hypotheses`
+    reads them (no object per utterance or path in between). Path ``k`` — utterances in order,
+    each one's paths best first — belongs to utterance ``utterance[k]``, has arcs
+    ``arcs[offsets[k]:offsets[k + 1]]`` (``frames`` alike) and cost ``costs[k]``; ``status``,
+    ``died_frame`` and ``notes`` are per utterance, as in `RawResult`. A sequence of
+    `RawResult` (views of the arrays), so it stands wherever a backend's list of them does."""
+
+    arcs: np.ndarray  # int32 [arcs of every path]
+    frames: np.ndarray  # int32, alike
+    offsets: np.ndarray  # int64 [P + 1]
+    utterance: np.ndarray  # int64 [P], ascending
+    costs: np.ndarray  # float32 [P]
+    status: np.ndarray  # int64 [B]
+    died_frame: np.ndarray  # int64 [B]
+    notes: tuple  # [B] tuples
+
+    @classmethod
+    def of(cls, results) -> PathBatch:
+        """``results`` (a sequence of `RawResult`, one per utterance) as a batch; a batch is
+        returned as it is."""
+        if isinstance(results, PathBatch):
+            return results
+        paths = [(b, *path) for b, r in enumerate(results) for path in r.paths]
+        lens = [len(arcs) for _, arcs, _, _ in paths]
+        return cls(
+            _joined([arcs for _, arcs, _, _ in paths], np.int32),
+            _joined([frames for _, _, frames, _ in paths], np.int32),
+            np.concatenate(([0], np.cumsum(lens, dtype=np.int64))),
+            np.array([b for b, *_ in paths], np.int64),
+            np.array([cost for *_, cost in paths], np.float32),
+            np.array([r.status for r in results], np.int64),
+            np.array([r.died_frame for r in results], np.int64),
+            tuple(r.notes for r in results),
+        )  # fmt: skip
+
+    @classmethod
+    def merged(cls, parts: list, batch_size: int) -> PathBatch:
+        """One batch of ``batch_size`` utterances from ``parts``, ``(utterances, batch)`` pairs
+        whose batch holds those utterances in its order (a backend's retries, each of some)."""
+        if not parts:
+            return cls.of([])
+        if len(parts) == 1 and np.array_equal(parts[0][0], np.arange(batch_size)):
+            return parts[0][1]
+        status = np.zeros(batch_size, np.int64)
+        died = np.full(batch_size, -1, np.int64)
+        notes: list = [()] * batch_size
+        for ids, b in parts:
+            status[ids], died[ids] = b.status, b.died_frame
+            for i, note in zip(ids.tolist(), b.notes, strict=True):
+                notes[i] = note
+        utterance = np.concatenate([ids[b.utterance] for ids, b in parts]).astype(np.int64)
+        lens = np.concatenate([np.diff(b.offsets) for _, b in parts])
+        joined = cls(
+            np.concatenate([b.arcs for _, b in parts]),
+            np.concatenate([b.frames for _, b in parts]),
+            np.concatenate(([0], np.cumsum(lens))),
+            utterance,
+            np.concatenate([b.costs for _, b in parts]),
+            status,
+            died,
+            tuple(notes),
+        )  # fmt: skip
+        return joined.only(np.argsort(utterance, kind="stable"))
+
+    def only(self, paths: np.ndarray) -> PathBatch:
+        """The batch with just ``paths`` (indices, in the order given, which must keep the
+        utterances ascending)."""
+        lens = np.diff(self.offsets)[paths]
+        offsets = np.concatenate(([0], np.cumsum(lens)))
+        gather = np.repeat(self.offsets[paths] - offsets[:-1], lens) + np.arange(offsets[-1])
+        return replace(self, arcs=self.arcs[gather], frames=self.frames[gather], offsets=offsets,
+                       utterance=self.utterance[paths], costs=self.costs[paths])  # fmt: skip
+
+    def __len__(self) -> int:
+        return len(self.status)
+
+    def __getitem__(self, b: int) -> RawResult:
+        if not -len(self) <= b < len(self):
+            raise IndexError(f"utterance {b} of a batch of {len(self)}")
+        b %= len(self)
+        lo, hi = np.searchsorted(self.utterance, [b, b + 1]).tolist()
+        o, costs = self.offsets[lo : hi + 1].tolist(), self.costs[lo:hi].tolist()
+        paths = [(self.arcs[a:z], self.frames[a:z], c)
+                 for a, z, c in zip(o[:-1], o[1:], costs, strict=True)]  # fmt: skip
+        return RawResult(paths, int(self.status[b]), int(self.died_frame[b]), self.notes[b])
+
+    def __iter__(self):
+        return (self[b] for b in range(len(self)))
+
+
+def _joined(arrays: list, dtype) -> np.ndarray:
+    return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.zeros(0, dtype)
 
 
 class FrameSurvivors(NamedTuple):

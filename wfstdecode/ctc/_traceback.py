@@ -13,7 +13,7 @@ from typing import NamedTuple
 import numpy as np
 from numba import njit
 
-from ._problem import RawResult
+from ._problem import PathBatch, RawResult
 from .status import (
     CYCLE,
     MORE_PATHS,
@@ -48,7 +48,8 @@ class Records(NamedTuple):
 class PathRows:
     """Host buffers `finish_paths` writes into, for ``lanes`` utterances: ``rows`` paths of up to
     ``cap`` arcs each. Both fast backends' hosts use them the same way: allocate, let the search
-    (cpu) or the host trace (cuda) fill them, turn each lane into a `RawResult` with `result`,
+    (cpu) or the host trace (cuda) fill them, turn lanes into a `PathBatch` with `results` (or
+    one into a `RawResult` with `result`),
     and retry the lanes whose status has a RETRY bit with `grown` buffers."""
 
     def __init__(self, lanes: int, rows: int, cap: int):
@@ -78,28 +79,29 @@ class PathRows:
         RETRY bit; the status bits that mean a broken graph raise `GraphError`."""
         return self.results([i], [n_paths], [status], [utterance], [died], notes)[0]
 
-    def results(self, lanes, n_paths, status, utterances, died, notes=()) -> list[RawResult]:
-        """`result` for each of ``lanes`` (the other arguments per lane), the paths' arcs and
-        frames copied out of the rows in one gather (each path a view of it)."""
+    def results(self, lanes, n_paths, status, utterances, died, notes=()) -> PathBatch:
+        """`result` for each of ``lanes`` (the other arguments per lane; ``utterances`` names
+        them in errors), as one `PathBatch` whose utterance ``k`` is lane ``lanes[k]``: the
+        paths' arcs and frames copied out of the rows in one gather."""
         status = np.asarray(status, np.int64)
         for k in np.flatnonzero(status & (NEG_CYCLE | CYCLE)):
             raise_graph_errors(int(status[k]), int(utterances[k]), int(died[k]))
         lanes = np.asarray(lanes, np.int64)
-        n_paths = np.asarray(n_paths, np.int64).tolist()
-        lens = self.lens[lanes] * (np.arange(self.rows) < np.array(n_paths)[:, None])
-        taken = np.arange(self.cap) < lens[..., None]  # the rows' arcs, lane by lane, row by row
-        arcs, frames = self.arcs[lanes][taken], self.frames[lanes][taken]
-        ends = np.cumsum(lens, axis=1).tolist()
-        start = np.concatenate(([0], np.cumsum(lens.sum(axis=1))[:-1])).tolist()
-        costs = self.costs[lanes].tolist()
-        bits, died = (status & RESULT_BITS).tolist(), np.asarray(died, np.int64).tolist()
-        out = []
-        for k, n in enumerate(n_paths):
-            at = [start[k], *(start[k] + e for e in ends[k][:n])]
-            paths = [(arcs[a:b], frames[a:b], c)
-                     for a, b, c in zip(at[:-1], at[1:], costs[k][:n], strict=True)]  # fmt: skip
-            out.append(RawResult(paths, bits[k], died[k], notes))
-        return out
+        n_paths = np.asarray(n_paths, np.int64)
+        lane, row = np.nonzero(np.arange(self.rows) < n_paths[:, None])  # each path's row
+        lane_ids = lanes[lane]
+        lens = self.lens[lane_ids, row]
+        taken = np.arange(self.cap) < lens[:, None]  # the paths' arcs, path by path
+        return PathBatch(
+            self.arcs[lane_ids, row][taken],
+            self.frames[lane_ids, row][taken],
+            np.concatenate(([0], np.cumsum(lens))),
+            lane,
+            self.costs[lane_ids, row],
+            status & RESULT_BITS,
+            np.asarray(died, np.int64),
+            (tuple(notes),) * len(lanes),
+        )  # fmt: skip
 
 
 @njit(nogil=True, cache=True)

@@ -21,7 +21,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from ._problem import FrameSurvivors
+from ._problem import FrameSurvivors, PathBatch
 from ._traceback import PathRows, Records, Survivors, finish_paths
 from .bundles import lane_boosts, limits, search_graph
 from .cpu_steps import (
@@ -358,26 +358,25 @@ def _decode_batch(ac, lengths, graph, boosts, lim, rows, outcome, n_workers, can
             i = take_next(taken)
 
 
-def decode_cpu(problem, tuning: CpuTuning | None = None):
-    """Run the batch; returns ``RawResult`` per utterance. Utterances whose paths did not fit
-    the output buffers (too long, or more than its rows) run again with larger ones."""
+def decode_cpu(problem, tuning: CpuTuning | None = None) -> PathBatch:
+    """Run the batch; returns every utterance's paths (`PathBatch`). Utterances whose paths
+    did not fit the output buffers (too long, or more than its rows) run again with larger
+    ones."""
     tuning = tuning or CpuTuning()
     nbest = problem.options.nbest
-    results: list = [None] * problem.batch_size
+    made = []  # (utterances, their PathBatch) of each run
     lanes = np.arange(problem.batch_size)
     rows = PathRows.first(len(lanes), nbest, int(problem.lengths.max(initial=0)))
     while len(lanes):
         outcome = _run_interruptibly(problem, lanes, rows, tuning)
         retry = (outcome.status & RETRY_BITS) != 0
         done = np.flatnonzero(~retry)
-        made = rows.results(done, outcome.n[done], outcome.status[done], lanes[done],
-                            outcome.died[done])  # fmt: skip
-        for b, result in zip(lanes[done].tolist(), made, strict=True):
-            results[b] = result
+        made.append((lanes[done], rows.results(done, outcome.n[done], outcome.status[done],
+                                               lanes[done], outcome.died[done])))  # fmt: skip
         again = int(np.bitwise_or.reduce(outcome.status[retry], initial=0))
         lanes = lanes[retry]
         rows = rows.grown(len(lanes), again, nbest)
-    return results
+    return PathBatch.merged(made, problem.batch_size)
 
 
 # a search of at most this many frames in all runs on the calling thread: a Ctrl-C during it is

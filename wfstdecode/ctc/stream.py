@@ -39,10 +39,11 @@ from ..decoding_graph import DecodingGraph
 from ..errors import DecodeInputError, OptionsError
 from ..results import Hypothesis
 from ._paths import _batch_hypotheses, to_hypotheses
-from ._problem import FINE, FrameSurvivors, SearchProblem, costs_and_first_bad
+from ._problem import FINE, FrameSurvivors, PathBatch, RawResult, SearchProblem, costs_and_first_bad
 from .lattice import build_lattice
 from .options import CtcBeamOptions
 from .search import _as_float_array, check_lattice_options, lattice_results, prepare_problem
+from .status import NO_FINAL
 from .tuning import tuning_for
 
 
@@ -219,7 +220,8 @@ class CtcStreamDecoder:
         s.state, arcs, frames, n_stable = self._search.partial(s.problem, s.state)
         if arcs is None:  # the search died: what finish would say
             return to_hypotheses(s.scoring_problem(), [self._search.end(s.problem, s.state)])[0][0]
-        hyp = _batch_hypotheses(s.scoring_problem(), [(0, arcs, frames, False)])[0]
+        unfinished = PathBatch.of([RawResult([(arcs, frames, 0.0)], NO_FINAL)])
+        hyp = _batch_hypotheses(s.scoring_problem(), unfinished)[0]  # (no note: not the end)
         labels = self.graph.olabel[arcs]
         stable = int(np.count_nonzero(labels[:n_stable]))
         if s.problem.oov is not None:  # a spelled word is stable once its </oov> is
