@@ -7,7 +7,9 @@ import dataclasses
 import json
 import logging
 import math
+import os
 import sys
+import warnings
 from pathlib import Path
 
 from .cli_rescore import add_rescore_parser, add_rescoring_arguments, rescoring
@@ -117,14 +119,20 @@ def info_command(args: argparse.Namespace) -> None:
 
 
 def _parse_boost(text: str) -> tuple[str, float]:
+    from .ctc.options import MAX_COST_TERM
+
     phrase, sep, value = text.rpartition("=")
     phrase = " ".join(phrase.split())  # as --boost-file reads it
     try:
         if not sep or not phrase:
             raise ValueError
-        return phrase, float(value)
+        bonus = float(value)
     except ValueError:
         raise argparse.ArgumentTypeError(f"--boost expects PHRASE=BONUS; got {text!r}") from None
+    if not abs(bonus) <= MAX_COST_TERM:  # also NaN
+        raise argparse.ArgumentTypeError(f"the bonus of {text!r} must be in "
+                                         f"[-{MAX_COST_TERM:g}, {MAX_COST_TERM:g}]")  # fmt: skip
+    return phrase, bonus
 
 
 def _add_boost_arguments(p: argparse.ArgumentParser) -> None:
@@ -142,10 +150,14 @@ def _boosts(args: argparse.Namespace) -> dict | None:
     from .ctc.boost import read_boost_file
 
     boosts = read_boost_file(args.boost_file) if args.boost_file else {}
+    given = set()
     for word, bonus in args.boost or ():
+        if word in given:
+            raise WfstDecodeError(f"{word!r} is boosted by two --boost options")
         if word in boosts:
             raise WfstDecodeError(f"{word!r} is boosted by --boost and in {args.boost_file}")
         boosts[word] = bonus
+        given.add(word)
     return boosts or None
 
 
@@ -162,9 +174,20 @@ def _oov_lexicon(args: argparse.Namespace, graph=None) -> dict | None:
     return read_oov_lexicon(args.oov_lexicon, graph.tokens)
 
 
-def decode_command(args: argparse.Namespace) -> None:
+def _escaped(utt: str) -> str:
+    """An utterance id as printed: control characters, line and paragraph separators and the
+    backslash escaped, so that each hypothesis is one line and its fields stay apart."""
     import unicodedata
 
+    return "".join(
+        c.encode("unicode_escape").decode("ascii")
+        if c == "\\" or unicodedata.category(c) in ("Cc", "Cs", "Zl", "Zp")
+        else c
+        for c in utt
+    )
+
+
+def decode_command(args: argparse.Namespace) -> None:
     from .ctc import decode_npz
     from .decoding_graph import DecodingGraph
 
@@ -185,8 +208,14 @@ def decode_command(args: argparse.Namespace) -> None:
 
         per_utterance = read_utterance_boosts(args.utterance_boosts)
     oov_lexicon = _oov_lexicon(args, graph)
-    if args.write_lattices is not None and args.lattice_beam is None:
-        raise WfstDecodeError("--write-lattices needs --lattice-beam BEAM (e.g. 8)")
+    if args.write_lattices is not None:
+        from .lattice_io import check_archive_path
+
+        if args.lattice_beam is None:
+            raise WfstDecodeError("--write-lattices needs --lattice-beam BEAM (e.g. 8)")
+        inputs = (args.log_probs, args.graph, args.boost_file, args.utterance_boosts,
+                  args.oov_lexicon, args.rescore_lm, args.first_pass_lm)  # fmt: skip
+        check_archive_path(args.write_lattices, inputs, "--write-lattices")
     result = decode_npz(args.log_probs, graph, options, boosts, backend=args.backend,
                         utterance_boosts=per_utterance, oov_lexicon=oov_lexicon,
                         lattices=args.write_lattices is not None,
@@ -209,17 +238,9 @@ def decode_command(args: argparse.Namespace) -> None:
               + (f" ({died} utterances whose search died have none)" if died else ""),
               file=sys.stderr)  # fmt: skip
 
-    def escape(utt: str) -> str:  # one line per hypothesis whatever the id holds
-        return "".join(
-            c.encode("unicode_escape").decode("ascii")
-            if c == "\\" or unicodedata.category(c) in ("Cc", "Cs", "Zl", "Zp")
-            else c
-            for c in utt
-        )
-
     for utt, hyps in zip(result.ids, result.hypotheses, strict=True):
         for rank, hyp in enumerate(hyps):
-            tag = escape(utt) if args.nbest == 1 else f"{escape(utt)}-{rank + 1}"
+            tag = _escaped(utt) if args.nbest == 1 else f"{_escaped(utt)}-{rank + 1}"
             if args.json:
                 record = {"id": utt, **hyp.record(args.frame_shift)}
                 if args.nbest > 1:
@@ -313,7 +334,7 @@ def decode_transducer_command(args: argparse.Namespace) -> None:
                     record["rank"] = rank + 1
                 print(json.dumps(record, ensure_ascii=False), flush=True)
             else:
-                tag = utt if len(hyps) == 1 else f"{utt}-{rank + 1}"
+                tag = _escaped(utt) if len(hyps) == 1 else f"{_escaped(utt)}-{rank + 1}"
                 print(f"{tag}\t{hyp.score:.3f}\t{text}", flush=True)
     if result.wer is not None:
         print(f"WER {100 * result.wer:.2f}%", file=sys.stderr)
@@ -369,7 +390,7 @@ def transcribe_command(args: argparse.Namespace) -> None:
                 print(json.dumps(record, ensure_ascii=False), flush=True)
             else:
                 rank_field = f"{rank + 1}\t" if len(hyps) > 1 else ""
-                print(f"{path}\t{rank_field}{hyp.text}", flush=True)
+                print(f"{_escaped(str(path))}\t{rank_field}{hyp.text}", flush=True)
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -549,12 +570,21 @@ def make_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _warning_line(message, category, filename, lineno, line=None) -> str:
+    """A warning as the command's own line (not Python's, with a source line)."""
+    return f"wfstdecode: warning: {message}\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")  # fmt: skip
+    formatted, warnings.formatwarning = warnings.formatwarning, _warning_line
     try:
         status = args.func(args)
+    except BrokenPipeError:  # the reader left (`| head`): stop quietly, as other tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
+        return 1
     except (WfstDecodeError, OSError) as exc:  # not Exception: a bug should show its traceback
         if isinstance(exc, OSError) and exc.filename is not None:
             exc = f"{exc.filename}: {exc.strerror or exc}"  # FILE: what, like the other errors
@@ -563,6 +593,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("wfstdecode: interrupted; nothing was written", file=sys.stderr)
         return 130
+    finally:
+        warnings.formatwarning = formatted
     return status if isinstance(status, int) else 0  # build-tlg returns its Path
 
 

@@ -86,12 +86,20 @@ def rescoring(args: argparse.Namespace):
 
 
 def rescore_command(args: argparse.Namespace) -> None:
-    from .lattice_io import read_kaldi_archive, write_kaldi_archive
+    from .ctc.options import ACOUSTIC_SCALE_RANGE, MAX_COUNT
+    from .lattice_io import check_archive_path, read_kaldi_archive, write_kaldi_archive
     from .rescore import NgramLm, rescore
     from .symbols import SymbolTable
 
-    if args.nbest < 1:
-        raise WfstDecodeError(f"--nbest must be >= 1; got {args.nbest}")
+    if not 1 <= args.nbest <= MAX_COUNT:
+        raise WfstDecodeError(f"--nbest must be in [1, {MAX_COUNT}]; got {args.nbest}")
+    lo, hi = ACOUSTIC_SCALE_RANGE
+    if not lo <= args.acoustic_scale <= hi:  # also NaN
+        raise WfstDecodeError(f"--acoustic-scale must be in [{lo:g}, {hi:g}]; got "
+                              f"{args.acoustic_scale}")  # fmt: skip
+    if args.out is not None:
+        inputs = (args.lattices, args.words, args.new_lm, args.old_lm)
+        check_archive_path(args.out, inputs, "--out")
     words_path = args.words / "words.txt" if args.words.is_dir() else args.words
     words = SymbolTable.read(words_path)
     lattices = read_kaldi_archive(args.lattices, args.acoustic_scale)

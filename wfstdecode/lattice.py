@@ -152,8 +152,8 @@ class Lattice:
         each the best alignment of its words. An A* search over (node, words so far) with the
         exact backward costs as its heuristic: the first arrival at a pair is its best, so a
         later one is dropped — on-the-fly determinization on words, as n-best strings needs."""
-        if n < 1:
-            raise OptionsError(f"nbest must be >= 1; got {n}")
+        if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+            raise OptionsError(f"nbest must be an int >= 1; got {n!r}")
         if n == 1:  # the Viterbi traceback: the same best, without the search's queue and sets
             return [] if (path := self.best_path()) is None else [path]
         beta = self.backward()
@@ -234,7 +234,10 @@ def sequence_posterior(src, dst, olabel, w, final, words) -> float:
     total = _log_backward(final, src, dst, w)
     if not total[0] < _INF:
         return 0.0
-    words = np.asarray([int(x) for x in words], np.int64)
+    try:
+        words = np.asarray([int(x) for x in words], np.int64)
+    except (TypeError, ValueError):
+        raise OptionsError(f"path_posterior takes word ids (ints); got {words!r:.80}") from None
     return float(np.exp(total[0] - _word_constrained_cost(src, dst, olabel, w, final, words)))
 
 

@@ -5,7 +5,9 @@
 from __future__ import annotations
 
 import io
+import math
 import os
+from pathlib import Path
 
 from .compact_lattice import compact_from_fst
 from .errors import GraphError, InputFileError, OptionsError
@@ -16,24 +18,60 @@ from .lattice import lattice_from_fst
 def write_kaldi_archive(lattices, path: str | os.PathLike | io.BufferedIOBase) -> None:
     """Write ``{key: Lattice or CompactLattice}`` as a binary Kaldi archive (``ark:``): per entry
     the key, a space, Kaldi's binary marker and the FST. A path is written to a temporary file
-    beside it and renamed into place, so a failed write leaves nothing half-written."""
-    for key in lattices:
-        if not key or any(c.isspace() for c in key):
-            raise OptionsError(f"lattice key {key!r} must be non-empty, without whitespace")
+    beside it and renamed into place, so a failed write leaves nothing half-written; a path
+    that is a symbolic link is written through (the file it names gets the archive)."""
+    check_archive_keys(lattices)
+    for key, lat in lattices.items():
+        if not hasattr(lat, "kaldi_bytes"):  # e.g. None: ctc_lattices' where a search died
+            raise OptionsError(f"lattice {key!r} is {type(lat).__name__}, not a Lattice or "
+                               "CompactLattice (leave out utterances without one)")  # fmt: skip
     if hasattr(path, "write"):
         for key, lat in lattices.items():
             path.write(key.encode() + b" \0B" + lat.kaldi_bytes())
         return
-    path = os.fspath(path)
+    given = os.fspath(path)
+    path = os.path.realpath(given)
     tmp = f"{path}.{os.getpid()}.partial"
     try:
         with open(tmp, "wb") as f:
             write_kaldi_archive(lattices, f)
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)  # our own partial file, never the user's
+        if isinstance(exc, OSError) and exc.filename == tmp:  # say which path the user gave
+            raise OSError(exc.errno, exc.strerror, given) from None
         raise
+
+
+def check_archive_keys(keys) -> None:
+    """Archive keys are non-empty strings without whitespace (Kaldi ends a key at a space)."""
+    for key in keys:
+        if not isinstance(key, str) or not key or any(c.isspace() for c in key):
+            raise OptionsError(f"lattice key {key!r} must be non-empty, without whitespace")
+
+
+def check_archive_path(path: str | os.PathLike, inputs, option: str) -> None:
+    """Before any work, refuse an archive path (given as ``option``) that cannot be written or
+    would destroy an input: an existing directory, a folder that does not exist, or one of
+    ``inputs`` (paths of files or directories, None skipped): the same file, through any link,
+    or a file inside an input directory (a graph's)."""
+    path = Path(path)
+    if path.is_dir():
+        raise OptionsError(f"{option} {path}: is a directory; give the archive's file name")
+    if not path.resolve().parent.is_dir():
+        raise OptionsError(f"{option} {path}: its folder {path.parent} does not exist")
+    if not path.exists():
+        return
+    target = path.resolve()
+    for given in inputs:
+        if given is None or not Path(given).exists():
+            continue
+        given = Path(given)
+        inside = given.is_dir() and target.is_relative_to(given.resolve())
+        if inside or (not given.is_dir() and os.path.samefile(target, given)):
+            raise OptionsError(f"{option} {path} would overwrite the input {given}; "
+                               f"give another file")  # fmt: skip
 
 
 def read_kaldi_archive(path: str | os.PathLike, acoustic_scale: float = 1.0,
@@ -45,6 +83,9 @@ def read_kaldi_archive(path: str | os.PathLike, acoustic_scale: float = 1.0,
     -1); node frames are counted along the arcs (input label 0 = no frame). ``acoustic_scale``:
     what paths rank by (the file keeps acoustic costs unscaled). Raises `InputFileError` naming
     the entry and byte."""
+    scale = acoustic_scale
+    if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < math.inf:
+        raise OptionsError(f"acoustic_scale must be a positive finite number; got {scale!r}")
     try:
         with open(path, "rb") as f:
             data = f.read()

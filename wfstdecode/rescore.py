@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .errors import OptionsError
+from .errors import OptionsError, SymbolError
 from .lattice import Lattice
 from .rescore_compose import compose
 
@@ -140,8 +140,7 @@ class LmRescoring:
         if self.old_lm is not None:
             object.__setattr__(self, "old_lm", _as_lm(self.old_lm))
         _check_scale(self.lm_scale)
-        if self.beam is not None and not self.beam > 0:
-            raise OptionsError(f"rescoring beam must be > 0 or None; got {self.beam}")
+        _check_beam(self.beam)
 
     def apply(self, lattice: Lattice, words) -> Lattice:
         return rescore(lattice, words, self.new_lm, self.old_lm, self.lm_scale, self.beam)
@@ -154,6 +153,13 @@ def _as_lm(lm) -> NgramLm:
     if isinstance(lm, str | os.PathLike):
         return NgramLm(lm)
     raise OptionsError(f"an LM is an NgramLm or an ARPA path; got {type(lm).__name__}")
+
+
+def _check_beam(beam) -> None:
+    if beam is not None and (
+        isinstance(beam, bool) or not isinstance(beam, (int, float)) or not beam > 0
+    ):
+        raise OptionsError(f"rescoring beam must be a number > 0 or None; got {beam!r}")
 
 
 def _check_scale(lm_scale) -> None:
@@ -187,10 +193,13 @@ def rescore(
     remains.
     Raises `OptionsError` when the expansion would pass ``max_nodes`` nodes."""
     _check_scale(lm_scale)
+    _check_beam(beam)
+    if isinstance(max_nodes, bool) or not isinstance(max_nodes, int) or max_nodes < 1:
+        raise OptionsError(f"max_nodes must be an int >= 1; got {max_nodes!r}")
+    if not isinstance(lattice, Lattice):
+        raise OptionsError(f"rescore takes a Lattice; got {type(lattice).__name__}")
     new_lm = _as_lm(new_lm)
     old_lm = _as_lm(old_lm) if old_lm is not None else None
-    if beam is not None and not beam > 0:
-        raise OptionsError(f"rescoring beam must be > 0 or None; got {beam}")
 
     def step(state, word):
         """``(cost change, next state)``: the state is both models' (old, new)."""
@@ -202,7 +211,15 @@ def rescore(
 
     n = lattice.num_nodes
     first = np.searchsorted(lattice.src, np.arange(n + 1))
-    names = {w: words.symbol(w) for w in np.unique(lattice.olabel).tolist() if w}
+    names = {}
+    for w in np.unique(lattice.olabel).tolist():
+        try:
+            if w:
+                names[w] = words.symbol(w)
+        except SymbolError:
+            raise OptionsError(f"the lattice's output label {w} is not in the word table "
+                               f"({len(words)} symbols): is it the first-pass graph's "
+                               f"words.txt?") from None  # fmt: skip
     start = (old_lm.start if old_lm is not None else None, new_lm.start)
     beta, limit, best_arcs = np.zeros(n), math.inf, np.zeros(0, np.int64)
     if beam is not None and n:

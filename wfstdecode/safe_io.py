@@ -166,6 +166,21 @@ class NpzArchive:
         values = self.read(name, "USiu", shape=(size,)).tolist()
         return [x.decode("utf-8", "replace") if isinstance(x, bytes) else str(x) for x in values]
 
+    def read_ids(self, size: int) -> list[str] | None:
+        """The optional ``ids`` member (`read_texts`): ``size`` utterance names, each non-empty
+        and none twice (results and lattices are keyed by them); None when absent."""
+        ids = self.read_texts("ids", size)
+        if ids is None:
+            return None
+        seen: dict[str, int] = {}
+        for k, utt in enumerate(ids):
+            if not utt.strip():
+                raise self.fail(f"ids[{k}] is {utt!r}: utterance ids must not be empty")
+            if utt in seen:
+                raise self.fail(f"ids[{k}] {utt!r} is ids[{seen[utt]}] too: ids must be distinct")
+            seen[utt] = k
+        return ids
+
     def _check_members(self, wanted: set[str]):
         infos, others = {}, []
         for info in self._zip.infolist():

@@ -341,6 +341,20 @@ def test_planted_batches_equal_the_tensor_search(algorithm, durations, width, mo
     assert sum(len(h[0].tokens) for h in compiled) > 20  # the planted labels come out
 
 
+@pytest.mark.parametrize(("algorithm", "own"), [("standard", {}), ("tokenwise", {"segment_size": 2}),
+                                             ("maes", {})])  # fmt: skip
+def test_rounds_with_more_nodes_than_twice_the_traceback_grow_it(algorithm, own, monkeypatch):
+    """One round of a frame-synchronous search adds up to E traceback nodes an utterance: at
+    B x E = 64 x 34 it outgrew the first 1,024 by more than a doubling, and the compiled round
+    wrote past the end (glibc aborted the process). Now the table grows to what a round needs;
+    the results are the tensor search's."""
+    model, enc = tiny(1, vocab=64, frames=2, batch=64)
+    options = BeamOptions(algorithm, beam_size=34 if algorithm != "maes" else 32, **own)
+    lengths = torch.full((64,), 2)
+    compiled, tensor = compiled_and_tensor(model, enc, lengths, options, monkeypatch)
+    assert_same(compiled, tensor)
+
+
 def test_a_model_with_its_own_state_layout():
     """A state the generic row selection does not understand (a dict keyed by layer, with
     the model's own ``index_state`` / ``select_state``): the predictor runs on every row."""

@@ -46,7 +46,9 @@ class OutputDir:
         self.digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
         if self.path.exists() and not self.path.is_dir():
             raise WfstDecodeError(f"{self.path}: exists and is not a directory")
+        made_dir = not self.path.exists()
         self.path.mkdir(parents=True, exist_ok=True)
+        made_lock = not (self.path / LOCK_FILE).exists()
         self._lock = open(self.path / LOCK_FILE, "a")  # noqa: SIM115 (held for the run)
         try:
             fcntl.flock(self._lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -60,6 +62,11 @@ class OutputDir:
             self._remove_partials()
         except BaseException:
             self.close()
+            if made_lock:  # a refused directory is left as it was found
+                with contextlib.suppress(OSError):
+                    (self.path / LOCK_FILE).unlink()
+                    if made_dir:
+                        self.path.rmdir()
             raise
 
     def __enter__(self) -> OutputDir:

@@ -62,7 +62,8 @@ def load_log_probs_npz(path: str | os.PathLike) -> dict:
         if V == 0:
             raise fail(f"log_probs has shape {lp.shape}: no token columns")
         out = {"log_probs": lp, "lengths": z.read_lengths(B, T) if "lengths" in z.names else None}
-        for key, size in zip(_TEXT_ARRAYS, (B, B, V), strict=True):
+        out["ids"] = z.read_ids(B)
+        for key, size in (("texts", B), ("tokens", V)):
             out[key] = z.read_texts(key, size)
         out["boosts"] = _read_boosts(z, fail) if "boosts" in z.names else None
     if out["ids"] is None:

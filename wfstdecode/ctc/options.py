@@ -14,6 +14,7 @@ from ..errors import OptionsError
 LOG_PROB_FLOOR = -1000.0
 ACOUSTIC_SCALE_RANGE = (1e-3, 1e3)
 MAX_COST_TERM = 1000.0  # |blank_penalty|, |word_insertion_penalty|, |word bonus|
+MAX_COUNT = 2**31 - 1  # max_active, min_active, nbest, mbr_candidates, max_candidates
 
 
 @dataclass(frozen=True)
@@ -102,6 +103,9 @@ class CtcBeamOptions:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise OptionsError(f"CtcBeamOptions.{name} must be an int; got {value!r}")
+            if value > MAX_COUNT:  # counts become int32 / int64 array entries
+                raise OptionsError(f"CtcBeamOptions.{name} must be at most {MAX_COUNT}; got "
+                                   f"{value}")  # fmt: skip
             return value
 
         beam = number("beam")

@@ -13,7 +13,7 @@ from functools import cached_property
 
 import numpy as np
 
-from ..errors import BackendUnavailableError, DecodeInputError
+from ..errors import BackendUnavailableError, DecodeInputError, InputFileError
 from ..symbols import BLANK, SymbolTable
 from .audio import load_audio
 
@@ -83,7 +83,11 @@ class HamaPhoneModel:
         return pad_log_probs(rows, len(self.tokens))
 
     def log_probs_of_file(self, path: str | os.PathLike) -> np.ndarray:
-        return self.log_probs_of(load_audio(path, self.sample_rate))
+        """`log_probs_of` an audio file; what is wrong with its audio names the file."""
+        try:
+            return self.log_probs_of(load_audio(path, self.sample_rate))
+        except DecodeInputError as exc:
+            raise InputFileError(path, None, str(exc)) from None
 
     def greedy_phones(self, log_probs: np.ndarray) -> list[list[str]]:
         """Best-path phones of one utterance's (T, V) log-probs, grouped into words at ``<wb>``."""

@@ -215,7 +215,8 @@ def fast_backends() -> list:
 
 
 def raw_backend(name: str):
-    """The raw decode function (SearchProblem -> RawResult list) of a backend name."""
+    """The raw decode function (SearchProblem -> a `RawResult` per utterance, as a list or a
+    `PathBatch`) of a backend name."""
     from ..backends import ctc_backend
 
     return ctc_backend(name)

@@ -12,6 +12,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import InputFileError
 from ..results import Hypothesis
 from ..safe_io import NpzArchive
@@ -91,6 +93,14 @@ def _read(path) -> dict:
         data = z.read(name, "f", ndim=3)
         B, T, _ = data.shape
         out = {name: data.astype("float32", copy=False), "lengths": z.read_lengths(B, T)}
+        # said here, by position: past the encoder a NaN is anywhere (it runs both ways)
+        bad = np.isnan(data) | (data == np.inf) if name == "log_probs" else ~np.isfinite(data)
+        within = np.arange(T)[None, :] < out["lengths"][:, None]
+        hit = np.argwhere(bad.any(axis=-1) & within)
+        if len(hit):
+            b, t = hit[0].tolist()
+            what = "NaN" if np.isnan(data[b, t]).any() else "inf"
+            raise fail(f"{name}[{b}, {t}] contains {what} (a frame within lengths[{b}])")
         out["texts"] = z.read_texts("texts", B)
-        out["ids"] = z.read_texts("ids", B) or [f"utt{b:04d}" for b in range(B)]
+        out["ids"] = z.read_ids(B) or [f"utt{b:04d}" for b in range(B)]
     return out

@@ -22,7 +22,13 @@ def check_inputs(model, enc, enc_lengths):
         raise DecodeInputError(f"enc must be a float tensor; got {enc.dtype}")
     B, T, _ = enc.shape
     if not isinstance(enc_lengths, torch.Tensor):
-        enc_lengths = torch.as_tensor(enc_lengths, device=enc.device)
+        try:
+            enc_lengths = torch.as_tensor(enc_lengths, device=enc.device)
+        except (TypeError, ValueError, RuntimeError, OverflowError):
+            shown = repr(enc_lengths)
+            shown = shown if len(shown) <= 80 else shown[:77] + "..."
+            raise DecodeInputError(f"enc_lengths must be (B,) = ({B},) integers; got "
+                                   f"{shown}") from None  # fmt: skip
     if enc_lengths.shape != (B,):
         raise DecodeInputError(
             f"enc_lengths must be (B,) = ({B},) for enc {tuple(enc.shape)}; "
@@ -77,7 +83,11 @@ def check_joint(adapter: ModelAdapter, enc, durations) -> int:
         raise DecodeInputError(
             f"model.predict must return pred (B={B}, H); got {tuple(pred.shape)}"
         )
-    if enc.shape[1] == 0:
+    if enc.shape[1] == 0:  # nothing to decode, but enc must still be the model's
+        try:
+            adapter.encoder(enc)
+        except RuntimeError as exc:
+            raise _probe_failed(model, enc, exc) from exc
         return adapter.blank_id + 1 if adapter.vocab_size is None else adapter.vocab_size
     try:
         enc_p = adapter.encoder(enc[:, :1])[:, 0]
@@ -103,13 +113,19 @@ def check_joint(adapter: ModelAdapter, enc, durations) -> int:
 
 
 def _probe_failed(model, enc, exc) -> Exception:
-    """The joint failed on the first frame: a clear error when the usual cause shows (enc in
-    another float type than the model's weights, e.g. float64 from NumPy); else ``exc``."""
+    """The joint failed on the first frame: a clear error when a usual cause shows (enc in
+    another float type than the model's weights, e.g. float64 from NumPy; enc of another
+    width than the model's encoder output); else ``exc``."""
     params = getattr(model, "parameters", None)
     param = next(iter(params()), None) if callable(params) else None
     if param is not None and param.is_floating_point() and param.dtype != enc.dtype:
         return DecodeInputError(
             f"enc is {enc.dtype} but the model's weights are {param.dtype}: pass "
             f"enc.to({param.dtype}) (the model's joint failed on it: {exc})"
+        )
+    if "shape" in str(exc) or "size" in str(exc):  # e.g. "mat1 and mat2 shapes cannot be ..."
+        return DecodeInputError(
+            f"the model's joint failed on enc of shape {tuple(enc.shape)}: is D = "
+            f"{enc.shape[2]} this model's encoder width? ({exc})"
         )
     return exc

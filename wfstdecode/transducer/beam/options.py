@@ -164,6 +164,12 @@ class BeamOptions:
             return 1
         return DEFAULT_SEGMENT if self.segment_size is None else self.segment_size
 
+    def segment_for(self, frames: int) -> int:
+        """The segment size a search of ``frames`` frames runs with: `effective_segment`, at
+        most the frames there are (one segment either way; the buffers a segment needs are
+        not made for frames that do not exist)."""
+        return min(self.effective_segment, max(frames, 1))
+
     @property
     def rounds(self) -> int:
         """Label rounds per segment of the frame-synchronous searches (labels per segment)."""

@@ -90,7 +90,7 @@ def _segment_search(model: _Model, enc, options: BeamOptions) -> list[_Hyp]:
     finished score), the rest lands ahead among the done ones.
     RNN-T is the case where a blank lands one frame on and a label stays.
     """
-    T, blank, S, K = enc.shape[0], model.blank, options.effective_segment, options.beam_size
+    T, blank, S, K = enc.shape[0], model.blank, options.segment_for(enc.shape[0]), options.beam_size
     n_dur = len(options.durations or ())
     done = {(): _Hyp((), 0.0, ahead=(0.0,) + (-math.inf,) * (_landing_width(options) - 1))}
     for start in range(0, T, S):

@@ -35,7 +35,7 @@ __all__ = ["segment_search"]
 
 def segment_search(adapter, enc, lengths, options, vocab, notes):
     B, T, _ = enc.shape
-    K, E, S = options.beam_size, options.expansions, options.effective_segment
+    K, E, S = options.beam_size, options.expansions, options.segment_for(T)
     dev = enc.device
     land = Landing(options.durations, dev)
     rows = BeamRows(adapter, B, K + E, dev, tdt=land.tdt)

@@ -25,7 +25,7 @@ def segment_search_cpu(adapter, enc, lengths, options, vocab, notes):
     from .segment_step import begin_segment, segment_round, trace_nodes  # compiled on first use
 
     B, T, _ = enc.shape
-    K, E, S = options.beam_size, options.expansions, options.effective_segment
+    K, E, S = options.beam_size, options.expansions, options.segment_for(T)
     R = K + E
     tdt = options.durations is not None
     durations = np.asarray(options.durations or (), dtype=np.int64)
@@ -59,8 +59,10 @@ def segment_search_cpu(adapter, enc, lengths, options, vocab, notes):
             if live.size == 0 and round_ > 0:
                 break  # (round 0 runs anyway: TDT's done hypotheses get their new order)
             lp, lpd = _log_probs(adapter, enc_rows, predictor, live, at, T, K, E, vocab, tdt)
-            if n_nodes + B * E > nodes.shape[1]:
-                nodes = np.concatenate([nodes, np.empty_like(nodes)], 1)
+            if n_nodes + B * E > nodes.shape[1]:  # a round adds at most E nodes an utterance
+                grown = np.empty((4, max(2 * nodes.shape[1], n_nodes + B * E)), dtype=np.int64)
+                grown[:, :n_nodes] = nodes[:, :n_nodes]
+                nodes = grown
             n_emit, n_nodes, bad = segment_round(
                 lp, lpd, live, frames, start, K, E, adapter.blank_id, options.gamma, durations,
                 tdt, round_ == options.rounds, done_n, done, active, stay, nodes, n_nodes,

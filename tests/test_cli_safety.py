@@ -1,0 +1,167 @@
+"""The command line with its users' files: outputs that would overwrite an input, that are
+directories or have no folder, are refused before any work (and name the user's path); a link
+is written through; utterance ids are distinct and non-empty; numbers out of range are refused
+with the option's name; a refused corpus directory is left as it was; ids print escaped."""
+
+import os
+
+import numpy as np
+import pytest
+
+from wfstdecode.cli import main
+from wfstdecode.testing import simulate_ctc
+from wfstdecode.testing.lm import random_arpa
+
+
+@pytest.fixture
+def files(tmp_path):
+    """A graph directory's TLG and words, an ARPA, emissions, and their lattices' archive."""
+    from wfstdecode import SymbolTable
+    from wfstdecode.graph import LexiconEntry, build_tlg
+
+    words = ["a", "ab", "ba", "c"]
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(random_arpa(words, order=2, seed=3, density=0.6))
+    tokens = SymbolTable.from_list(["<blk>", "a", "b", "c", "|"])
+    g = build_tlg(tokens, [LexiconEntry(w, tuple(w)) for w in words], str(arpa), "compact",
+                  separator="|").graph  # fmt: skip
+    graph = tmp_path / "g"
+    graph.mkdir()
+    g.save(graph / "TLG.npz")
+    g.words.write(tmp_path / "words.txt")
+    seqs = [[tokens.id(c) for c in "ab|c"], [tokens.id(c) for c in "ba"]]
+    lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=1, confusion_prob=0.2, noise=1.0)
+    npz = tmp_path / "e.npz"
+    np.savez(npz, log_probs=lp, lengths=lengths, ids=np.array(["u1", "u2"]))
+    ark = tmp_path / "lat.ark"
+    decode = ["decode", str(graph / "TLG.npz"), str(npz), "--backend", "cpu", "--lattice-beam",
+              "6"]  # fmt: skip
+    assert main([*decode, "--write-lattices", str(ark)]) == 0
+    return dict(graph=graph, npz=npz, ark=ark, arpa=arpa, words=tmp_path / "words.txt",
+                decode=decode, dir=tmp_path)  # fmt: skip
+
+
+def _unchanged(path, before: bytes) -> bool:
+    return path.read_bytes() == before
+
+
+def test_lattice_outputs_never_overwrite_an_input(files, capsys):
+    rescore = ["rescore", str(files["ark"]), "--words", str(files["words"]), "--new-lm",
+               str(files["arpa"]), "--old-lm", str(files["arpa"])]  # fmt: skip
+    link = files["dir"] / "link.npz"
+    os.symlink(files["npz"], link)
+    cases = [
+        ([*files["decode"], "--write-lattices", str(files["npz"])], files["npz"]),
+        ([*files["decode"], "--write-lattices", str(link)], files["npz"]),  # through a link
+        (
+            [*files["decode"], "--write-lattices", str(files["graph"] / "TLG.npz")],
+            files["graph"] / "TLG.npz",
+        ),  # a file of the graph directory  # fmt: skip
+        ([*rescore, "--out", str(files["ark"])], files["ark"]),
+        ([*rescore, "--out", str(files["arpa"])], files["arpa"]),
+    ]
+    for argv, victim in cases:
+        before = victim.read_bytes()
+        capsys.readouterr()
+        assert main(argv) == 2, argv
+        err = capsys.readouterr()
+        assert "would overwrite the input" in err.err and not err.out, argv  # before any work
+        assert _unchanged(victim, before), argv
+
+
+def test_lattice_outputs_that_cannot_be_written_are_refused_first(files, capsys):
+    for out, says in ((files["dir"], "is a directory"),
+                      (files["dir"] / "nowhere" / "l.ark", "does not exist")):  # fmt: skip
+        capsys.readouterr()
+        assert main([*files["decode"], "--write-lattices", str(out)]) == 2
+        err = capsys.readouterr()
+        assert says in err.err and str(out) in err.err and not err.out
+        assert not list(files["dir"].glob("*.partial"))
+
+
+def test_a_linked_archive_path_is_written_through(files):
+    target = files["dir"] / "target.ark"
+    target.write_bytes(b"old")
+    link = files["dir"] / "via.ark"
+    os.symlink(target, link)
+    assert main([*files["decode"], "--write-lattices", str(link)]) == 0
+    assert link.is_symlink() and target.read_bytes() == files["ark"].read_bytes()
+
+
+@pytest.mark.parametrize("ids, says", [(["x", "x"], "ids must be distinct"),
+                                       (["x", ""], "must not be empty"),
+                                       (["x", "  "], "must not be empty")])  # fmt: skip
+def test_utterance_ids_are_distinct_and_named(files, capsys, ids, says):
+    with np.load(files["npz"]) as z:
+        lp, lengths = z["log_probs"], z["lengths"]
+    bad = files["dir"] / "bad.npz"
+    np.savez(bad, log_probs=lp, lengths=lengths, ids=np.array(ids))
+    out = files["dir"] / "l.ark"
+    argv = ["decode", str(files["graph"] / "TLG.npz"), str(bad), "--backend", "cpu"]
+    assert main([*argv, "--lattice-beam", "6", "--write-lattices", str(out)]) == 2
+    err = capsys.readouterr().err
+    assert says in err and "bad.npz" in err and not out.exists()
+
+
+@pytest.mark.parametrize("extra, says", [
+    (["--acoustic-scale", "nan"], "--acoustic-scale must be in"),
+    (["--acoustic-scale", "0"], "--acoustic-scale must be in"),
+    (["--nbest", "99999999999999999999"], "--nbest must be in"),
+])  # fmt: skip
+def test_rescore_refuses_numbers_out_of_range(files, capsys, extra, says):
+    out = files["dir"] / "r.ark"
+    assert main(["rescore", str(files["ark"]), "--words", str(files["words"]), "--new-lm",
+                 str(files["arpa"]), "--old-lm", str(files["arpa"]), "--out", str(out),
+                 *extra]) == 2  # fmt: skip
+    assert says in capsys.readouterr().err and not out.exists()
+
+
+def test_rescore_with_another_word_table_says_so(files, capsys):
+    tokens = files["dir"] / "tokens.txt"
+    tokens.write_text("<blk> 0\na 1\n")
+    assert main(["rescore", str(files["ark"]), "--words", str(tokens), "--new-lm",
+                 str(files["arpa"]), "--old-lm", str(files["arpa"])]) == 2  # fmt: skip
+    assert "not in the word table" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("option", ["--max-active", "--min-active", "--nbest", "--mbr-candidates"])
+def test_huge_counts_are_refused_by_name(files, capsys, option):
+    extra = ["--max-active", "99999999999999999999"] if option == "--min-active" else []
+    assert main([*files["decode"], option, "99999999999999999999", *extra]) == 2
+    assert "must be at most 2147483647" in capsys.readouterr().err
+
+
+def test_boost_options_are_checked_as_boost_options(files, capsys):
+    with pytest.raises(SystemExit):  # argparse's: usage, then the option and the problem
+        main([*files["decode"], "--boost", "a=nan"])
+    err = capsys.readouterr().err
+    assert "argument --boost: the bonus of 'a=nan' must be in [-1000, 1000]" in err
+    assert main([*files["decode"], "--boost", "a=1", "--boost", "a=2"]) == 2
+    assert "boosted by two --boost options" in capsys.readouterr().err
+
+
+def test_a_refused_corpus_directory_is_left_as_it_was(files, capsys):
+    manifest = files["dir"] / "shards"  # a folder of shards
+    manifest.mkdir()
+    (manifest / "e.npz").write_bytes(files["npz"].read_bytes())
+    out = files["dir"] / "taken"
+    out.mkdir()
+    (out / "mine.txt").write_text("user data")
+    assert main(["decode-corpus", str(manifest), "--out", str(out), "--graph",
+                 str(files["graph"] / "TLG.npz"), "--executor", "local", "--workers",
+                 "1"]) != 0  # fmt: skip
+    assert "not a decode-corpus output" in capsys.readouterr().err
+    assert sorted(p.name for p in out.iterdir()) == ["mine.txt"]
+
+
+def test_transducer_ids_print_escaped(tmp_path, capsys):
+    lp = np.log(np.full((2, 12, 191), 1 / 191, np.float32))
+    npz = tmp_path / "t.npz"
+    np.savez(npz, log_probs=lp, ids=np.array(["a\nb", "c\td"]))
+    assert main(["decode-transducer", "rnnt", str(npz)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split("\t")[0] for line in lines] == ["a\\nb", "c\\td"]
+    lp[1, 5, 3] = np.nan
+    np.savez(npz, log_probs=lp)
+    assert main(["decode-transducer", "rnnt", str(npz)]) == 2
+    assert "t.npz: log_probs[1, 5] contains NaN" in capsys.readouterr().err
