@@ -38,8 +38,9 @@ from wfstdecode.testing.transducer_models import planted_batch, planted_transduc
 from wfstdecode.transducer import BeamOptions, GreedyOptions
 
 
-def variants(beams, segments, window):
-    """(row name, model kind, options): greedy first, then each search at each beam."""
+def variants(beams, segments, windows):
+    """(row name, model kind, options): greedy first, then each search at each beam (WIND at
+    each window)."""
     rows = [("greedy (label-looping)", "rnnt", GreedyOptions())]
     for beam in beams:
         rows += [
@@ -54,10 +55,9 @@ def variants(beams, segments, window):
             ),
             (f"maes, beam {beam}", "rnnt", BeamOptions("maes", beam_size=beam)),
             (f"alsd, beam {beam}", "rnnt", BeamOptions("alsd", beam_size=beam)),
-            (
-                f"wind w={window}, beam {beam}",
-                "rnnt",
-                BeamOptions("wind", beam_size=beam, window=window),
+            *(
+                (f"wind w={w}, beam {beam}", "rnnt", BeamOptions("wind", beam_size=beam, window=w))
+                for w in windows
             ),
         ]
     rows.append(("TDT greedy (label-looping)", "tdt", GreedyOptions(durations=TDT)))
@@ -102,7 +102,7 @@ def main(argv=None):
     ap.add_argument("--beams", default="2,4,8")
     ap.add_argument("--segments", default="2,3,5", help="tokenwise segment sizes at beam 4")
     ap.add_argument("--speech-utterances", type=int, default=0, help="first N of each set (0: all)")
-    ap.add_argument("--window", type=int, default=8)
+    ap.add_argument("--window", default="8", help="WIND's window(s), e.g. 2,4,8")
     ap.add_argument("--batch-sizes", default="1,32")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--no-planted", action="store_true")
@@ -117,6 +117,7 @@ def main(argv=None):
     clock = time.perf_counter if cuda else time.process_time
     torch.set_num_threads(1)  # CPU seconds of one core: comparable rows
     beams = [int(b) for b in args.beams.split(",")]
+    windows = [int(w) for w in args.window.split(",")]
     segments = [int(s) for s in args.segments.split(",")]
     sizes = [int(b) for b in args.batch_sizes.split(",")]
     workloads = (
@@ -129,7 +130,7 @@ def main(argv=None):
     ]
     cells = []
     for wname, (models, data, refs) in workloads:
-        for name, kind, options in variants(beams, segments, args.window):
+        for name, kind, options in variants(beams, segments, windows):
             if args.rows and "greedy" not in name and not re.search(args.rows, name):
                 continue
             enc, lengths, order = data[kind]
