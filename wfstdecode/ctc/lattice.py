@@ -356,6 +356,8 @@ def _links(node_state, node_ctx, frame_start, graph, boosts, lp, head):
                 first = graph.e_offsets[s] if emitting else graph.ne_offsets[s]
                 last = graph.e_offsets[s + 1] if emitting else graph.ne_offsets[s + 1]
                 for a in range(first, last):
+                    if head[graph.next_state[a]] < 0:  # no node of its state here (most arcs)
+                        continue
                     ac = np.float32(0.0)
                     if emitting:
                         ac = -lp[f - 1, graph.ilabel[a] - 1]
