@@ -183,6 +183,16 @@ def test_lexicon_probabilities(tmp_path):
         read_lexicon(path, SymbolTable.read(TOKENS), with_probs=True)
 
 
+def test_a_repeated_lexicon_line_is_read_once(tmp_path):
+    """A copy of a line (as stress-stripped CMUdict variants give) would only add a parallel
+    path to L: read once, the same as without it; another pronunciation is kept."""
+    path = tmp_path / "lexicon.txt"
+    path.write_text("cat c a t\ncat c a t\ncat k a t\n")
+    entries = read_lexicon(path, SymbolTable.read(TOKENS))
+    assert [(e.word, e.tokens, e.line_no) for e in entries] == [
+        ("cat", ("c", "a", "t"), 1), ("cat", ("k", "a", "t"), 3)]  # fmt: skip
+
+
 @pytest.mark.parametrize(
     "content,line,message",
     [

@@ -48,9 +48,9 @@ class Records(NamedTuple):
 class PathRows:
     """Host buffers `finish_paths` writes into, for ``lanes`` utterances: ``rows`` paths of up to
     ``cap`` arcs each. Both fast backends' hosts use them the same way: allocate, let the search
-    (cpu) or the host trace (cuda) fill them, turn lanes into a `PathBatch` with `results` (or
-    one into a `RawResult` with `result`),
-    and retry the lanes whose status has a RETRY bit with `grown` buffers."""
+    (cpu) or the host trace (cuda) fill them, turn lanes into a `PathBatch` with `results` (one
+    into a `RawResult` with `result`), and retry the lanes whose status has a RETRY bit with
+    `grown` buffers."""
 
     def __init__(self, lanes: int, rows: int, cap: int):
         self.rows, self.cap = rows, cap

@@ -37,9 +37,11 @@ def read_lexicon(
     """Read ``word tok1 tok2 …`` lines (``word prob tok1 …`` with ``with_probs``), UTF-8, plain
     or gzip.
 
-    Every token must be in ``tokens``; errors name the file, line and offending value.
+    Every token must be in ``tokens``; errors name the file, line and offending value. A line
+    that repeats an earlier one (word, tokens and probability) adds nothing: it is read once.
     """
     entries = []
+    seen = set()  # (word, tokens, prob) read so far
     for line_no, line in text_lines(path, "lexicon"):
         fields = line.split()
         if not fields:
@@ -75,6 +77,9 @@ def read_lexicon(
                 f"{', …' if len(missing) > 10 else ''}] of word {quoted(word)} are not in the "
                 "token table",
             )
+        if (word, entry.tokens, prob) in seen:
+            continue  # a second copy would only add a parallel path to L
+        seen.add((word, entry.tokens, prob))
         entries.append(entry)
     if not entries:
         raise InputFileError(path, None, "lexicon is empty")
