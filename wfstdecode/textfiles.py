@@ -8,6 +8,7 @@ the file and the 1-based line, never a codec or zlib traceback.
 from __future__ import annotations
 
 import gzip
+import io
 import os
 import re
 import zlib
@@ -31,12 +32,14 @@ def text_lines(path: str | os.PathLike, what: str) -> Iterator[tuple[int, str]]:
     """
     line_no = 0
     try:
+        # opened once, its first bytes peeked, not read: a pipe (`<(zcat …)`, /dev/stdin) cannot
+        # be opened again, and a second open of it starts after what the first one buffered
         with open(path, "rb") as raw:
-            gz = raw.read(2) == _GZIP_MAGIC
-        # Decode errors are escaped rather than raised: the codec decodes ahead of the line being
-        # returned, so only a per-line check can say which line holds the bad byte.
-        opener = gzip.open if gz else open
-        with opener(path, "rt", encoding="utf-8-sig", errors="surrogateescape") as f:
+            gz = raw.peek(2)[:2] == _GZIP_MAGIC
+            binary = gzip.GzipFile(fileobj=raw) if gz else raw
+            # Decode errors are escaped rather than raised: the codec decodes ahead of the line
+            # being returned, so only a per-line check can say which line holds the bad byte.
+            f = io.TextIOWrapper(binary, encoding="utf-8-sig", errors="surrogateescape")
             readline = f.readline
             while line := readline(MAX_LINE_CHARS + 1):
                 line_no += 1
