@@ -56,7 +56,7 @@ def test_lattice_outputs_never_overwrite_an_input(files, capsys):
         (
             [*files["decode"], "--write-lattices", str(files["graph"] / "TLG.npz")],
             files["graph"] / "TLG.npz",
-        ),  # a file of the graph directory  # fmt: skip
+        ),  # a file of the graph directory
         ([*rescore, "--out", str(files["ark"])], files["ark"]),
         ([*rescore, "--out", str(files["arpa"])], files["arpa"]),
     ]
@@ -165,3 +165,15 @@ def test_transducer_ids_print_escaped(tmp_path, capsys):
     np.savez(npz, log_probs=lp)
     assert main(["decode-transducer", "rnnt", str(npz)]) == 2
     assert "t.npz: log_probs[1, 5] contains NaN" in capsys.readouterr().err
+
+
+def test_transducer_inputs_the_model_cannot_take_name_the_file(tmp_path, capsys):
+    npz = tmp_path / "narrow.npz"
+    np.savez(npz, log_probs=np.zeros((2, 20, 29), np.float32))  # a CTC model's, not hama's
+    assert main(["decode-transducer", "rnnt", str(npz)]) == 2
+    assert "narrow.npz: log_probs has V = 29 columns; the model reads 191" in (
+        capsys.readouterr().err)  # fmt: skip
+    np.savez(npz, enc=np.zeros((2, 20, 7), np.float32))
+    assert main(["decode-transducer", "rnnt", str(npz)]) == 2
+    assert "narrow.npz: the model's joint failed on enc of shape (2, 20, 7)" in (
+        capsys.readouterr().err)  # fmt: skip

@@ -198,10 +198,19 @@ def test_manifest_forms(corpus, tmp_path):
         read_manifest(bad)
     with pytest.raises(WfstDecodeError, match="no file matches"):
         read_manifest(str(tmp_path / "*.nothing"))
+    bad.write_text('{"shard": "a/x\\u0000.npz"}\n')
+    with pytest.raises(WfstDecodeError, match=r"m.jsonl:1: the shard path .* NUL character"):
+        read_manifest(bad)
     out = tmp_path / "out"
     run(corpus, out, manifest=tmp_path)
     ids = [i for i, _ in output_records(out / "a" / "x.jsonl")]
     assert ids == [f"a/x-{n}" for n in range(len(ids))]
+    long = tmp_path / "long"  # a legal file name, too long once the outputs' suffixes are on
+    long.mkdir()
+    shutil.copy(corpus.shards[0], long / ("y" * 240 + ".npz"))
+    with pytest.raises(WfstDecodeError, match="rename the shard"):
+        run(corpus, tmp_path / "long_out", manifest=long)
+    assert not (tmp_path / "long_out").exists()  # refused before anything was made
 
 
 def test_cli(corpus, tmp_path, capsys):
@@ -272,3 +281,21 @@ def test_without_ray_auto_runs_local_processes_and_ray_is_refused(corpus, tmp_pa
     assert summary.ok and summary.executor == "local" and summary.workers == 1
     with pytest.raises(WfstDecodeError, match=r"pip install 'wfstdecode\[ray\]'"):
         decode_corpus(corpus.shards[1], tmp_path / "out2", decoder, executor="ray")
+
+
+def test_a_failed_output_write_names_the_output_and_leaves_nothing(tmp_path, monkeypatch):
+    """A full disk (ENOSPC from the write or the fsync carries no file name): the error names
+    the output the run was writing, and its temporary file is gone."""
+    import errno
+
+    from wfstdecode.corpus import ledger
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    monkeypatch.setattr(ledger.os, "fsync", full)
+    target = tmp_path / "x.done.json"
+    with pytest.raises(OSError, match="No space left") as info:
+        ledger._write_atomically(target, b"{}")
+    assert info.value.filename == str(target)
+    assert list(tmp_path.iterdir()) == []

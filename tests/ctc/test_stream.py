@@ -3,6 +3,7 @@
 input, for random chunkings and interleavings, more streams than lanes, per-stream boosts; partial
 results' stable words never change; endpointing; bad input."""
 
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -299,3 +300,14 @@ def test_options_are_checked():
         CtcStreamDecoder(g, backend="gpu")
     with pytest.raises(OptionsError, match="frame_shift must be in"):
         EndpointRules(frame_shift=0)
+    for bad in (True, "0.04", math.nan):
+        with pytest.raises(OptionsError, match="frame_shift must be in"):
+            EndpointRules(frame_shift=bad)
+    for rule in (EndpointRule(False, math.nan), EndpointRule(False, 0.0, math.nan),
+                 EndpointRule(False, "1"), EndpointRule(False, -1.0)):  # fmt: skip
+        with pytest.raises(OptionsError, match=r"rules\[0\] must be an EndpointRule with"):
+            EndpointRules(0.04, (rule,))  # NaN: a rule that never fires, said so now
+    for rules in (None, EndpointRule(False, 1.0)):
+        with pytest.raises(OptionsError, match="rules must be a tuple of EndpointRule"):
+            EndpointRules(0.04, rules)
+    assert EndpointRules(np.float32(0.04)).frame_shift == np.float32(0.04)

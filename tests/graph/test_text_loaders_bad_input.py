@@ -337,3 +337,33 @@ def test_text_inputs_read_from_a_pipe_whole(compressed):
     want = read_lexicon(PACKAGE_DATA / "lexicon.txt", tokens)
     assert [(e.word, e.tokens) for e in piped] == [(e.word, e.tokens) for e in want]
     assert len(piped) == 5000
+
+
+def _arpa_file(tmp_path, text: str) -> str:
+    path = tmp_path / f"lm{len(list(tmp_path.iterdir()))}.arpa"
+    path.write_text(text)
+    return str(path)
+
+
+def test_lexicon_words_the_lm_lacks_are_reported(tmp_path, caplog):
+    """A lexicon word with no unigram in the ARPA is in words.txt but on no path: said, with
+    examples; a lexicon none of whose words the ARPA has is refused (it built a graph that
+    decodes everything to nothing)."""
+    tokens = SymbolTable.from_list(["<blk>", "a", "b", "d", "|"])
+    lexicon = [LexiconEntry(w, tuple(w)) for w in ("ab", "ba", "dd")]
+    arpa = random_arpa(["ab", "ba", "zz"], order=2, seed=1)
+    with caplog.at_level(logging.WARNING):
+        build_tlg(tokens, lexicon, _arpa_file(tmp_path, arpa), "compact", separator="|")
+    assert "1 lexicon words are not in the ARPA, so no path outputs them: dd" in caplog.text
+    only_bounds = "\\data\\\nngram 1=2\n\n\\1-grams:\n-1.0 <s>\n-1.0 </s>\n\n\\end\\\n"
+    with pytest.raises(GraphError, match="no lexicon word is in the ARPA file's n-grams"):
+        build_tlg(tokens, lexicon, _arpa_file(tmp_path, only_bounds), "compact", separator="|")
+
+
+@pytest.mark.parametrize("separator", ["<blk>", "#0"])
+def test_a_separator_the_model_never_emits_is_refused(tmp_path, separator):
+    tokens = SymbolTable.from_list(["<blk>", "a", "b", "#0", "|"])
+    lexicon = [LexiconEntry(w, tuple(w)) for w in ("ab", "ba")]
+    with pytest.raises(GraphError, match="is not a token the model emits"):
+        build_tlg(tokens, lexicon, _arpa_file(tmp_path, random_arpa(["ab", "ba"], seed=1)),
+                  "compact", separator=separator)  # fmt: skip

@@ -341,8 +341,9 @@ def test_planted_batches_equal_the_tensor_search(algorithm, durations, width, mo
     assert sum(len(h[0].tokens) for h in compiled) > 20  # the planted labels come out
 
 
-@pytest.mark.parametrize(("algorithm", "own"), [("standard", {}), ("tokenwise", {"segment_size": 2}),
-                                             ("maes", {})])  # fmt: skip
+@pytest.mark.parametrize(
+    ("algorithm", "own"), [("standard", {}), ("tokenwise", {"segment_size": 2}), ("maes", {})]
+)
 def test_rounds_with_more_nodes_than_twice_the_traceback_grow_it(algorithm, own, monkeypatch):
     """One round of a frame-synchronous search adds up to E traceback nodes an utterance: at
     B x E = 64 x 34 it outgrew the first 1,024 by more than a doubling, and the compiled round

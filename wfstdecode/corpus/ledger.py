@@ -37,6 +37,17 @@ MARKER_KEY = "wfstdecode_corpus"  # in run.json: this directory is a corpus deco
 FORMAT_VERSION = 1
 
 
+def check_output_names(shards) -> None:
+    """Refuse, before anything is decoded, a shard whose output files' names would be longer
+    than a file name may be (255 bytes): the longest is its done record's temporary file."""
+    for shard in shards:
+        longest = f".{Path(shard.name).name}{DONE_SUFFIX}.{os.getpid()}{PARTIAL_SUFFIX}"
+        if len(os.fsencode(longest)) > 255:
+            raise WfstDecodeError(f"{shard.path}: its output files' names would be "
+                                  f"{len(os.fsencode(longest))} bytes, more than the 255 a file "
+                                  "name may have; rename the shard")  # fmt: skip
+
+
 class OutputDir:
     """An output directory opened for one run (a context manager holding its lock)."""
 
@@ -180,9 +191,12 @@ def _write_atomically(path: Path, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as exc:
         with contextlib.suppress(OSError):
             tmp.unlink()
+        if isinstance(exc, OSError) and exc.errno and exc.filename in (None, tmp, str(tmp)):
+            # e.g. a full disk: name the output, not our temporary file (or nothing)
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
         raise
     fd = os.open(path.parent, os.O_RDONLY)
     try:

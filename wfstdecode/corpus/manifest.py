@@ -71,6 +71,8 @@ def _read_jsonl(path: Path) -> list[Path]:
         shard = entry.get("shard")
         if not isinstance(shard, str) or not shard:
             raise fail('expected {"shard": "path/to/file.npz"}')
+        if "\0" in shard:
+            raise fail(f"the shard path {shard!r} holds a NUL character: no file has that name")
         resolved = (path.parent / shard).absolute()
         if resolved in seen:
             raise fail(f"{shard} is listed twice (first on line {seen[resolved]})")

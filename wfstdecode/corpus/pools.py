@@ -146,7 +146,13 @@ class LocalPool:
         self._decoder = decoder
         self._shard_timeout = shard_timeout
         self.size = workers
-        self._workers = [_Process(self._ctx, decoder) for _ in range(workers)]
+        self._workers = []
+        try:
+            for _ in range(workers):
+                self._workers.append(_Process(self._ctx, decoder))
+        except BaseException:  # e.g. Ctrl-C while they start: none is left running
+            self.close(kill=True)
+            raise
 
     def idle(self) -> int:
         return sum(w.job is None for w in self._workers)

@@ -12,7 +12,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 
 from ..errors import OptionsError, WfstDecodeError
-from .ledger import OutputDir
+from .ledger import OutputDir, check_output_names
 from .manifest import read_manifest
 from .pools import Event, Job, LocalPool, RayPool
 from .progress import Progress
@@ -90,6 +90,7 @@ def decode_corpus(
     if workers is not None and workers < 1:
         raise OptionsError(f"workers must be at least 1; got {workers}")
     shards = read_manifest(manifest)
+    check_output_names(shards)
     started = time.perf_counter()
     summary = CorpusSummary(shards=len(shards))
     with OutputDir(out, decoder.config(), force=force) as outdir:
@@ -104,15 +105,19 @@ def decode_corpus(
         bar = Progress(shards, pending, progress)
         bar.skipped(len(summary.skipped))
         if pending:
-            pool = _make_pool(executor, decoder, workers, address, len(pending), shard_timeout)
-            summary.executor, summary.workers = pool.kind, pool.size
-            try:
+            pool = None
+            try:  # (a Ctrl-C while the workers start is an interruption like any other)
+                pool = _make_pool(executor, decoder, workers, address, len(pending),
+                                  shard_timeout)  # fmt: skip
+                summary.executor, summary.workers = pool.kind, pool.size
                 _drive(pool, pending, max_attempts, shards, outdir, records, summary, bar)
             except KeyboardInterrupt:
                 summary.interrupted = True
-                pool.close(kill=True)
+                if pool is not None:
+                    pool.close(kill=True)
             except BaseException:
-                pool.close(kill=True)
+                if pool is not None:
+                    pool.close(kill=True)
                 raise
             else:
                 pool.close()

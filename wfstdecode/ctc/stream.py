@@ -29,6 +29,7 @@ for it, the best path has a token at all. `advance` returns the streams that rea
 
 from __future__ import annotations
 
+import numbers
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -72,17 +73,22 @@ class EndpointRules:
     )
 
     def __post_init__(self):
-        if not (isinstance(self.frame_shift, (int, float)) and 0 < self.frame_shift < 10):
+        shift = self.frame_shift
+        if isinstance(shift, bool) or not isinstance(shift, numbers.Real) or not 0 < shift < 10:
             raise OptionsError(f"EndpointRules.frame_shift must be in (0, 10) seconds; got "
-                               f"{self.frame_shift!r}")  # fmt: skip
+                               f"{shift!r}")  # fmt: skip
+        if not isinstance(self.rules, tuple):
+            raise OptionsError(f"EndpointRules.rules must be a tuple of EndpointRule; got "
+                               f"{type(self.rules).__name__}")  # fmt: skip
+
+        def seconds(x) -> bool:  # a length: a number >= 0 (inf: never), not NaN
+            return not isinstance(x, bool) and isinstance(x, numbers.Real) and x >= 0
+
         for i, r in enumerate(self.rules):
-            if (
-                not isinstance(r, EndpointRule)
-                or r.min_trailing_silence < 0
-                or (r.min_utterance_length < 0)
-            ):
+            if not (isinstance(r, EndpointRule) and seconds(r.min_trailing_silence)
+                    and seconds(r.min_utterance_length)):  # fmt: skip
                 raise OptionsError(f"EndpointRules.rules[{i}] must be an EndpointRule with "
-                                   f"lengths >= 0; got {r!r}")  # fmt: skip
+                                   f"lengths >= 0 seconds; got {r!r}")  # fmt: skip
 
     def detect(self, frames: int, trailing_silence: int, has_speech: bool) -> str | None:
         for i, r in enumerate(self.rules):

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from ..decoding_graph import DecodingGraph, Pronunciations
 from ..errors import GraphError
 from ..fstio import FstArrays
-from ..symbols import BACKOFF_DISAMBIG, BLANK, EPSILON, SymbolTable
+from ..symbols import BACKOFF_DISAMBIG, BLANK, EPSILON, NOT_TOKENS, SymbolTable, is_disambig
 from . import ops
 from .grammar import BOS, EOS, UNK, ArpaModel, build_grammar, read_arpa
 from .lexicon import LexiconEntry, build_lexicon_fst, check_pronunciations
@@ -71,6 +71,9 @@ def build_tlg(
         raise GraphError(f"the token table has no blank symbol {BLANK!r}")
     if separator is not None and separator not in tokens:
         raise GraphError(f"separator {separator!r} is not in the token table")
+    if separator in NOT_TOKENS or (separator is not None and is_disambig(separator)):
+        raise GraphError(f"separator {separator!r} is not a token the model emits (T never "
+                         "outputs it): words could not be told apart")  # fmt: skip
     check_pronunciations(lexicon, separator)  # before the ARPA, which may take minutes to read
     slot = _check_slot(oov_slot, keep_unk, lexicon, tokens, separator)
     stages: list[dict] = []
@@ -99,6 +102,14 @@ def build_tlg(
     if model.dropped:
         log.warning("%d ARPA words are not in the lexicon; n-grams with them were dropped: %s",
                     len(model.dropped), _examples(model.dropped))  # fmt: skip
+    in_lm = set(model.vocabulary)
+    unreachable = sorted({e.word for e in lexicon} - in_lm - {UNK, *slot})
+    if unreachable and not slot and not in_lm - {BOS, EOS, UNK}:
+        raise GraphError("no lexicon word is in the ARPA file's n-grams: the graph could "
+                         "output no word")  # fmt: skip
+    if unreachable:  # (a word G never outputs: no path of the graph has it)
+        log.warning("%d lexicon words are not in the ARPA, so no path outputs them: %s",
+                    len(unreachable), _examples(dict.fromkeys(unreachable, 1)))  # fmt: skip
     g = build_grammar(model, words)
     stage("G", g, ngrams=model.counts(), dropped_words=len(model.dropped))
     # The n-gram dictionaries (GBs for a large LM) are not needed past G: not kept through

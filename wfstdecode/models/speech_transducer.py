@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import InputFileError
+from ..errors import DecodeInputError, InputFileError
 from ..symbols import SymbolTable
 from .transducer import LstmTransducer
 
@@ -52,6 +52,10 @@ class SpeechTransducer(LstmTransducer):
     def encode(self, log_probs: torch.Tensor, lengths: torch.Tensor):
         """hama log-probs [B, T, 191] -> (encoder output [B, T', enc_dim], lengths T')."""
         B, T, V = log_probs.shape
+        width = self.config["in_dim"]
+        if width != V:
+            raise DecodeInputError(f"log_probs has V = {V} columns; the model reads {width} "
+                                   "(hama's phone posteriors)")  # fmt: skip
         T2 = (T + STACK - 1) // STACK
         # Posteriors, not log-probs: the unlikely classes' log-probs (-10 to -100) are mostly
         # noise that swamps the few classes that matter, and saturate the LSTM.

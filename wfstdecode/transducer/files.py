@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import InputFileError
+from ..errors import DecodeInputError, InputFileError
 from ..results import Hypothesis
 from ..safe_io import NpzArchive
 
@@ -47,7 +47,16 @@ def load_transducer_model(name: str | os.PathLike):
 
 def decode_transducer_npz(model, path: str | os.PathLike, options=None) -> TransducerFileResult:
     """Decode every utterance of ``path``: greedily (``options`` None or `GreedyOptions`) or
-    with `BeamOptions`; the durations are the model's (``model.durations``: TDT)."""
+    with `BeamOptions`; the durations are the model's (``model.durations``: TDT). Arrays the
+    model cannot take raise `InputFileError` naming the file."""
+    arrays = _read(path)
+    try:
+        return _decode(model, path, arrays, options)
+    except DecodeInputError as exc:  # the arrays do not fit the model: say which file
+        raise InputFileError(path, None, str(exc)) from None
+
+
+def _decode(model, path, arrays: dict, options) -> TransducerFileResult:
     import dataclasses
 
     import torch
@@ -55,7 +64,6 @@ def decode_transducer_npz(model, path: str | os.PathLike, options=None) -> Trans
     from ..metrics import word_error_rate
     from . import BeamOptions, GreedyOptions, beam_decode, greedy_decode
 
-    arrays = _read(path)
     durations = tuple(getattr(model, "durations", ()) or ()) or None
     with torch.inference_mode():
         if "enc" in arrays:
