@@ -177,3 +177,36 @@ def test_transducer_inputs_the_model_cannot_take_name_the_file(tmp_path, capsys)
     assert main(["decode-transducer", "rnnt", str(npz)]) == 2
     assert "narrow.npz: the model's joint failed on enc of shape (2, 20, 7)" in (
         capsys.readouterr().err)  # fmt: skip
+
+
+def test_a_graph_directory_with_a_replaced_file(tmp_path, capsys):
+    """`info` says when build.json describes another graph than TLG.npz; `rescore --words DIR`
+    takes the words the graph itself holds, not a words.txt that may have been replaced."""
+    (tmp_path / "tokens.txt").write_text("<blk> 0\na 1\nb 2\n| 3\n")
+    dirs = []
+    for k, words in enumerate((["a", "ab", "ba"], ["b", "bb"])):
+        (tmp_path / f"lex{k}.txt").write_text("".join(f"{w} {' '.join(w)}\n" for w in words))
+        (tmp_path / f"lm{k}.arpa").write_text(random_arpa(words, order=2, seed=k))
+        out = tmp_path / f"g{k}"
+        assert main(["build-tlg", "--tokens", str(tmp_path / "tokens.txt"), "--lexicon",
+                     str(tmp_path / f"lex{k}.txt"), "--arpa", str(tmp_path / f"lm{k}.arpa"),
+                     "--separator", "|", "--out", str(out)]) == 0  # fmt: skip
+        dirs.append(out)
+    seqs = [[1, 3, 1, 2], [2, 1]]  # "a ab", "ba"
+    lp, lengths = simulate_ctc(seqs, 4, seed=2, confusion_prob=0.1, noise=0.5)
+    np.savez(tmp_path / "e.npz", log_probs=lp, lengths=lengths)
+    ark = tmp_path / "l.ark"
+    assert main(["decode", str(dirs[0]), str(tmp_path / "e.npz"), "--lattice-beam", "6",
+                 "--write-lattices", str(ark)]) == 0  # fmt: skip
+    rescore = ["rescore", str(ark), "--words", str(dirs[0]), "--new-lm", str(tmp_path / "lm0.arpa"),
+               "--old-lm", str(tmp_path / "lm0.arpa")]  # fmt: skip
+    capsys.readouterr()
+    assert main(rescore) == 0
+    before = capsys.readouterr().out
+    (dirs[0] / "words.txt").write_bytes((dirs[1] / "words.txt").read_bytes())
+    assert main(rescore) == 0 and capsys.readouterr().out == before  # the graph's own words
+    assert main(["info", str(dirs[0])]) == 0
+    assert "warning" not in capsys.readouterr().err
+    (dirs[0] / "TLG.npz").write_bytes((dirs[1] / "TLG.npz").read_bytes())
+    with pytest.warns(UserWarning, match="describes another graph than the directory's TLG.npz"):
+        assert main(["info", str(dirs[0])]) == 0

@@ -98,7 +98,12 @@ def info_command(args: argparse.Namespace) -> None:
     report = Path(args.dir) / "build.json"
     stages = []
     if report.is_file():  # checked before anything is printed
-        stages = read_json_file(report, lambda m: InputFileError(report, None, m)).get("stages", [])
+        built = read_json_file(report, lambda m: InputFileError(report, None, m))
+        if "graph" in built and built["graph"] != json.loads(json.dumps(graph.summary())):
+            warnings.warn(f"{report} describes another graph than the directory's TLG.npz "
+                          "(a file of it was replaced?): its stages are not this graph's",
+                          stacklevel=1)  # fmt: skip
+        stages = built.get("stages", [])
         numbers = ("states", "arcs", "seconds", "peak_rss_mb")
         if not isinstance(stages, list) or not all(
             isinstance(s, dict) and isinstance(s.get("stage"), str)

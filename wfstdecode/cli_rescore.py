@@ -100,8 +100,14 @@ def rescore_command(args: argparse.Namespace) -> None:
     if args.out is not None:
         inputs = (args.lattices, args.words, args.new_lm, args.old_lm)
         check_archive_path(args.out, inputs, "--out")
-    words_path = args.words / "words.txt" if args.words.is_dir() else args.words
-    words = SymbolTable.read(words_path)
+    if args.words.is_dir():  # a graph directory: the table the graph itself holds
+        from .decoding_graph import DecodingGraph
+
+        words = DecodingGraph.load(args.words, mmap=True).words
+        if words is None:
+            raise WfstDecodeError(f"{args.words}: the graph has no word table")
+    else:
+        words = SymbolTable.read(args.words)
     lattices = read_kaldi_archive(args.lattices, args.acoustic_scale)
     new_lm, old_lm = NgramLm(args.new_lm), NgramLm(args.old_lm)
     beam = None if args.beam is None or math.isinf(args.beam) else args.beam
