@@ -232,6 +232,8 @@ def test_bad_input_names_the_stream_and_leaves_the_others_alone(backend):
         ({a: lp[0, 4:], b: nan}, rf"stream {b}: chunk frame 2 contains NaN"),
         ({a: lp[0, 4:, :3]}, rf"stream {a}: a chunk must be \(frames, {g.num_tokens}\)"),
         ({a: lp[:1, 4:]}, r"a chunk must be .* got shape \(1, 6, "),  # (frames, V) only
+        ({a: lp[0, 4:].astype(np.int64)}, rf"stream {a}: a chunk must be floating point"),
+        ({b: None}, rf"stream {b}: a chunk must be floating point"),
         ([lp[0]], r"advance takes a mapping"),
     ]
     for chunks, match in cases:

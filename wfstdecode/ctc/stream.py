@@ -286,7 +286,11 @@ class CtcStreamDecoder:
         return stream
 
     def _checked_shape(self, sid: int, chunk) -> np.ndarray:
-        lp = _as_float_array(chunk)  # the same conversion as decode_ctc
+        try:
+            lp = _as_float_array(chunk)  # the same conversion as decode_ctc
+        except DecodeInputError as exc:
+            raise DecodeInputError(f"stream {sid}: {str(exc).replace('log_probs', 'a chunk')}"
+                                   ) from None  # fmt: skip
         if lp.ndim != 2 or lp.shape[1] != self.width:
             raise DecodeInputError(f"stream {sid}: a chunk must be (frames, {self.width}); got "
                                    f"shape {tuple(lp.shape)}")  # fmt: skip
