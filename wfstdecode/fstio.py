@@ -151,7 +151,7 @@ def read_openfst_bytes(data: bytes, path: str = "<bytes>") -> FstArrays:
     if not 0 <= num_states <= 2**31 - 1:  # state ids are int32
         raise GraphError(f"{path}: bad number of states {num_states} in the header")
     if fst_type == "vector":
-        final, arc_counts, arcs = _read_vector_body(r, num_states)
+        (final,), arc_counts, arcs = _read_vector_body(r, num_states)
     elif fst_type == "const":
         final, arc_counts, arcs = _read_const_body(r, num_states, num_arcs, flags)
     else:
@@ -187,13 +187,14 @@ def _read_const_body(r: _Reader, num_states: int, num_arcs: int, flags: int):
 def _read_vector_body(r: _Reader, num_states: int, final_format: str = "<f",
                       arc_dtype: np.dtype = ARC_DTYPE):  # fmt: skip
     """VectorFst stores per state (final weight, narcs) then its arcs: walk the headers, then
-    gather. ``final_format``: the final weight's struct format (its first field is returned),
-    ``arc_dtype``: an arc's record (both as the arc type lays them out)."""
+    gather. ``final_format``: the final weight's struct format (its fields are returned, one
+    float32 array each), ``arc_dtype``: an arc's record (both as the arc type lays them out).
+    Returns ``(final fields, arcs per state, arcs)``."""
     header = struct.Struct(final_format + "q")
     h, a = header.size, arc_dtype.itemsize
     if h * num_states > len(r.data) - r.pos:  # before allocating for them
         raise GraphError(f"{r.path}: truncated OpenFst file ({num_states} states declared)")
-    final = np.empty(num_states, np.float32)
+    final = np.empty((len(final_format) - 1, num_states), np.float32)
     counts = np.empty(num_states, np.int64)
     starts = np.empty(num_states, np.int64)
     data, pos, size = r.data, r.pos, len(r.data)
@@ -201,7 +202,7 @@ def _read_vector_body(r: _Reader, num_states: int, final_format: str = "<f",
         if pos + h > size:
             raise GraphError(f"{r.path}: truncated OpenFst file in state {s}")
         fields = header.unpack_from(data, pos)
-        final[s], narcs = fields[0], fields[-1]
+        final[:, s], narcs = fields[:-1], fields[-1]
         if not 0 <= narcs <= (size - pos - h) // a:
             raise GraphError(f"{r.path}: state {s} claims {narcs} arcs at byte {pos}")
         counts[s], starts[s] = narcs, pos + h
@@ -379,8 +380,9 @@ def read_lattice_bytes(data, offset: int = 0, path: str = "<bytes>") -> tuple[di
         out = _read_compact_body(r, num_states, num_arcs, offset)
         out["start"] = int(start)
         return out, r.pos
-    final, counts, arcs = _read_vector_body(r, num_states, "<ff", _LATTICE_ARC_DTYPE)
-    if len(arcs) != num_arcs:
+    (final, final_acoustic), counts, arcs = _read_vector_body(r, num_states, "<ff",
+                                                              _LATTICE_ARC_DTYPE)  # fmt: skip
+    if num_arcs and len(arcs) != num_arcs:  # (OpenFst's VectorFst writes 0 there: unknown)
         raise GraphError(f"{path}: the lattice at byte {offset} has {len(arcs)} arcs, not "
                          f"{num_arcs}")  # fmt: skip
     src = np.repeat(np.arange(num_states, dtype=np.int32), counts)
@@ -389,7 +391,28 @@ def read_lattice_bytes(data, offset: int = 0, path: str = "<bytes>") -> tuple[di
     out = dict(start=int(start), final=final, src=src, dst=arcs["nextstate"].copy(),
                ilabel=arcs["ilabel"].copy(), olabel=arcs["olabel"].copy(),
                graph_cost=arcs["graph"].copy(), acoustic_cost=arcs["acoustic"].copy())  # fmt: skip
-    return out, r.pos
+    return _final_acoustic_as_arcs(out, final_acoustic), r.pos
+
+
+def _final_acoustic_as_arcs(lat: dict, final_acoustic: np.ndarray) -> dict:
+    """A final weight with an acoustic part (Kaldi's ConvertLattice keeps one, e.g. after
+    lattice-determinize) as an epsilon arc to a new final state carrying the whole weight: the
+    `Lattice` keeps graph final costs only, and nothing is dropped."""
+    final = lat["final"]
+    moved = np.flatnonzero(np.isfinite(final) & np.isfinite(final_acoustic) & (final_acoustic != 0))
+    if not len(moved):
+        return lat
+    n = len(final)
+    new = n + np.arange(len(moved), dtype=np.int32)
+    zeros = np.zeros(len(moved), np.int32)
+    out = dict(lat, final=np.concatenate((final, final[moved])).astype(np.float32))
+    out["final"][moved] = np.inf
+    out["final"][new] = 0.0
+    for name, extra in (("src", moved.astype(np.int32)), ("dst", new), ("ilabel", zeros),
+                        ("olabel", zeros), ("graph_cost", final[moved]),
+                        ("acoustic_cost", final_acoustic[moved])):  # fmt: skip
+        out[name] = np.concatenate((lat[name], extra.astype(lat[name].dtype)))
+    return out
 
 
 def _read_compact_body(r: _Reader, num_states: int, num_arcs: int, offset: int) -> dict:
@@ -423,7 +446,7 @@ def _read_compact_body(r: _Reader, num_states: int, num_arcs: int, offset: int) 
                                  "states")  # fmt: skip
             src.append(s), dst.append(nxt), word.append(ilabel), g.append(graph)
             a.append(acoustic), string.append(labels), starts.append(starts[-1] + len(labels))
-    if len(src) != num_arcs:
+    if num_arcs and len(src) != num_arcs:  # (0: not given, as OpenFst writes vector FSTs)
         raise GraphError(f"{path}: the lattice at byte {offset} has {len(src)} arcs, not "
                          f"{num_arcs}")  # fmt: skip
     final_g = np.array(final_g, np.float64)

@@ -49,6 +49,10 @@ def check_archive_keys(keys) -> None:
     for key in keys:
         if not isinstance(key, str) or not key or any(c.isspace() for c in key):
             raise OptionsError(f"lattice key {key!r} must be non-empty, without whitespace")
+        try:
+            key.encode("utf-8")
+        except UnicodeEncodeError:
+            raise OptionsError(f"lattice key {key!r} is not writable as UTF-8") from None
 
 
 def check_archive_path(path: str | os.PathLike, inputs, option: str) -> None:
@@ -92,12 +96,25 @@ def read_kaldi_archive(path: str | os.PathLike, acoustic_scale: float = 1.0,
     except OSError as exc:
         raise InputFileError(path, None, f"cannot read: {exc}") from None
     out, pos = {}, 0
-    while pos < len(data):
+    while True:
+        while pos < len(data) and data[pos : pos + 1].isspace():
+            pos += 1  # whitespace before a key, and at the end, as Kaldi's readers skip it
+        if pos == len(data):
+            break
         space = data.find(b" ", pos)
         if space < 0 or data[space + 1 : space + 3] != b"\0B":
+            text = " (text-mode entries are not read: write the archive in binary)" if (
+                space > 0 and b"\n" not in data[pos:space]) else ""  # fmt: skip
             raise InputFileError(path, None, f"byte {pos}: expected 'KEY \\0B' (a binary Kaldi "
-                                             "archive entry)")  # fmt: skip
-        key = data[pos:space].decode("utf-8", errors="replace")
+                                             f"archive entry){text}")  # fmt: skip
+        try:
+            key = data[pos:space].decode("utf-8")
+        except UnicodeDecodeError:
+            raise InputFileError(path, None, f"byte {pos}: the key {data[pos:space]!r} is not "
+                                             "UTF-8") from None  # fmt: skip
+        if key in out:
+            raise InputFileError(path, None, f"byte {pos}: the key {key!r} appears twice "
+                                             "(keys name utterances)")  # fmt: skip
         try:
             arrays, pos = read_lattice_bytes(data, space + 3, str(path))
             if arrays.get("compact"):

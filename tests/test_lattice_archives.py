@@ -1,0 +1,69 @@
+"""Kaldi archives of lattices written by others: kaldifst's (OpenFst's) Lattice leaves the
+header's arc count 0 and may put an acoustic cost on a final weight; archives may hold
+whitespace between entries. Keys are read exactly: one that is not UTF-8 or appears twice is
+an error naming its byte, never a lattice silently replaced."""
+
+import math
+
+import pytest
+
+from wfstdecode.errors import InputFileError, OptionsError
+from wfstdecode.lattice_io import read_kaldi_archive, write_kaldi_archive
+
+kaldifst = pytest.importorskip("kaldifst")
+
+
+def _kaldi_lattice(tmp_path, final_acoustic: float = 0.0) -> bytes:
+    lat = kaldifst.Lattice()
+    s0, s1, s2 = lat.add_state(), lat.add_state(), lat.add_state()
+    lat.start = s0
+    lat.add_arc(s0, kaldifst.LatticeArc(1, 5, kaldifst.LatticeWeight(1.0, 2.0), s1))
+    lat.add_arc(s1, kaldifst.LatticeArc(2, 0, kaldifst.LatticeWeight(0.5, 1.5), s2))
+    lat.set_final(s2, kaldifst.LatticeWeight(0.25, final_acoustic))
+    path = tmp_path / "k.fst"
+    lat.write(str(path))
+    return path.read_bytes()
+
+
+@pytest.mark.parametrize("final_acoustic", [0.0, 3.0])
+def test_a_lattice_kaldi_wrote_is_read_with_every_cost(tmp_path, final_acoustic):
+    ark = tmp_path / "k.ark"
+    ark.write_bytes(b"utt1 \0B" + _kaldi_lattice(tmp_path, final_acoustic))
+    for scale in (1.0, 0.5):
+        lat = read_kaldi_archive(ark, acoustic_scale=scale)["utt1"]
+        # graph 1 + 0.5 + 0.25, acoustic 2 + 1.5 + the final weight's, scaled
+        want = 1.75 + scale * (3.5 + final_acoustic)
+        assert lat.best_cost == pytest.approx(want, rel=1e-6)
+        (arcs, cost), *_ = lat.nbest(2)
+        assert cost == pytest.approx(want, rel=1e-6) and lat.olabel[arcs].tolist()[0] == 5
+    out = tmp_path / "again.ark"  # written back, it reads the same
+    write_kaldi_archive(read_kaldi_archive(ark), out)
+    assert read_kaldi_archive(out)["utt1"].best_cost == pytest.approx(5.25 + final_acoustic)
+
+
+def test_whitespace_between_entries_and_at_the_end_is_skipped(tmp_path):
+    one = _kaldi_lattice(tmp_path)
+    ark = tmp_path / "ws.ark"
+    ark.write_bytes(b"a \0B" + one + b"\nb \0B" + one + b"\n")
+    assert sorted(read_kaldi_archive(ark)) == ["a", "b"]
+
+
+@pytest.mark.parametrize("keys, says", [
+    ((b"dup", b"dup"), "the key 'dup' appears twice"),
+    ((b"u\xff", b"u\xfe"), r"the key b'u\\xff' is not UTF-8"),
+])  # fmt: skip
+def test_keys_are_read_exactly(tmp_path, keys, says):
+    one = _kaldi_lattice(tmp_path)
+    ark = tmp_path / "keys.ark"
+    ark.write_bytes(b"".join(k + b" \0B" + one for k in keys))
+    with pytest.raises(InputFileError, match=says):
+        read_kaldi_archive(ark)
+
+
+def test_a_key_that_cannot_be_written_is_refused(tmp_path):
+    ark = tmp_path / "k.ark"
+    ark.write_bytes(b"utt1 \0B" + _kaldi_lattice(tmp_path))
+    lat = read_kaldi_archive(ark)["utt1"]
+    with pytest.raises(OptionsError, match="not writable as UTF-8"):
+        write_kaldi_archive({"\ud800": lat}, tmp_path / "out.ark")
+    assert math.isfinite(lat.best_cost)
