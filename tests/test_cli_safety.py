@@ -210,3 +210,20 @@ def test_a_graph_directory_with_a_replaced_file(tmp_path, capsys):
     (dirs[0] / "TLG.npz").write_bytes((dirs[1] / "TLG.npz").read_bytes())
     with pytest.warns(UserWarning, match="describes another graph than the directory's TLG.npz"):
         assert main(["info", str(dirs[0])]) == 0
+
+
+def test_a_key_twice_in_one_json_object_is_refused(files, capsys):
+    """JSON keeps the last of two equal keys: a bonus or an id typed twice was lost silently."""
+    per = files["dir"] / "per.jsonl"
+    for line in ('{"id": "u1", "boosts": {"a": 3, "a": -3}}', '{"id": "u1", "id": "u2", '
+                 '"boosts": {"a": 1}}'):  # fmt: skip
+        per.write_text(line + "\n")
+        assert main([*files["decode"], "--utterance-boosts", str(per)]) == 2
+        assert "appears twice in one object" in capsys.readouterr().err
+    with np.load(files["npz"]) as z:
+        lp, lengths = z["log_probs"], z["lengths"]
+    npz = files["dir"] / "b.npz"
+    np.savez(npz, log_probs=lp, lengths=lengths, ids=np.array(["u1", "u2"]),
+             boosts=np.array('{"u1": {"a": 1}, "u1": {"c": 2}}'))  # fmt: skip
+    assert main(["decode", str(files["graph"] / "TLG.npz"), str(npz)]) == 2
+    assert "appears twice in one object" in capsys.readouterr().err

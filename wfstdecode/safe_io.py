@@ -294,10 +294,26 @@ def _check_code_points(flat: np.ndarray, name: str, fail: Fail) -> None:
         raise fail(f"{name} holds strings that are not valid Unicode")
 
 
+def json_loads(text: str):
+    """``json.loads``, except that an object naming a key twice raises ValueError (JSON allows
+    it and Python keeps the last: a typo'd file would lose the first silently)."""
+    return json.loads(text, object_pairs_hook=_unique_keys)
+
+
+def _unique_keys(pairs: list) -> dict:
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise ValueError(f"the key {key!r} appears twice in one object")
+        out[key] = value
+    return out
+
+
 def json_object(text: str, what: str, fail: Fail) -> dict:
-    """``text`` parsed as a JSON object; ``what`` names it in the error."""
+    """``text`` parsed as a JSON object (`json_loads`: no key twice); ``what`` names it in the
+    error."""
     try:
-        value = json.loads(text)
+        value = json_loads(text)
     except (ValueError, RecursionError) as exc:  # RecursionError: deeply nested arrays
         raise fail(f"{what} is not valid JSON ({type(exc).__name__}: {exc})") from None
     if not isinstance(value, dict):

@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
-from wfstdecode import GraphError
+from wfstdecode import DecodeInputError, GraphError
 from wfstdecode.ctc import CtcBeamOptions, decode_ctc
 from wfstdecode.ctc.boost import resolve_boosts
 from wfstdecode.ctc.oov import OovSpeller
@@ -224,6 +224,11 @@ def test_an_oov_word_that_cannot_be_spelled_warns_and_is_left_out(tmp_path):
     lp, lengths = _spoken(g, " ".join(words[:2]))
     with pytest.warns(UserWarning, match="xyz"):
         decode_ctc(lp, lengths, g, CtcBeamOptions(beam=8), {"xyz": 2.0})
+    with pytest.warns(UserWarning, match="1000000"):  # a word id the graph lacks, as without a slot
+        decode_ctc(lp, lengths, g, CtcBeamOptions(beam=8), {10**6: 2.0})
+    with pytest.raises(DecodeInputError, match=r"boosts\[1\] must be a mapping"):
+        decode_ctc(np.repeat(lp, 2, 0), np.repeat(lengths, 2), g, CtcBeamOptions(beam=8),
+                   [None, 5])  # fmt: skip
 
 
 def test_pronunciations_given_at_decode_time_spell_the_word(tmp_path):
@@ -293,9 +298,29 @@ def test_a_pronunciation_lexicon_graph_spells_only_what_it_is_given(tmp_path):
                    oov_lexicon={"deese": "D IY S"})[0][0]  # fmt: skip
     assert h.words == ("cub", "deese", "bead")
     # homophones share the spelling: the first listed names it; the same word twice is refused
-    both = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16), {"deese": 3.0, "dease": 3.0},
-                      oov_lexicon={"deese": "D IY S", "dease": "D IY S"})[0][0]  # fmt: skip
+    with pytest.warns(UserWarning, match="'dease' is spelled as 'deese' is; only the one"):
+        both = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16), {"deese": 3.0, "dease": 3.0},
+                          oov_lexicon={"deese": "D IY S", "dease": "D IY S"})[0][0]  # fmt: skip
     assert both.words == h.words
+    # the documented forms of a word's pronunciations: a string, a tuple, a list of either
+    for prons in ("D IY S", ("D", "IY", "S"), ["D IY S"], [("D", "IY", "S"), "B IY D"]):
+        got = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16), {"deese": 3.0},
+                         oov_lexicon={"deese": prons})[0][0]  # fmt: skip
+        assert got.words == h.words, prons
+    for bad, says in (
+        (["deese"], "must be a mapping"),
+        ({"deese": 5}, "must be a string"),
+        ({"deese": None}, "must be a string"),
+        ({"deese": [b"D IY S"]}, "token"),
+        ({"deese": "D IY Z"}, "'Z', which the graph's oov slot does not spell"),
+    ):
+        with pytest.raises(DecodeInputError, match=says):
+            decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16), {"deese": 3.0}, oov_lexicon=bad)
+    # two utterances, two words spelled alike: each names the spelling by its own boosted word
+    two = decode_ctc(np.repeat(lp, 2, 0), np.repeat(lengths, 2), g, CtcBeamOptions(beam=16),
+                     [{"deese": 3.0}, {"dease": 3.0}],
+                     oov_lexicon={"deese": "D IY S", "dease": "D IY S"})  # fmt: skip
+    assert [u[0].words[1] for u in two] == ["deese", "dease"]
     with pytest.raises(Exception, match="same phrase"):
         decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16), {"deese": 3.0, " deese ": 1.0},
                    oov_lexicon={"deese": "D IY S"})  # fmt: skip

@@ -142,10 +142,10 @@ def _with_notes(h: Hypothesis, notes) -> Hypothesis:
     )  # fmt: skip
 
 
-def _collapse_spelled(oov, labels: list, spans: list, offsets: list):
-    """Each path's spelled runs ``<oov> … </oov>`` as one word (`OovSpeller.collapse`), spanning
-    the frames of its spelled tokens: ``(word ids, (word, token ids) of each spelled word or
-    None, spans, offsets)``."""
+def _collapse_spelled(oov, labels: list, spans: list, offsets: list, utterances: list):
+    """Each path's spelled runs ``<oov> … </oov>`` as one word (`OovSpeller.collapse`, named by
+    the path's utterance), spanning the frames of its spelled tokens: ``(word ids, (word, token
+    ids) of each spelled word or None, spans, offsets)``."""
     ids, spelled, out_spans, out_off = [], [], [], [0]
     for k in range(len(offsets) - 1):
         w0, w1 = offsets[k], offsets[k + 1]
@@ -155,7 +155,7 @@ def _collapse_spelled(oov, labels: list, spans: list, offsets: list):
             spelled += [None] * len(path)
             out_spans += spans[w0:w1]
         else:
-            path_ids, path_spelled, label_spans = oov.collapse(path)
+            path_ids, path_spelled, label_spans = oov.collapse(path, utterances[k])
             ids += path_ids
             spelled += path_spelled
             for word, (first, last) in zip(path_spelled, label_spans, strict=True):
@@ -276,7 +276,8 @@ def _batch_hypotheses(problem: SearchProblem, batch: PathBatch) -> list[Hypothes
     label_off = w_off = w_off.tolist()
     spelled: list = [None] * len(word_ids)
     if problem.oov is not None:
-        word_ids, spelled, spans, w_off = _collapse_spelled(problem.oov, word_ids, spans, w_off)
+        word_ids, spelled, spans, w_off = _collapse_spelled(problem.oov, word_ids, spans, w_off,
+                                                            path_b.tolist())  # fmt: skip
     prons = g.pronunciations.by_word if g.pronunciations is not None else None
     if separator is not None or prons is not None:
         unsplit = range(P)  # the paths whose spans the rules below may give

@@ -151,16 +151,18 @@ def _resolve_boosts(boosts, batch_size: int, words, oov):
     known: dict = {}  # and a phrase several utterances boost is looked up once
     out: list[dict[tuple[int, ...], np.float32] | None] = []
     for b, table in enumerate(per_utt):
+        if table is not None and not isinstance(table, Mapping):
+            raise DecodeInputError(
+                f"boosts[{b}] must be a mapping phrase -> bonus or None; got {type(table)}"
+            )
         if table is None or len(table) == 0:
             out.append(None)
             continue
-        if not isinstance(table, Mapping):
-            raise DecodeInputError(
-                f"boosts[{b}] must be a mapping phrase -> bonus; got {type(table)}"
-            )
         if id(table) not in done:
             done[id(table)] = _resolve_or_recall(table, b, words, unknown, known, oov)
         out.append(done[id(table)])
+    if oov is not None:  # which word each utterance's spelled runs are: its own boosted words
+        oov.name_spellings([t if isinstance(t, Mapping) else None for t in per_utt], words)
     if unknown:
         listed = sorted(set(unknown))
         warnings.warn(
@@ -245,7 +247,11 @@ def _resolve_table(table: Mapping, b: int, words, unknown: list, known: dict, oo
             words_in = len(_words_of(key))
             for labels in ids:
                 if labels in given and _words_of(given[labels]) != _words_of(key):
-                    continue  # homophones (a phone lexicon's): the first one listed names it
+                    # homophones (a phone lexicon's): the first one listed names it
+                    warnings.warn(f"boosts[{b}]: {key!r} is spelled as {given[labels]!r} is; "
+                                  "only the one listed first is boosted", UserWarning,
+                                  stacklevel=5)  # fmt: skip
+                    continue
                 _add_phrase(
                     resolved, given, labels, key, np.float32(bonus * words_in / len(labels)), b
                 )
@@ -309,7 +315,10 @@ def _resolve_plain(keys: list, bonuses: list, words, oov, b: int, unknown: list)
 
 
 def _words_of(key) -> tuple:
-    return tuple(key.split()) if isinstance(key, str) else tuple(key)
+    """A key's words (or word ids): its space-separated words, a tuple's parts, or an id."""
+    if isinstance(key, str):
+        return tuple(key.split())
+    return tuple(key) if isinstance(key, tuple) else (key,)
 
 
 def _add_phrase(resolved: dict, given: dict, ids: tuple, key, bonus, b: int) -> None:
@@ -502,9 +511,8 @@ def read_utterance_boosts(path) -> dict[str, dict[str, float]]:
     BONUS, ...}}`` (blank lines skipped), as ``{id: {phrase: bonus}}``. A line that is not such
     an object, an id given twice, an empty phrase, a phrase twice in one line, a bad bonus or
     more than ``MAX_PHRASES`` phrases on a line raise `InputFileError` naming the line."""
-    import json
-
     from ..errors import InputFileError
+    from ..safe_io import json_loads
     from ..textfiles import text_lines
 
     out: dict[str, dict[str, float]] = {}
@@ -513,8 +521,8 @@ def read_utterance_boosts(path) -> dict[str, dict[str, float]]:
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except ValueError as exc:
+            record = json_loads(line)
+        except (ValueError, RecursionError) as exc:
             raise InputFileError(path, line_no, f"not JSON ({exc})") from None
         if (
             not isinstance(record, dict)

@@ -77,8 +77,7 @@ def load_log_probs_npz(path: str | os.PathLike) -> dict:
 
 def _read_boosts(z, fail) -> dict[str, dict[str, float]]:
     """The ``boosts`` member: ``{id: {phrase: bonus}}`` (phrases as boost files have them)."""
-    import json
-
+    from ..safe_io import json_loads
     from .boost import checked_phrases
 
     raw = z.read("boosts", "US", max_bytes=64 << 20)
@@ -87,8 +86,8 @@ def _read_boosts(z, fail) -> dict[str, dict[str, float]]:
     text = raw.reshape(-1)[0]
     text = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
     try:
-        table = json.loads(text)
-    except ValueError as exc:
+        table = json_loads(text)
+    except (ValueError, RecursionError) as exc:
         raise fail(f"boosts is not JSON ({exc})") from None
     if not isinstance(table, dict) or not all(isinstance(v, dict) for v in table.values()):
         raise fail('boosts must be a JSON object {"utterance id": {"phrase": bonus, ...}}')

@@ -21,10 +21,11 @@ MAX_SPELLINGS = 16  # pronunciations per word, and spellings per phrase
 class OovSpeller:
     """Spells words through the slot of ``graph`` and reads spelled words off a path.
 
-    lexicon: ``{word: pronunciation or [pronunciations]}`` (a pronunciation is a sequence of
-             token symbols, or one string of them separated by spaces); it takes precedence over
-             the graph's own recipe, and is the only way to spell words when the graph was built
-             from a pronunciation lexicon.
+    lexicon: ``{word: pronunciations}``, a word's pronunciations being one string of token
+             symbols separated by spaces, a tuple of token symbols, or a list of either; it
+             takes precedence over the graph's own recipe, and is the only way to spell words
+             when the graph was built from a pronunciation lexicon. A token the slot cannot
+             spell raises `DecodeInputError` naming the word.
     """
 
     def __init__(self, graph, lexicon: Mapping | None = None):
@@ -33,13 +34,39 @@ class OovSpeller:
             raise DecodeInputError("the graph has no oov slot (build-tlg --oov-slot)")
         self.slot, self.tokens = slot, graph.tokens
         self.lexicon = checked_lexicon(lexicon or {})
+        for word, prons in self.lexicon.items():
+            for pron in prons:
+                bad = [t for t in pron if self.tokens.get(t, -1) not in slot.spell]
+                if bad:
+                    raise DecodeInputError(f"oov lexicon: {word!r} is pronounced with "
+                                           f"{bad[0]!r}, which the graph's oov slot does not "
+                                           "spell")  # fmt: skip
         self.token_of = {label: t for t, label in slot.spell.items()}
-        self.word_of: dict[tuple[int, ...], str] = {}  # spelled token ids -> the word
+        # per utterance: spelled token ids -> the boosted word (`name_spellings`)
+        self.word_of: list[dict[tuple[int, ...], str]] = []
         self._spm = None
 
+    def name_spellings(self, tables: Sequence[Mapping | None], words) -> None:
+        """Note, per utterance, which of its own boosted words each spelling is (`collapse`):
+        another utterance's word spelled alike must not name it. Of two words of one list
+        spelled alike, the first listed names it (as it alone is boosted)."""
+        named: dict[int, dict] = {}
+        self.word_of = []
+        for table in tables:
+            if table is not None and id(table) not in named:
+                names: dict[tuple[int, ...], str] = {}
+                for key in table:
+                    parts = key.split() if isinstance(key, str) else (
+                        key if isinstance(key, tuple) else ())  # fmt: skip
+                    for part in parts:
+                        if isinstance(part, str) and (words is None or part not in words):
+                            for ids in self.spellings(part):
+                                names.setdefault(ids, part)
+                named[id(table)] = names
+            self.word_of.append(named[id(table)] if table is not None else {})
+
     def spellings(self, word: str) -> list[tuple[int, ...]]:
-        """``word``'s spellings as token ids (none when it cannot be spelled); each is noted as
-        the word's for `collapse` (of two boosted words spelled alike, the first names it)."""
+        """``word``'s spellings as token ids (none when it cannot be spelled)."""
         if word in self.lexicon:
             prons = self.lexicon[word]
         elif self.slot.spelling == "chars":
@@ -51,9 +78,8 @@ class OovSpeller:
         out = []
         for pron in prons:
             ids = tuple(self.tokens.get(t, -1) for t in pron)
-            if pron and all(i in self.slot.spell for i in ids):
+            if pron and all(i in self.slot.spell for i in ids) and ids not in out:
                 out.append(ids)
-                self.word_of.setdefault(ids, word)
         return out
 
     def _pieces(self, word: str) -> list[str]:
@@ -91,11 +117,13 @@ class OovSpeller:
                                    f"{MAX_SPELLINGS} spellings")  # fmt: skip
         return [tuple(itertools.chain.from_iterable(c)) for c in combos]
 
-    def collapse(self, labels: Sequence[int]) -> tuple[list[int], list, list]:
+    def collapse(self, labels: Sequence[int], utterance: int = 0) -> tuple[list[int], list, list]:
         """A path's output labels with each spelled run ``<oov> … </oov>`` as one word:
         ``(word ids, (word, its token ids) of a spelled word or None, (first, last) label index
-        of each word)``; a spelled word's id is the slot's ``<oov>``. A run the search cut short
-        (no ``</oov>``) still comes back as a word, spelled as far as it went."""
+        of each word)``; a spelled word's id is the slot's ``<oov>``, its name the word
+        ``utterance`` boosted (`name_spellings`). A run the search cut short (no ``</oov>``)
+        still comes back as a word, spelled as far as it went."""
+        names = self.word_of[utterance] if utterance < len(self.word_of) else {}
         ids, spelled, spans = [], [], []
         i, n = 0, len(labels)
         while i < n:
@@ -107,7 +135,7 @@ class OovSpeller:
             while j < n and labels[j] in self.token_of:
                 j += 1
             tokens = tuple(self.token_of[w] for w in labels[i + 1 : j])
-            word = self.word_of.get(tokens) or "".join(self.tokens.symbol(t) for t in tokens)
+            word = names.get(tokens) or "".join(self.tokens.symbol(t) for t in tokens)
             last = j if j < n and labels[j] == self.slot.close else j - 1
             ids.append(self.slot.open), spelled.append((word, tokens)), spans.append((i, last))
             i = last + 1
@@ -115,15 +143,26 @@ class OovSpeller:
 
 
 def checked_lexicon(lexicon: Mapping) -> dict[str, list[tuple[str, ...]]]:
-    """``{word: [pronunciation (token symbols), ...]}`` from the forms `OovSpeller` takes."""
+    """``{word: [pronunciation (token symbols), ...]}`` from the forms `OovSpeller` takes: per
+    word a string ("t1 t2 …"), a tuple of token symbols, or a list of either."""
+    if not isinstance(lexicon, Mapping):
+        raise DecodeInputError(f"oov lexicon must be a mapping word -> pronunciations; got "
+                               f"{type(lexicon).__name__}")  # fmt: skip
     out = {}
     for word, prons in lexicon.items():
         if not isinstance(word, str) or not word or any(c.isspace() for c in word):
             raise DecodeInputError(f"oov lexicon: {word!r} is not a word")
-        if isinstance(prons, str) or (prons and isinstance(prons[0], str)):
+        if isinstance(prons, (str, tuple)):
             prons = [prons]
+        if not isinstance(prons, list) or not prons:
+            raise DecodeInputError(f"oov lexicon: the pronunciations of {word!r} must be a "
+                                   f"string, a tuple of token symbols or a list of them; got "
+                                   f"{prons!r}")  # fmt: skip
         checked = []
         for pron in prons:
+            if not isinstance(pron, (str, tuple, list)):
+                raise DecodeInputError(f"oov lexicon: a pronunciation of {word!r} must be token "
+                                       f"symbols; got {pron!r}")  # fmt: skip
             pron = tuple(pron.split()) if isinstance(pron, str) else tuple(pron)
             if not pron or not all(isinstance(t, str) for t in pron):
                 raise DecodeInputError(f"oov lexicon: a pronunciation of {word!r} must be token "
