@@ -223,8 +223,21 @@ def _per_utterance(path, ids, boosts, utterance_boosts) -> list:
         raise DecodeInputError(f"{path} has no utterance {missing[0]!r} ({len(missing)} boosted "
                                "utterance(s) not in the file)")  # fmt: skip
     shared = dict(boosts or {})
-    return [{**shared, **utterance_boosts[u]} if u in utterance_boosts else shared or None
+    spaced = {_spaced(k): k for k in shared}  # a phrase however it is spaced
+
+    def merged(own: dict) -> dict:  # the utterance's bonus wins for a phrase in both
+        out = dict(shared)
+        for key, bonus in own.items():
+            out.pop(spaced.get(_spaced(key)), None)
+            out[key] = bonus
+        return out
+
+    return [merged(utterance_boosts[u]) if u in utterance_boosts else shared or None
             for u in ids]  # fmt: skip
+
+
+def _spaced(key):
+    return " ".join(key.split()) if isinstance(key, str) else key
 
 
 def _has(table: SymbolTable, idx: int) -> bool:
