@@ -103,6 +103,7 @@ def info_command(args: argparse.Namespace) -> None:
             warnings.warn(f"{report} describes another graph than the directory's TLG.npz "
                           "(a file of it was replaced?): its stages are not this graph's",
                           stacklevel=1)  # fmt: skip
+        _check_graph_files(Path(args.dir), built.get("files"))
         stages = built.get("stages", [])
         numbers = ("states", "arcs", "seconds", "peak_rss_mb")
         if not isinstance(stages, list) or not all(
@@ -121,6 +122,23 @@ def info_command(args: argparse.Namespace) -> None:
     print(json.dumps(summary, indent=2))
     for stage in stages:
         print_stage(stage)
+
+
+def _check_graph_files(folder: Path, recorded) -> None:
+    """Warn of each file of a graph directory that is not the one its build wrote (build.json's
+    ``files``: sizes and SHA-256; directories built before they were recorded are not checked)."""
+    if not isinstance(recorded, dict):
+        return
+    from .graph.output import file_record
+
+    for name, want in recorded.items():
+        path = folder / name
+        if not path.is_file():
+            warnings.warn(f"{path} is missing (build.json lists it)", stacklevel=1)
+        elif not isinstance(want, dict) or file_record(path) != want:
+            warnings.warn(f"{path} is not the file this graph's build wrote (its size or "
+                          "SHA-256 differs from build.json's): replaced or damaged",
+                          stacklevel=1)  # fmt: skip
 
 
 def _parse_boost(text: str) -> tuple[str, float]:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import logging
 import os
@@ -183,10 +184,24 @@ def _write_files(build: TlgBuild, tmp: Path, info: dict | None) -> None:
         "metadata": build.graph.metadata,
         "stages": build.stages,
         "dropped_arpa_words": len(build.dropped_words),
+        # what `wfstdecode info` checks the directory's files against (one replaced by another
+        # graph's would otherwise go unnoticed: decoding reads TLG.npz alone)
+        "files": {
+            n: file_record(tmp / n) for n in (GRAPH_FILE, "TLG.fst", "tokens.txt", "words.txt")
+        },
         # the process's peak so far, the files above written: the stages' peaks end before them
         "peak_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
     }
     (tmp / "build.json").write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+
+
+def file_record(path: Path) -> dict:
+    """``{"bytes": size, "sha256": hex digest}`` of a file (read in 16 MB blocks)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 24):
+            digest.update(block)
+    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
 
 
 def _swap_in(tmp: Path, out: Path) -> None:
