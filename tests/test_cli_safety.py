@@ -229,3 +229,44 @@ def test_a_key_twice_in_one_json_object_is_refused(files, capsys):
              boosts=np.array('{"u1": {"a": 1}, "u1": {"c": 2}}'))  # fmt: skip
     assert main(["decode", str(files["graph"] / "TLG.npz"), str(npz)]) == 2
     assert "appears twice in one object" in capsys.readouterr().err
+
+
+def test_outputs_say_what_they_leave_out_and_stay_valid(files, capsys):
+    """Found by probing: --ctm dropped an utterance whose search died without a word; texts of
+    no words gave 'WER 1400%'; a frame shift of 1e307 wrote JSON's forbidden Infinity."""
+    with np.load(files["npz"]) as z:
+        lp, lengths = z["log_probs"].copy(), z["lengths"]
+    lp[1] = -np.inf
+    lp[1, 0::2, 3], lp[1, 1::2, 1] = 0.0, 0.0  # "c a c a ...", no separator: no word spells it
+    dead = files["dir"] / "dead.npz"
+    np.savez(dead, log_probs=lp, lengths=lengths, ids=np.array(["ok", "gone"]),
+             texts=np.array(["", ""]))  # fmt: skip
+    argv = ["decode", str(files["graph"] / "TLG.npz"), str(dead), "--backend", "cpu"]
+    capsys.readouterr()
+    assert main([*argv, "--ctm", "--frame-shift", "0.04"]) == 0
+    out = capsys.readouterr()
+    assert "gone: no words (search died" in out.err and "gone" not in out.out
+    assert "WER" not in out.err  # no reference word: no rate
+    assert main([*argv, "--json", "--frame-shift", "1e307"]) == 2
+    assert "--frame-shift must be in (0, 10] seconds" in capsys.readouterr().err
+
+
+def test_results_and_metrics_check_what_they_are_given():
+    from wfstdecode.metrics import word_error_rate
+    from wfstdecode.results import Hypothesis
+
+    none = dict(tokens=(), timestamps=())
+    cases = [
+        (dict(tokens=(1, 2), timestamps=(5,), score=0.0), "2 tokens but 1"),
+        (dict(none, score="x"), "score must be a number"),
+        (dict(none, score=0.0, words=("a",), word_timestamps=((5, 2),)), "start <= end"),
+        (dict(none, score=0.0, words=("a", "b"), word_confidences=(0.5,)), "2 words but 1"),
+    ]
+    for kwargs, says in cases:
+        with pytest.raises(ValueError, match=says):
+            Hypothesis(**kwargs)
+    assert Hypothesis((), (), 0.0, words=("a", "b")).record(0.04)["words"] == [
+        {"word": "a"}, {"word": "b"}]  # fmt: skip
+    with pytest.raises(TypeError, match="word lists"):
+        word_error_rate(["hello world"], ["hello word"])
+    assert word_error_rate([["hello", "world"]], [["hello", "word"]]) == 0.5

@@ -10,7 +10,7 @@ import importlib
 import importlib.util
 from collections.abc import Callable
 
-from .errors import BackendUnavailableError
+from .errors import BackendUnavailableError, OptionsError
 
 CTC_BACKENDS = ("reference", "cpu", "cuda")
 _CTC_MODULES = {
@@ -88,7 +88,7 @@ def resolve_ctc_backend(name: str, log_probs=None) -> str:
             return "cuda"
         return "cpu"
     if name not in CTC_BACKENDS:
-        raise ValueError(f"unknown backend {name!r}; expected auto, {', '.join(CTC_BACKENDS)}")
+        raise OptionsError(f"unknown backend {name!r}; expected auto, {', '.join(CTC_BACKENDS)}")
     if name == "cuda":
         if not cuda_available():
             raise BackendUnavailableError(

@@ -6,7 +6,6 @@ import argparse
 import dataclasses
 import json
 import logging
-import math
 import os
 import sys
 import warnings
@@ -16,6 +15,7 @@ from .cli_rescore import add_rescore_parser, add_rescoring_arguments, rescoring
 from .ctc import CtcBeamOptions
 from .errors import WfstDecodeError
 from .progress import print_stage
+from .results import finite_or_none
 
 log = logging.getLogger("wfstdecode")
 
@@ -213,12 +213,10 @@ def _escaped(utt: str) -> str:
 def decode_command(args: argparse.Namespace) -> None:
     from .ctc import decode_npz
     from .decoding_graph import DecodingGraph
+    from .results import frame_shift_problem
 
-    if args.frame_shift is not None and not (
-        math.isfinite(args.frame_shift) and args.frame_shift > 0
-    ):
-        raise WfstDecodeError(f"--frame-shift must be a positive number of seconds; got "
-                              f"{args.frame_shift}")  # fmt: skip
+    if args.frame_shift is not None and (problem := frame_shift_problem(args.frame_shift)):
+        raise WfstDecodeError(f"--frame-shift {problem}")
     if args.ctm and args.frame_shift is None:
         raise WfstDecodeError("--ctm writes times in seconds: give --frame-shift SECONDS "
                               "(seconds per log-prob frame, e.g. 0.04)")  # fmt: skip
@@ -271,6 +269,8 @@ def decode_command(args: argparse.Namespace) -> None:
                 print(json.dumps(record, ensure_ascii=False))
             elif args.ctm:  # utterance, channel, start, duration, word (NIST CTM)
                 field = tag.replace(" ", "\\x20")  # fields are space-separated
+                if not hyp.words and hyp.notes:  # no line in the CTM: say why, once
+                    print(f"{field}: no words ({'; '.join(hyp.notes)})", file=sys.stderr)
                 for word in hyp.word_entries(args.frame_shift):
                     duration = word["end"] - word["start"]
                     conf = f" {word['confidence']:.4f}" if "confidence" in word else ""
@@ -350,7 +350,7 @@ def decode_transducer_command(args: argparse.Namespace) -> None:
             text = model.text(hyp.tokens) if hasattr(model, "text") else ""
             if args.json:
                 record = {"id": utt, "tokens": list(hyp.tokens), "timestamps": list(hyp.timestamps),
-                          "score": round(hyp.score, 4), "text": text}  # fmt: skip
+                          "score": finite_or_none(round(hyp.score, 4)), "text": text}  # fmt: skip
                 if hyp.durations:
                     record["durations"] = list(hyp.durations)
                 if len(hyps) > 1:
@@ -406,7 +406,8 @@ def transcribe_command(args: argparse.Namespace) -> None:
     for path, hyps in results:
         for rank, hyp in enumerate(hyps):
             if args.json:
-                record = {"path": str(path), "text": hyp.text, "score": round(hyp.score, 3),
+                record = {"path": str(path), "text": hyp.text,
+                          "score": finite_or_none(round(hyp.score, 3)),
                           "words": hyp.word_entries(frame_seconds)}  # fmt: skip
                 if len(hyps) > 1:
                     record["rank"] = rank + 1

@@ -41,6 +41,10 @@ def alignment(ref: Sequence, hyp: Sequence) -> list[tuple]:
 
 
 def word_error_rate(refs: Sequence[Sequence[str]], hyps: Sequence[Sequence[str]]) -> float:
-    """Corpus WER: total edit distance over total reference words."""
+    """Corpus WER: total edit distance over total reference words (over 1 when there are none:
+    callers that report a rate check for reference words first). Each reference and hypothesis
+    is a sequence of words; a string is refused (it would be scored character by character)."""
+    if any(isinstance(x, str) for x in (*refs, *hyps)):
+        raise TypeError("word_error_rate takes word lists (e.g. text.split()), not strings")
     errors = sum(edit_distance(r, h) for r, h in zip(refs, hyps, strict=True))
     return errors / max(1, sum(len(r) for r in refs))

@@ -44,6 +44,24 @@ class Hypothesis:
     stable_words: int = 0
     word_confidences: tuple[float, ...] = ()
 
+    def __post_init__(self):
+        """What ``Hypothesis(...)`` is given is checked (decoders that make thousands use
+        `made_from`): per-token and per-word fields aligned, spans in order, a number score."""
+        if isinstance(self.score, bool) or not isinstance(self.score, (int, float)):
+            raise ValueError(f"Hypothesis.score must be a number; got {self.score!r}")
+        if len(self.timestamps) != len(self.tokens) or (
+            self.durations and len(self.durations) != len(self.tokens)
+        ):
+            raise ValueError(f"Hypothesis: {len(self.tokens)} tokens but {len(self.timestamps)} "
+                             f"timestamps and {len(self.durations)} durations")  # fmt: skip
+        for name in ("word_ids", "word_timestamps", "word_confidences"):
+            if getattr(self, name) and len(getattr(self, name)) != len(self.words):
+                raise ValueError(f"Hypothesis: {len(self.words)} words but "
+                                 f"{len(getattr(self, name))} {name}")  # fmt: skip
+        if any(start > end for start, end in self.word_timestamps):
+            raise ValueError(f"Hypothesis.word_timestamps must be (start, end) with start <= "
+                             f"end; got {self.word_timestamps!r}")  # fmt: skip
+
     @property
     def text(self) -> str:
         """The words joined by single spaces."""
@@ -54,14 +72,17 @@ class Hypothesis:
         seconds (the end of the last frame) given the seconds per frame, and ``confidence``
         where the decoder gives word confidences."""
         entries = []
-        for i, (word, (start, end)) in enumerate(zip(self.words, self.word_timestamps,
-                                                     strict=True)):  # fmt: skip
-            entry = {"word": word, "start_frame": start, "end_frame": end}
-            if frame_shift is not None:
+        spans = self.word_timestamps or [None] * len(self.words)  # (a decoder without times)
+        for i, (word, span) in enumerate(zip(self.words, spans, strict=True)):
+            entry: dict = {"word": word}
+            if span is not None:
+                start, end = span
+                entry.update(start_frame=start, end_frame=end)
+            if span is not None and frame_shift is not None:
                 entry["start"] = round(start * frame_shift, 3)
                 entry["end"] = round((end + 1) * frame_shift, 3)
             if self.word_confidences:
-                entry["confidence"] = round(self.word_confidences[i], 4)
+                entry["confidence"] = finite_or_none(round(self.word_confidences[i], 4))
             entries.append(entry)
         return entries
 
@@ -103,6 +124,18 @@ def changed(hyp: Hypothesis, **fields) -> Hypothesis:
 
 _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Hypothesis)
              if f.default is not dataclasses.MISSING}  # fmt: skip
+
+
+MAX_FRAME_SHIFT = 10.0  # seconds per frame: well above any model's, and times stay finite
+
+
+def frame_shift_problem(shift) -> str | None:
+    """Why ``shift`` is no frame shift (seconds per frame), or None: a number in (0, 10]."""
+    if isinstance(shift, bool) or not isinstance(shift, (int, float)):
+        return f"must be a number of seconds; got {shift!r}"
+    if not 0 < shift <= MAX_FRAME_SHIFT:  # also NaN
+        return f"must be in (0, {MAX_FRAME_SHIFT:g}] seconds; got {shift}"
+    return None
 
 
 def finite_or_none(x: float | None) -> float | None:

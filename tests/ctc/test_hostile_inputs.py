@@ -313,3 +313,32 @@ def test_tuning_goes_to_the_backend_that_runs():
         decode_ctc(lp, lengths, g, backend="cpu", tuning=CpuTuning(), num_threads=1)
     with pytest.raises(OptionsError, match=r"CudaTuning.frames_per_chunk must be an int >= 1"):
         CudaTuning(frames_per_chunk=0)
+
+
+def test_lengths_tensors_and_tunings_that_cannot_be_used_are_named():
+    """Found by probing: raw NumPy / torch / Numba errors where the input was the problem."""
+    import torch
+
+    from wfstdecode.testing import random_graph, random_log_probs
+
+    g = random_graph(0)
+    lp = random_log_probs(1, 2, 5, g.num_tokens)
+    cases = [
+        (dict(lengths=[[5], [3, 1]]), DecodeInputError, r"lengths cannot be read as \(2,\)"),
+        (dict(lengths=torch.tensor([5, 3]).to("meta")), DecodeInputError, "cannot be read"),
+        (dict(lengths=np.array([1e30, 3.0])), DecodeInputError, r"lengths\[0\] = 1e\+30 is"),
+        (dict(lengths=np.array([2**64 - 1, 3], np.uint64)), DecodeInputError,
+         r"lengths\[0\] = 18446744073709551615 is outside"),  # (was -1: a wrapped cast)
+        (dict(log_probs=torch.from_numpy(lp).to("meta")), DecodeInputError, "dense tensor"),
+        (dict(log_probs=torch.from_numpy(lp).to_sparse()), DecodeInputError, "dense tensor"),
+        (dict(backend="CPU"), OptionsError, "unknown backend 'CPU'"),
+        (dict(num_threads=np.float64(2.5)), OptionsError, "num_threads must be None or an int"),
+    ]  # fmt: skip
+    for kw, error, says in cases:
+        args = dict(log_probs=lp, lengths=None, backend="cpu") | kw
+        with pytest.raises(error, match=says):
+            decode_ctc(args.pop("log_probs"), args.pop("lengths"), g, **args)
+    bf16 = decode_ctc(lp, torch.tensor([5.0, 3.0], dtype=torch.bfloat16), g, backend="cpu")
+    assert bf16 == decode_ctc(lp, [5, 3], g, backend="cpu")
+    with pytest.raises(OptionsError, match="first_room must be at most"):
+        CpuTuning(first_room=2**40)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 from ..errors import DecodeInputError, InputFileError, OptionsError
 from ..metrics import edit_distance
-from ..results import Hypothesis, finite_or_none
+from ..results import Hypothesis, finite_or_none, frame_shift_problem
 
 HASH_CHUNK = 1 << 22
 # Errors a shard raises on every attempt: retrying cannot help, so it fails at once.
@@ -91,11 +91,8 @@ class CtcCorpusDecoder:
         options = CtcBeamOptions() if self.options is None else self.options
         if not isinstance(options, CtcBeamOptions):
             raise OptionsError(f"options must be a CtcBeamOptions; got {type(options).__name__}")
-        if self.frame_shift is not None and not (
-            math.isfinite(self.frame_shift) and self.frame_shift > 0
-        ):
-            raise OptionsError(f"frame_shift must be a positive number of seconds; got "
-                               f"{self.frame_shift}")  # fmt: skip
+        if self.frame_shift is not None and (problem := frame_shift_problem(self.frame_shift)):
+            raise OptionsError(f"frame_shift {problem}")
         path = Path(self.graph)
         path = path / GRAPH_FILE if path.is_dir() else path
         object.__setattr__(self, "options", options)

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import OptionsError
+from ..results import frame_shift_problem
 from .shards import decode_shard
 
 
@@ -47,8 +47,8 @@ class TransducerCorpusDecoder:
         shift = self.frame_shift if self.frame_shift is not None else getattr(
             model, "frame_seconds", None
         )  # fmt: skip
-        if shift is not None and not (math.isfinite(shift) and shift > 0):
-            raise OptionsError(f"frame_shift must be a positive number of seconds; got {shift}")
+        if shift is not None and (problem := frame_shift_problem(shift)):
+            raise OptionsError(f"frame_shift {problem}")
         object.__setattr__(self, "frame_shift", shift)
         object.__setattr__(self, "_model_id", _parameters_digest(model))
 

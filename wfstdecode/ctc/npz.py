@@ -203,8 +203,8 @@ def decode_npz(
     )
     refs = data["texts"]
     wer = greedy_wer = None
-    if refs is not None:
-        ref_words = [r.split() for r in refs]
+    ref_words = [r.split() for r in refs] if refs is not None else []
+    if any(ref_words):  # (no reference word at all: no rate to give)
         wer = word_error_rate(ref_words, [t.split() for t in texts])
         greedy_wer = word_error_rate(ref_words, [t.split() for t in greedy])
     return NpzDecodeResult(

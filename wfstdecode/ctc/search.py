@@ -322,6 +322,9 @@ def _as_float_array(x) -> np.ndarray:
             raise DecodeInputError(
                 f"log_probs must be floating point; got dtype {x.dtype} (shape {tuple(x.shape)})"
             )
+        if x.is_meta or x.layout != torch.strided:
+            raise DecodeInputError(f"log_probs must hold values in a dense tensor; got one on "
+                                   f"{x.device} with layout {x.layout}")  # fmt: skip
         x = x.detach().to(device="cpu", dtype=torch.float32).numpy()
         return x
     try:
@@ -348,9 +351,15 @@ def _gpu_to_host(x):
 def _lengths(lengths, B: int, T: int) -> np.ndarray:
     if lengths is None:
         return np.full(B, T, np.int64)
-    if type(lengths).__module__.startswith("torch"):
-        lengths = lengths.detach().cpu().numpy()
-    arr = np.asarray(_gpu_to_host(lengths))
+    try:
+        if type(lengths).__module__.startswith("torch") and hasattr(lengths, "detach"):
+            lengths = lengths.detach().cpu()
+            if lengths.dtype.is_floating_point:  # (bfloat16 has no NumPy type)
+                lengths = lengths.double()
+            lengths = lengths.numpy()
+        arr = np.asarray(_gpu_to_host(lengths))
+    except (TypeError, ValueError, RuntimeError, NotImplementedError) as exc:
+        raise DecodeInputError(f"lengths cannot be read as ({B},) integers: {exc}") from None
     if arr.shape != (B,):
         raise DecodeInputError(f"lengths must have shape ({B},); got {arr.shape}")
     if arr.dtype.kind not in "iu":
@@ -360,12 +369,12 @@ def _lengths(lengths, B: int, T: int) -> np.ndarray:
             and np.all(np.isfinite(arr))
             and np.all(arr == np.round(arr))
         ):
-            arr = arr.astype(np.int64)
+            pass  # whole numbers: checked and cast below
         elif B:
             raise DecodeInputError(f"lengths must be integers; got dtype {arr.dtype}")
-    arr = arr.astype(np.int64)
-    bad = np.flatnonzero((arr < 0) | (arr > T))
+    bad = np.flatnonzero((arr < 0) | (arr > T))  # before the cast, which could wrap a huge one
     if len(bad):
         b = int(bad[0])
-        raise DecodeInputError(f"lengths[{b}] = {int(arr[b])} is outside 0..T={T}")
-    return arr
+        shown = str(int(arr[b])) if arr.dtype.kind in "iu" else f"{float(arr[b]):g}"
+        raise DecodeInputError(f"lengths[{b}] = {shown} is outside 0..T={T}")
+    return arr.astype(np.int64)

@@ -8,6 +8,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..errors import OptionsError
 
 
@@ -27,12 +29,18 @@ def numba_threads(count: int | None) -> Iterator[int]:
         numba.set_num_threads(old)
 
 
-def _int_at_least(owner: str, name: str, value, low: int, allow_none: bool = False) -> None:
+MAX_ROOM = 1 << 31  # first_room: candidates, int32 indices
+
+
+def _int_at_least(owner: str, name: str, value, low: int, allow_none: bool = False,
+                  high: int | None = None) -> None:  # fmt: skip
     if value is None and allow_none:
         return
     if isinstance(value, bool) or not isinstance(value, int) or value < low:
         what = f"None or an int >= {low}" if allow_none else f"an int >= {low}"
         raise OptionsError(f"{owner}.{name} must be {what}; got {value!r}")
+    if high is not None and value > high:
+        raise OptionsError(f"{owner}.{name} must be at most {high}; got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -50,12 +58,12 @@ class CpuTuning:
 
     def __post_init__(self):
         value = self.num_threads
-        if value is not None and type(value).__module__ == "numpy":
+        if isinstance(value, np.integer):
             value = int(value)  # a NumPy integer is as good as an int
             object.__setattr__(self, "num_threads", value)
         _int_at_least("CpuTuning", "num_threads", value, 1, allow_none=True)
         _int_at_least("CpuTuning", "collect_records_at", self.collect_records_at, 1)
-        _int_at_least("CpuTuning", "first_room", self.first_room, 1)
+        _int_at_least("CpuTuning", "first_room", self.first_room, 1, high=MAX_ROOM)
 
 
 @dataclass(frozen=True)

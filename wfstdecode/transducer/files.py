@@ -85,7 +85,7 @@ def _decode(model, path, arrays: dict, options) -> TransducerFileResult:
     texts = [spell(h[0].tokens) if spell else " ".join(map(str, h[0].tokens)) for h in hyps]
     refs = arrays.get("texts")
     wer = None
-    if refs is not None:
+    if refs is not None and any(r.split() for r in refs):  # (no reference word: no rate)
         wer = word_error_rate([r.split() for r in refs], [t.split() for t in texts])
     return TransducerFileResult(arrays["ids"], hyps, texts, refs, wer, lengths.tolist())
 
