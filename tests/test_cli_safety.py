@@ -3,6 +3,7 @@ directories or have no folder, are refused before any work (and name the user's 
 is written through; utterance ids are distinct and non-empty; numbers out of range are refused
 with the option's name; a refused corpus directory is left as it was; ids print escaped."""
 
+import json
 import os
 
 import numpy as np
@@ -270,3 +271,24 @@ def test_results_and_metrics_check_what_they_are_given():
     with pytest.raises(TypeError, match="word lists"):
         word_error_rate(["hello world"], ["hello word"])
     assert word_error_rate([["hello", "world"]], [["hello", "word"]]) == 0.5
+
+
+def test_ctm_ids_keep_their_field_and_transducer_ranks_are_always_given(files, tmp_path, capsys):
+    with np.load(files["npz"]) as z:
+        lp, lengths = z["log_probs"], z["lengths"]
+    npz = tmp_path / "nbsp.npz"
+    np.savez(npz, log_probs=lp, lengths=lengths, ids=np.array(["a\u00a0b", "c\u3000d"]))
+    assert main(["decode", str(files["graph"] / "TLG.npz"), str(npz), "--ctm", "--frame-shift",
+                 "0.04"]) == 0  # fmt: skip
+    ids = {line.split()[0] for line in capsys.readouterr().out.splitlines()}
+    assert ids <= {"a\\xa0b", "c\\u3000d"} and ids  # one field each, as CTM readers split
+    t = tmp_path / "t.npz"
+    hama = np.log(np.full((2, 12, 191), 1 / 191, np.float32))
+    np.savez(t, log_probs=hama, lengths=np.array([12, 0]))  # the second: no frames, one hypothesis
+    assert main(["decode-transducer", "rnnt", str(t), "--beam-size", "2", "--nbest", "2",
+                 "--json"]) == 0  # fmt: skip
+    records = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert all("rank" in r for r in records) and {r["id"] for r in records} == {
+        "utt0000",
+        "utt0001",
+    }

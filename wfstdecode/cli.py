@@ -268,7 +268,10 @@ def decode_command(args: argparse.Namespace) -> None:
                     record["rank"] = rank + 1
                 print(json.dumps(record, ensure_ascii=False))
             elif args.ctm:  # utterance, channel, start, duration, word (NIST CTM)
-                field = tag.replace(" ", "\\x20")  # fields are space-separated
+                field = "".join(  # fields are split at any whitespace (no-break spaces too)
+                    "\\x20" if c == " " else c.encode("unicode_escape").decode("ascii")
+                    if c.isspace() else c for c in tag
+                )  # fmt: skip
                 if not hyp.words and hyp.notes:  # no line in the CTM: say why, once
                     print(f"{field}: no words ({'; '.join(hyp.notes)})", file=sys.stderr)
                 for word in hyp.word_entries(args.frame_shift):
@@ -353,11 +356,11 @@ def decode_transducer_command(args: argparse.Namespace) -> None:
                           "score": finite_or_none(round(hyp.score, 4)), "text": text}  # fmt: skip
                 if hyp.durations:
                     record["durations"] = list(hyp.durations)
-                if len(hyps) > 1:
+                if args.nbest > 1:  # as decode: every record ranked, one hypothesis or several
                     record["rank"] = rank + 1
                 print(json.dumps(record, ensure_ascii=False), flush=True)
             else:
-                tag = _escaped(utt) if len(hyps) == 1 else f"{_escaped(utt)}-{rank + 1}"
+                tag = _escaped(utt) if args.nbest == 1 else f"{_escaped(utt)}-{rank + 1}"
                 print(f"{tag}\t{hyp.score:.3f}\t{text}", flush=True)
     if result.wer is not None:
         print(f"WER {100 * result.wer:.2f}%", file=sys.stderr)
