@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass, field
 
 
@@ -131,10 +132,9 @@ MAX_FRAME_SHIFT = 10.0  # seconds per frame: well above any model's, and times s
 
 def frame_shift_problem(shift) -> str | None:
     """Why ``shift`` is no frame shift (seconds per frame), or None: a number in (0, 10]."""
-    if isinstance(shift, bool) or not isinstance(shift, (int, float)):
-        return f"must be a number of seconds; got {shift!r}"
-    if not 0 < shift <= MAX_FRAME_SHIFT:  # also NaN
-        return f"must be in (0, {MAX_FRAME_SHIFT:g}] seconds; got {shift}"
+    if (isinstance(shift, bool) or not isinstance(shift, numbers.Real)
+            or not 0 < shift <= MAX_FRAME_SHIFT):  # also NaN  # fmt: skip
+        return f"must be in (0, {MAX_FRAME_SHIFT:g}] seconds; got {shift!r}"
     return None
 
 

@@ -17,6 +17,7 @@ No size read from an ``.npz`` is allocated before it has been checked against th
 
 from __future__ import annotations
 
+import hashlib
 import json
 import math
 import os
@@ -292,6 +293,12 @@ def _check_code_points(flat: np.ndarray, name: str, fail: Fail) -> None:
     codes = flat.view(np.dtype(np.uint32).newbyteorder(flat.dtype.byteorder))
     if ((codes > 0x10FFFF) | ((codes >= 0xD800) & (codes < 0xE000))).any():
         raise fail(f"{name} holds strings that are not valid Unicode")
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The SHA-256 of a file's bytes (hex), read in blocks."""
+    with open(path, "rb") as f:
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def json_loads(text: str):

@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from ..errors import WfstDecodeError
-from ..safe_io import read_json_file
+from ..safe_io import file_sha256, read_json_file
 from .manifest import Shard
 from .shards import ShardOutput, input_id
 
@@ -106,7 +106,7 @@ class OutputDir:
             record = read_json_file(done, WfstDecodeError)
             if record.get("config_sha256") != self.digest:
                 return None
-            if _sha256(self.output_path(shard)) != record["output_sha256"]:
+            if file_sha256(self.output_path(shard)) != record["output_sha256"]:
                 return None
             st = os.stat(shard.path)
             if not verify and (st.st_size, st.st_mtime_ns) == (
@@ -207,11 +207,3 @@ def _write_atomically(path: Path, data: bytes) -> None:
 
 def _json_bytes(value: dict) -> bytes:
     return (json.dumps(value, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 22):
-            digest.update(chunk)
-    return digest.hexdigest()

@@ -22,8 +22,8 @@ from pathlib import Path
 from ..errors import DecodeInputError, InputFileError, OptionsError
 from ..metrics import edit_distance
 from ..results import Hypothesis, finite_or_none, frame_shift_problem
+from ..safe_io import file_sha256
 
-HASH_CHUNK = 1 << 22
 # Errors a shard raises on every attempt: retrying cannot help, so it fails at once.
 PERMANENT_ERRORS = (InputFileError, DecodeInputError, OptionsError)
 
@@ -208,15 +208,12 @@ def _has_ids(path: Path) -> bool:
 def input_id(path: Path) -> InputId:
     """Size, mtime and SHA-256 of ``path``, read in chunks. A file that is missing, a directory
     or not readable raises `InputFileError` (retrying cannot help); other OSErrors pass."""
-    digest = hashlib.sha256()
     try:
         size, mtime = _stat_id(path)
-        with open(path, "rb") as f:
-            while chunk := f.read(HASH_CHUNK):
-                digest.update(chunk)
+        digest = file_sha256(path)
     except (FileNotFoundError, IsADirectoryError, PermissionError) as exc:
         raise InputFileError(path, None, f"cannot read: {exc.strerror}") from None
-    return InputId(size, mtime, digest.hexdigest())
+    return InputId(size, mtime, digest)
 
 
 def _stat_id(path: Path) -> tuple[int, int]:

@@ -162,7 +162,11 @@ def _resolve_boosts(boosts, batch_size: int, words, oov):
             done[id(table)] = _resolve_or_recall(table, b, words, unknown, known, oov)
         out.append(done[id(table)])
     if oov is not None:  # which word each utterance's spelled runs are: its own boosted words
-        oov.name_spellings([t if isinstance(t, Mapping) else None for t in per_utt], words)
+        listed: dict[int, list[str]] = {}  # a mapping given for several utterances: once
+        for t in per_utt:
+            if isinstance(t, Mapping) and id(t) not in listed:
+                listed[id(t)] = [w for key in t for w in _words_of(key) if isinstance(w, str)]
+        oov.name_spellings([listed.get(id(t)) for t in per_utt], words)
     if unknown:
         listed = sorted(set(unknown))
         warnings.warn(

@@ -46,24 +46,22 @@ class OovSpeller:
         self.word_of: list[dict[tuple[int, ...], str]] = []
         self._spm = None
 
-    def name_spellings(self, tables: Sequence[Mapping | None], words) -> None:
-        """Note, per utterance, which of its own boosted words each spelling is (`collapse`):
-        another utterance's word spelled alike must not name it. Of two words of one list
-        spelled alike, the first listed names it (as it alone is boosted)."""
-        named: dict[int, dict] = {}
+    def name_spellings(self, boosted: Sequence[list[str] | None], words) -> None:
+        """Note, per utterance, which of its own boosted words (``boosted``: the words of its
+        phrases, in order, or None) each spelling is (`collapse`): another utterance's word
+        spelled alike must not name it. Of two words of one list spelled alike, the first
+        listed names it (as it alone is boosted)."""
+        named: dict[int, dict] = {}  # id of a list given for several utterances -> its names
         self.word_of = []
-        for table in tables:
-            if table is not None and id(table) not in named:
+        for listed in boosted:
+            if listed is not None and id(listed) not in named:
                 names: dict[tuple[int, ...], str] = {}
-                for key in table:
-                    parts = key.split() if isinstance(key, str) else (
-                        key if isinstance(key, tuple) else ())  # fmt: skip
-                    for part in parts:
-                        if isinstance(part, str) and (words is None or part not in words):
-                            for ids in self.spellings(part):
-                                names.setdefault(ids, part)
-                named[id(table)] = names
-            self.word_of.append(named[id(table)] if table is not None else {})
+                for word in listed:
+                    if words is None or word not in words:
+                        for ids in self.spellings(word):
+                            names.setdefault(ids, word)
+                named[id(listed)] = names
+            self.word_of.append(named[id(listed)] if listed is not None else {})
 
     def spellings(self, word: str) -> list[tuple[int, ...]]:
         """``word``'s spellings as token ids (none when it cannot be spelled)."""

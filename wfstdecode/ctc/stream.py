@@ -38,7 +38,7 @@ import numpy as np
 from ..backends import CTC_BACKENDS, ctc_stream_backend, resolve_ctc_backend
 from ..decoding_graph import DecodingGraph
 from ..errors import DecodeInputError, OptionsError
-from ..results import Hypothesis
+from ..results import Hypothesis, frame_shift_problem
 from ._paths import _batch_hypotheses, to_hypotheses
 from ._problem import FINE, FrameSurvivors, PathBatch, RawResult, SearchProblem, costs_and_first_bad
 from .lattice import build_lattice
@@ -73,10 +73,8 @@ class EndpointRules:
     )
 
     def __post_init__(self):
-        shift = self.frame_shift
-        if isinstance(shift, bool) or not isinstance(shift, numbers.Real) or not 0 < shift < 10:
-            raise OptionsError(f"EndpointRules.frame_shift must be in (0, 10) seconds; got "
-                               f"{shift!r}")  # fmt: skip
+        if problem := frame_shift_problem(self.frame_shift):
+            raise OptionsError(f"EndpointRules.frame_shift {problem}")
         if not isinstance(self.rules, tuple):
             raise OptionsError(f"EndpointRules.rules must be a tuple of EndpointRule; got "
                                f"{type(self.rules).__name__}")  # fmt: skip

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import hashlib
 import json
 import logging
 import os
@@ -32,7 +31,7 @@ from pathlib import Path
 from ..decoding_graph import GRAPH_FILE
 from ..errors import WfstDecodeError
 from ..fstio import write_openfst
-from ..safe_io import read_json_file
+from ..safe_io import file_sha256, read_json_file
 from .tlg import TlgBuild
 
 log = logging.getLogger(__name__)
@@ -196,12 +195,8 @@ def _write_files(build: TlgBuild, tmp: Path, info: dict | None) -> None:
 
 
 def file_record(path: Path) -> dict:
-    """``{"bytes": size, "sha256": hex digest}`` of a file (read in 16 MB blocks)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 24):
-            digest.update(block)
-    return {"bytes": path.stat().st_size, "sha256": digest.hexdigest()}
+    """``{"bytes": size, "sha256": hex digest}`` of a file."""
+    return {"bytes": path.stat().st_size, "sha256": file_sha256(path)}
 
 
 def _swap_in(tmp: Path, out: Path) -> None:
