@@ -296,7 +296,8 @@ def decode_corpus_command(args: argparse.Namespace) -> int:
                 or args.no_mmap):  # fmt: skip
             raise WfstDecodeError("--transducer decodes without a graph: --beam, --boost, "
                                   "--backend, --no-mmap and the like do not apply")  # fmt: skip
-        decoder = TransducerCorpusDecoder(args.transducer, _transducer_beam(args, args.nbest or 1),
+        nbest = 1 if args.nbest is None else args.nbest
+        decoder = TransducerCorpusDecoder(args.transducer, _transducer_beam(args, nbest),
                                           args.threads_per_worker, args.frame_shift)  # fmt: skip
     else:
         if args.beam_size is not None or args.beam_algorithm is not None:
@@ -325,6 +326,8 @@ def decode_corpus_command(args: argparse.Namespace) -> int:
 def _transducer_beam(args: argparse.Namespace, nbest: int = 1):
     """`BeamOptions` from --beam-size / --beam-algorithm (default ALSD) and ``nbest``, or None
     for greedy decoding; the beam search's options without --beam-size are refused."""
+    if nbest < 1:
+        raise WfstDecodeError(f"--nbest must be >= 1; got {nbest}")
     if args.beam_size is None:
         if args.beam_algorithm is not None or nbest != 1:
             raise WfstDecodeError("--nbest and --beam-algorithm need --beam-size")

@@ -3,12 +3,13 @@ the per-step bodies never read a tensor on the host (CPU proof, as for greedy)."
 
 import math
 
+import numpy as np
 import pytest
 import torch
 from torch.utils._python_dispatch import _disable_current_modes
 
 import wfstdecode.transducer.beam as beam
-from wfstdecode.errors import DecodeInputError, OptionsError
+from wfstdecode.errors import DecodeInputError, DeviceMemoryError, OptionsError
 from wfstdecode.testing.host_sync import NoHostSync
 from wfstdecode.testing.transducer_models import (
     planted_batch,
@@ -69,6 +70,49 @@ def test_options_are_frozen_and_derived_values():
     assert BeamOptions("alsd", durations=[0, 1]).durations == (0, 1)
     assert BeamOptions("wind").effective_window == 8
     assert not BeamOptions("alsd").sums_alignments and BeamOptions("standard").sums_alignments
+
+
+def test_numpy_integers_are_taken_as_ints():
+    """Options read from an array (np.int64 beam, durations as an np.array) are Python ints."""
+    options = BeamOptions("alsd", beam_size=np.int64(3), nbest=np.int32(2),
+                          durations=np.array([0, 1, 2]))  # fmt: skip
+    assert (options.beam_size, options.nbest, options.durations) == (3, 2, (0, 1, 2))
+    assert all(type(x) is int for x in (options.beam_size, *options.durations))
+    with pytest.raises(OptionsError, match="beam_size"):
+        BeamOptions(beam_size=np.bool_(True))
+    with pytest.raises(OptionsError, match="durations"):
+        BeamOptions(durations=np.array([0.0, 1.0]))
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        (BeamOptions("alsd", beam_size=2**31 - 1), "lower beam_size"),
+        (BeamOptions("maes", expansion_beta=2**31 - 1), "lower beam_size or expansion_beta"),
+        (BeamOptions("standard", durations=(0, 1, 2**31 - 1)), "or the largest duration"),
+        (BeamOptions("wind", beam_size=2**30, window=4), "lower beam_size or window"),
+    ],
+)
+def test_a_search_bigger_than_memory_is_refused_by_name(options, named):
+    """Options no machine holds raise before anything is allocated, naming what to lower."""
+    model = random_transducer(vocab_size=5, enc_dim=6, n_durations=len(options.durations or ()))
+    with pytest.raises(DeviceMemoryError, match=f"beam search's buffers.*{named}"):
+        beam_decode(model, torch.randn(2, 5, 6), torch.tensor([5, 3]), options)
+
+
+def test_an_alsd_tdt_search_with_a_long_duration_runs():
+    """ALSD holds no landing buffer: a duration past every frame costs it nothing."""
+    model = random_transducer(vocab_size=5, enc_dim=6, n_durations=3)
+    options = BeamOptions("alsd", durations=(0, 1, 2**31 - 1))
+    assert len(beam_decode(model, torch.randn(2, 5, 6), torch.tensor([5, 3]), options)) == 2
+
+
+def test_notes_say_the_segment_and_window_run():
+    model = random_transducer(vocab_size=5, enc_dim=6)
+    enc, lengths = torch.randn(1, 5, 6), torch.tensor([5])
+    tokenwise = beam_decode(model, enc, lengths, BeamOptions("tokenwise", segment_size=100))
+    wind = beam_decode(model, enc, lengths, BeamOptions("wind", window=100))
+    assert "segment_size=5" in tokenwise[0][0].notes and "window=5" in wind[0][0].notes
 
 
 @pytest.fixture(scope="module")

@@ -76,5 +76,11 @@ def test_bad_files_and_options(tmp_path):
         decode_transducer_npz(load_speech_transducer("rnnt"), tmp_path / "len.npz")
     out = run("rnnt", tmp_path / "len.npz", "--nbest", 2)
     assert out.returncode != 0 and "--nbest and --beam-algorithm need --beam-size" in out.stderr
+    out = run("rnnt", tmp_path / "len.npz", "--nbest", 0)
+    assert out.returncode == 2 and "--nbest must be >= 1; got 0" in out.stderr
+    np.savez(tmp_path / "both.npz", enc=np.zeros((1, 5, 4), np.float32),
+             log_probs=np.zeros((1, 9, 191), np.float32))  # fmt: skip
+    with pytest.raises(InputFileError, match="both.npz.*both 'enc'.*and 'log_probs'"):
+        decode_transducer_npz(load_speech_transducer("rnnt"), tmp_path / "both.npz")
     out = run(tmp_path / "missing.npz", tmp_path / "len.npz")
     assert out.returncode != 0 and "missing.npz" in out.stderr and "Traceback" not in out.stderr

@@ -35,6 +35,46 @@ def test_protocol_sequence_and_round_trip(tmp_path, durations):
     assert [h.tokens for h in a] == [h.tokens for h in b]
 
 
+def test_a_bad_weights_file_is_named(tmp_path):
+    """Whatever is wrong with a weights file, `load` names the file and the fault."""
+    import json
+
+    import numpy as np
+
+    from wfstdecode.errors import InputFileError
+
+    SpeechTransducer(enc_dim=16, pred_dim=8, joint_dim=12, enc_layers=1).save(tmp_path / "ok.npz")
+    with np.load(tmp_path / "ok.npz") as z:
+        members = dict(z)
+    meta = json.loads(str(members.pop("__meta__")))
+
+    def saved(name, **arrays):
+        np.savez(tmp_path / name, **arrays)
+        return tmp_path / name
+
+    def with_config(**change):
+        return np.array(json.dumps({**meta, "config": {**meta["config"], **change}}))
+
+    cases = {
+        saved("no_config.npz", __meta__=np.array("{}"), **members): "no 'config' object",
+        saved("no_meta.npz", **members): "no '__meta__' member",
+        saved("missing.npz", __meta__=with_config(), **{k: v for k, v in members.items()
+                                                        if k != "out.bias"}): "missing: out.bias",
+        saved("bogus.npz", __meta__=with_config(bogus=1), **members): "unexpected keyword",
+        saved("durs.npz", __meta__=with_config(durations=5), **members): "durations 5",
+        saved("neg.npz", __meta__=with_config(durations=[0, -1]), **members): "durations",
+        saved("shape.npz", __meta__=with_config(), **{**members, "out.bias": np.zeros(3)}):
+            r"out.bias has shape \(3,\)",
+    }  # fmt: skip
+    (tmp_path / "text.npz").write_text("hello")
+    (tmp_path / "cut.npz").write_bytes((tmp_path / "ok.npz").read_bytes()[:300])
+    cases[tmp_path / "text.npz"] = "not an .npz archive"
+    cases[tmp_path / "cut.npz"] = "not an .npz archive"
+    for path, fault in cases.items():
+        with pytest.raises(InputFileError, match=f"{path.name}.*{fault}"):
+            SpeechTransducer.load(path)
+
+
 @pytest.mark.parametrize("durations", [(), (0, 1, 2)])
 def test_a_few_steps_of_the_losses_fit_a_tiny_task(durations):
     """The encoder sees which character to emit (a one-hot per frame): training must learn it."""

@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from ..errors import DecodeInputError, InputFileError
+from ..safe_io import NpzArchive, json_object
 from ..symbols import SymbolTable
 from .transducer import LstmTransducer
 
@@ -100,20 +101,45 @@ class SpeechTransducer(LstmTransducer):
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> SpeechTransducer:
-        try:
-            with np.load(path, allow_pickle=False) as z:
-                meta = json.loads(str(z["__meta__"]))
-                state = {
-                    k: torch.from_numpy(z[k].astype(np.float32)) for k in z.files if k != "__meta__"
-                }
-        except (OSError, ValueError, KeyError) as exc:
-            raise InputFileError(
-                path, None, f"not a speech transducer weights file: {exc}"
-            ) from None
-        model = cls(**{**meta["config"], "durations": tuple(meta["config"]["durations"])})
+        """A model `save` wrote. Anything else — not an .npz, no or a malformed configuration,
+        a weight missing, of another shape or not a float — raises `InputFileError` naming
+        ``path`` and what is wrong."""
+
+        def fail(message: str) -> InputFileError:
+            return InputFileError(path, None, f"not a speech transducer weights file: {message}")
+
+        with NpzArchive(path, ("__meta__",), fail) as z:
+            if "__meta__" not in z.names:
+                raise fail("no '__meta__' member (the model's configuration)")
+            meta = json_object(str(z.read("__meta__", "U", shape=())), "'__meta__'", fail)
+        model = cls._configured(meta.get("config"), fail)
+        want = model.state_dict()
+        with NpzArchive(path, want, fail) as z:
+            missing = sorted(set(want) - z.names)
+            if missing:
+                raise fail(f"weights missing: {', '.join(missing)}")
+            state = {
+                k: torch.from_numpy(z.read(k, "f", shape=tuple(v.shape)).astype(np.float32))
+                for k, v in want.items()
+            }
         model.load_state_dict(state)
         model.meta = meta
         return model.eval()
+
+    @classmethod
+    def _configured(cls, config, fail) -> SpeechTransducer:
+        """An untrained model of ``config`` (the ``__init__`` arguments as `save` wrote them)."""
+        if not isinstance(config, dict):
+            raise fail(f"'__meta__' has no 'config' object (got {config!r})")
+        durations = config.get("durations", [])
+        if not isinstance(durations, list) or any(
+            type(d) is not int or d < 0 for d in durations
+        ) or len(set(durations)) != len(durations):  # fmt: skip
+            raise fail(f"its durations {durations!r} are not distinct non-negative ints")
+        try:
+            return cls(**{**config, "durations": tuple(durations)})
+        except (TypeError, ValueError, RuntimeError) as exc:
+            raise fail(f"its configuration {config!r} is not a model's ({exc})") from None
 
 
 def load_speech_transducer(kind: str = "rnnt") -> SpeechTransducer:

@@ -98,6 +98,9 @@ def _read(path) -> dict:
         name = "enc" if "enc" in z.names else "log_probs" if "log_probs" in z.names else None
         if name is None:
             raise fail(f"no 'enc' or 'log_probs' array (has {', '.join(z.others) or 'none'})")
+        if {"enc", "log_probs"} <= z.names:  # which one is meant? neither is dropped unsaid
+            raise fail("holds both 'enc' (encoder output) and 'log_probs' (the model's input): "
+                       "keep the one to decode")  # fmt: skip
         data = z.read(name, "f", ndim=3)
         B, T, _ = data.shape
         out = {name: data.astype("float32", copy=False), "lengths": z.read_lengths(B, T)}

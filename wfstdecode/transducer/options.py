@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+import numpy as np
+
 from ..errors import OptionsError
 
 __all__ = [
@@ -14,6 +16,7 @@ __all__ = [
     "MAX_COUNT",
     "GreedyOptions",
     "check_durations",
+    "counted",
 ]
 
 ALGORITHMS = ("frame_looping", "label_looping", "wind")
@@ -65,19 +68,14 @@ class GreedyOptions:
             raise OptionsError(
                 f"cuda_graphs must be one of {CUDA_GRAPH_MODES}; got {self.cuda_graphs!r}"
             )
-        m = self.max_symbols_per_frame
-        if isinstance(m, bool) or not isinstance(m, int) or not 1 <= m <= MAX_COUNT:
-            raise OptionsError(
-                f"max_symbols_per_frame must be an int in [1, {MAX_COUNT}]; got {m!r}"
-            )
+        counted(self, "max_symbols_per_frame", 1)
         if self.window is not None:
             if self.algorithm != "wind":
                 raise OptionsError(
                     f"window={self.window!r} is only used by algorithm='wind'; "
                     f"got algorithm={self.algorithm!r}"
                 )
-            if isinstance(self.window, bool) or not isinstance(self.window, int) or self.window < 1:
-                raise OptionsError(f"window must be an int >= 1; got {self.window!r}")
+            counted(self, "window", 1)
         if self.durations is not None:
             self._check_durations()
 
@@ -101,17 +99,33 @@ class GreedyOptions:
         return min(self.effective_window, max(frames, 1))
 
 
+def as_count(value, low: int = 0):
+    """``value`` as a Python int when it is an integer (NumPy's too, as read from an array; not
+    a bool) in [``low``, `MAX_COUNT`], else None."""
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+        return None
+    return int(value) if low <= value <= MAX_COUNT else None
+
+
+def counted(options, name: str, low: int) -> None:
+    """Set field ``name`` of the frozen ``options`` to its value as a Python int (`as_count`),
+    or raise `OptionsError` naming it."""
+    value = getattr(options, name)
+    count = as_count(value, low)
+    if count is None:
+        raise OptionsError(f"{name} must be an int in [{low}, {MAX_COUNT}]; got {value!r}")
+    object.__setattr__(options, name, count)
+
+
 def check_durations(durations) -> tuple[int, ...]:
-    """TDT durations as a tuple, or `OptionsError` naming what is wrong with them."""
+    """TDT durations as a tuple of Python ints, or `OptionsError` naming what is wrong."""
     try:
-        durs = tuple(durations)
+        given = tuple(durations)
     except TypeError:
         raise OptionsError(f"durations must be a sequence of ints; got {durations!r}") from None
-    bad = [
-        d for d in durs if isinstance(d, bool) or not isinstance(d, int) or not 0 <= d <= MAX_COUNT
-    ]
-    if not durs or bad:
-        raise OptionsError(f"durations must be non-negative ints <= {MAX_COUNT}; got {durs!r}")
+    durs = tuple(as_count(d) for d in given)
+    if not durs or None in durs:
+        raise OptionsError(f"durations must be non-negative ints <= {MAX_COUNT}; got {given!r}")
     if len(set(durs)) != len(durs):
         raise OptionsError(f"durations must be distinct; got {durs!r}")
     if max(durs) == 0:

@@ -18,6 +18,7 @@ import torch
 from ...errors import OptionsError
 from ..inputs import check_inputs, check_joint
 from ..model import ModelAdapter
+from ..programs import _check_memory
 from .alignment import alignment_search
 from .alignment_cpu import alsd_search_cpu
 from .options import BEAM_ALGORITHMS, BeamOptions
@@ -25,7 +26,7 @@ from .reference import beam_reference
 from .segment import segment_search
 from .segment_cpu import segment_search_cpu
 from .wind_cpu import wind_search_cpu
-from .window import window_search
+from .window import pool_layout, window_search
 
 __all__ = ["BEAM_ALGORITHMS", "BeamOptions", "beam_decode", "beam_reference"]
 
@@ -60,9 +61,10 @@ def beam_decode(model, enc, enc_lengths, options: BeamOptions | None = None):
     if options.algorithm == "wind":
         notes += (f"window={min(options.effective_window, max(enc.shape[1], 1))}",)
     if options.algorithm == "tokenwise":
-        notes += (f"segment_size={options.effective_segment}",)
+        notes += (f"segment_size={options.segment_for(enc.shape[1])}",)
     with torch.inference_mode():
         vocab = check_joint(adapter, enc, options.durations)
+        _check_beam_memory(enc, options, vocab)
         search = {"alsd": alignment_search, "wind": window_search}.get(
             options.algorithm, segment_search
         )
@@ -74,3 +76,34 @@ def beam_decode(model, enc, enc_lengths, options: BeamOptions | None = None):
             else:
                 search = wind_search_cpu
         return search(adapter, enc, lengths, options, vocab, notes)
+
+
+def _check_beam_memory(enc, options: BeamOptions, vocab: int) -> None:
+    """`DeviceMemoryError` naming the options before a search allocates more than the machine
+    has (a beam of 2**31 rows, a TDT duration of 2**31 frames): a lower bound of its largest
+    buffers, 8 bytes a value — per row of the search, the log-probs one step reads (a window of
+    frames, a segment) and the mass landing ahead (TDT)."""
+    B, T, _ = enc.shape
+    K, width = options.beam_size, 0
+    if options.algorithm == "wind":
+        frames, _, rows = pool_layout(options, T)
+    elif options.algorithm == "alsd":
+        frames, rows = 1, 2 * K
+    else:  # the summing searches hold each row's mass landing ahead: up to the largest duration
+        frames, rows = options.segment_for(T), K + options.expansions
+        width = max((*(options.durations or ()), 1))
+    values = B * rows * (frames * vocab + width + frames)
+    tunable = {
+        "wind": "beam_size or window",
+        "maes": "beam_size or expansion_beta",
+        "tokenwise": "beam_size or segment_size",
+    }.get(options.algorithm, "beam_size")
+    _check_memory(
+        enc.device,
+        8 * values,
+        f"the {options.algorithm!r} beam search's buffers ({B} utterances x {rows} rows x "
+        f"{frames} frames x {vocab} labels"
+        + (f", durations up to {width} frames" if width > 1 else "")
+        + ")",
+        f"lower {tunable}" + (" or the largest duration" if width > 1 else ""),
+    )

@@ -78,11 +78,12 @@ def alignment_search(adapter, enc, lengths, options, vocab, notes):
 
 
 def score_moves(
-    adapter, rows, s, expand, score, enc_p, options, vocab, window, durations
-) -> torch.Tensor:
+    adapter, rows, s, expand, score, enc_p, options, vocab, window, durations, greedy=False
+):
     """Scores of every move of the rows ``expand`` (B, K) whose scores are ``score`` (B*K;
     -inf: nothing to expand), (B*K, W, V) for RNN-T — slot [.., 0, blank] is the blank-window
-    move — or (B*K, V, D) for TDT; -inf for moves not allowed."""
+    move — or (B*K, V, D) for TDT; -inf for moves not allowed. With ``greedy`` (RNN-T) also
+    each row's greedy move (`reference._greedy_move`) as an index into its W * V moves."""
     T, blank = enc_p.shape[1], adapter.blank_id
     beam = expand.reshape(-1)
     n = beam.shape[0]
@@ -116,7 +117,13 @@ def score_moves(
     moves = torch.where(label_ok.unsqueeze(2), moves, -math.inf)
     moves[:, :, blank] = -math.inf
     moves[:, 0, blank] = torch.where(live, score + blank_lp.sum(1), -math.inf)
-    return moves
+    if not greedy:
+        return moves
+    top = lp.argmax(2)  # (n, W): the first of equals, as greedy decoding takes it
+    emits = label_ok & (top != blank)
+    j = emits.int().argmax(1)  # the first frame whose best is a label it may emit
+    index = torch.where(emits.any(1), j * vocab + top.gather(1, j.unsqueeze(1)).squeeze(1), blank)
+    return moves, index
 
 
 def _step_(rows, s, beam, moves, vocab, window, durations) -> None:

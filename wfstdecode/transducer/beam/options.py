@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ...errors import OptionsError
-from ..options import DEFAULT_WINDOW, MAX_COUNT, check_durations
+from ..options import DEFAULT_WINDOW, check_durations, counted
 
 __all__ = ["BEAM_ALGORITHMS", "BeamOptions"]
 
@@ -93,8 +93,8 @@ class BeamOptions:
             raise OptionsError(
                 f"algorithm must be one of {BEAM_ALGORITHMS}; got {self.algorithm!r}"
             )
-        _check_int("beam_size", self.beam_size, 1)
-        _check_int("nbest", self.nbest, 1)
+        counted(self, "beam_size", 1)
+        counted(self, "nbest", 1)
         if self.nbest > self.beam_size:
             raise OptionsError(
                 f"nbest={self.nbest} exceeds beam_size={self.beam_size}: a beam holds only "
@@ -102,7 +102,7 @@ class BeamOptions:
             )
         if not isinstance(self.length_norm, bool):
             raise OptionsError(f"length_norm must be True or False; got {self.length_norm!r}")
-        _check_int("max_symbols_per_frame", self.max_symbols_per_frame, 1)
+        counted(self, "max_symbols_per_frame", 1)
         own = {
             "window": ("wind",),
             "segment_size": ("tokenwise",),
@@ -120,11 +120,11 @@ class BeamOptions:
                 )
         for name in ("window", "segment_size", "maes_steps"):
             if getattr(self, name) is not None:
-                _check_int(name, getattr(self, name), 1)
+                counted(self, name, 1)
         if self.max_tokens is not None:
-            _check_int("max_tokens", self.max_tokens, 0)
+            counted(self, "max_tokens", 0)
         if self.expansion_beta is not None:
-            _check_int("expansion_beta", self.expansion_beta, 0)
+            counted(self, "expansion_beta", 0)
         gamma = self.expansion_gamma
         if gamma is not None and (
             isinstance(gamma, bool)
@@ -188,8 +188,3 @@ class BeamOptions:
         if self.algorithm != "maes":
             return math.inf
         return 2.3 if self.expansion_gamma is None else float(self.expansion_gamma)
-
-
-def _check_int(name: str, value, low: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= MAX_COUNT:
-        raise OptionsError(f"{name} must be an int in [{low}, {MAX_COUNT}]; got {value!r}")

@@ -206,7 +206,8 @@ def _window_search(model: _Model, enc, options: BeamOptions) -> list[_Hyp]:
     step takes the bucket of the earliest frame, keeps its ``beam_size`` best that beat the
     ``beam_size``-th final score and the ``beam_size``-th score waiting at later frames (Graves'
     rule, the paper's safeguard against staying at a frame: labels emitted at frame t bring
-    hypotheses back to t), and extends each by its ``beam_size`` best window moves.
+    hypotheses back to t), and extends each by its ``beam_size`` best window moves and its
+    greedy move (`_window_moves`).
     Recombination and the final set as in `_alignment_search`."""
     T, K = enc.shape[0], options.beam_size
     buckets = {0: {((), 0): _Hyp((), 0.0)}} if T else {}
@@ -219,11 +220,44 @@ def _window_search(model: _Model, enc, options: BeamOptions) -> list[_Hyp]:
         for h in _top(here.values(), K):
             if h.score <= threshold:
                 continue
-            for new in _top(_moves(model, enc, h, options), K):
+            for new in _window_moves(model, enc, h, options, K):
                 bucket = buckets.setdefault(new.frame, {}) if new.frame < T else {}
                 _offer(final, bucket, new, T)
         final = {h.tokens: h for h in _top(final.values(), K)}
     return list(final.values())
+
+
+def _window_moves(model: _Model, enc, h: _Hyp, options: BeamOptions, k: int) -> list[_Hyp]:
+    """WIND's moves of ``h``: its ``k`` best (Algorithm 3, line 13), best first, then its
+    greedy move (`_greedy_move`) when it is not among them. The top k compares moves over
+    different numbers of frames: blanks over the whole window pay W blank log-probs, a label
+    at the window's first frame one label's, so on an unsure model the all-blank move drops
+    out and with it the greedy path, which the beam then often ends below; kept, the greedy
+    path stays in the search space."""
+    top = _top(_moves(model, enc, h, options), k)
+    greedy = _greedy_move(model, enc, h, options)
+    if all((m.tokens, m.frame) != (greedy.tokens, greedy.frame) for m in top):
+        top.append(greedy)
+    return top
+
+
+def _greedy_move(model: _Model, enc, h: _Hyp, options: BeamOptions) -> _Hyp:
+    """The move greedy decoding makes from ``h`` in its window: blanks up to the first frame
+    whose most probable token (the first of equals) is a label ``h`` may emit there, then that
+    label; else blanks over the whole window. Scored as `_moves` scores it."""
+    T, blank, t, c = enc.shape[0], model.blank, h.frame, h.count
+    n = min(options.effective_window, T - t)
+    lp, _ = model.log_probs(h.tokens, enc[t : t + n])
+    can_label = options.max_tokens is None or len(h.tokens) < options.max_tokens
+    blanks = 0.0
+    for j in range(n):
+        k = max(range(len(lp[j])), key=lp[j].__getitem__)
+        if k != blank and can_label and (j > 0 or c < options.max_symbols_per_frame):
+            tokens, times = (*h.tokens, k), (*h.timestamps, t + j)
+            count = c + 1 if j == 0 else 1
+            return _Hyp(tokens, h.score + blanks + lp[j][k], times, frame=t + j, count=count)
+        blanks += lp[j][blank]
+    return _Hyp(h.tokens, h.score + blanks, h.timestamps, frame=t + n)
 
 
 def _offer(final: dict, candidates: dict, h: _Hyp, T: int) -> None:

@@ -10,7 +10,8 @@ per utterance:
     waiting at a later frame (Graves' rule) are expanded (the model scores their windows); an
     earliest frame with none such is dropped and the next one taken;
   * `wind_step`: each expanded hypothesis offers its K best window moves (a label at frame
-    t+j after blanks at t..t+j-1, or blanks over the whole window); the all-blank moves that
+    t+j after blanks at t..t+j-1, or blanks over the whole window) and its greedy move
+    (`reference._window_moves`); the all-blank moves that
     reach the last frame merge into the final set (by labels: the better alignment), which
     keeps its K best; the pool becomes the hypotheses waiting at later frames and the other
     moves that beat the K-th final score, recombined by (labels, frame, count) and at most K
@@ -95,8 +96,9 @@ def _insert(top, s):
 def _best_moves(lp_h, n, t, c, score, may_label, first_may_label, blank, K, best, moves):
     """The ``K`` best moves of a hypothesis at frame ``t`` (``c`` labels emitted there) whose
     window of ``n`` frames has log-probs ``lp_h`` (W, V), in `reference._moves`' order, ties:
-    the earlier: written to ``best`` (scores) and ``moves`` (label, its frame, frame after,
-    count after), best first; returns how many."""
+    the earlier, then its greedy move when not among them (`reference._window_moves`): written
+    to ``best`` (scores) and ``moves`` (label, its frame, frame after, count after; room for
+    K + 1), best first; returns how many."""
     V = lp_h.shape[1]
     m = 0
     blanks = 0.0
@@ -120,7 +122,32 @@ def _best_moves(lp_h, n, t, c, score, may_label, first_may_label, blank, K, best
             m = min(m + 1, K)
         if j < n:
             blanks += lp_h[j, blank]
-    return m
+    # the greedy move (`reference._greedy_move`), scored as above
+    blanks = 0.0
+    s, label, at, to, c_to = 0.0, NONE, t + n, t + n, 0
+    for j in range(n):
+        top = 0
+        for k in range(1, V):
+            if lp_h[j, k] > lp_h[j, top]:
+                top = k
+        if top != blank and may_label and (j > 0 or first_may_label):
+            s, label, at, to, c_to = (
+                score + blanks + lp_h[j, top],
+                top,
+                t + j,
+                t + j,
+                c + 1 if j == 0 else 1,
+            )
+            break
+        blanks += lp_h[j, blank]
+    if label == NONE:
+        s = score + blanks
+    for q in range(m):
+        if moves[q, 0] == label and moves[q, 1] == at:
+            return m
+    best[m] = s
+    moves[m, 0], moves[m, 1], moves[m, 2], moves[m, 3] = label, at, to, c_to
+    return m + 1
 
 
 @njit(nogil=True, cache=True)
@@ -136,12 +163,12 @@ def wind_step(
     R = P + K
     B = length.shape[0]
     V = lp.shape[2]
-    cap = P + K * K + K
+    cap = P + K * (K + 1) + K  # the pool, K + 1 moves of each expanded row, the final set
     cands = (np.empty(cap), np.empty((cap, 6), np.int64))
     final = (np.empty(cap), np.empty((cap, 6), np.int64))
     out = (np.empty(R), np.empty((R, 6), np.int64), np.empty(R, np.int64), np.empty(R, np.int64))
     kept_score, kept_move = out[0], out[1]
-    best, moves = np.empty(K), np.empty((K, 4), np.int64)
+    best, moves = np.empty(K + 1), np.empty((K + 1, 4), np.int64)
     n_emit = 0
     start = 0
     for b in range(B):

@@ -3,7 +3,8 @@ hypotheses in fixed-shape rows (`BeamRows`), P = K * (W + 1).
 
 Hypotheses wait in a pool, each at the frame it reads next; a step takes, per utterance, the K
 best of the earliest frame's hypotheses ("t = min(t2hyps.keys())"), scores their moves in a
-window of W frames (`alignment.score_moves`), keeps each one's K best moves (line 13), sends the
+window of W frames (`alignment.score_moves`), keeps each one's K best moves (line 13) and its
+greedy move (`reference._window_moves` says why), sends the
 moves that reach the last frame to the final set (`alignment.merge_final`) and puts the others
 back into the pool. A hypothesis at the earliest frame is expanded only while fewer than K
 hypotheses at later frames beat it (Graves' rule; the paper's safeguard against staying at one
@@ -67,15 +68,15 @@ def window_search(adapter, enc, lengths, options, vocab, notes):
         cur_score, cur_pick = torch.where(current, score, -math.inf).topk(K, dim=1)
         expand = pool_rows.gather(1, cur_pick)
         rows.feed_pending_(expand.view(-1))
-        moves = score_moves(
-            adapter, rows, s, expand, cur_score.view(-1), enc_p, options, vocab, W, None
+        moves, greedy = score_moves(
+            adapter, rows, s, expand, cur_score.view(-1), enc_p, options, vocab, W, None, True
         )
-        moves = _k_best_per_row(moves.view(B * K, -1), K).view(B, -1)
+        moves = _k_best_and_greedy(moves.view(B * K, -1), K, greedy).view(B, -1)
         # (the finishing moves are taken out of ``moves``)
         f_values, f_move = finishes(rows, s, expand, moves.view(B * K, W, vocab), vocab, W, None)
         final_best, final_pick = merge_final(rows, final_rows, f_values, f_move)
         threshold = final_best[:, -1:]
-        g_values, g_move = decode_moves(rows, s, expand, moves, None, K * K, vocab, W, None)
+        g_values, g_move = decode_moves(rows, s, expand, moves, None, K * (K + 1), vocab, W, None)
         # Candidates for the pool: the hypotheses waiting at later frames, and the new moves.
         waiting = later  # those at the earliest frame were expanded, or are dropped
         cand = {
@@ -98,10 +99,13 @@ def window_search(adapter, enc, lengths, options, vocab, notes):
     return rows.results(options, notes, first=P, count=K)
 
 
-def _k_best_per_row(moves, k):
-    """Keep each row's ``k`` best moves (Algorithm 3, line 13); the rest -inf."""
+def _k_best_and_greedy(moves, k, greedy):
+    """Keep each row's ``k`` best moves (Algorithm 3, line 13) and its greedy move (index
+    ``greedy``; `reference._window_moves` says why); the rest -inf."""
     best, index = moves.topk(min(k, moves.shape[1]), dim=1)
-    return torch.full_like(moves, -math.inf).scatter(1, index, best)
+    kept = torch.full_like(moves, -math.inf).scatter(1, index, best)
+    at = greedy.unsqueeze(1)
+    return kept.scatter(1, at, moves.gather(1, at))
 
 
 def _k_best_per_frame(values, frame, k):
