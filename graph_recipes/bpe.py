@@ -9,17 +9,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import arpa_words, build_and_write, parser
+from common import arpa_words, build_and_write, parser, run_reporting
 
 from wfstdecode import SymbolTable
-from wfstdecode.graph.lexicon import sentencepiece_lexicon
+from wfstdecode.graph.lexicon import load_sentencepiece, sentencepiece_lexicon
 
 
 def tokens_from_sentencepiece(model: Path) -> SymbolTable:
-    import sentencepiece
-
-    sp = sentencepiece.SentencePieceProcessor()
-    sp.load(str(model))
+    sp = load_sentencepiece(model)
     pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
     if pieces[0] != "<blk>":
         pieces = ["<blk>", *pieces]
@@ -42,4 +39,4 @@ def main(argv: list[str] | None = None) -> Path:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_reporting(main))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import arpa_words, build_and_write, parser
+from common import arpa_words, build_and_write, parser, run_reporting
 
 from wfstdecode import SymbolTable
 from wfstdecode.graph.lexicon import spell_lexicon
@@ -27,4 +27,4 @@ def main(argv: list[str] | None = None) -> Path:
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(run_reporting(main))

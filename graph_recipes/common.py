@@ -9,11 +9,12 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+from wfstdecode.cli import run_reporting  # the recipes report errors as the CLI does
 from wfstdecode.graph import build_dir  # called through the module, so a stub of it holds
 from wfstdecode.graph.build_dir import arpa_words
 from wfstdecode.progress import print_stage
 
-__all__ = ["arpa_words", "build_and_write", "parser"]
+__all__ = ["arpa_words", "build_and_write", "parser", "run_reporting"]
 
 
 def parser(description: str) -> argparse.ArgumentParser:

@@ -122,6 +122,8 @@ def main() -> int:
     ap.add_argument("--only", choices=["batch", "streams"])
     ap.add_argument("--first-seed", type=int, default=0)
     args = ap.parse_args()
+    if not args.seconds > 0:  # NaN too: a campaign of no cases would report a clean pass
+        ap.error(f"--seconds must be > 0; got {args.seconds}")
     warnings.simplefilter("ignore")  # boosted words a random graph lacks warn; expected here
     runs = {"batch": batch_case, "streams": stream_case}
     if args.only:

@@ -35,6 +35,8 @@ def main() -> int:
     parser.add_argument("--no-tracemalloc", action="store_true", help="faster; no memory check")
     parser.add_argument("--replay", type=Path, help="run one saved input and show what escapes")
     args = parser.parse_args()
+    if args.n < 1:
+        parser.error(f"--n must be >= 1; got {args.n}")
     names = args.targets.split(",") if args.targets else None
     with tempfile.TemporaryDirectory() as tmp:
         targets = make_targets(Path(tmp), names)

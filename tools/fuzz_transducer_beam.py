@@ -95,6 +95,8 @@ def main(argv=None) -> int:
     ap.add_argument("--seconds", type=float, default=60)
     ap.add_argument("--seed", type=int, default=0, help="first case's seed")
     args = ap.parse_args(argv)
+    if not args.seconds > 0:  # NaN too: a campaign of no cases would report a clean pass
+        ap.error(f"--seconds must be > 0; got {args.seconds}")
     torch.set_num_threads(1)
     end = time.monotonic() + args.seconds
     seed, found, ties, tensor_differs = args.seed, 0, 0, 0

@@ -34,6 +34,8 @@ def main(argv=None) -> None:
     ap.add_argument("--out", required=True, type=Path, help="ARPA to write (.gz: gzipped)")
     ap.add_argument("--lexicon", type=Path, help="also write the kept words' character lexicon")
     args = ap.parse_args(argv)
+    if args.words < 1:
+        ap.error(f"--words must be >= 1; got {args.words}")
 
     alphabet = None
     if args.tokens:

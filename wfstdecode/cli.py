@@ -9,11 +9,12 @@ import logging
 import os
 import sys
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 from .cli_rescore import add_rescore_parser, add_rescoring_arguments, rescoring
 from .ctc import CtcBeamOptions
-from .errors import WfstDecodeError
+from .errors import InputFileError, WfstDecodeError
 from .progress import print_stage
 from .results import finite_or_none
 
@@ -91,7 +92,6 @@ def _read_inputs(args: argparse.Namespace) -> tuple:
 def info_command(args: argparse.Namespace) -> None:
     from .ctc import cuda_memory_bytes
     from .decoding_graph import DecodingGraph
-    from .errors import InputFileError
     from .safe_io import read_json_file
 
     graph = DecodingGraph.load(args.dir)
@@ -359,6 +359,8 @@ def decode_transducer_command(args: argparse.Namespace) -> None:
                           "score": finite_or_none(round(hyp.score, 4)), "text": text}  # fmt: skip
                 if hyp.durations:
                     record["durations"] = list(hyp.durations)
+                if hyp.notes:
+                    record["notes"] = list(hyp.notes)
                 if args.nbest > 1:  # as decode: every record ranked, one hypothesis or several
                     record["rank"] = rank + 1
                 print(json.dumps(record, ensure_ascii=False), flush=True)
@@ -383,7 +385,7 @@ def demo_command(args: argparse.Namespace) -> None:
     run_speech_demo()
 
 
-def transcribe_command(args: argparse.Namespace) -> None:
+def transcribe_command(args: argparse.Namespace) -> int:
     from .decoding_graph import DecodingGraph
     from .models.speech_transducer import FRAME_SECONDS as TRANSDUCER_FRAME_SECONDS
     from .speech.phone_model import HamaPhoneModel
@@ -394,13 +396,20 @@ def transcribe_command(args: argparse.Namespace) -> None:
     options = CtcBeamOptions(**{**defaults, **given})
     model = HamaPhoneModel()
     boosts = _boosts(args)
+    unreadable: list[InputFileError] = []  # files left out, said as they come and counted
+
+    def report(error: InputFileError) -> None:
+        print(f"wfstdecode: error: {error}", file=sys.stderr, flush=True)
+        unreadable.append(error)
+
     if args.transducer:
         if args.graph or boosts or any(getattr(args, n) is not None for n in DECODE_OPTIONS):
             raise WfstDecodeError("--transducer decodes without a graph: --graph, --boost and "
                                   "the CTC search options do not apply")  # fmt: skip
         frame_seconds = TRANSDUCER_FRAME_SECONDS
         beam = _transducer_beam(args)
-        results = iter_transcribe(args.audio, model=model, kind=args.transducer, beam=beam)
+        results = iter_transcribe(args.audio, model=model, kind=args.transducer, beam=beam,
+                                  on_error=report)  # fmt: skip
     else:
         if args.beam_size is not None or args.beam_algorithm is not None:
             raise WfstDecodeError("--beam-size is the transducer beam search (with --transducer); "
@@ -408,7 +417,7 @@ def transcribe_command(args: argparse.Namespace) -> None:
         graph = DecodingGraph.load(args.graph) if args.graph else None
         frame_seconds = model.frame_seconds
         results = iter_transcribe(args.audio, graph, options, backend=args.backend, model=model,
-                                  boosts=boosts)  # fmt: skip
+                                  boosts=boosts, on_error=report)  # fmt: skip
     for path, hyps in results:
         for rank, hyp in enumerate(hyps):
             if args.json:
@@ -421,6 +430,11 @@ def transcribe_command(args: argparse.Namespace) -> None:
             else:
                 rank_field = f"{rank + 1}\t" if len(hyps) > 1 else ""
                 print(f"{_escaped(str(path))}\t{rank_field}{hyp.text}", flush=True)
+    if unreadable:
+        print(f"wfstdecode: {len(unreadable)} of {len(args.audio)} files could not be read "
+              "(above); the others are transcribed", file=sys.stderr)  # fmt: skip
+        return 1
+    return 0
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -609,9 +623,17 @@ def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")  # fmt: skip
+    return run_reporting(lambda: args.func(args))
+
+
+def run_reporting(command: Callable[[], object]) -> int:
+    """Run ``command()`` as every command of the CLI (and the graph recipes) runs: a
+    `WfstDecodeError` or `OSError` is one ``wfstdecode: error:`` line on stderr (status 2),
+    warnings are ``wfstdecode: warning:`` lines, Ctrl-C and a closed pipe end quietly. Returns
+    the exit status: the command's own if it returns an int, else 0."""
     formatted, warnings.formatwarning = warnings.formatwarning, _warning_line
     try:
-        status = args.func(args)
+        status = command()
     except BrokenPipeError:  # the reader left (`| head`): stop quietly, as other tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
         return 1

@@ -29,11 +29,14 @@ import numpy as np
 
 from .errors import GraphError, WfstDecodeError
 from .fstio import FstArrays, read_openfst, write_openfst
-from .safe_io import MAX_JSON_BYTES, NpzArchive, json_object, write_aligned_npz
+from .safe_io import MAX_JSON_BYTES, NpzArchive, json_object, replacing, write_aligned_npz
 from .symbols import SymbolTable
 
 GRAPH_FILE = "TLG.npz"
 FORMAT_VERSION = 1
+# The largest cost of an arc or a final state: far beyond any model's (a -log-probability of
+# 1e30 is a probability of 0), and a path of up to ~1e8 of them sums to a float32 (3.4e38).
+MAX_COST = 1e30
 
 
 @dataclass(frozen=True, eq=False)
@@ -167,12 +170,18 @@ class DecodingGraph:
             if table is not None:
                 arrays[f"{name}_symbols"] = np.array([s for s, _ in table], dtype=np.str_)
                 arrays[f"{name}_ids"] = np.array([i for _, i in table], dtype=np.int64)
-        meta = {"format_version": FORMAT_VERSION, "start": self.start, **self.metadata}
-        arrays["metadata_json"] = np.array(json.dumps(meta))
+        meta = {**self.metadata, "format_version": FORMAT_VERSION, "start": self.start}
+        try:
+            text = json.dumps(meta, allow_nan=False, default=_json_scalar)
+        except (TypeError, ValueError) as exc:
+            raise GraphError(
+                f"{path}: the graph's metadata cannot be saved as JSON: {exc}"
+            ) from None
+        arrays["metadata_json"] = np.array(text)
         if self.pronunciations is not None:
             for name in _PRON_MEMBERS:
                 arrays[f"pron_{name}"] = getattr(self.pronunciations, name)
-        with open(path, "wb") as f:
+        with replacing(path) as f:  # the old file stays whole for a graph mapped from it
             write_aligned_npz(f, arrays)
 
     @classmethod
@@ -258,6 +267,12 @@ class DecodingGraph:
     def _validate(self) -> None:
         for name, dtype in _ARRAY_FIELDS.items():
             object.__setattr__(self, name, _as_field(name, getattr(self, name), dtype))
+        if not isinstance(self.metadata, dict) or not all(map(_is_str, self.metadata)):
+            raise GraphError("metadata must be a dict with string keys (it is saved as JSON)")
+        reserved = sorted({"start", "format_version"} & self.metadata.keys())
+        if reserved:
+            raise GraphError(f"metadata keys {reserved} are the graph file's own (its start "
+                             "state, its format): give yours other names")  # fmt: skip
         start = self.start
         if isinstance(start, (bool, np.bool_)) or not isinstance(start, (int, np.integer)):
             raise GraphError(f"start state must be an integer; got {start!r}")
@@ -292,15 +307,27 @@ class DecodingGraph:
             )
         if self.words is not None and self.olabel.max(initial=0) >= self.words.next_id:
             raise GraphError(f"olabel {int(self.olabel.max())} is not in the word table")
+        if self.words is not None and len(self.words) < self.words.next_id and a:
+            listed = np.zeros(self.words.next_id, np.bool_)  # a table with gaps in its ids
+            listed[[i for _, i in self.words]] = True
+            listed[0] = True  # 0 is the epsilon, a table's or not
+            _first_bad("olabel", self.olabel, ~listed[self.olabel],
+                       "no word of the word table has this id (a gap in its ids)")  # fmt: skip
         if self.pronunciations is not None:
             self.pronunciations.check(
                 self.num_tokens, self.words.next_id if self.words is not None else None
             )
-        _first_bad("weight", self.weight, ~np.isfinite(self.weight),
-                   "arc weights must be finite costs")  # fmt: skip
+        _first_bad("weight", self.weight, ~(np.abs(self.weight) <= MAX_COST),
+                   f"arc weights must be finite costs of at most {MAX_COST:g} in magnitude "
+                   "(a path's sum must stay a float32)")  # fmt: skip
         final = self.final_cost
-        _first_bad("final_cost", final, np.isnan(final) | np.isneginf(final),
-                   "final costs must be finite, or +inf for a non-final state")  # fmt: skip
+        _first_bad("final_cost", final, ~(np.abs(final) <= MAX_COST) & ~np.isposinf(final),
+                   f"final costs must be at most {MAX_COST:g} in magnitude, or +inf for a "
+                   "non-final state")  # fmt: skip
+
+
+def _is_str(key) -> bool:
+    return isinstance(key, str)
 
 
 def _as_field(name: str, value, dtype) -> np.ndarray:
@@ -329,6 +356,13 @@ def _first_bad(name: str, values: np.ndarray, bad: np.ndarray, why: str) -> None
         v = values[i]
         shown = "NaN" if np.isnan(v) else str(v.item())
         raise GraphError(f"{name}[{i}] is {shown}: {why}")
+
+
+def _json_scalar(value):
+    """A NumPy scalar in the metadata (``blank_id=np.int64(0)``) as the Python number it is."""
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} {value!r} is not a JSON value")
 
 
 def _read_metadata(z: NpzArchive, fail) -> dict:

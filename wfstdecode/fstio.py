@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .errors import GraphError
+from .safe_io import replacing
 
 FST_MAGIC = 2125659606
 SYMBOL_TABLE_MAGIC = 2125658996
@@ -476,6 +477,6 @@ def read_openfst(path: str | os.PathLike) -> FstArrays:
 
 def write_openfst(fst: FstArrays, path: str | os.PathLike, fst_type: str = "vector") -> None:
     parts = _openfst_parts(fst, fst_type)
-    with open(path, "wb") as f:
+    with replacing(path) as f:
         for part in parts:
             f.write(part)

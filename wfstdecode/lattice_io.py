@@ -13,6 +13,7 @@ from .compact_lattice import compact_from_fst
 from .errors import GraphError, InputFileError, OptionsError
 from .fstio import read_lattice_bytes
 from .lattice import lattice_from_fst
+from .safe_io import replacing
 
 
 def write_kaldi_archive(lattices, path: str | os.PathLike | io.BufferedIOBase) -> None:
@@ -29,19 +30,8 @@ def write_kaldi_archive(lattices, path: str | os.PathLike | io.BufferedIOBase) -
         for key, lat in lattices.items():
             path.write(key.encode() + b" \0B" + lat.kaldi_bytes())
         return
-    given = os.fspath(path)
-    path = os.path.realpath(given)
-    tmp = f"{path}.{os.getpid()}.partial"
-    try:
-        with open(tmp, "wb") as f:
-            write_kaldi_archive(lattices, f)
-        os.replace(tmp, path)
-    except BaseException as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)  # our own partial file, never the user's
-        if isinstance(exc, OSError) and exc.filename == tmp:  # say which path the user gave
-            raise OSError(exc.errno, exc.strerror, given) from None
-        raise
+    with replacing(path) as f:
+        write_kaldi_archive(lattices, f)
 
 
 def check_archive_keys(keys) -> None:

@@ -4,8 +4,9 @@ kept free of heavy imports so that ``wfstdecode info`` can print a build.json's 
 from __future__ import annotations
 
 
-def print_stage(info: dict) -> None:
-    """One line per finished build stage: sizes, seconds, peak memory and any extra figures."""
+def print_stage(info: dict, file=None) -> None:
+    """One line per finished build stage: sizes, seconds, peak memory and any extra figures, to
+    ``file`` (stdout by default)."""
     extra = {
         k: v
         for k, v in info.items()
@@ -13,4 +14,4 @@ def print_stage(info: dict) -> None:
     }
     print(f"  {info['stage']:<14} {info['states']:>10,} states {info['arcs']:>11,} arcs "
           f"{info['seconds']:8.2f} s  peak {info['peak_rss_mb']:8.1f} MB  {extra or ''}",
-          flush=True)  # fmt: skip
+          file=file, flush=True)  # fmt: skip

@@ -1,6 +1,7 @@
 """Readers for files that may be corrupt or hostile: ``.npz`` members with bounded memory, and
 JSON objects. Both raise the caller's `WfstDecodeError` (built by ``fail(message)``, which names
-the file), never a zipfile, zlib, numpy or json exception.
+the file), never a zipfile, zlib, numpy or json exception. And `replacing`, through which every
+output file is written: all of it or nothing.
 
 No size read from an ``.npz`` is allocated before it has been checked against the bytes on disk:
 
@@ -17,6 +18,7 @@ No size read from an ``.npz`` is allocated before it has been checked against th
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import math
@@ -26,7 +28,8 @@ import tokenize
 import warnings
 import zipfile
 import zlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from typing import BinaryIO
 
 import numpy as np
 
@@ -34,6 +37,7 @@ from .errors import WfstDecodeError
 
 Fail = Callable[[str], WfstDecodeError]
 
+PARTIAL_SUFFIX = ".wfstdecode-partial"  # an output being written (`replacing`)
 MAX_EXPANSION = 100  # numpy's savez writes stored members (1x); savez_compressed gives ~1-5x
 EXPANSION_FLOOR = 64 << 20  # small archives may expand this far whatever their ratio
 MAX_JSON_BYTES = 16 << 20  # metadata and build reports are a few KB
@@ -342,3 +346,29 @@ def read_json_file(path: str | os.PathLike, fail: Fail) -> dict:
     except UnicodeDecodeError as exc:
         raise fail(f"not UTF-8 text ({exc})") from None
     return json_object(text, "the file", fail)
+
+
+@contextlib.contextmanager
+def replacing(path: str | os.PathLike) -> Iterator[BinaryIO]:
+    """A binary file to write ``path``'s new contents into: a temporary file beside it
+    (``.NAME.PID`` + `PARTIAL_SUFFIX`), synced and renamed over ``path`` when the block ends
+    without an error, removed when it raises. So a failed write (a full disk, Ctrl-C) leaves
+    ``path`` as it was, and whoever has the old file open or memory-mapped (a graph loaded with
+    ``mmap=True`` and saved to its own file) keeps reading it. A symbolic link is written
+    through (the file it names is replaced). OSErrors name ``path``, not the temporary file."""
+    given = os.fspath(path)
+    target = os.path.realpath(given)
+    folder, name = os.path.split(target)
+    tmp = os.path.join(folder, f".{name}.{os.getpid()}{PARTIAL_SUFFIX}")
+    try:
+        with open(tmp, "wb") as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)  # our own partial file, never the user's
+        if isinstance(exc, OSError) and exc.errno and exc.filename in (None, tmp):
+            raise OSError(exc.errno, exc.strerror, given) from None
+        raise

@@ -85,8 +85,12 @@ class SymbolTable:
             idx = self.next_id
         if not 0 <= idx <= MAX_ID:
             raise SymbolError(f"symbol {quoted(symbol)} has id {idx}: ids must be in [0, {MAX_ID}]")
+        if not isinstance(symbol, str):
+            raise SymbolError(f"symbol {symbol!r} is a {type(symbol).__name__}, not a str")
         if not symbol or any(c.isspace() for c in symbol):
             raise SymbolError(f"symbol {quoted(symbol)} is empty or contains whitespace")
+        if "\0" in symbol or not _utf8(symbol):  # neither is written and read back as it is
+            raise SymbolError(f"symbol {quoted(symbol)} holds a NUL or a lone surrogate")
         if symbol in self._id_of:
             raise SymbolError(
                 f"duplicate symbol {quoted(symbol)} (ids {self._id_of[symbol]} and {idx})"
@@ -147,3 +151,12 @@ class SymbolTable:
 
     def __repr__(self) -> str:
         return f"SymbolTable({len(self)} symbols)"
+
+
+def _utf8(symbol: str) -> bool:
+    """Whether ``symbol`` can be written as UTF-8 (no lone surrogates)."""
+    try:
+        symbol.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True

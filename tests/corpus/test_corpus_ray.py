@@ -92,3 +92,12 @@ def test_gpu_workers_on_a_cluster_without_gpus_are_refused(corpus, tmp_path):
     for workers in (None, 2):
         with pytest.raises(WfstDecodeError, match="too few resources.*0 GPUs"):
             RayPool(decoder, workers, num_gpus=1)
+
+
+def test_more_workers_than_the_cluster_holds_run_as_many_as_fit(corpus, tmp_path):
+    """Workers beyond the cluster's CPUs could never be placed and their shards would wait
+    forever: the pool says so and runs as many as fit."""
+    with pytest.warns(UserWarning, match="4 workers asked for.*holds 2 .*running 2"):
+        summary = run(corpus, tmp_path / "out", CtcCorpusDecoder(str(corpus.graph_path)),
+                      workers=4)  # fmt: skip
+    assert len(summary.decoded) == len(corpus.shards) and not summary.failed

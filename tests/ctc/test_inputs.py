@@ -65,6 +65,21 @@ def test_nan_and_inf_rows_named(graph, lp, value, what):
     decode_ctc(bad, [6, 4], graph)
 
 
+def test_float64_beyond_float32_named(graph, lp):
+    """The search reads float32: a finite float64 log-prob above its range is named as such
+    (not as the +inf it would become); below it, it is a probability of zero, and past the
+    utterance's length nothing is read."""
+    wide = lp.astype(np.float64)
+    wide[1, 3, 2] = 1e300
+    with pytest.raises(DecodeInputError, match=r"log_probs\[1, 3, 2\] = 1e\+300 is beyond float32"):
+        decode_ctc(wide, None, graph)
+    decode_ctc(wide, [6, 3], graph)
+    wide[1, 3, 2] = -1e300
+    assert decode_ctc(wide, None, graph) == decode_ctc(
+        np.where(wide < -1e300 / 2, -np.inf, wide).astype(np.float32), None, graph
+    )
+
+
 def test_all_minus_inf_row(graph, lp):
     bad = lp.copy()
     bad[0, 2] = -np.inf

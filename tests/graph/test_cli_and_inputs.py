@@ -246,6 +246,16 @@ def test_symbols_looked_up_in_bulk():
         table.symbols_of([1, 7])
 
 
+@pytest.mark.parametrize("symbol", ["a\x00", "\x00b", "c\udc80", 7])
+def test_symbols_that_would_not_come_back_from_a_file_are_refused(symbol):
+    """A NUL (NumPy's strings drop a trailing one), a lone surrogate (no UTF-8) or a
+    non-string would be saved as another symbol, or not load again."""
+    from wfstdecode.errors import SymbolError
+
+    with pytest.raises(SymbolError, match="NUL or a lone surrogate|not a str"):
+        SymbolTable().add(symbol)
+
+
 def test_disambiguation_symbols_follow_kaldi():
     prons = [("a",), ("a", "b"), ("a", "b"), ("c",), ("a",)]
     out, count = add_disambig_symbols(prons)

@@ -1,5 +1,7 @@
 """DecodingGraph: CSR layout, .npz save/load, OpenFst binary files in and out."""
 
+import dataclasses
+
 import numpy as np
 import pynini
 import pytest
@@ -153,6 +155,70 @@ def test_graph_validation_errors(tmp_path):
     np.savez(tmp_path / "y.npz", a=np.zeros(2))
     with pytest.raises(GraphError, match="not a wfstdecode graph"):
         DecodingGraph.load(tmp_path / "y.npz")
+
+
+def test_what_would_not_survive_a_save_is_refused():
+    """Metadata naming the file's own keys, metadata JSON cannot hold, a word id in a gap of the
+    word table, and costs whose sums leave float32 are refused when the graph is made."""
+    fst = FstArrays(0, [np.inf, 0.0], [0, 0], [1, 1], [1, 0], [1, 0], [0.0, 0.0])
+    tokens = SymbolTable.from_list(["<blk>", "a"])
+    for key in ("start", "format_version"):
+        with pytest.raises(GraphError, match=f"metadata keys \\['{key}'\\]"):
+            DecodingGraph.from_arrays(fst, metadata={key: 0})
+    with pytest.raises(GraphError, match="string keys"):
+        DecodingGraph.from_arrays(fst, metadata={1: "x"})
+    gap = SymbolTable()
+    gap.add("<eps>", 0), gap.add("w", 2)
+    with pytest.raises(GraphError, match=r"olabel\[0\] is 1: .*gap"):
+        DecodingGraph.from_arrays(fst, tokens, gap)
+    gap.add("v", 1)
+    assert DecodingGraph.from_arrays(fst, tokens, gap).words.symbol(1) == "v"
+    for weights in ([-3e38, 0.0], [1e31, 0.0]):
+        with pytest.raises(GraphError, match="at most 1e\\+30 in magnitude"):
+            DecodingGraph.from_arrays(
+                dataclasses.replace(fst, weight=np.array(weights, np.float32))
+            )
+    with pytest.raises(GraphError, match="final_cost"):
+        DecodingGraph.from_arrays(
+            dataclasses.replace(fst, final=np.array([np.inf, -1e35], np.float32))
+        )
+
+
+def test_save_writes_numpy_metadata_and_refuses_what_json_cannot_hold(tmp_path):
+    fst = FstArrays(0, [np.inf, 0.0], [0, 0], [1, 1], [1, 0], [0, 0], [0.0, 0.0])
+    g = DecodingGraph.from_arrays(fst, metadata={"blank_id": np.int64(0), "scale": np.float32(2)})
+    g.save(tmp_path / "g.npz")
+    assert DecodingGraph.load(tmp_path / "g.npz").metadata == {"blank_id": 0, "scale": 2.0}
+    for bad in ({"note": object()}, {"scale": float("nan")}):
+        with pytest.raises(GraphError, match="h.npz: the graph's metadata cannot be saved"):
+            DecodingGraph.from_arrays(fst, metadata=bad).save(tmp_path / "h.npz")
+        assert not (tmp_path / "h.npz").exists()
+
+
+def test_a_mapped_graph_saved_over_its_own_file_and_a_failed_save(
+    demo_build, tmp_path, monkeypatch
+):
+    """save() writes beside the file and renames: a graph memory-mapped from the file it saves
+    to keeps reading the old one (writing in place crashed the process with SIGBUS), and a save
+    that fails leaves the old file whole and nothing beside it."""
+    import wfstdecode.decoding_graph as module
+
+    path = tmp_path / "g.npz"
+    demo_build.graph.save(path)
+    mapped = DecodingGraph.load(path, mmap=True)
+    mapped.save(path)
+    np.testing.assert_array_equal(DecodingGraph.load(path).weight, mapped.weight)
+    assert float(mapped.weight.sum()) == float(demo_build.graph.weight.sum())
+    before = path.read_bytes()
+
+    def full_disk(f, arrays, align=64):
+        f.write(b"half")
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(module, "write_aligned_npz", full_disk)
+    with pytest.raises(OSError, match=f"No space left on device: '{path}'"):
+        mapped.save(path)
+    assert path.read_bytes() == before and sorted(tmp_path.iterdir()) == [path]
 
 
 def test_memory_mapped_load(demo_build, tmp_path):

@@ -80,3 +80,29 @@ def test_resample_identity_and_empty():
     x = np.arange(10, dtype=np.float32)
     assert resample(x, 16000, 16000) is x or np.array_equal(resample(x, 16000, 16000), x)
     assert resample(np.zeros(0, np.float32), 8000, 16000).shape == (0,)
+
+
+def test_wavs_the_standard_library_does_not_read_go_to_soundfile(tmp_path):
+    """Float samples and WAVE_FORMAT_EXTENSIBLE (what sox, ffmpeg and DAWs write) are read
+    through soundfile, not refused."""
+    soundfile = pytest.importorskip("soundfile", reason="soundfile (the speech extra)")
+    x = (0.5 * np.sin(np.arange(4000) / 7.0)).astype(np.float32)
+    for name, kind in (("float.wav", dict(subtype="FLOAT")), ("ext.wav", dict(format="WAVEX"))):
+        soundfile.write(tmp_path / name, x, 16000, **kind)
+        samples, rate = read_audio(tmp_path / name)
+        assert rate == 16000
+        np.testing.assert_allclose(samples, x, atol=1e-4)
+
+
+def test_a_truncated_wav_is_read_and_said_and_a_corrupt_rate_refused(tmp_path):
+    pcm = np.arange(1000, dtype="<i2")
+    write_wav(tmp_path / "a.wav", pcm, 16000, 2, 1)
+    data = (tmp_path / "a.wav").read_bytes()
+    (tmp_path / "cut.wav").write_bytes(data[:-500])  # 250 frames short
+    with pytest.warns(UserWarning, match="cut.wav: truncated WAV: .*1,000 frames.*750"):
+        samples, _ = read_audio(tmp_path / "cut.wav")
+    assert samples.shape == (750,)
+    for rate in (1, 999, 800_000):
+        write_wav(tmp_path / "r.wav", pcm, rate, 2, 1)
+        with pytest.raises(InputFileError, match=f"r.wav: sample rate {rate} Hz is outside"):
+            read_audio(tmp_path / "r.wav")

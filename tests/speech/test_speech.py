@@ -173,6 +173,21 @@ def test_bad_audio_and_wrong_graph_are_named(tmp_path, model, speech_graph):
         transcribe([WAVS[0]], graph, model=model)
 
 
+def test_a_bad_file_in_a_list_is_said_and_the_others_transcribed(tmp_path):
+    """transcribe names each file it cannot read on stderr, prints the others' lines (before
+    and after it in the batch) and exits 1."""
+    empty = tmp_path / "empty.wav"
+    with wave.open(str(empty), "wb") as w:
+        w.setnchannels(1), w.setsampwidth(2), w.setframerate(16000)
+    cmd = [sys.executable, "-m", "wfstdecode.cli", "transcribe", "--transducer", "rnnt"]
+    out = subprocess.run([*cmd, str(WAVS[0]), str(empty), str(WAVS[1])], capture_output=True,
+                         text=True)  # fmt: skip
+    assert out.returncode == 1
+    assert [line.split("\t")[0] for line in out.stdout.splitlines()] == [str(WAVS[0]), str(WAVS[1])]
+    assert "empty.wav: audio of 0 samples is too short" in out.stderr
+    assert "1 of 3 files could not be read" in out.stderr
+
+
 def test_transcribe_cli_lines_and_json(speech_graph_path):
     cmd = [sys.executable, "-m", "wfstdecode.cli", "transcribe", "--graph", str(speech_graph_path)]
     out = subprocess.run([*cmd, *map(str, WAVS[:2])], capture_output=True, text=True, check=True)

@@ -55,6 +55,8 @@ def test_encoder_output_file_equals_the_library(tmp_path, kind):
     assert [(r["id"], r["rank"]) for r in records] == [(u, k) for u in "abc" for k in (1, 2)]
     assert [r["tokens"] for r in records] == [list(h.tokens) for hyps in want for h in hyps]
     assert all(("durations" in r) == (kind == "tdt") for r in records if r["tokens"])
+    # ranked by score per token, which the notes say (the scores shown are the raw ones)
+    assert all("ranked by score per token (length_norm)" in r["notes"] for r in records)
 
 
 def test_saved_model_texts_and_wer(tmp_path):

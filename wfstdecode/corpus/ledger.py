@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 from ..errors import WfstDecodeError
-from ..safe_io import file_sha256, read_json_file
+from ..safe_io import PARTIAL_SUFFIX, file_sha256, read_json_file, replacing
 from .manifest import Shard
 from .shards import ShardOutput, input_id
 
@@ -32,7 +32,6 @@ SUMMARY_FILE = "summary.json"
 LOCK_FILE = ".lock"
 OUTPUT_SUFFIX = ".jsonl"
 DONE_SUFFIX = ".done.json"
-PARTIAL_SUFFIX = ".wfstdecode-partial"
 MARKER_KEY = "wfstdecode_corpus"  # in run.json: this directory is a corpus decode's output
 FORMAT_VERSION = 1
 
@@ -184,20 +183,8 @@ class OutputDir:
 
 
 def _write_atomically(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}{PARTIAL_SUFFIX}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        with contextlib.suppress(OSError):
-            tmp.unlink()
-        if isinstance(exc, OSError) and exc.errno and exc.filename in (None, tmp, str(tmp)):
-            # e.g. a full disk: name the output, not our temporary file (or nothing)
-            raise OSError(exc.errno, exc.strerror, str(path)) from None
-        raise
+    with replacing(path) as f:
+        f.write(data)
     fd = os.open(path.parent, os.O_RDONLY)
     try:
         os.fsync(fd)  # the rename itself survives a power cut

@@ -25,6 +25,7 @@ import multiprocessing.connection
 import signal
 import time
 import uuid
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -269,6 +270,11 @@ class RayPool:
                 f"{resources.get('GPU', 0):g} GPUs)"
             )
         if workers is None:
+            workers = fits
+        elif workers > fits:  # the rest could never be placed: their shards would wait forever
+            warnings.warn(f"{workers} workers asked for, but the Ray cluster holds {fits} of "
+                          f"{num_cpus:g} CPUs and {num_gpus:g} GPUs each now: running {fits}",
+                          UserWarning, stacklevel=2)  # fmt: skip
             workers = fits
         self.size = min(workers, at_most or workers)  # no actor that would get no shard
         self._decoder = decoder

@@ -59,7 +59,7 @@ import numpy as np
 
 from ..errors import GraphError
 from ._problem import FrameSurvivors, RawResult, SearchProblem
-from .status import DIED, NO_FINAL
+from .status import DIED, NEGATIVE_CYCLE, NO_FINAL
 
 _F32_INF = np.float32(np.inf)
 
@@ -301,7 +301,7 @@ def _epsilon_closure(p, toks, limit, cost_of) -> None:
         queued.discard(key)
         pops += 1
         if pops > max_pops:
-            raise GraphError(f"negative-cost epsilon cycle through state {key[0]}")
+            raise GraphError(f"{NEGATIVE_CYCLE} (through state {key[0]})")
         u = toks[key]
         s, x = key
         for a in range(g.ne_offsets[s], g.ne_offsets[s + 1]):

@@ -225,7 +225,9 @@ def prepare_problem(
 
         lp = device_log_probs(log_probs)
     else:
-        lp = _as_float_array(log_probs)
+        given = _host_floats(log_probs)
+        with np.errstate(over="ignore"):
+            lp = given.astype(np.float32, copy=False)
     if lp.ndim != 3:
         raise DecodeInputError(f"log_probs must be (B, T, V); got shape {tuple(lp.shape)}")
     B, T, V = lp.shape
@@ -263,6 +265,13 @@ def prepare_problem(
     ac, (b, t, bad) = costs_and_first_bad(lp, options.acoustic_scale, lens, threads)
     if bad == NAN_OR_POS_INF:
         what = "NaN" if np.isnan(lp[b, t]).any() else "+inf"
+        beyond = np.isposinf(lp[b, t]) & np.isfinite(given[b, t])
+        if what == "+inf" and beyond.any():  # a float64 input's finite value
+            v = int(np.argmax(beyond))
+            raise DecodeInputError(
+                f"log_probs[{b}, {t}, {v}] = {given[b, t, v]:g} is beyond float32's range, the "
+                f"search's (frame within lengths[{b}])"
+            )
         raise DecodeInputError(f"log_probs[{b}, {t}] contains {what} (frame within lengths[{b}])")
     if bad == ALL_NEG_INF:
         raise DecodeInputError(f"log_probs[{b}, {t}] is -inf in every column")
@@ -312,7 +321,9 @@ def arc_costs(graph: DecodingGraph, options: CtcBeamOptions, blank: int) -> np.n
     return per_graph[key]
 
 
-def _as_float_array(x) -> np.ndarray:
+def _host_floats(x) -> np.ndarray:
+    """``x`` as a NumPy array of floats on the host (float16/32/64 as given; torch's bfloat16
+    and other types as float32)."""
     if type(x).__module__.startswith("torch"):
         import torch
 
@@ -325,8 +336,10 @@ def _as_float_array(x) -> np.ndarray:
         if x.is_meta or x.layout != torch.strided:
             raise DecodeInputError(f"log_probs must hold values in a dense tensor; got one on "
                                    f"{x.device} with layout {x.layout}")  # fmt: skip
-        x = x.detach().to(device="cpu", dtype=torch.float32).numpy()
-        return x
+        x = x.detach().to(device="cpu")
+        if x.dtype != torch.float64:
+            return x.to(torch.float32).numpy()
+        x = x.numpy()
     try:
         arr = np.asarray(_gpu_to_host(x))
     except Exception as exc:
@@ -336,7 +349,14 @@ def _as_float_array(x) -> np.ndarray:
             f"log_probs must be floating point (float16/32/64); got dtype {arr.dtype} "
             f"(shape {arr.shape})"
         )
-    return arr.astype(np.float32, copy=False)
+    return arr
+
+
+def _as_float_array(x) -> np.ndarray:
+    """``x`` as float32 NumPy log-probs (the search's type: float64 values below its range are
+    -inf, above it +inf, which `prepare_problem` names as beyond the range)."""
+    with np.errstate(over="ignore"):
+        return _host_floats(x).astype(np.float32, copy=False)
 
 
 def _gpu_to_host(x):

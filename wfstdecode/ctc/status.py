@@ -17,6 +17,10 @@ NEG_CYCLE = 16  # the epsilon closure did not converge (negative-cost epsilon cy
 MORE_PATHS = 32  # the output buffer's rows ran out before nbest: rerun with more rows
 CANCELLED = 64  # stopped on request (KeyboardInterrupt in the calling thread)
 
+# why the epsilon closure cannot end: the graph's weights alone, or the options and boosts
+NEGATIVE_CYCLE = ("negative-cost epsilon cycle: a cycle of epsilon-input arcs whose costs, with "
+                  "the word insertion penalty and boosts on its words, sum below zero")  # fmt: skip
+
 RESULT_BITS = NO_FINAL | DIED  # what a RawResult reports
 RETRY_BITS = OVERFLOW | MORE_PATHS
 STOPPED_BITS = DIED | NEG_CYCLE | CANCELLED  # the search ran no further frames
@@ -25,6 +29,6 @@ STOPPED_BITS = DIED | NEG_CYCLE | CANCELLED  # the search ran no further frames
 def raise_graph_errors(status: int, utterance: int, frame: int) -> None:
     """Raise `GraphError` for the bits that mean the graph cannot be searched."""
     if status & NEG_CYCLE:
-        raise GraphError(f"negative-cost epsilon cycle (utterance {utterance}, frame {frame})")
+        raise GraphError(f"{NEGATIVE_CYCLE} (utterance {utterance}, frame {frame})")
     if status & CYCLE:
         raise GraphError("zero-cost epsilon cycle: the traceback loops")

@@ -216,15 +216,8 @@ def spell_lexicon(
     return entries, skipped
 
 
-def sentencepiece_lexicon(
-    words: Iterable[str], model_path: str | os.PathLike, tokens: SymbolTable,
-    separator: str | None = None,
-) -> tuple[list[LexiconEntry], list[str]]:  # fmt: skip
-    """Lexicon of a BPE / unigram-piece model: each word split by the sentencepiece model.
-
-    Returns (entries, words skipped because a piece is ``<unk>``, not in ``tokens``, or cannot be
-    in a pronunciation: see `check_pronunciations`).
-    """
+def load_sentencepiece(model_path: str | os.PathLike):
+    """A sentencepiece model (``SentencePieceProcessor``), or `InputFileError` naming the file."""
     try:
         import sentencepiece
     except ImportError as exc:  # pragma: no cover - a dependency
@@ -234,6 +227,19 @@ def sentencepiece_lexicon(
         sp.load(str(model_path))
     except (OSError, RuntimeError) as exc:
         raise InputFileError(model_path, None, f"cannot load sentencepiece model: {exc}") from None
+    return sp
+
+
+def sentencepiece_lexicon(
+    words: Iterable[str], model_path: str | os.PathLike, tokens: SymbolTable,
+    separator: str | None = None,
+) -> tuple[list[LexiconEntry], list[str]]:  # fmt: skip
+    """Lexicon of a BPE / unigram-piece model: each word split by the sentencepiece model.
+
+    Returns (entries, words skipped because a piece is ``<unk>``, not in ``tokens``, or cannot be
+    in a pronunciation: see `check_pronunciations`).
+    """
+    sp = load_sentencepiece(model_path)
     unk = sp.unk_id()
     entries, skipped = [], []
     for word in words:

@@ -8,7 +8,6 @@ durations), which satisfies `TransducerModel` with the projection methods.
 
 from __future__ import annotations
 
-import io
 import json
 import os
 from importlib.resources import files
@@ -19,7 +18,7 @@ import torch
 from torch import nn
 
 from ..errors import DecodeInputError, InputFileError
-from ..safe_io import NpzArchive, json_object
+from ..safe_io import NpzArchive, json_object, replacing
 from ..symbols import SymbolTable
 from .transducer import LstmTransducer
 
@@ -95,9 +94,8 @@ class SpeechTransducer(LstmTransducer):
             k: v.detach().cpu().numpy().astype(np.float16) for k, v in self.state_dict().items()
         }
         meta = json.dumps({"config": self.config, **(extra or {})})
-        buf = io.BytesIO()
-        np.savez_compressed(buf, __meta__=np.array(meta), **arrays)
-        Path(path).write_bytes(buf.getvalue())
+        with replacing(path) as f:
+            np.savez_compressed(f, __meta__=np.array(meta), **arrays)
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> SpeechTransducer:

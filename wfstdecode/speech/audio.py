@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 import wave
 
 import numpy as np
@@ -15,6 +16,8 @@ from ..errors import InputFileError
 # noise floor's effect on a phone model, few enough that a long file resamples in seconds.
 _SINC_HALF_WIDTH = 24
 _CHUNK = 1 << 16
+# Sample rates read: from below telephony's 8 kHz to the highest studio rates.
+MIN_RATE, MAX_RATE = 1_000, 768_000
 
 
 def read_audio(path: str | os.PathLike) -> tuple[np.ndarray, int]:
@@ -24,32 +27,46 @@ def read_audio(path: str | os.PathLike) -> tuple[np.ndarray, int]:
             head = f.read(12)
     except OSError as exc:
         raise InputFileError(path, None, f"cannot read the audio file: {exc.strerror}") from None
+    what = "cannot decode the audio"
     if head[:4] == b"RIFF" and head[8:12] == b"WAVE":
-        return _read_wav(path)
+        try:
+            return _read_wav(path)
+        except wave.Error as exc:  # float samples, WAVE_FORMAT_EXTENSIBLE: soundfile's
+            what = f"not a readable PCM WAV file ({exc}), nor a WAV soundfile reads"
+            soundfile = _soundfile(path, f"this WAV ({exc}) needs soundfile")
+    else:
+        soundfile = _soundfile(path, "not a WAV file; other formats (FLAC, OGG, …) need soundfile")
+    try:
+        samples, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
+    except RuntimeError as exc:  # soundfile's error for an unreadable or unknown format
+        raise InputFileError(path, None, f"{what}: {exc}") from None
+    return _checked(path, samples.mean(axis=1), rate)
+
+
+def _soundfile(path, why: str):
     try:
         import soundfile
     except ImportError:
         raise InputFileError(
-            path, None, "not a WAV file; other formats (FLAC, OGG, …) need soundfile: "
-            "pip install 'wfstdecode[speech]' or pip install soundfile"
-        ) from None  # fmt: skip
-    try:
-        samples, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
-    except RuntimeError as exc:  # soundfile's error for an unreadable or unknown format
-        raise InputFileError(path, None, f"cannot decode the audio: {exc}") from None
-    return _checked(path, samples.mean(axis=1), rate)
+            path, None, f"{why}: pip install 'wfstdecode[speech]' or pip install soundfile"
+        ) from None
+    return soundfile
 
 
 def _read_wav(path) -> tuple[np.ndarray, int]:
+    """A PCM WAV through the standard library; `wave.Error` for the WAVs it does not read."""
     try:
         with wave.open(str(path), "rb") as w:
             rate, channels, width = w.getframerate(), w.getnchannels(), w.getsampwidth()
-            raw = w.readframes(w.getnframes())
-    except (wave.Error, EOFError) as exc:
-        hint = " (float WAV: install soundfile)" if "unknown format: 3" in str(exc) else ""
-        raise InputFileError(path, None, f"not a readable PCM WAV file: {exc}{hint}") from None
-    usable = len(raw) // (width * channels) * width * channels  # a truncated last frame
-    raw = raw[:usable]
+            declared = w.getnframes()
+            raw = w.readframes(declared)
+    except EOFError as exc:
+        raise InputFileError(path, None, f"not a readable PCM WAV file: {exc}") from None
+    frames = len(raw) // (width * channels)
+    if frames < declared:  # cut short (a copy that did not finish): decoded, but said
+        warnings.warn(f"{path}: truncated WAV: its header declares {declared:,} frames, the "
+                      f"file holds {frames:,}", UserWarning, stacklevel=3)  # fmt: skip
+    raw = raw[: frames * width * channels]
     if width == 1:
         pcm = (np.frombuffer(raw, np.uint8).astype(np.float32) - 128.0) / 128.0
     elif width == 2:
@@ -65,8 +82,10 @@ def _read_wav(path) -> tuple[np.ndarray, int]:
 
 
 def _checked(path, samples: np.ndarray, rate: int) -> tuple[np.ndarray, int]:
-    if rate <= 0:
-        raise InputFileError(path, None, f"sample rate {rate} Hz is not positive")
+    if not MIN_RATE <= rate <= MAX_RATE:  # a corrupt header (1 Hz would resample 16,000x)
+        raise InputFileError(
+            path, None, f"sample rate {rate} Hz is outside {MIN_RATE:,}..{MAX_RATE:,} Hz"
+        )
     samples = np.asarray(samples, np.float32)
     if not np.isfinite(samples).all():
         raise InputFileError(path, None, "the audio holds NaN or infinite samples")

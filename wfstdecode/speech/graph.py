@@ -8,8 +8,10 @@ complete (`build_graph_dir`), so two processes building at once both end with a 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
+import sys
 from importlib.resources import files
 from pathlib import Path
 
@@ -57,13 +59,14 @@ def speech_graph_dir(cache: str | os.PathLike | None = None, verbose: bool = Tru
     if is_graph_dir(target):
         return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    if verbose:
-        print(f"building the speech graph once, into {target} (about 20 s, 1 GB)", flush=True)
+    if verbose:  # on stderr: stdout is the transcripts'
+        print(f"building the speech graph once, into {target} (about 20 s, 1 GB)",
+              file=sys.stderr, flush=True)  # fmt: skip
     try:
         out, _ = build_graph_dir(
             target, lambda: _read_inputs(data), data / "lm.arpa.gz", TOPOLOGY,
             separator=WORD_BOUNDARY, info={"speech_graph": key, "recipe": recipe},
-            progress=print_stage if verbose else None,
+            progress=functools.partial(print_stage, file=sys.stderr) if verbose else None,
             oov_slot={"spelling": "lexicon"} if oov_slot else None,
             oov_logprob=OOV_LOGPROB if oov_slot else None,
         )  # fmt: skip

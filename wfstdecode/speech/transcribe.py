@@ -8,7 +8,7 @@ import os
 from collections.abc import Sequence
 
 from ..ctc import CtcBeamOptions, decode_ctc
-from ..errors import DecodeInputError
+from ..errors import DecodeInputError, InputFileError
 from ..results import Hypothesis
 from .phone_model import HamaPhoneModel, pad_log_probs
 
@@ -43,12 +43,14 @@ def transcribe(
 
 def iter_transcribe(
     paths, graph=None, options=None, *, backend="auto", model=None, kind=None, beam=None,
-    boosts=None,
+    boosts=None, on_error=None,
 ):  # fmt: skip
     """``(path, hypotheses)`` per file as each batch of `BATCH` files is decoded, so memory
     holds one batch's log-probs; ``boosts``: one ``phrase -> bonus`` mapping for every file
     (`decode_ctc`); ``kind`` ``"rnnt"`` / ``"tdt"``: the shipped transducer instead of a graph,
-    greedy or with ``beam`` (`transcribe_transducer`)."""
+    greedy or with ``beam`` (`transcribe_transducer`). A file that cannot be read raises its
+    `InputFileError`, or with ``on_error`` is passed to it (``on_error(error)``) and left out
+    while the others are decoded."""
     from .graph import load_speech_graph
 
     if kind is not None and boosts:
@@ -63,8 +65,18 @@ def iter_transcribe(
         oov_lexicon = _pronounced(_unknown_words(boosts, graph), graph)
     paths = list(paths)
     for lo in range(0, len(paths), BATCH):
-        batch = paths[lo : lo + BATCH]
-        rows = [model.log_probs_of_file(p) for p in batch]
+        batch, rows = [], []
+        for path in paths[lo : lo + BATCH]:
+            try:
+                rows.append(model.log_probs_of_file(path))
+            except InputFileError as exc:
+                if on_error is None:
+                    raise
+                on_error(exc)
+                continue
+            batch.append(path)
+        if not batch:
+            continue
         if kind is None:
             results = decode_log_probs(rows, graph, options, backend=backend, model=model,
                                        boosts=boosts, oov_lexicon=oov_lexicon)  # fmt: skip

@@ -58,6 +58,8 @@ def beam_decode(model, enc, enc_lengths, options: BeamOptions | None = None):
         return []
     adapter = ModelAdapter(model)
     notes = (f"algorithm={options.algorithm}", f"beam_size={options.beam_size}")
+    if options.length_norm:  # the n best are ranked by it, not by the score they show
+        notes += ("ranked by score per token (length_norm)",)
     if options.algorithm == "wind":
         notes += (f"window={min(options.effective_window, max(enc.shape[1], 1))}",)
     if options.algorithm == "tokenwise":
