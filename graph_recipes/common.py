@@ -20,7 +20,9 @@ __all__ = ["arpa_words", "build_and_write", "parser", "run_reporting"]
 def parser(description: str) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--arpa", required=True, type=Path, help="n-gram LM (ARPA, .gz ok)")
-    p.add_argument("--topology", choices=("normal", "compact", "minimal"), default="compact")
+    p.add_argument("--topology", choices=("normal", "compact", "minimal"), default="compact",
+                   help="CTC topology T: normal (exact CTC), compact (fewer arcs), minimal "
+                        "(default compact)")  # fmt: skip
     p.add_argument("--out", required=True, type=Path)
     p.add_argument(
         "--force", action="store_true", help="replace a graph directory wfstdecode wrote there"

@@ -23,17 +23,29 @@ log = logging.getLogger("wfstdecode")
 # The CtcBeamOptions fields that `decode` exposes (as --max-active etc.) and their types; the
 # defaults are read from CtcBeamOptions itself so that the two cannot drift.
 DECODE_OPTIONS = {
-    "beam": float,
-    "max_active": int,
-    "min_active": int,
-    "acoustic_scale": float,
-    "blank_penalty": float,
-    "word_insertion_penalty": float,
-    "nbest": int,
-    "lattice_beam": float,
-    "mbr_candidates": int,
-    "posteriors": str,
-}
+    "beam": (float, "tokens this far (log score) below the frame's best are pruned"),
+    "max_active": (int, "at most this many tokens survive a frame"),
+    "min_active": (int, "at least this many survive a frame when that many exist"),
+    "acoustic_scale": (float, "log-probs are multiplied by this before the search"),
+    "blank_penalty": (float, "cost added on every blank frame (positive: more tokens)"),
+    "word_insertion_penalty": (float, "cost added per output word (positive: fewer words)"),
+    "nbest": (int, "hypotheses per utterance (distinct word sequences with --lattice-beam)"),
+    "lattice_beam": (float, "keep a lattice of the paths this close to the best: n-best, "
+                            "word confidences, rescoring"),
+    "mbr_candidates": (int, "minimum Bayes risk: rank the lattice's this many best word "
+                            "sequences by expected word errors (needs --lattice-beam)"),
+    "posteriors": (str, "what confidences count: 'lattice' (every path) or 'determinized' "
+                        "(each word sequence once, Kaldi's)"),
+}  # fmt: skip
+
+
+def _add_decode_options(p: argparse.ArgumentParser, defaults: dict, given_only: bool) -> None:
+    """The search's options (`DECODE_OPTIONS`), their defaults ``defaults`` shown in the help;
+    ``given_only``: left None unless given (the command applies its defaults itself)."""
+    for name, (kind, what) in DECODE_OPTIONS.items():
+        p.add_argument(f"--{name.replace('_', '-')}", type=kind,
+                       default=None if given_only else defaults[name],
+                       help=f"{what} (default {defaults[name]})")  # fmt: skip
 
 
 def build_tlg_command(args: argparse.Namespace) -> Path:
@@ -418,17 +430,18 @@ def transcribe_command(args: argparse.Namespace) -> int:
         frame_seconds = model.frame_seconds
         results = iter_transcribe(args.audio, graph, options, backend=args.backend, model=model,
                                   boosts=boosts, on_error=report)  # fmt: skip
+    ranked = (args.nbest or 1) > 1  # as decode: every line ranked, one hypothesis or several
     for path, hyps in results:
         for rank, hyp in enumerate(hyps):
             if args.json:
                 record = {"path": str(path), "text": hyp.text,
                           "score": finite_or_none(round(hyp.score, 3)),
                           "words": hyp.word_entries(frame_seconds)}  # fmt: skip
-                if len(hyps) > 1:
+                if ranked:
                     record["rank"] = rank + 1
                 print(json.dumps(record, ensure_ascii=False), flush=True)
             else:
-                rank_field = f"{rank + 1}\t" if len(hyps) > 1 else ""
+                rank_field = f"{rank + 1}\t" if ranked else ""
                 print(f"{_escaped(str(path))}\t{rank_field}{hyp.text}", flush=True)
     if unreadable:
         print(f"wfstdecode: {len(unreadable)} of {len(args.audio)} files could not be read "
@@ -455,7 +468,9 @@ def make_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--separator", help="word-separator token (e.g. '|'), required between words")
     p.add_argument("--arpa", required=True, type=Path, help="n-gram LM in ARPA format (.gz ok)")
-    p.add_argument("--topology", choices=("normal", "compact", "minimal"), default="normal")
+    p.add_argument("--topology", choices=("normal", "compact", "minimal"), default="normal",
+                   help="CTC topology T: normal (exact CTC), compact (fewer arcs), minimal "
+                        "(default normal)")  # fmt: skip
     p.add_argument("--keep-unk", action="store_true", help="keep <unk> n-grams (needs it in L)")
     p.add_argument("--no-push-labels", action="store_true", help="skip output-label pushing")
     p.add_argument(
@@ -489,8 +504,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("graph", type=Path, help="directory from build-tlg (or a TLG.npz)")
     p.add_argument("log_probs", type=Path, help=".npz with log_probs (B, T, V), lengths, texts")
     defaults = {f.name: f.default for f in dataclasses.fields(CtcBeamOptions)}
-    for name, kind in DECODE_OPTIONS.items():
-        p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=defaults[name])
+    _add_decode_options(p, defaults, given_only=False)
     _add_boost_arguments(p)
     p.add_argument("--utterance-boosts", type=Path, metavar="FILE",
                    help='per-utterance phrases, a JSON object per line: {"id": ID, "boosts": '
@@ -535,9 +549,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--transducer", metavar="MODEL",
                    help="rnnt, tdt or a SpeechTransducer .npz instead of a graph")  # fmt: skip
     p.add_argument("--out", required=True, type=Path, help="output directory (new, or a run's)")
-    for name, kind in DECODE_OPTIONS.items():
-        p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None,
-                       help=f"default {defaults[name]}")  # fmt: skip
+    _add_decode_options(p, defaults, given_only=True)
     _add_transducer_beam_arguments(p, "--transducer: ")
     _add_boost_arguments(p)
     p.add_argument("--oov-lexicon", type=Path, metavar="FILE",
@@ -591,9 +603,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--transducer", choices=("rnnt", "tdt"),
                    help="the shipped character transducer instead of a graph")  # fmt: skip
     _add_transducer_beam_arguments(p, "--transducer: ")
-    for name, kind in DECODE_OPTIONS.items():
-        p.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None,
-                       help="default: the speech defaults (SPEECH_OPTIONS)")  # fmt: skip
+    from .speech.transcribe import SPEECH_OPTIONS  # light: hama loads on first use
+
+    _add_decode_options(p, dataclasses.asdict(SPEECH_OPTIONS), given_only=True)
     _add_boost_arguments(p)
     p.add_argument("--json", action="store_true", help="JSON lines with word times")
     p.add_argument("--backend", default="auto", choices=("auto", "reference", "cpu", "cuda"))

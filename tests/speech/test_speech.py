@@ -199,6 +199,13 @@ def test_transcribe_cli_lines_and_json(speech_graph_path):
     times = [(w["start"], w["end"]) for w in record["words"]]
     assert [w["word"] for w in record["words"]] == record["text"].split()
     assert all(0 <= s < e <= 6.0 for s, e in times)  # the clip is 3.0 s long
+    # with --nbest > 1 every line carries its rank, however many hypotheses a file has
+    out = subprocess.run([*cmd, "--nbest", "3", "--lattice-beam", "6", str(WAVS[1])],
+                         capture_output=True, text=True, check=True)  # fmt: skip
+    lines = out.stdout.splitlines()
+    assert [line.split("\t")[:2] for line in lines] == [
+        [str(WAVS[1]), str(k + 1)] for k in range(len(lines))
+    ]
 
 
 def test_transcribe_cli_transducer_beam():
