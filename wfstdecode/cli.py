@@ -12,40 +12,25 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from .cli_common import (
+    DECODE_OPTIONS,
+    add_boost_arguments,
+    add_decode_options,
+    add_transducer_beam_arguments,
+    boosts_of,
+    escaped_id,
+    oov_lexicon_of,
+    transducer_beam_options,
+)
 from .cli_rescore import add_rescore_parser, add_rescoring_arguments, rescoring
+from .cli_speech import decode_transducer_command, transcribe_command
 from .ctc import CtcBeamOptions
 from .errors import InputFileError, WfstDecodeError
 from .progress import print_stage
-from .results import finite_or_none
 
 log = logging.getLogger("wfstdecode")
 
 # The CtcBeamOptions fields that `decode` exposes (as --max-active etc.) and their types; the
-# defaults are read from CtcBeamOptions itself so that the two cannot drift.
-DECODE_OPTIONS = {
-    "beam": (float, "tokens this far (log score) below the frame's best are pruned"),
-    "max_active": (int, "at most this many tokens survive a frame"),
-    "min_active": (int, "at least this many survive a frame when that many exist"),
-    "acoustic_scale": (float, "log-probs are multiplied by this before the search"),
-    "blank_penalty": (float, "cost added on every blank frame (positive: more tokens)"),
-    "word_insertion_penalty": (float, "cost added per output word (positive: fewer words)"),
-    "nbest": (int, "hypotheses per utterance (distinct word sequences with --lattice-beam)"),
-    "lattice_beam": (float, "keep a lattice of the paths this close to the best: n-best, "
-                            "word confidences, rescoring"),
-    "mbr_candidates": (int, "minimum Bayes risk: rank the lattice's this many best word "
-                            "sequences by expected word errors (needs --lattice-beam)"),
-    "posteriors": (str, "what confidences count: 'lattice' (every path) or 'determinized' "
-                        "(each word sequence once, Kaldi's)"),
-}  # fmt: skip
-
-
-def _add_decode_options(p: argparse.ArgumentParser, defaults: dict, given_only: bool) -> None:
-    """The search's options (`DECODE_OPTIONS`), their defaults ``defaults`` shown in the help;
-    ``given_only``: left None unless given (the command applies its defaults itself)."""
-    for name, (kind, what) in DECODE_OPTIONS.items():
-        p.add_argument(f"--{name.replace('_', '-')}", type=kind,
-                       default=None if given_only else defaults[name],
-                       help=f"{what} (default {defaults[name]})")  # fmt: skip
 
 
 def build_tlg_command(args: argparse.Namespace) -> Path:
@@ -153,75 +138,6 @@ def _check_graph_files(folder: Path, recorded) -> None:
                           stacklevel=1)  # fmt: skip
 
 
-def _parse_boost(text: str) -> tuple[str, float]:
-    from .ctc.options import MAX_COST_TERM
-
-    phrase, sep, value = text.rpartition("=")
-    phrase = " ".join(phrase.split())  # as --boost-file reads it
-    try:
-        if not sep or not phrase:
-            raise ValueError
-        bonus = float(value)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--boost expects PHRASE=BONUS; got {text!r}") from None
-    if not abs(bonus) <= MAX_COST_TERM:  # also NaN
-        raise argparse.ArgumentTypeError(f"the bonus of {text!r} must be in "
-                                         f"[-{MAX_COST_TERM:g}, {MAX_COST_TERM:g}]")  # fmt: skip
-    return phrase, bonus
-
-
-def _add_boost_arguments(p: argparse.ArgumentParser) -> None:
-    """--boost and --boost-file, as decode, decode-corpus and transcribe take them."""
-    p.add_argument("--boost", type=_parse_boost, action="append", metavar="PHRASE=BONUS",
-                   help="boost a word or a phrase of words in every utterance (bonus per word, "
-                        "positive = more likely; a word the graph lacks goes through its oov "
-                        "slot, if it has one); repeatable")  # fmt: skip
-    p.add_argument("--boost-file", type=Path, metavar="FILE",
-                   help="phrases to boost: PHRASE<TAB>BONUS per line")  # fmt: skip
-
-
-def _boosts(args: argparse.Namespace) -> dict | None:
-    """--boost-file's phrases and the repeated --boost (a phrase given by both is refused)."""
-    from .ctc.boost import read_boost_file
-
-    boosts = read_boost_file(args.boost_file) if args.boost_file else {}
-    given = set()
-    for word, bonus in args.boost or ():
-        if word in given:
-            raise WfstDecodeError(f"{word!r} is boosted by two --boost options")
-        if word in boosts:
-            raise WfstDecodeError(f"{word!r} is boosted by --boost and in {args.boost_file}")
-        boosts[word] = bonus
-        given.add(word)
-    return boosts or None
-
-
-def _oov_lexicon(args: argparse.Namespace, graph=None) -> dict | None:
-    """--oov-lexicon's pronunciations, checked against the graph's tokens."""
-    if not args.oov_lexicon:
-        return None
-    from .ctc.oov import read_oov_lexicon
-    from .decoding_graph import DecodingGraph
-
-    graph = graph if graph is not None else DecodingGraph.load(args.graph, mmap=True)
-    if graph.tokens is None:
-        raise WfstDecodeError("--oov-lexicon needs a graph with a token table")
-    return read_oov_lexicon(args.oov_lexicon, graph.tokens)
-
-
-def _escaped(utt: str) -> str:
-    """An utterance id as printed: control characters, line and paragraph separators and the
-    backslash escaped, so that each hypothesis is one line and its fields stay apart."""
-    import unicodedata
-
-    return "".join(
-        c.encode("unicode_escape").decode("ascii")
-        if c == "\\" or unicodedata.category(c) in ("Cc", "Cs", "Zl", "Zp")
-        else c
-        for c in utt
-    )
-
-
 def decode_command(args: argparse.Namespace) -> None:
     from .ctc import decode_npz
     from .decoding_graph import DecodingGraph
@@ -234,13 +150,13 @@ def decode_command(args: argparse.Namespace) -> None:
                               "(seconds per log-prob frame, e.g. 0.04)")  # fmt: skip
     graph = DecodingGraph.load(args.graph)
     options = CtcBeamOptions(**{name: getattr(args, name) for name in DECODE_OPTIONS})
-    boosts = _boosts(args)
+    boosts = boosts_of(args)
     per_utterance = None
     if args.utterance_boosts:
         from .ctc.boost import read_utterance_boosts
 
         per_utterance = read_utterance_boosts(args.utterance_boosts)
-    oov_lexicon = _oov_lexicon(args, graph)
+    oov_lexicon = oov_lexicon_of(args, graph)
     if args.write_lattices is not None:
         from .lattice_io import check_archive_path
 
@@ -273,7 +189,7 @@ def decode_command(args: argparse.Namespace) -> None:
 
     for utt, hyps in zip(result.ids, result.hypotheses, strict=True):
         for rank, hyp in enumerate(hyps):
-            tag = _escaped(utt) if args.nbest == 1 else f"{_escaped(utt)}-{rank + 1}"
+            tag = escaped_id(utt) if args.nbest == 1 else f"{escaped_id(utt)}-{rank + 1}"
             if args.json:
                 record = {"id": utt, **hyp.record(args.frame_shift)}
                 if args.nbest > 1:
@@ -309,7 +225,7 @@ def decode_corpus_command(args: argparse.Namespace) -> int:
             raise WfstDecodeError("--transducer decodes without a graph: --beam, --boost, "
                                   "--backend, --no-mmap and the like do not apply")  # fmt: skip
         nbest = 1 if args.nbest is None else args.nbest
-        decoder = TransducerCorpusDecoder(args.transducer, _transducer_beam(args, nbest),
+        decoder = TransducerCorpusDecoder(args.transducer, transducer_beam_options(args, nbest),
                                           args.threads_per_worker, args.frame_shift)  # fmt: skip
     else:
         if args.beam_size is not None or args.beam_algorithm is not None:
@@ -319,9 +235,9 @@ def decode_corpus_command(args: argparse.Namespace) -> int:
         given = {n: v if (v := getattr(args, n)) is not None else defaults[n]
                  for n in DECODE_OPTIONS}  # fmt: skip
         decoder = CtcCorpusDecoder(
-            str(args.graph), CtcBeamOptions(**given), _boosts(args),
+            str(args.graph), CtcBeamOptions(**given), boosts_of(args),
             backend=args.backend, num_threads=args.threads_per_worker, mmap=not args.no_mmap,
-            frame_shift=args.frame_shift, oov_lexicon=_oov_lexicon(args),
+            frame_shift=args.frame_shift, oov_lexicon=oov_lexicon_of(args),
         )  # fmt: skip
     summary = decode_corpus(
         args.manifest, args.out, decoder, workers=args.workers, executor=args.executor,
@@ -333,54 +249,6 @@ def decode_corpus_command(args: argparse.Namespace) -> int:
     if summary.interrupted:
         return 130
     return 0 if summary.ok else 1
-
-
-def _transducer_beam(args: argparse.Namespace, nbest: int = 1):
-    """`BeamOptions` from --beam-size / --beam-algorithm (default ALSD) and ``nbest``, or None
-    for greedy decoding; the beam search's options without --beam-size are refused."""
-    if nbest < 1:
-        raise WfstDecodeError(f"--nbest must be >= 1; got {nbest}")
-    if args.beam_size is None:
-        if args.beam_algorithm is not None or nbest != 1:
-            raise WfstDecodeError("--nbest and --beam-algorithm need --beam-size")
-        return None
-    from .transducer import BeamOptions
-
-    return BeamOptions(args.beam_algorithm or "alsd", beam_size=args.beam_size, nbest=nbest)
-
-
-def _add_transducer_beam_arguments(p: argparse.ArgumentParser, when: str = "") -> None:
-    p.add_argument("--beam-size", type=int, default=None, metavar="K",
-                   help=f"{when}beam search of K hypotheses (default: greedy)")  # fmt: skip
-    p.add_argument("--beam-algorithm", default=None, metavar="NAME",
-                   help=f"{when}standard, tokenwise, maes, alsd (default), wind")  # fmt: skip
-
-
-def decode_transducer_command(args: argparse.Namespace) -> None:
-    from .transducer import GreedyOptions
-    from .transducer.files import decode_transducer_npz, load_transducer_model
-
-    model = load_transducer_model(args.model)
-    options = _transducer_beam(args, args.nbest) or GreedyOptions()
-    result = decode_transducer_npz(model, args.npz, options)
-    for utt, hyps in zip(result.ids, result.hypotheses, strict=True):
-        for rank, hyp in enumerate(hyps):
-            text = model.text(hyp.tokens) if hasattr(model, "text") else ""
-            if args.json:
-                record = {"id": utt, "tokens": list(hyp.tokens), "timestamps": list(hyp.timestamps),
-                          "score": finite_or_none(round(hyp.score, 4)), "text": text}  # fmt: skip
-                if hyp.durations:
-                    record["durations"] = list(hyp.durations)
-                if hyp.notes:
-                    record["notes"] = list(hyp.notes)
-                if args.nbest > 1:  # as decode: every record ranked, one hypothesis or several
-                    record["rank"] = rank + 1
-                print(json.dumps(record, ensure_ascii=False), flush=True)
-            else:
-                tag = _escaped(utt) if args.nbest == 1 else f"{_escaped(utt)}-{rank + 1}"
-                print(f"{tag}\t{hyp.score:.3f}\t{text}", flush=True)
-    if result.wer is not None:
-        print(f"WER {100 * result.wer:.2f}%", file=sys.stderr)
 
 
 def demo_command(args: argparse.Namespace) -> None:
@@ -395,59 +263,6 @@ def demo_command(args: argparse.Namespace) -> None:
     from .speech.demo import run_speech_demo
 
     run_speech_demo()
-
-
-def transcribe_command(args: argparse.Namespace) -> int:
-    from .decoding_graph import DecodingGraph
-    from .models.speech_transducer import FRAME_SECONDS as TRANSDUCER_FRAME_SECONDS
-    from .speech.phone_model import HamaPhoneModel
-    from .speech.transcribe import SPEECH_OPTIONS, iter_transcribe
-
-    defaults = dataclasses.asdict(SPEECH_OPTIONS)
-    given = {n: v for n in DECODE_OPTIONS if (v := getattr(args, n)) is not None}
-    options = CtcBeamOptions(**{**defaults, **given})
-    model = HamaPhoneModel()
-    boosts = _boosts(args)
-    unreadable: list[InputFileError] = []  # files left out, said as they come and counted
-
-    def report(error: InputFileError) -> None:
-        print(f"wfstdecode: error: {error}", file=sys.stderr, flush=True)
-        unreadable.append(error)
-
-    if args.transducer:
-        if args.graph or boosts or any(getattr(args, n) is not None for n in DECODE_OPTIONS):
-            raise WfstDecodeError("--transducer decodes without a graph: --graph, --boost and "
-                                  "the CTC search options do not apply")  # fmt: skip
-        frame_seconds = TRANSDUCER_FRAME_SECONDS
-        beam = _transducer_beam(args)
-        results = iter_transcribe(args.audio, model=model, kind=args.transducer, beam=beam,
-                                  on_error=report)  # fmt: skip
-    else:
-        if args.beam_size is not None or args.beam_algorithm is not None:
-            raise WfstDecodeError("--beam-size is the transducer beam search (with --transducer); "
-                                  "the graph search's width is --beam / --max-active")  # fmt: skip
-        graph = DecodingGraph.load(args.graph) if args.graph else None
-        frame_seconds = model.frame_seconds
-        results = iter_transcribe(args.audio, graph, options, backend=args.backend, model=model,
-                                  boosts=boosts, on_error=report)  # fmt: skip
-    ranked = (args.nbest or 1) > 1  # as decode: every line ranked, one hypothesis or several
-    for path, hyps in results:
-        for rank, hyp in enumerate(hyps):
-            if args.json:
-                record = {"path": str(path), "text": hyp.text,
-                          "score": finite_or_none(round(hyp.score, 3)),
-                          "words": hyp.word_entries(frame_seconds)}  # fmt: skip
-                if ranked:
-                    record["rank"] = rank + 1
-                print(json.dumps(record, ensure_ascii=False), flush=True)
-            else:
-                rank_field = f"{rank + 1}\t" if ranked else ""
-                print(f"{_escaped(str(path))}\t{rank_field}{hyp.text}", flush=True)
-    if unreadable:
-        print(f"wfstdecode: {len(unreadable)} of {len(args.audio)} files could not be read "
-              "(above); the others are transcribed", file=sys.stderr)  # fmt: skip
-        return 1
-    return 0
 
 
 def make_parser() -> argparse.ArgumentParser:
@@ -504,8 +319,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("graph", type=Path, help="directory from build-tlg (or a TLG.npz)")
     p.add_argument("log_probs", type=Path, help=".npz with log_probs (B, T, V), lengths, texts")
     defaults = {f.name: f.default for f in dataclasses.fields(CtcBeamOptions)}
-    _add_decode_options(p, defaults, given_only=False)
-    _add_boost_arguments(p)
+    add_decode_options(p, defaults, given_only=False)
+    add_boost_arguments(p)
     p.add_argument("--utterance-boosts", type=Path, metavar="FILE",
                    help='per-utterance phrases, a JSON object per line: {"id": ID, "boosts": '
                         "{PHRASE: BONUS}} (added to --boost / --boost-file for that "
@@ -549,9 +364,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--transducer", metavar="MODEL",
                    help="rnnt, tdt or a SpeechTransducer .npz instead of a graph")  # fmt: skip
     p.add_argument("--out", required=True, type=Path, help="output directory (new, or a run's)")
-    _add_decode_options(p, defaults, given_only=True)
-    _add_transducer_beam_arguments(p, "--transducer: ")
-    _add_boost_arguments(p)
+    add_decode_options(p, defaults, given_only=True)
+    add_transducer_beam_arguments(p, "--transducer: ")
+    add_boost_arguments(p)
     p.add_argument("--oov-lexicon", type=Path, metavar="FILE",
                    help="pronunciations of boosted words the graph lacks, 'word tok1 tok2 …' "
                         "per line (a graph built with --oov-slot)")  # fmt: skip
@@ -587,7 +402,7 @@ def make_parser() -> argparse.ArgumentParser:
     )  # fmt: skip
     p.add_argument("model", help="rnnt or tdt (shipped), or a SpeechTransducer .npz")
     p.add_argument("npz", type=Path, help=".npz with enc or log_probs (see above)")
-    _add_transducer_beam_arguments(p)
+    add_transducer_beam_arguments(p)
     p.add_argument("--nbest", type=int, default=1, help="hypotheses per utterance")
     p.add_argument("--json", action="store_true", help="JSON lines")
     p.set_defaults(func=decode_transducer_command)
@@ -602,11 +417,11 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--graph", type=Path, help="graph directory over hama's tokens.txt")
     p.add_argument("--transducer", choices=("rnnt", "tdt"),
                    help="the shipped character transducer instead of a graph")  # fmt: skip
-    _add_transducer_beam_arguments(p, "--transducer: ")
+    add_transducer_beam_arguments(p, "--transducer: ")
     from .speech.transcribe import SPEECH_OPTIONS  # light: hama loads on first use
 
-    _add_decode_options(p, dataclasses.asdict(SPEECH_OPTIONS), given_only=True)
-    _add_boost_arguments(p)
+    add_decode_options(p, dataclasses.asdict(SPEECH_OPTIONS), given_only=True)
+    add_boost_arguments(p)
     p.add_argument("--json", action="store_true", help="JSON lines with word times")
     p.add_argument("--backend", default="auto", choices=("auto", "reference", "cpu", "cuda"))
     p.set_defaults(func=transcribe_command)

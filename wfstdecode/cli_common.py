@@ -1,0 +1,125 @@
+"""What the CLI's commands share: the search's options (`DECODE_OPTIONS`), the boost options, the
+transducer beam options, and how utterance ids are printed (`escaped_id`)."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from .errors import WfstDecodeError
+
+# defaults are read from CtcBeamOptions itself so that the two cannot drift.
+DECODE_OPTIONS = {
+    "beam": (float, "tokens this far (log score) below the frame's best are pruned"),
+    "max_active": (int, "at most this many tokens survive a frame"),
+    "min_active": (int, "at least this many survive a frame when that many exist"),
+    "acoustic_scale": (float, "log-probs are multiplied by this before the search"),
+    "blank_penalty": (float, "cost added on every blank frame (positive: more tokens)"),
+    "word_insertion_penalty": (float, "cost added per output word (positive: fewer words)"),
+    "nbest": (int, "hypotheses per utterance (distinct word sequences with --lattice-beam)"),
+    "lattice_beam": (float, "keep a lattice of the paths this close to the best: n-best, "
+                            "word confidences, rescoring"),
+    "mbr_candidates": (int, "minimum Bayes risk: rank the lattice's this many best word "
+                            "sequences by expected word errors (needs --lattice-beam)"),
+    "posteriors": (str, "what confidences count: 'lattice' (every path) or 'determinized' "
+                        "(each word sequence once, Kaldi's)"),
+}  # fmt: skip
+
+
+def add_decode_options(p: argparse.ArgumentParser, defaults: dict, given_only: bool) -> None:
+    """The search's options (`DECODE_OPTIONS`), their defaults ``defaults`` shown in the help;
+    ``given_only``: left None unless given (the command applies its defaults itself)."""
+    for name, (kind, what) in DECODE_OPTIONS.items():
+        p.add_argument(f"--{name.replace('_', '-')}", type=kind,
+                       default=None if given_only else defaults[name],
+                       help=f"{what} (default {defaults[name]})")  # fmt: skip
+
+
+def parse_boost(text: str) -> tuple[str, float]:
+    from .ctc.options import MAX_COST_TERM
+
+    phrase, sep, value = text.rpartition("=")
+    phrase = " ".join(phrase.split())  # as --boost-file reads it
+    try:
+        if not sep or not phrase:
+            raise ValueError
+        bonus = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--boost expects PHRASE=BONUS; got {text!r}") from None
+    if not abs(bonus) <= MAX_COST_TERM:  # also NaN
+        raise argparse.ArgumentTypeError(f"the bonus of {text!r} must be in "
+                                         f"[-{MAX_COST_TERM:g}, {MAX_COST_TERM:g}]")  # fmt: skip
+    return phrase, bonus
+
+
+def add_boost_arguments(p: argparse.ArgumentParser) -> None:
+    """--boost and --boost-file, as decode, decode-corpus and transcribe take them."""
+    p.add_argument("--boost", type=parse_boost, action="append", metavar="PHRASE=BONUS",
+                   help="boost a word or a phrase of words in every utterance (bonus per word, "
+                        "positive = more likely; a word the graph lacks goes through its oov "
+                        "slot, if it has one); repeatable")  # fmt: skip
+    p.add_argument("--boost-file", type=Path, metavar="FILE",
+                   help="phrases to boost: PHRASE<TAB>BONUS per line")  # fmt: skip
+
+
+def boosts_of(args: argparse.Namespace) -> dict | None:
+    """--boost-file's phrases and the repeated --boost (a phrase given by both is refused)."""
+    from .ctc.boost import read_boost_file
+
+    boosts = read_boost_file(args.boost_file) if args.boost_file else {}
+    given = set()
+    for word, bonus in args.boost or ():
+        if word in given:
+            raise WfstDecodeError(f"{word!r} is boosted by two --boost options")
+        if word in boosts:
+            raise WfstDecodeError(f"{word!r} is boosted by --boost and in {args.boost_file}")
+        boosts[word] = bonus
+        given.add(word)
+    return boosts or None
+
+
+def oov_lexicon_of(args: argparse.Namespace, graph=None) -> dict | None:
+    """--oov-lexicon's pronunciations, checked against the graph's tokens."""
+    if not args.oov_lexicon:
+        return None
+    from .ctc.oov import read_oov_lexicon
+    from .decoding_graph import DecodingGraph
+
+    graph = graph if graph is not None else DecodingGraph.load(args.graph, mmap=True)
+    if graph.tokens is None:
+        raise WfstDecodeError("--oov-lexicon needs a graph with a token table")
+    return read_oov_lexicon(args.oov_lexicon, graph.tokens)
+
+
+def escaped_id(utt: str) -> str:
+    """An utterance id as printed: control characters, line and paragraph separators and the
+    backslash escaped, so that each hypothesis is one line and its fields stay apart."""
+    import unicodedata
+
+    return "".join(
+        c.encode("unicode_escape").decode("ascii")
+        if c == "\\" or unicodedata.category(c) in ("Cc", "Cs", "Zl", "Zp")
+        else c
+        for c in utt
+    )
+
+
+def transducer_beam_options(args: argparse.Namespace, nbest: int = 1):
+    """`BeamOptions` from --beam-size / --beam-algorithm (default ALSD) and ``nbest``, or None
+    for greedy decoding; the beam search's options without --beam-size are refused."""
+    if nbest < 1:
+        raise WfstDecodeError(f"--nbest must be >= 1; got {nbest}")
+    if args.beam_size is None:
+        if args.beam_algorithm is not None or nbest != 1:
+            raise WfstDecodeError("--nbest and --beam-algorithm need --beam-size")
+        return None
+    from .transducer import BeamOptions
+
+    return BeamOptions(args.beam_algorithm or "alsd", beam_size=args.beam_size, nbest=nbest)
+
+
+def add_transducer_beam_arguments(p: argparse.ArgumentParser, when: str = "") -> None:
+    p.add_argument("--beam-size", type=int, default=None, metavar="K",
+                   help=f"{when}beam search of K hypotheses (default: greedy)")  # fmt: skip
+    p.add_argument("--beam-algorithm", default=None, metavar="NAME",
+                   help=f"{when}standard, tokenwise, maes, alsd (default), wind")  # fmt: skip

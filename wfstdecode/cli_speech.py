@@ -1,0 +1,94 @@
+"""The CLI's speech and transducer commands: ``transcribe`` (audio through hama's phone model and
+a graph, or a shipped transducer) and ``decode-transducer`` (a saved encoder output)."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+
+from .cli_common import DECODE_OPTIONS, boosts_of, escaped_id, transducer_beam_options
+from .ctc import CtcBeamOptions
+from .errors import InputFileError, WfstDecodeError
+from .results import finite_or_none
+
+
+def decode_transducer_command(args: argparse.Namespace) -> None:
+    from .transducer import GreedyOptions
+    from .transducer.files import decode_transducer_npz, load_transducer_model
+
+    model = load_transducer_model(args.model)
+    options = transducer_beam_options(args, args.nbest) or GreedyOptions()
+    result = decode_transducer_npz(model, args.npz, options)
+    for utt, hyps in zip(result.ids, result.hypotheses, strict=True):
+        for rank, hyp in enumerate(hyps):
+            text = model.text(hyp.tokens) if hasattr(model, "text") else ""
+            if args.json:
+                record = {"id": utt, "tokens": list(hyp.tokens), "timestamps": list(hyp.timestamps),
+                          "score": finite_or_none(round(hyp.score, 4)), "text": text}  # fmt: skip
+                if hyp.durations:
+                    record["durations"] = list(hyp.durations)
+                if hyp.notes:
+                    record["notes"] = list(hyp.notes)
+                if args.nbest > 1:  # as decode: every record ranked, one hypothesis or several
+                    record["rank"] = rank + 1
+                print(json.dumps(record, ensure_ascii=False), flush=True)
+            else:
+                tag = escaped_id(utt) if args.nbest == 1 else f"{escaped_id(utt)}-{rank + 1}"
+                print(f"{tag}\t{hyp.score:.3f}\t{text}", flush=True)
+    if result.wer is not None:
+        print(f"WER {100 * result.wer:.2f}%", file=sys.stderr)
+
+
+def transcribe_command(args: argparse.Namespace) -> int:
+    from .decoding_graph import DecodingGraph
+    from .models.speech_transducer import FRAME_SECONDS as TRANSDUCER_FRAME_SECONDS
+    from .speech.phone_model import HamaPhoneModel
+    from .speech.transcribe import SPEECH_OPTIONS, iter_transcribe
+
+    defaults = dataclasses.asdict(SPEECH_OPTIONS)
+    given = {n: v for n in DECODE_OPTIONS if (v := getattr(args, n)) is not None}
+    options = CtcBeamOptions(**{**defaults, **given})
+    model = HamaPhoneModel()
+    boosts = boosts_of(args)
+    unreadable: list[InputFileError] = []  # files left out, said as they come and counted
+
+    def report(error: InputFileError) -> None:
+        print(f"wfstdecode: error: {error}", file=sys.stderr, flush=True)
+        unreadable.append(error)
+
+    if args.transducer:
+        if args.graph or boosts or any(getattr(args, n) is not None for n in DECODE_OPTIONS):
+            raise WfstDecodeError("--transducer decodes without a graph: --graph, --boost and "
+                                  "the CTC search options do not apply")  # fmt: skip
+        frame_seconds = TRANSDUCER_FRAME_SECONDS
+        beam = transducer_beam_options(args)
+        results = iter_transcribe(args.audio, model=model, kind=args.transducer, beam=beam,
+                                  on_error=report)  # fmt: skip
+    else:
+        if args.beam_size is not None or args.beam_algorithm is not None:
+            raise WfstDecodeError("--beam-size is the transducer beam search (with --transducer); "
+                                  "the graph search's width is --beam / --max-active")  # fmt: skip
+        graph = DecodingGraph.load(args.graph) if args.graph else None
+        frame_seconds = model.frame_seconds
+        results = iter_transcribe(args.audio, graph, options, backend=args.backend, model=model,
+                                  boosts=boosts, on_error=report)  # fmt: skip
+    ranked = (args.nbest or 1) > 1  # as decode: every line ranked, one hypothesis or several
+    for path, hyps in results:
+        for rank, hyp in enumerate(hyps):
+            if args.json:
+                record = {"path": str(path), "text": hyp.text,
+                          "score": finite_or_none(round(hyp.score, 3)),
+                          "words": hyp.word_entries(frame_seconds)}  # fmt: skip
+                if ranked:
+                    record["rank"] = rank + 1
+                print(json.dumps(record, ensure_ascii=False), flush=True)
+            else:
+                rank_field = f"{rank + 1}\t" if ranked else ""
+                print(f"{escaped_id(str(path))}\t{rank_field}{hyp.text}", flush=True)
+    if unreadable:
+        print(f"wfstdecode: {len(unreadable)} of {len(args.audio)} files could not be read "
+              "(above); the others are transcribed", file=sys.stderr)  # fmt: skip
+        return 1
+    return 0
