@@ -131,6 +131,31 @@ def test_a_lattice_too_large_to_determinize_is_pruned_until_it_fits():
         determinize_pruned(lat, 8.0, max_states=1)  # not even the best path alone fits
 
 
+def test_a_determinization_too_long_is_pruned_until_it_is_not(monkeypatch):
+    """Strings carried along many arcs can take minutes with few states (acoustic scale 0.5 at
+    lattice beam 8: 32 s on one OCR line): past `MAX_WORK` steps the beam is halved too."""
+    import wfstdecode.compact_lattice as module
+
+    (lat, _) = _lattices(2)
+    full = determinize(lat)
+
+    def fits(limit):
+        try:
+            determinize(lat, max_work=limit)
+        except OptionsError:
+            return False
+        return True
+
+    need = next(2**i for i in range(4, 40) if fits(2**i))  # the full lattice's, within 2x
+    monkeypatch.setattr(module, "MAX_WORK", need // 2)
+    with pytest.raises(OptionsError, match=f"passed {need // 2:,} steps"):
+        determinize(lat)
+    smaller, beam = module.determinize_pruned(lat, math.inf)
+    assert beam < math.inf and smaller.num_states <= full.num_states
+    assert smaller.notes[-1].endswith(f"passed {need // 2:,} steps")
+    _assert_same_paths(smaller, _best_alignments(lat.pruned(beam)))
+
+
 def test_expanding_back_gives_the_same_paths():
     for seed in range(4):
         for lat in _lattices(seed, lattice_beam=6.0):

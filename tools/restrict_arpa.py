@@ -36,6 +36,8 @@ def main(argv=None) -> None:
     args = ap.parse_args(argv)
     if args.words < 1:
         ap.error(f"--words must be >= 1; got {args.words}")
+    if any(n < 0 for n in args.max_ngrams):
+        ap.error(f"--max-ngrams must be >= 0; got {args.max_ngrams}")
 
     alphabet = None
     if args.tokens:

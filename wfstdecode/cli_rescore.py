@@ -26,7 +26,9 @@ def add_rescoring_arguments(p: argparse.ArgumentParser) -> None:
                    help="scale of the --rescore-lm costs (default 1)")  # fmt: skip
     p.add_argument("--rescore-beam", type=float, metavar="BEAM",
                    help="prune the rescoring composition with this beam (default: the lattice "
-                        "beam; inf: exact)")  # fmt: skip
+                        "beam; inf: exact). Pruning estimates what follows a word from the "
+                        "first pass: at --lm-scale far below 1 it drops alternatives the exact "
+                        "composition keeps")  # fmt: skip
 
 
 def add_rescore_parser(sub) -> None:

@@ -42,6 +42,11 @@ from .lattice import (
 _INF = np.inf
 _KEY_RESOLUTION = 1e-6  # residual costs closer than this make the same determinized state
 _MIN_RETRY_BEAM = 0.25  # determinize_pruned halves the lattice beam down to this
+# Steps (arcs walked, labels carried, subset elements keyed) a determinization may take: ~2 s.
+# The OCR and speech lattices of bench/ctc_lattice.md take at most 1.3 M and 6 M at lattice beam
+# 8; at 12 a few take 77 M and 367 M (minutes, alignment strings copied along every arc) with
+# fewer than 100,000 states.
+MAX_WORK = 20_000_000
 
 
 @dataclass(frozen=True, eq=False)
@@ -189,10 +194,13 @@ class CompactLattice:
         return compact_lattice_bytes(self)
 
 
-def determinize(lattice: Lattice, beam: float | None = None, max_states: int = 100_000,
-                alignments: bool = True) -> CompactLattice:  # fmt: skip
+def determinize(
+    lattice: Lattice, beam: float | None = None, max_states: int = 100_000,
+    alignments: bool = True, max_work: int | None = None,
+) -> CompactLattice:  # fmt: skip
     """``lattice`` determinized on words (module docstring), pruned to ``beam`` first when
-    given. Raises `OptionsError` past ``max_states`` states (lower the lattice beam).
+    given. Raises `OptionsError` past ``max_states`` states or ``max_work`` steps (None:
+    `MAX_WORK`; lower the lattice beam).
     ``alignments=False`` leaves every string empty: the same word sequences and costs (what
     posteriors need) in about 3/4 of the time."""
     if beam is not None:
@@ -218,6 +226,8 @@ def determinize(lattice: Lattice, beam: float | None = None, max_states: int = 1
     finals: dict = {}  # state -> weight
 
     def state_of(elements: dict) -> int:
+        nonlocal work
+        work += len(elements)
         key = tuple(sorted((node, round(w[1] / _KEY_RESOLUTION), round(w[4] / _KEY_RESOLUTION),
                             w[3]) for node, w in elements.items()))  # fmt: skip
         s = states.get(key)
@@ -231,6 +241,8 @@ def determinize(lattice: Lattice, beam: float | None = None, max_states: int = 1
             subsets.append(elements)
         return s
 
+    max_work = MAX_WORK if max_work is None else max_work
+    work = 0  # arcs walked, labels carried, subset elements keyed: what the time goes with
     if lattice.num_nodes and np.isfinite(lattice.best_cost):
         state_of({0: weight(0.0, 0.0, ())})
     s = 0
@@ -248,6 +260,12 @@ def determinize(lattice: Lattice, beam: float | None = None, max_states: int = 1
                 w = weight(g0 + final[node], a0, l0)
                 if s not in finals or w < finals[s]:
                     finals[s] = w
+            work += first[node + 1] - first[node] + len(l0)
+            if work > max_work:
+                raise OptionsError(
+                    f"word determinization passed {max_work:,} steps (arcs walked and labels "
+                    "carried): prune the lattice with a smaller lattice beam first"
+                )
             for i in range(first[node], first[node + 1]):
                 w = weight(g0 + g_arc[i], a0 + a_arc[i], (*l0, ilabel[i]) if ilabel[i] else l0)
                 to = dst[i]
@@ -278,25 +296,28 @@ def determinize(lattice: Lattice, beam: float | None = None, max_states: int = 1
 def determinize_pruned(lattice: Lattice, beam: float, max_states: int = 100_000,
                        alignments: bool = True) -> tuple[CompactLattice, float]:  # fmt: skip
     """`determinize` of ``lattice`` pruned to ``beam`` (``math.inf``: unpruned); where that
-    passes ``max_states`` states the beam is halved and it is tried again, down to 0.25, as
-    Kaldi's decoders lower the lattice beam when determinization runs out of memory. Returns the
-    CompactLattice (with a note when the beam was lowered) and the beam it was made at."""
-    tried = beam
+    passes ``max_states`` states or `MAX_WORK` steps the beam is halved and it is tried again,
+    down to 0.25, as Kaldi's decoders lower the lattice beam when determinization runs out of
+    memory. Returns the CompactLattice (with a note when the beam was lowered) and the beam it
+    was made at."""
+    tried, why = beam, ""
     while True:
         try:
             out = determinize(lattice, tried if math.isfinite(tried) else None, max_states,
                               alignments)  # fmt: skip
             break
-        except OptionsError:
+        except OptionsError as exc:
             if tried <= _MIN_RETRY_BEAM:
                 raise
+            why = why or ("states" if "states" in str(exc) else "steps")
             if not math.isfinite(tried):  # start from the widest beam the lattice spans
                 alpha, beta = lattice.forward(), lattice.backward()
                 through = alpha[lattice.src] + lattice.arc_cost() + beta[lattice.dst]
                 tried = float(through[np.isfinite(through)].max() - lattice.best_cost)
             tried = max(tried / 2, _MIN_RETRY_BEAM)
     if tried < beam:
-        note = f"determinized at lattice beam {tried:.3g}: beam {beam:g} passed {max_states} states"
+        limit = f"{max_states} states" if why == "states" else f"{MAX_WORK:,} steps"
+        note = f"determinized at lattice beam {tried:.3g}: beam {beam:g} passed {limit}"
         out = replace(out, notes=(*out.notes, note))
     return out, tried
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -87,11 +87,15 @@ class NgramLm:
         return cost, history
 
     def cost(self, history: tuple[str, ...], word: str) -> float:
-        """``-ln P(word | history)`` (natural log; the history's last ``order - 1`` words)."""
+        """``-ln P(word | history)`` (natural log; the history's last ``order - 1`` words, those
+        the model lacks read as ``<unk>`` when it has one, as `step` reads them)."""
         history = history[-(self.order - 1) :] if self.order > 1 else ()
         key = (history, word)
         cost = self._cache.get(key)
         if cost is None:
+            if self._unk:
+                unigrams = self.model.ngrams[0]
+                history = tuple(w if (w,) in unigrams else UNK for w in history)
             cost = self._cache[key] = -LN10 * self._log10(history, word)
         return cost
 
@@ -187,8 +191,9 @@ def rescore(
 
     ``beam``: None composes exactly. A number prunes as the composition goes (as Kaldi's
     lattice-lmrescore-pruned): a split node whose rescored cost so far plus the first pass's
-    best cost from its lattice node exceeds the rescored cost of the first pass's best path by
-    more than ``beam`` is not followed — an estimate (the new LM may make the rest of a path
+    best cost from its lattice node (graph costs at ``lm_scale``: the old LM's part of them goes,
+    the new one's comes at that scale) exceeds the rescored cost of the first pass's best path
+    by more than ``beam`` is not followed — an estimate (the new LM may make the rest of a path
     cheaper than the old did); the first pass's best path is always followed, so a path
     remains.
     Raises `OptionsError` when the expansion would pass ``max_nodes`` nodes."""
@@ -223,7 +228,12 @@ def rescore(
     start = (old_lm.start if old_lm is not None else None, new_lm.start)
     beta, limit, best_arcs = np.zeros(n), math.inf, np.zeros(0, np.int64)
     if beam is not None and n:
-        beta = lattice.backward()
+        # what is left of a path after a node: the first pass's best, its graph costs (the old
+        # LM's, mostly) at lm_scale, as the rescored path's will be
+        ahead = lattice if lm_scale == 1 else replace(
+            lattice, graph_cost=(lattice.graph_cost * lm_scale).astype(np.float32), _cache={}
+        )  # fmt: skip
+        beta = ahead.backward()
         best, best_arcs = _rescored_best(lattice, names, step, start)
         limit = best + beam
     node_of, state_of, states, src_new, dst_new, arc_of, extra = compose(

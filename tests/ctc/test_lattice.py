@@ -556,3 +556,17 @@ def test_empty_utterances_and_paths_without_a_final_state(backend):
                                                backend=backend))  # fmt: skip
     (lat,) = ctc_lattices(lp2, None, ends_mid_word, options, backend=backend)
     assert "without final costs" in lat.notes[0]
+
+
+def test_word_confidences_stay_within_one():
+    """A word's posterior sums many paths' and can round just past 1; the confidence cannot."""
+    from types import SimpleNamespace
+
+    from wfstdecode.ctc.lattice import with_confidences
+    from wfstdecode.results import Hypothesis
+
+    lattice = SimpleNamespace(word_posteriors=lambda: [{5: 1.0000000000000118}, {6: 0.25}])
+    hyp = Hypothesis((1, 2), (0, 2), -1.0, words=("a", "b"), word_ids=(5, 6),
+                     word_timestamps=((0, 1), (2, 3)))  # fmt: skip
+    (got,) = with_confidences(SimpleNamespace(oov=None), [[hyp]], [lattice])
+    assert got[0].word_confidences == (1.0, 0.25)

@@ -1,6 +1,7 @@
 """G from ARPA: costs equal ARPA log-probabilities (checked against KenLM); errors name lines."""
 
 import gzip
+import itertools
 import math
 
 import numpy as np
@@ -222,3 +223,106 @@ def test_unk_is_kept_only_when_asked(tmp_path):
     unk = kept.words.id("<unk>")
     assert "<unk>" in dropped.dropped_words and unk not in dropped.graph.olabel
     assert "<unk>" not in kept.dropped_words and unk in kept.graph.olabel
+
+
+_BOS_BACKOFF_ONLY = """\\data\\
+ngram 1=4
+ngram 2=1
+
+\\1-grams:
+-99\t<s>\t-0.5
+-0.7\t</s>
+-0.8\ta\t-0.2
+-0.9\tb
+
+\\2-grams:
+-0.3\ta b
+\\end\\
+"""
+
+# "a b c" is listed, its context "a b" is not (as pruning leaves them); the filler words give
+# KenLM's probing hash table the room it wants for such gaps
+_FILLER = [f"f{i}" for i in range(40)]
+_MISSING_CONTEXT = "\n".join([
+    "\\data\\", f"ngram 1={5 + len(_FILLER)}", f"ngram 2={3 + len(_FILLER) - 1}", "ngram 3=2",
+    "", "\\1-grams:", "-1.0\t<s>\t-0.3", "-0.7\t</s>", "-0.8\ta\t-0.2", "-0.9\tb\t-0.4",
+    "-1.1\tc\t-0.1", *(f"-3.0\t{w}" for w in _FILLER),
+    "", "\\2-grams:", "-0.5\t<s> a\t-0.25", "-0.6\ta c\t-0.15", "-0.4\tb c",
+    *(f"-1.0\t{a} {b}" for a, b in itertools.pairwise(_FILLER)),
+    "", "\\3-grams:", "-0.2\t<s> a b", "-0.1\ta b c", "\\end\\", "",
+])  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("text", "sentences"),
+    [
+        (_BOS_BACKOFF_ONLY, [["a"], ["b", "a", "b"], []]),
+        (_MISSING_CONTEXT, [["a", "b", "c", "a", "b", "c"], ["c", "a", "b", "c"], ["a", "b"]]),
+    ],
+    ids=["start-backoff", "missing-context"],
+)
+def test_g_and_the_rescoring_lm_equal_kenlm_where_pruning_left_gaps(tmp_path, text, sentences):
+    """G charges <s>'s backoff weight when no bigram follows <s> (its start state was the empty
+    history), and keeps a trigram whose bigram context the file lacks (it backed off past it);
+    `NgramLm` and KenLM agree with both."""
+    from wfstdecode.rescore import NgramLm
+
+    path = tmp_path / "lm.arpa"
+    path.write_text(text)
+    model = read_arpa(path)
+    words = word_table(model)
+    scorer = BackoffScorer(build_grammar(model, words), words.id("#0"))
+    lm, rescoring = kenlm.Model(str(path)), NgramLm(path)
+    for sent in sentences:
+        expected = -lm.score(" ".join(sent), bos=True, eos=True) * LN10
+        assert scorer.cost([words.id(w) for w in sent]) == pytest.approx(expected, abs=1e-4)
+        assert rescoring.sentence_cost(sent) == pytest.approx(expected, abs=1e-4)
+
+
+def test_rescoring_cost_reads_unknown_history_words_as_unk(tmp_path):
+    """`NgramLm.cost` after a history word the model lacks reads it as <unk>, as `step` and
+    KenLM do."""
+    from wfstdecode.rescore import NgramLm
+
+    path = tmp_path / "lm.arpa"
+    path.write_text(_MISSING_CONTEXT.replace("ngram 1=45", "ngram 1=46").replace(
+        "-1.1\tc\t-0.1\n", "-1.1\tc\t-0.1\n-2.0\t<unk>\t-0.7\n"))  # fmt: skip
+    lm, oracle = NgramLm(path), kenlm.Model(str(path))
+    log10 = oracle.score("a zz c", bos=False, eos=False) - oracle.score(
+        "a zz", bos=False, eos=False
+    )
+    assert lm.cost(("a", "zz"), "c") == pytest.approx(-log10 * LN10, abs=1e-4)
+    assert lm.cost(("a", "zz"), "c") == pytest.approx(lm.cost(("a", "<unk>"), "c"))
+
+
+@pytest.mark.parametrize(
+    ("change", "says"),
+    [
+        (
+            lambda t: t.replace("-0.7\t</s>\n", "").replace("ngram 1=45", "ngram 1=44"),
+            "no </s> unigram",
+        ),
+        (lambda t: t + "\\data\\\n", r"text after \\end\\"),
+        (lambda t: t.replace("-0.9\tb\t-0.4", "-0_9\tb\t-0.4"), "bad number '-0_9'"),
+        (lambda t: t.replace("-0.9\tb\t-0.4", "-0.9\tb\t-inf"), "backoff weight must be finite"),
+        (lambda t: t.replace("\tc\t-0.1", "\t#0\t-0.1").replace(" c", " #0"), "'#0' is reserved"),
+        (
+            lambda t: t.replace("\tc\t-0.1", "\t<eps>\t-0.1").replace(" c", " <eps>"),
+            "'<eps>' is reserved",
+        ),
+    ],
+)
+def test_arpa_files_kenlm_refuses_are_refused_by_line(tmp_path, change, says):
+    path = tmp_path / "lm.arpa"
+    path.write_text(change(_MISSING_CONTEXT))
+    with pytest.raises(InputFileError, match=f"lm.arpa.*{says}"):
+        read_arpa(path)
+
+
+def test_arpa_fields_are_split_at_spaces_and_tabs_only(tmp_path):
+    """A no-break space is part of a word (as KenLM reads it), not a field separator."""
+    path = tmp_path / "lm.arpa"
+    path.write_text(_MISSING_CONTEXT.replace("-1.1\tc\t-0.1", "-1.1\tc\u00a0d\t-0.1")
+                    .replace(" c", " c\u00a0d"))  # fmt: skip
+    model = read_arpa(path)
+    assert ("c\u00a0d",) in model.ngrams[0] and ("a", "b", "c\u00a0d") in model.ngrams[2]

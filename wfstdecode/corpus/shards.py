@@ -151,13 +151,14 @@ class CtcCorpusDecoder:
                            num_threads=self.num_threads, oov_lexicon=self.oov_lexicon)  # fmt: skip
             return r.ids, r.hypotheses, r.lengths, r.references
 
-        return decode_shard(path, name, run, self.frame_shift)
+        return decode_shard(path, name, run, self.frame_shift, nbest=self.options.nbest)
 
 
-def decode_shard(path: Path, name: str, run, frame_shift, tokens: bool = False) -> ShardOutput:
+def decode_shard(path: Path, name: str, run, frame_shift, tokens: bool = False,
+                 nbest: int = 1) -> ShardOutput:  # fmt: skip
     """A shard's `ShardOutput` from ``run(path) -> (ids, hypotheses, frames, references)`` (a
     decoder's reading of the file); ``tokens``: the lines carry the tokens, their frames and
-    durations too (token-level decoders)."""
+    durations too (token-level decoders); ``nbest`` > 1: every line has its n-best list."""
     before = input_id(path)
     wall, cpu = time.perf_counter(), time.process_time()
     ids, hypotheses, lengths, references = run(path)
@@ -167,7 +168,7 @@ def decode_shard(path: Path, name: str, run, frame_shift, tokens: bool = False) 
     ids = ids if _has_ids(path) else [f"{name}-{i}" for i in range(len(ids))]
     refs = references or [None] * len(ids)
     records = [
-        utterance_record(utt, hyps, frames, ref, frame_shift, tokens)
+        utterance_record(utt, hyps, frames, ref, frame_shift, tokens, nbest > 1)
         for utt, hyps, frames, ref in zip(ids, hypotheses, lengths, refs, strict=True)
     ]
     lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
@@ -183,14 +184,14 @@ def decode_shard(path: Path, name: str, run, frame_shift, tokens: bool = False) 
 
 def utterance_record(
     utt: str, hyps: list[Hypothesis], frames: int, reference: str | None,
-    frame_shift: float | None, tokens: bool = False,
+    frame_shift: float | None, tokens: bool = False, ranked: bool = False,
 ) -> dict:  # fmt: skip
     """One output line: the utterance's id, its best hypothesis (`Hypothesis.record`), its
-    frames, the other n-best entries, and the reference with the word errors when the shard has
-    one."""
+    frames, with ``ranked`` its n-best list (however long), and the reference with the word
+    errors when the shard has one."""
     best = hyps[0] if hyps else Hypothesis((), (), -math.inf, notes=("no hypothesis",))
     record = {"id": utt, **best.record(frame_shift, tokens), "frames": frames}
-    if len(hyps) > 1:
+    if ranked:
         record["nbest"] = [{"text": h.text, "score": finite_or_none(h.score)} for h in hyps]
     if reference is not None:
         record["ref"] = reference

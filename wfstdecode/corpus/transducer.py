@@ -67,7 +67,12 @@ class TransducerCorpusDecoder:
             torch.set_num_threads(self.num_threads)
         model = self._load()
         return lambda path, name: decode_shard(
-            Path(path), name, lambda p: self._run(model, p), self.frame_shift, tokens=True
+            Path(path),
+            name,
+            lambda p: self._run(model, p),
+            self.frame_shift,
+            tokens=True,
+            nbest=self.beam.nbest if self.beam is not None else 1,
         )
 
     def _load(self):

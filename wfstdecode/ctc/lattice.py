@@ -188,8 +188,8 @@ def with_confidences(p: SearchProblem, hyps: list, lattices: list) -> list:
             out.append(utt)
             continue
         posteriors = lat.word_posteriors()
-        out.append([changed(h, word_confidences=tuple(
-            posteriors[k].get(w, 0.0) if k < len(posteriors) else 0.0
+        out.append([changed(h, word_confidences=tuple(  # in [0, 1] (sums round past 1)
+            min(1.0, posteriors[k].get(w, 0.0)) if k < len(posteriors) else 0.0
             for k, w in enumerate(h.word_ids))) for h in utt])  # fmt: skip
     return out
 

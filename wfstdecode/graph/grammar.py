@@ -21,7 +21,7 @@ import numpy as np
 
 from ..errors import InputFileError
 from ..fstio import FstArrays
-from ..symbols import BACKOFF_DISAMBIG, SymbolTable
+from ..symbols import BACKOFF_DISAMBIG, EPSILON, SymbolTable, is_disambig
 from ..textfiles import quoted, text_lines
 
 log = logging.getLogger(__name__)
@@ -30,6 +30,10 @@ BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 # Digit counts are bounded: int() refuses more than 4,300 digits, and no model needs more.
 _COUNT_LINE = re.compile(r"ngram\s+([0-9]{1,9})\s*=\s*([0-9]{1,15})", re.ASCII)
 _SECTION = re.compile(r"\\([0-9]+)-grams:", re.ASCII)
+# ARPA fields are separated by spaces and tabs only (KenLM's, SRILM's, Kaldi's readers): a
+# no-break or ideographic space is part of a word, as str.split would not have it
+_FIELDS = re.compile(r"[ \t]+")
+_BLANKS = " \t\r\n"
 
 
 @dataclass
@@ -64,17 +68,21 @@ def read_arpa(path: str | os.PathLike, vocabulary: set[str] | None = None) -> Ar
     dropped_words: dict[str, int] = {}
     duplicates, first_duplicate = 0, 0
     line_no = 0
+    end_line = 0
     for line_no, raw in text_lines(path, "ARPA file"):
-        line = raw.strip()
+        line = raw.strip(_BLANKS)
         if not line:
             continue
+        if section == "end":  # a second model joined on (`cat a.arpa b.arpa`), or damage
+            raise InputFileError(path, line_no, f"text after \\end\\ (line {end_line}): "
+                                 f"{quoted(line[:60])}")  # fmt: skip
         if section is None:
             if line == "\\data\\":
                 section, data_line = "data", line_no
             continue  # text before \data\ is a comment
         if line == "\\end\\":
-            section = "end"
-            break
+            section, end_line = "end", line_no
+            continue
         m = _SECTION.fullmatch(line)
         if m:
             order = int(m.group(1)) if len(m.group(1)) <= 9 else 0  # 0: unexpected anyway
@@ -147,9 +155,47 @@ def read_arpa(path: str | os.PathLike, vocabulary: set[str] | None = None) -> Ar
             )  # fmt: skip
     if repeats:
         log.warning("%s: %s; each n-gram is kept once", path, repeats)
-    if (BOS,) not in ngrams[0]:
-        raise InputFileError(path, None, "the model has no <s> unigram")
+    for word in (BOS, EOS):
+        if (word,) not in ngrams[0]:
+            raise InputFileError(path, None, f"the model has no {word} unigram")
+    added = _add_missing_contexts(ngrams)
+    if added:
+        log.warning("%s: %d contexts of listed n-grams are not listed themselves; added with "
+                    "their backed-off probabilities, as KenLM does", path, added)  # fmt: skip
     return ArpaModel(ngrams, str(path), dropped_words)
+
+
+def _add_missing_contexts(ngrams: list[dict]) -> int:
+    """Add each missing context of a listed n-gram (``a b`` of ``a b c``, as pruning leaves
+    them) with its backed-off log10 probability and no backoff weight, shortest first, as KenLM
+    does: the model's probabilities stay the same, and G gets the state that the n-gram's arcs
+    leave from and an arc into it. Returns how many were added."""
+    added = 0
+    for n in range(2, len(ngrams)):  # contexts of the (n + 1)-grams are n-grams
+        listed, longer = ngrams[n - 1], ngrams[n]
+        for key in longer:
+            context = key[:-1]
+            if context not in listed:
+                logprob = _backed_off(ngrams, context[:-1], context[-1])
+                if logprob is not None:
+                    listed[context] = (logprob, 0.0)
+                    added += 1
+    return added
+
+
+def _backed_off(ngrams: list[dict], history: tuple[str, ...], word: str) -> float | None:
+    """log10 P(``word`` | ``history``) by the model's backoff rule; None for a word that is
+    not a unigram."""
+    total = 0.0
+    while True:
+        entry = ngrams[len(history)].get((*history, word))
+        if entry is not None:
+            return total + entry[0]
+        if not history:
+            return None
+        context = ngrams[len(history) - 1].get(history)
+        total += context[1] if context is not None else 0.0
+        history = history[1:]
 
 
 def read_arpa_vocabulary(path: str | os.PathLike) -> list[str]:
@@ -162,7 +208,7 @@ def read_arpa_unigrams(path: str | os.PathLike) -> list[tuple[str, float]]:
     further)."""
     unigrams, in_unigrams = [], False
     for line_no, raw in text_lines(path, "ARPA file"):
-        line = raw.strip()
+        line = raw.strip(_BLANKS)
         if line == "\\1-grams:":
             in_unigrams = True
         elif in_unigrams and line.startswith("\\"):
@@ -177,24 +223,33 @@ def _parse_ngram(
     path, line_no: int, line: str, order: int
 ) -> tuple[tuple[str, ...], tuple[float, float]]:
     """``(words, (log10 prob, log10 backoff))`` of an n-gram line; the backoff defaults to 0."""
-    fields = line.split()
+    fields = _FIELDS.split(line)
     if len(fields) not in (order + 1, order + 2):
         raise InputFileError(path, line_no, f"a {order}-gram line needs {order + 1} or "
                              f"{order + 2} fields; got {quoted(line)}")  # fmt: skip
-    try:
-        logprob = float(fields[0])
-        backoff = float(fields[order + 1]) if len(fields) == order + 2 else 0.0
-    except ValueError:
-        bad = next(x for x in (fields[0], fields[-1]) if not _is_float(x))
-        raise InputFileError(path, line_no, f"bad number {quoted(bad)} in {quoted(line)}") from None
-    if not (math.isfinite(logprob) and math.isfinite(backoff)) or logprob > 0:
+    numbers = (fields[0], fields[order + 1]) if len(fields) == order + 2 else (fields[0],)
+    bad = next((x for x in numbers if not _is_float(x)), None)
+    if bad is not None:
+        raise InputFileError(path, line_no, f"bad number {quoted(bad)} in {quoted(line)}")
+    logprob = float(fields[0])
+    backoff = float(fields[order + 1]) if len(fields) == order + 2 else 0.0
+    if not math.isfinite(logprob) or logprob > 0:
         raise InputFileError(
             path, line_no, f"log10 probability must be finite and <= 0: {quoted(line)}"
         )
-    return tuple(fields[1 : order + 1]), (logprob, backoff)
+    if not math.isfinite(backoff):
+        raise InputFileError(path, line_no, f"log10 backoff weight must be finite: {quoted(line)}")
+    words = tuple(fields[1 : order + 1])
+    if order == 1 and (words[0] == EPSILON or is_disambig(words[0])):
+        raise InputFileError(path, line_no, f"{quoted(words[0])} is reserved (the epsilon or a "
+                             "disambiguation symbol) and cannot be an LM word")  # fmt: skip
+    return words, (logprob, backoff)
 
 
 def _is_float(text: str) -> bool:
+    """A number as ARPA writers write it (Python's float() also takes ``1_000``: not here)."""
+    if "_" in text:
+        return False
     try:
         float(text)
     except ValueError:
@@ -210,6 +265,8 @@ def build_grammar(model: ArpaModel, words: SymbolTable) -> FstArrays:
     for n in range(2, order + 1):
         histories.update(k[:-1] for k in model.ngrams[n - 1])
     histories = {h for h in histories if EOS not in h and BOS not in h[1:]}
+    if order > 1:  # the start, whatever follows <s>: its backoff weight is charged from it
+        histories.add((BOS,))
     state_of = {h: i for i, h in enumerate(sorted(histories, key=lambda h: (len(h), h)))}
     backoff = {}
     for d in model.ngrams:
@@ -257,5 +314,5 @@ def build_grammar(model: ArpaModel, words: SymbolTable) -> FstArrays:
         log.warning("G: skipped %d n-grams whose history cannot occur", skipped)
     olabel = np.array(lab, np.int32)
     olabel[n_word_arcs:] = 0
-    start = state_of.get((BOS,), state_of[()])
+    start = state_of[(BOS,)] if order > 1 else state_of[()]
     return FstArrays(start, final, src, dst, lab, olabel, weight)
