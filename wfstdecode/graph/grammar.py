@@ -223,7 +223,9 @@ def _parse_ngram(
     path, line_no: int, line: str, order: int
 ) -> tuple[tuple[str, ...], tuple[float, float]]:
     """``(words, (log10 prob, log10 backoff))`` of an n-gram line; the backoff defaults to 0."""
-    fields = _FIELDS.split(line)
+    # (str.split is faster and splits an ASCII line the same, but for control characters no
+    # model has in a word; beyond ASCII it would split at no-break spaces too)
+    fields = line.split() if line.isascii() else _FIELDS.split(line)
     if len(fields) not in (order + 1, order + 2):
         raise InputFileError(path, line_no, f"a {order}-gram line needs {order + 1} or "
                              f"{order + 2} fields; got {quoted(line)}")  # fmt: skip
