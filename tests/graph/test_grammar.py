@@ -326,3 +326,14 @@ def test_arpa_fields_are_split_at_spaces_and_tabs_only(tmp_path):
                     .replace(" c", " c\u00a0d"))  # fmt: skip
     model = read_arpa(path)
     assert ("c\u00a0d",) in model.ngrams[0] and ("a", "b", "c\u00a0d") in model.ngrams[2]
+
+
+def test_a_backoff_weight_on_the_longest_n_grams_is_said_and_ignored(tmp_path, caplog):
+    """KenLM refuses such a file; nothing backs off from a highest-order n-gram, so the weight
+    means nothing: read, with a warning."""
+    path = tmp_path / "lm.arpa"
+    path.write_text(_MISSING_CONTEXT.replace("-0.1\ta b c", "-0.1\ta b c\t-0.3"))
+    with caplog.at_level("WARNING"):
+        model = read_arpa(path)
+    assert "1 highest-order n-grams carry a backoff weight" in caplog.text
+    assert model.ngrams[2][("a", "b", "c")] == (-0.1, -0.3)

@@ -67,6 +67,7 @@ def read_arpa(path: str | os.PathLike, vocabulary: set[str] | None = None) -> Ar
     data_line = 0
     dropped_words: dict[str, int] = {}
     duplicates, first_duplicate = 0, 0
+    top_backoffs, first_top_backoff = 0, 0
     line_no = 0
     end_line = 0
     for line_no, raw in text_lines(path, "ARPA file"):
@@ -108,6 +109,8 @@ def read_arpa(path: str | os.PathLike, vocabulary: set[str] | None = None) -> Ar
             continue
         words, value = _parse_ngram(path, line_no, line, section)
         seen[-1] += 1
+        if value[1] and section == len(declared):  # nothing backs off from the longest
+            top_backoffs, first_top_backoff = top_backoffs + 1, first_top_backoff or line_no
         if vocabulary is not None:
             oov = {w for w in words if w not in vocabulary and w not in (BOS, EOS)}
             if oov:
@@ -155,6 +158,10 @@ def read_arpa(path: str | os.PathLike, vocabulary: set[str] | None = None) -> Ar
             )  # fmt: skip
     if repeats:
         log.warning("%s: %s; each n-gram is kept once", path, repeats)
+    if top_backoffs:  # KenLM refuses such a file; the weights have no meaning, so: said, ignored
+        log.warning("%s: %d highest-order n-grams carry a backoff weight (the first on line "
+                    "%d); nothing backs off from them, so they are ignored", path, top_backoffs,
+                    first_top_backoff)  # fmt: skip
     for word in (BOS, EOS):
         if (word,) not in ngrams[0]:
             raise InputFileError(path, None, f"the model has no {word} unigram")
