@@ -37,6 +37,9 @@ DATA = ROOT / "wfstdecode" / "data"
 
 
 def data_sets(work: Path, speech: Path | None, speech_utts: int) -> list[dict]:
+    if speech and not Path(speech).is_file():  # a message, not a traceback from np.load
+        raise SystemExit(f"{speech}: no such file (write it with "
+                         "tools/bench_speech_ctc.py --write-npz DIR)")  # fmt: skip
     from wfstdecode import DecodingGraph, SymbolTable
     from wfstdecode.graph import build_tlg, read_lexicon
 
