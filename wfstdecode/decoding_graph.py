@@ -267,7 +267,8 @@ class DecodingGraph:
     def _validate(self) -> None:
         for name, dtype in _ARRAY_FIELDS.items():
             object.__setattr__(self, name, _as_field(name, getattr(self, name), dtype))
-        if not isinstance(self.metadata, dict) or not all(map(_is_str, self.metadata)):
+        meta = self.metadata
+        if not isinstance(meta, dict) or not all(isinstance(k, str) for k in meta):
             raise GraphError("metadata must be a dict with string keys (it is saved as JSON)")
         reserved = sorted({"start", "format_version"} & self.metadata.keys())
         if reserved:
@@ -324,10 +325,6 @@ class DecodingGraph:
         _first_bad("final_cost", final, ~(np.abs(final) <= MAX_COST) & ~np.isposinf(final),
                    f"final costs must be at most {MAX_COST:g} in magnitude, or +inf for a "
                    "non-final state")  # fmt: skip
-
-
-def _is_str(key) -> bool:
-    return isinstance(key, str)
 
 
 def _as_field(name: str, value, dtype) -> np.ndarray:

@@ -81,7 +81,7 @@ class _Program:
         # Proven bound for graph modes (storage must not move): at most max_symbols per frame.
         capacity = max(T * self.max_symbols, 1) if fixed else max(T + T // 2, 16)
         if fixed:
-            _check_memory(
+            check_memory(
                 dev,
                 B * (capacity + 1) * 8 * len(fields),
                 f"the CUDA-graph label buffers ({B} utterances x {T} frames x "
@@ -354,7 +354,7 @@ def _check_shape(what: str, tensor: torch.Tensor, want: tuple) -> None:
         )
 
 
-def _check_memory(device: torch.device, needed: int, what: str, remedy: str) -> None:
+def check_memory(device: torch.device, needed: int, what: str, remedy: str) -> None:
     """Raise before allocating ``needed`` bytes that cannot fit (a clean error, not an OOM kill).
 
     CUDA: the free memory plus what torch's allocator holds unused. CPU: physical memory, a bound

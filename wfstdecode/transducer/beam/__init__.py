@@ -18,7 +18,7 @@ import torch
 from ...errors import OptionsError
 from ..inputs import check_inputs, check_joint
 from ..model import ModelAdapter
-from ..programs import _check_memory
+from ..programs import check_memory
 from .alignment import alignment_search
 from .alignment_cpu import alsd_search_cpu
 from .options import BEAM_ALGORITHMS, BeamOptions
@@ -100,7 +100,7 @@ def _check_beam_memory(enc, options: BeamOptions, vocab: int) -> None:
         "maes": "beam_size or expansion_beta",
         "tokenwise": "beam_size or segment_size",
     }.get(options.algorithm, "beam_size")
-    _check_memory(
+    check_memory(
         enc.device,
         8 * values,
         f"the {options.algorithm!r} beam search's buffers ({B} utterances x {rows} rows x "
