@@ -22,6 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from speech_npz import speech_npz
+
 ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = r"""
@@ -71,7 +73,7 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--base", required=True, help="the commit to compare against")
     ap.add_argument("--rounds", type=int, default=5)
-    ap.add_argument("--speech", type=Path, help="flite.npz of tools/bench_speech_ctc.py")
+    ap.add_argument("--speech", type=speech_npz, help="flite.npz of tools/bench_speech_ctc.py")
     ap.add_argument("--beams", default="12", help="comma-separated beams")
     args = ap.parse_args(argv)
     sets = ["ocr"] + (["speech"] if args.speech else [])

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from speech_npz import speech_npz
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "wfstdecode" / "data"
@@ -105,7 +106,7 @@ def run_once(data, executor: str, workers: int, mmap: bool, out: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--speech", type=Path, action="append", default=[])
+    parser.add_argument("--speech", type=speech_npz, action="append", default=[])
     parser.add_argument("--shard-size", type=int, default=15)
     parser.add_argument("--copies", type=int, default=2, help="copies of the speech shards")
     parser.add_argument("--ocr-copies", type=int, default=40, help="copies of the OCR set")

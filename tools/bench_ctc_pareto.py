@@ -31,15 +31,13 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_ctc  # the decoders' runners
+from speech_npz import speech_npz
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "wfstdecode" / "data"
 
 
 def data_sets(work: Path, speech: Path | None, speech_utts: int) -> list[dict]:
-    if speech and not Path(speech).is_file():  # a message, not a traceback from np.load
-        raise SystemExit(f"{speech}: no such file (write it with "
-                         "tools/bench_speech_ctc.py --write-npz DIR)")  # fmt: skip
     from wfstdecode import DecodingGraph, SymbolTable
     from wfstdecode.graph import build_tlg, read_lexicon
 
@@ -154,7 +152,7 @@ def plot(rows: list[dict], path: Path) -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--speech", type=Path, help="hama posteriors .npz (bench_speech_ctc.py)")
+    ap.add_argument("--speech", type=speech_npz, help="hama posteriors .npz (bench_speech_ctc.py)")
     ap.add_argument("--speech-utts", type=int, default=60)
     ap.add_argument("--beams", default="4,6,8,10,12,16,20")
     ap.add_argument("--fl-beam-size", type=int, default=100, help="flashlight beam_size")

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from speech_npz import speech_npz
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,7 +46,7 @@ def main() -> None:
     from wfstdecode.ctc import CtcBeamOptions, decode_ctc
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--speech", type=Path, help=".npz of speech posteriors (optional)")
+    ap.add_argument("--speech", type=speech_npz, help=".npz of speech posteriors (optional)")
     ap.add_argument("--beams", type=lambda v: [float(x) for x in v.split(",")], default=[8, 12])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeats", type=int, default=4)

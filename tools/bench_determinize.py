@@ -30,6 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_ctc_pareto import best_cpu  # the sibling tool's best-of-N CPU timer
+from speech_npz import speech_npz
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "wfstdecode" / "data"
@@ -99,7 +100,7 @@ def quality(sets, beams: str, utts: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--lattice-beams", default="4,8")
-    ap.add_argument("--speech", type=Path, help=".npz of speech posteriors (optional)")
+    ap.add_argument("--speech", type=speech_npz, help=".npz of speech posteriors (optional)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--quality", action="store_true", help="MBR and confidences (docstring)")
     ap.add_argument("--utts", type=int, default=60, help="--quality: the first N utterances")

@@ -34,6 +34,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_ctc  # flashlight-text's runner
 import bench_stream_overhead  # streams fed by chunks
+from speech_npz import speech_npz
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "wfstdecode" / "data"
@@ -164,7 +165,7 @@ def _row(r: dict) -> str:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--speech", type=Path, help=".npz of speech posteriors (optional)")
+    ap.add_argument("--speech", type=speech_npz, help=".npz of speech posteriors (optional)")
     ap.add_argument("--speech-utts", type=int, default=60)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--lattice-beam", type=float, default=8.0)

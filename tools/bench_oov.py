@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from speech_npz import speech_npz
 
 from wfstdecode.metrics import alignment
 
@@ -140,7 +141,7 @@ def main(argv=None):
                     help="the slot's log10 probabilities to try (comma-separated)")  # fmt: skip
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--beam", type=float, default=16.0)
-    ap.add_argument("--speech", type=Path, help="flite.npz of tools/bench_speech_ctc.py")
+    ap.add_argument("--speech", type=speech_npz, help="flite.npz of tools/bench_speech_ctc.py")
     ap.add_argument("--out", help="markdown file to write")
     args = ap.parse_args(argv)
 

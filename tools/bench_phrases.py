@@ -42,6 +42,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_ctc_pareto import best_cpu, data_sets
+from speech_npz import speech_npz
 
 from wfstdecode.metrics import alignment
 
@@ -219,7 +220,7 @@ def plot(rows, path):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--speech", type=Path, help="flite.npz of tools/bench_speech_ctc.py")
+    ap.add_argument("--speech", type=speech_npz, help="flite.npz of tools/bench_speech_ctc.py")
     ap.add_argument("--speech-utts", type=int, default=60)
     ap.add_argument("--beam", type=float, default=12.0)
     ap.add_argument("--bonus", type=float, nargs="+", default=[1.5, 3.0], help="per word")

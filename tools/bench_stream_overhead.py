@@ -22,6 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import bench_ctc_pareto  # the data sets
+from speech_npz import speech_npz
 
 
 def streamed(graph, options, lp, lengths, chunk):
@@ -42,7 +43,7 @@ def main() -> None:
     from wfstdecode.ctc import CtcBeamOptions, decode_ctc
 
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--speech", type=Path)
+    ap.add_argument("--speech", type=speech_npz)
     ap.add_argument("--chunks", default="16", help="comma-separated frames per chunk")
     ap.add_argument("--beam", type=float, default=6.0)
     ap.add_argument("--repeats", type=int, default=5)

@@ -28,6 +28,7 @@ import time
 from functools import partial
 
 import torch
+from speech_npz import speech_npz
 
 from wfstdecode.testing.transducer_models import (
     label_statistics,
@@ -208,7 +209,7 @@ def main(argv=None):
         "(default: process on CPU, wall on CUDA)",
     )
     ap.add_argument("--out", help="markdown file to write")
-    ap.add_argument("--speech", metavar="NPZ", help="the shipped trained models on these hama "
+    ap.add_argument("--speech", type=speech_npz, metavar="NPZ", help="the shipped trained models on these hama "
                     "log-probs (log_probs, lengths, texts), with WER")  # fmt: skip
     args = ap.parse_args(argv)
     if args.threads:

@@ -32,6 +32,7 @@ from functools import partial
 
 import torch
 from bench_transducer import TDT, decode_all, device_name, speech_wer, speech_workload, timed
+from speech_npz import speech_npz
 
 import wfstdecode.transducer.beam as beam_package
 from wfstdecode.testing.transducer_models import planted_batch, planted_transducer
@@ -96,7 +97,7 @@ def planted_workload(utterances, frames, device):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--speech", action="append", default=[], metavar="NPZ")
+    ap.add_argument("--speech", type=speech_npz, action="append", default=[], metavar="NPZ")
     ap.add_argument("--utterances", type=int, default=32, help="planted workload")
     ap.add_argument("--frames", type=int, default=200, help="planted: longest utterance")
     ap.add_argument("--beams", default="2,4,8")

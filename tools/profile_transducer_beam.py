@@ -24,6 +24,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from bench_transducer import decode_all, speech_workload
+from speech_npz import speech_npz
 
 import wfstdecode.transducer.beam as beam_package
 from wfstdecode.transducer import BeamOptions
@@ -41,7 +42,7 @@ _NO_KERNEL = {"aten::" + name for name in (
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--speech", required=True)
+    ap.add_argument("--speech", type=speech_npz, required=True)
     ap.add_argument("--search", default="TDT standard")
     ap.add_argument("--beam", type=int, default=2)
     ap.add_argument("--batch-size", type=int, default=32)
