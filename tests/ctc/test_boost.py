@@ -8,6 +8,7 @@ from wfstdecode.ctc.boost import build_boost_tables, resolve_boosts
 from wfstdecode.ctc.bundles import SearchGraph, arc_cost, lane_boosts
 from wfstdecode.ctc.phrases import NO_SLOT
 from wfstdecode.symbols import SymbolTable
+from wfstdecode.testing import assert_hypotheses_equal
 
 WORDS = SymbolTable.from_list(["<eps>", "cat", "cap", "dog", "kubernetes"])
 
@@ -72,6 +73,33 @@ def test_unknown_words_warn_listing_them():
 def test_bad_boosts_raise(boosts, match):
     with pytest.raises(DecodeInputError, match=match):
         resolve_boosts(boosts, 2, WORDS)
+
+
+def test_a_key_is_checked_in_every_utterance_that_boosts_it():
+    """1 == 1.0 (and their hashes): an utterance boosting word 1 must not make another's 1.0
+    key pass as the same key."""
+    with pytest.raises(DecodeInputError, match=r"boosts\[1\]: a key .* got 1.0"):
+        resolve_boosts([{1: 2.0}, {1.0: 2.0}], 2, WORDS)
+
+
+def test_without_a_word_table_ids_beyond_the_graph_are_unknown_words():
+    """A graph without a word table knows its words by id: a boosted id above its largest
+    output label is ignored with the unknown-word warning (its bitset was sized by the id: 2**40
+    asked for terabytes)."""
+    import dataclasses
+
+    from wfstdecode.ctc import CtcBeamOptions, decode_ctc
+    from wfstdecode.testing import random_graph, simulate_ctc
+
+    with pytest.warns(UserWarning, match="1099511627776"):
+        per = resolve_boosts({2**40: 1.0, 3: 2.0, (2, 2**33): 1.0}, 1, None, largest_word=5)
+    assert per == [{(3,): np.float32(2.0)}]
+    g = dataclasses.replace(random_graph(3), words=None)
+    largest = int(g.olabel.max())
+    lp, lengths = simulate_ctc([[1, 2]], g.num_tokens, seed=0)
+    with pytest.warns(UserWarning, match=str(2**40)):
+        boosted = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=8), {2**40: 3.0, largest: 0.0})
+    assert_hypotheses_equal(decode_ctc(lp, lengths, g, CtcBeamOptions(beam=8)), boosted)
 
 
 def test_boost_file_reads_words_and_names_bad_lines(tmp_path):

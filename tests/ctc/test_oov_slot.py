@@ -484,3 +484,28 @@ def test_decode_corpus_spells_oov_words_with_the_given_pronunciations(tmp_path, 
     capsys.readouterr()
     assert main(args) != 0  # another lexicon, another config: not this run's output directory
     assert "differing: oov_lexicon" in capsys.readouterr().err
+
+
+def test_a_list_through_the_slot_is_recalled_by_the_next_call(tmp_path):
+    """`phrase_cache` on a graph with an oov slot: every call makes its own `OovSpeller`, so the
+    cache keys on what the spellings depend on (its recipe), not on the speller; a list sent
+    again is recalled (it was resolved afresh at every call, and the cache grew by one entry a
+    call); another oov lexicon is another key."""
+    from wfstdecode.ctc import clear_phrase_cache, phrase_cache
+
+    g, words = _slot_graph(tmp_path, 4)
+    oovs = _oov_words(np.random.default_rng(0), set(words), 80)
+    hotwords = {w: 1.5 for w in oovs} | {f"{words[0]} {words[1]}": 2.0}
+    clear_phrase_cache()
+    first = resolve_boosts(hotwords, 1, g.words, OovSpeller(g))[0]
+    assert resolve_boosts(dict(hotwords), 1, g.words, OovSpeller(g))[0] is first
+    assert len(phrase_cache._ENTRIES) == 1
+    lexicon = {oovs[0]: " ".join(reversed(oovs[0])) + " " + oovs[0][0]}
+    other = resolve_boosts(hotwords, 1, g.words, OovSpeller(g, lexicon))[0]
+    assert other is not first and other != first
+    lp, lengths = _spoken(g, f"{words[0]} {oovs[0]}")
+    recalled = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=8.0), hotwords)
+    clear_phrase_cache()
+    fresh = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=8.0), hotwords)
+    assert_hypotheses_equal(fresh, recalled)
+    clear_phrase_cache()

@@ -96,7 +96,7 @@ class BoostTables:
 
 
 def resolve_boosts(
-    boosts, batch_size: int, words, oov=None
+    boosts, batch_size: int, words, oov=None, largest_word: int | None = None
 ) -> list[dict[tuple[int, ...], np.float32] | None]:
     """Normalise the ``boosts`` argument of `decode_ctc` to one ``{phrase: bonus}`` (or None) per
     utterance, a phrase being a tuple of word ids.
@@ -111,12 +111,13 @@ def resolve_boosts(
     ``MAX_PHRASE_WORDS`` words raise `DecodeInputError`. With ``oov`` (an `oov.OovSpeller`: the
     graph has an oov slot) a word absent from ``words`` is spelled through the slot instead: the
     phrase becomes label sequences (`OovSpeller.phrase_labels`) whose bonus per label pays the
-    phrase's bonus per word in all.
+    phrase's bonus per word in all. A graph without a word table knows its words by id: ids
+    above ``largest_word`` (its largest output label) are unknown words as well.
     """
     if boosts is None:
         return [None] * batch_size
     with collector_paused():
-        return _resolve_boosts(boosts, batch_size, words, oov)
+        return _resolve_boosts(boosts, batch_size, words, oov, largest_word)
 
 
 @contextmanager
@@ -133,7 +134,7 @@ def collector_paused():
             gc.enable()
 
 
-def _resolve_boosts(boosts, batch_size: int, words, oov):
+def _resolve_boosts(boosts, batch_size: int, words, oov, largest_word):
     if isinstance(boosts, Mapping):
         per_utt = [boosts] * batch_size
     elif isinstance(boosts, Sequence) and not isinstance(boosts, (str, bytes)):
@@ -159,7 +160,10 @@ def _resolve_boosts(boosts, batch_size: int, words, oov):
             out.append(None)
             continue
         if id(table) not in done:
-            done[id(table)] = _resolve_or_recall(table, b, words, unknown, known, oov)
+            resolved = _resolve_or_recall(table, b, words, unknown, known, oov)
+            if words is None and largest_word is not None and resolved is not None:
+                resolved = _within(resolved, largest_word, unknown)
+            done[id(table)] = resolved
         out.append(done[id(table)])
     if oov is not None:  # which word each utterance's spelled runs are: its own boosted words
         listed: dict[int, list[str]] = {}  # a mapping given for several utterances: once
@@ -175,6 +179,19 @@ def _resolve_boosts(boosts, batch_size: int, words, oov):
             stacklevel=4,
         )
     return out
+
+
+def _within(resolved: dict, largest_word: int, unknown: list) -> dict | None:
+    """The phrases of ``resolved`` (word ids) whose every id is at most ``largest_word``; the
+    ids beyond it noted in ``unknown`` (a graph without a word table cannot output them)."""
+    kept = {}
+    for ids, bonus in resolved.items():
+        beyond = [w for w in ids if w > largest_word]
+        if beyond:
+            unknown.extend(map(str, beyond))
+        else:
+            kept[ids] = bonus
+    return kept or None
 
 
 def _resolve_or_recall(table: Mapping, b: int, words, unknown: list, known: dict, oov):
@@ -237,14 +254,16 @@ def _resolve_table(table: Mapping, b: int, words, unknown: list, known: dict, oo
     given: dict[tuple[int, ...], object] = {}
     get = words.get if words is not None else None
     for key, bonus in zip(keys, values.astype(np.float32), strict=True):
-        ids = known.get(key, False)
-        if ids is False and get is not None and type(key) is str:  # the common case, quickly
+        memo = type(key) is str  # (1 == 1.0: other keys are checked each time)
+        ids = known.get(key, False) if memo else False
+        if ids is False and get is not None and memo:  # the common case, quickly
             ids = tuple(map(get, key.split()))
             if None in ids or 0 in ids or not 0 < len(ids) <= MAX_PHRASE_WORDS:
                 ids = False  # unknown, epsilon or malformed: phrase_ids says which
         if ids is False:
             ids = resolve_phrase(key, words, oov, b, unknown)
-        known[key] = ids
+        if memo:
+            known[key] = ids
         if ids is None:
             continue
         if isinstance(ids, list):  # spelled through the oov slot: label sequences

@@ -42,6 +42,10 @@ class OovSpeller:
                                            f"{bad[0]!r}, which the graph's oov slot does not "
                                            "spell")  # fmt: skip
         self.token_of = {label: t for t, label in slot.spell.items()}
+        # what its spellings depend on besides the token table: equal for two spellers of one
+        # graph and lexicon, so that `phrase_cache` finds a list resolved by an earlier call's
+        self.recipe = (slot.open, slot.close, tuple(slot.spell.items()), slot.spelling, slot.spm,
+                       tuple((w, tuple(p)) for w, p in self.lexicon.items()))  # fmt: skip
         # per utterance: spelled token ids -> the boosted word (`name_spellings`)
         self.word_of: list[dict[tuple[int, ...], str]] = []
         self._spm = None

@@ -2,14 +2,14 @@
 sends the same hotword list with every request compiles it once, as a recognizer's hotword list
 is compiled once in sherpa-onnx or NeMo, where it is given with the recognizer, not per call.
 
-A list is found again by its content — its phrases and bonuses, in order (the same list sent
-again; the same phrases in another order compile afresh) — and the graph's word table and oov
-speller it was resolved against, so editing a dict between calls is seen. Looking a 1,000-phrase
-list up costs ~0.05 ms (hashing it), compiling it ~0.2-0.5 ms (`word_index`, `phrases`). Lists
-under ``MIN_PHRASES`` are not kept (they compile in about the time of the look-up), and the
-cache holds at most ``MAX_KEPT_PHRASES`` phrases in all (~400 bytes a two-word phrase: ~80 MB),
-least recently used dropped first (so lists that recur only after more than that compile every
-time).
+A list is found again by its content — its phrases and bonuses, in order (the same list sent again;
+the same phrases in another order compile afresh) — and the graph's word table and oov spelling
+(`OovSpeller.recipe`: each call makes its own speller) it was resolved against, so editing a dict
+between calls is seen. Looking a 1,000-phrase list up costs ~0.05 ms (hashing it), compiling it
+~0.2-0.5 ms (`word_index`, `phrases`). Lists under ``MIN_PHRASES`` are not kept (they compile in
+about the time of the look-up), and the cache holds at most ``MAX_KEPT_PHRASES`` phrases in all
+(~400 bytes a two-word phrase: ~80 MB), least recently used dropped first (so lists that recur only
+after more than that compile every time).
 `clear_phrase_cache` empties it (benchmarks that time the compile do).
 """
 
@@ -35,10 +35,10 @@ class _Key(tuple):
 
 
 class _Entry:
-    __slots__ = ("automata", "oov", "resolved", "size", "unknown", "words")
+    __slots__ = ("automata", "resolved", "size", "tokens", "unknown", "words")
 
-    def __init__(self, words, oov, resolved, unknown, size):
-        self.words, self.oov, self.resolved, self.unknown = words, oov, resolved, unknown
+    def __init__(self, words, tokens, resolved, unknown, size):
+        self.words, self.tokens, self.resolved, self.unknown = words, tokens, resolved, unknown
         self.size = size  # phrases of the list
         self.automata: dict[int, object] = {}  # slot label -> PhraseAutomaton
 
@@ -47,7 +47,8 @@ def list_key(table, words, oov):
     """The cache key of a boosts mapping, or None when it is not kept (small, or unhashable)."""
     if not MIN_PHRASES <= len(table) <= MAX_KEPT_PHRASES:
         return None
-    key = _Key((id(words), id(oov), tuple(table), tuple(table.values())))
+    spelling = None if oov is None else (id(oov.tokens), oov.recipe)
+    key = _Key((id(words), spelling, tuple(table), tuple(table.values())))
     try:
         key.hash_value = tuple.__hash__(key)
         return key
@@ -60,7 +61,7 @@ def resolved_list(key, words, oov):
     with _LOCK:
         entry = _ENTRIES.get(key)
         # the ids in the key may belong to new objects once the old were freed
-        if entry is None or entry.words is not words or entry.oov is not oov:
+        if entry is None or entry.words is not words or entry.tokens is not _tokens(oov):
             return None
         _ENTRIES.move_to_end(key)
         return entry.resolved, entry.unknown
@@ -74,11 +75,16 @@ def keep_resolved(key, words, oov, resolved, unknown: list) -> None:
         old = _ENTRIES.pop(key, None)
         if old is not None:
             _forget(old)
-        _ENTRIES[key] = _Entry(words, oov, resolved, list(unknown), size)
+        _ENTRIES[key] = _Entry(words, _tokens(oov), resolved, list(unknown), size)
         _BY_RESOLVED[id(resolved)] = key
         _KEPT[0] += size
         while _KEPT[0] > MAX_KEPT_PHRASES:
             _forget(_ENTRIES.pop(next(iter(_ENTRIES))))
+
+
+def _tokens(oov):
+    """The token table an oov speller spells with (None without one)."""
+    return None if oov is None else oov.tokens
 
 
 def _forget(entry: _Entry) -> None:

@@ -247,7 +247,10 @@ def prepare_problem(
         oov = OovSpeller(graph, oov_lexicon)
     elif oov_lexicon:
         raise DecodeInputError("oov_lexicon needs a graph with an oov slot (build-tlg --oov-slot)")
-    per_utt = resolve_boosts(boosts, B, graph.words, oov)
+    largest_word = None  # without a word table, ids beyond the graph's labels are unknown
+    if boosts is not None and graph.words is None:
+        largest_word = int(graph.olabel.max(initial=0))
+    per_utt = resolve_boosts(boosts, B, graph.words, oov, largest_word)
     slot_label = oov.slot.open if oov is not None else NO_SLOT
     blank = blank_id(graph)
     common = dict(
