@@ -274,6 +274,88 @@ def test_a_negative_epsilon_cycle_fails_the_stream_where_every_backend_does(back
             call(s)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_graph_without_a_token_table_streams_any_width_it_can_read(backend):
+    """As `decode_ctc`, a graph without a token table takes chunks of any width from the
+    columns it reads (a model with a token the graph never reads); the first chunk fixes the
+    width for the decoder's streams. A graph with no arcs streams too (it decodes nothing)."""
+    g = replace(random_graph(4), tokens=None)
+    lp = random_log_probs(4, 2, 7, g.num_tokens + 2)  # two columns the graph never reads
+    d = CtcStreamDecoder(g, CtcBeamOptions(beam=6.0), backend)
+    a, b = d.open(), d.open()
+    with pytest.raises(DecodeInputError, match=rf"must be \(frames, >= {g.num_tokens}\)"):
+        d.advance({a: lp[0, :3, : g.num_tokens - 1]})
+    d.advance({a: lp[0, :3]})
+    with pytest.raises(DecodeInputError, match=rf"must be \(frames, {g.num_tokens + 2}\)"):
+        d.advance({b: lp[1, :3, : g.num_tokens]})
+    d.advance({a: lp[0, 3:], b: lp[1]})
+    want = decode_ctc(lp, None, g, CtcBeamOptions(beam=6.0), backend="reference")
+    assert [d.finish(a), d.finish(b)] == want
+    from wfstdecode.decoding_graph import DecodingGraph
+    from wfstdecode.fstio import FstArrays
+
+    none = np.zeros(0, np.int64)
+    empty = DecodingGraph.from_arrays(
+        FstArrays(0, np.array([0.0], np.float32), none, none, none, none, np.zeros(0))
+    )
+    e = CtcStreamDecoder(empty, backend=backend)
+    s = e.open()
+    e.advance({s: lp[0, :2]})
+    assert e.finish(s) == decode_ctc(lp[:1, :2], None, empty, backend="reference")[0]
+
+
+def test_stream_ids_are_integers_of_any_kind_but_bool():
+    g = random_graph(2)
+    lp = random_log_probs(2, 1, 3, g.num_tokens)
+    d = CtcStreamDecoder(g)
+    ids = np.array([d.open(), d.open()])
+    d.advance({ids[1]: lp[0]})
+    assert d.frames(ids[1]) == 3 and d.partial(ids[1]) is not None
+    assert d.finish(ids[1]) == decode_ctc(lp, None, g)[0]
+    with pytest.raises(DecodeInputError, match="stream True is unknown"):
+        d.frames(True)
+
+
+def test_a_float64_chunk_beyond_float32_is_named_as_such():
+    g = random_graph(2)
+    lp = random_log_probs(2, 1, 3, g.num_tokens).astype(np.float64)
+    lp[0, 1, 2] = 1e300
+    d = CtcStreamDecoder(g)
+    s = d.open()
+    with pytest.raises(DecodeInputError, match=r"stream 0: chunk\[1, 2\] = 1e\+300 is beyond"):
+        d.advance({s: lp[0]})
+    lp[0, 1, 2] = -1e300  # below the range: -inf, as decode_ctc reads it
+    d.advance({s: lp[0]})
+    assert d.finish(s) == decode_ctc(lp, None, g)[0]
+
+
+def test_a_finish_that_raised_raises_again_and_leaves_the_stream_open():
+    """`finish` marks a stream finished only once it returns: a second call says what the first
+    said (it said "stream is finished", hiding the graph's error)."""
+    from wfstdecode import GraphError
+    from wfstdecode.decoding_graph import DecodingGraph
+    from wfstdecode.fstio import FstArrays
+
+    final = np.array([0.0, 0.0], np.float32)
+    src, dst, ilabel = np.array([0, 0, 1]), np.array([0, 1, 0]), np.array([1, 0, 0])
+    fst = FstArrays(0, final, src, dst, ilabel, np.zeros(3), np.array([0.0, -1.0, 0.5]))
+    d = CtcStreamDecoder(DecodingGraph.from_arrays(fst), CtcBeamOptions(lattice_beam=4.0))
+    s = d.open()
+    d.advance({s: np.zeros((2, 1), np.float32)})
+    for _ in range(2):
+        with pytest.raises(GraphError, match="negative-cost epsilon cycle"):
+            d.finish(s)
+    assert s in d.streams
+
+
+def test_endpoints_fire_at_whole_frame_counts_despite_rounding():
+    """30 frames of 0.03 s are 0.9 s (``30 * 0.03`` is 0.8999999999999999 in floats)."""
+    for shift, seconds, frames in ((0.03, 0.9, 30), (0.03, 1.8, 60), (0.1, 0.3, 3)):
+        rules = EndpointRules(shift, (EndpointRule(False, seconds),))
+        assert rules.detect(frames, frames, False) == "rule1"
+        assert rules.detect(frames - 1, frames - 1, False) is None
+
+
 def test_cpu_streams_forget_their_bundles_with_their_problems():
     """The cpu backend makes a stream's argument bundles once and drops them when the stream's
     problem goes."""

@@ -355,13 +355,6 @@ def _host_floats(x) -> np.ndarray:
     return arr
 
 
-def _as_float_array(x) -> np.ndarray:
-    """``x`` as float32 NumPy log-probs (the search's type: float64 values below its range are
-    -inf, above it +inf, which `prepare_problem` names as beyond the range)."""
-    with np.errstate(over="ignore"):
-        return _host_floats(x).astype(np.float32, copy=False)
-
-
 def _gpu_to_host(x):
     """A CuPy or Numba device array copied to the host; anything else as it is."""
     if hasattr(x, "__cuda_array_interface__") and hasattr(x, "get"):

@@ -43,7 +43,13 @@ from ._paths import _batch_hypotheses, to_hypotheses
 from ._problem import FINE, FrameSurvivors, PathBatch, RawResult, SearchProblem, costs_and_first_bad
 from .lattice import build_lattice
 from .options import CtcBeamOptions
-from .search import _as_float_array, check_lattice_options, lattice_results, prepare_problem
+from .search import (
+    _host_floats,
+    _max_ilabel,
+    check_lattice_options,
+    lattice_results,
+    prepare_problem,
+)
 from .status import NO_FINAL
 from .tuning import tuning_for
 
@@ -92,20 +98,25 @@ class EndpointRules:
         for i, r in enumerate(self.rules):
             if (
                 (has_speech or not r.must_contain_speech)
-                and trailing_silence * self.frame_shift >= r.min_trailing_silence
-                and frames * self.frame_shift >= r.min_utterance_length
+                and self._lasts(trailing_silence, r.min_trailing_silence)
+                and self._lasts(frames, r.min_utterance_length)
             ):
                 return f"rule{i + 1}"
         return None
+
+    def _lasts(self, frames: int, seconds: float) -> bool:
+        """``frames`` last ``seconds``, within rounding (30 frames of 0.03 s are 0.9 s, though
+        ``30 * 0.03`` is 0.8999999999999999)."""
+        return frames * self.frame_shift >= seconds * (1 - 1e-9)
 
 
 class _Stream:
     __slots__ = ("endpoint", "finished", "first", "frames", "kept", "log_probs", "problem",
                  "state")  # fmt: skip
 
-    def __init__(self, problem: SearchProblem, state, width: int, first=None):
+    def __init__(self, problem: SearchProblem, state, first=None):
         self.problem, self.state = problem, state
-        self.log_probs = np.empty((64, width), np.float32)  # grows by doubling
+        self.log_probs = np.empty((0, problem.ac.shape[2]), np.float32)  # grows by doubling
         self.frames = 0
         self.finished = False
         self.endpoint: str | None = None
@@ -115,10 +126,11 @@ class _Stream:
 
     def append(self, chunk: np.ndarray) -> None:
         end = self.frames + len(chunk)
-        if end > len(self.log_probs):
-            grown = np.empty((max(end, 2 * len(self.log_probs)), self.log_probs.shape[1]),
-                             np.float32)  # fmt: skip
-            grown[: self.frames] = self.log_probs[: self.frames]
+        if end > len(self.log_probs) or chunk.shape[1] != self.log_probs.shape[1]:
+            # (the columns change only before the first frame: `_checked_shape`)
+            grown = np.empty((max(end, 64, 2 * len(self.log_probs)), chunk.shape[1]), np.float32)
+            if self.frames:
+                grown[: self.frames] = self.log_probs[: self.frames]
             self.log_probs = grown
         self.log_probs[self.frames : end] = chunk
         self.frames = end
@@ -166,7 +178,10 @@ class CtcStreamDecoder:
         )  # fmt: skip
         self.rescore = rescore
         self._lattices = options.lattice_beam is not None
-        self.width = graph.num_tokens if graph.tokens is not None else int(graph.ilabel.max())
+        # the chunks' columns: the token table's, else (as decode_ctc) any number from the
+        # columns the graph reads, fixed by the first chunk (one model feeds every stream)
+        self.width = graph.num_tokens if graph.tokens is not None else None
+        self._reads = _max_ilabel(graph)
         self._search = ctc_stream_backend(name)(tuning_for(name, tuning, None))
         self._streams: dict[int, _Stream] = {}
         self._next_id = 0
@@ -176,7 +191,7 @@ class CtcStreamDecoder:
         """A new stream; ``boosts`` (phrase -> bonus per word, as `decode_ctc`, words the graph
         lacks spelled through its oov slot, by ``oov_lexicon`` where given) hold for its whole
         life."""
-        empty = np.zeros((1, 0, self.width), np.float32)
+        empty = np.zeros((1, 0, self.width or self._reads), np.float32)
         problem = prepare_problem(empty, None, self.graph, self.options,
                                   None if boosts is None else [boosts],
                                   oov_lexicon=oov_lexicon)  # fmt: skip
@@ -184,7 +199,7 @@ class CtcStreamDecoder:
         self._next_id += 1
         state = self._search.begin(problem)
         first = self._search.survivors(state) if self._lattices else None
-        self._streams[sid] = _Stream(problem, state, self.width, first)
+        self._streams[sid] = _Stream(problem, state, first)
         return sid
 
     def advance(self, chunks: Mapping[int, object]) -> dict[int, str]:
@@ -196,8 +211,14 @@ class CtcStreamDecoder:
                                    f"{type(chunks).__name__}")  # fmt: skip
         sids = list(chunks)
         streams = [self._live(sid) for sid in sids]
-        lps = [self._checked_shape(sid, chunks[sid]) for sid in sids]
-        jobs = list(zip(sids, streams, lps, self._chunk_costs(sids, lps), strict=True))
+        width = self.width
+        try:
+            lps = [self._checked_shape(sid, chunks[sid]) for sid in sids]
+            costs = self._chunk_costs(sids, lps)
+        except DecodeInputError:
+            self.width = width  # (a refused first chunk fixes no width)
+            raise
+        jobs = list(zip(sids, streams, lps, costs, strict=True))
         reached: dict[int, str] = {}
         for i in range(0, len(jobs), self.max_lanes):
             group = jobs[i : i + self.max_lanes]
@@ -245,15 +266,17 @@ class CtcStreamDecoder:
         lattice beam: from its lattice, rescored if the decoder rescores); no more chunks may
         follow (close it, or keep it to read `partial`)."""
         s = self._live(stream)
-        s.finished = True
         p, raw = s.scoring_problem(), self._search.end(s.problem, s.state)
         if not self._lattices:
-            return to_hypotheses(p, [raw])[0]
-        kept, lattice = FrameSurvivors.joined(s.kept), None
-        s.kept = []  # read once: the stream takes no more chunks
-        if raw.paths and s.first is not None and kept.num_frames == s.frames:  # else it died
-            lattice = build_lattice(p, s.first, kept, raw).pruned(self.options.lattice_beam)
-        return lattice_results(p, [raw], [lattice], self.rescore)[0][0]
+            hyps = to_hypotheses(p, [raw])[0]
+        else:
+            kept, lattice = FrameSurvivors.joined(s.kept), None
+            if raw.paths and s.first is not None and kept.num_frames == s.frames:  # else died
+                lattice = build_lattice(p, s.first, kept, raw).pruned(self.options.lattice_beam)
+            hyps = lattice_results(p, [raw], [lattice], self.rescore)[0][0]
+            s.kept = []  # read once: the stream takes no more chunks
+        s.finished = True  # (not before: a finish that raised may be called again)
+        return hyps
 
     def close(self, stream: int) -> None:
         """Forget the stream (finished or not)."""
@@ -271,9 +294,10 @@ class CtcStreamDecoder:
 
     # ----- checks -----------------------------------------------------------------------------
     def _get(self, sid) -> _Stream:
-        stream = self._streams.get(sid) if isinstance(sid, int) else None
+        is_id = isinstance(sid, numbers.Integral) and not isinstance(sid, bool)  # NumPy ints too
+        stream = self._streams.get(int(sid)) if is_id else None
         if stream is None:
-            state = "closed" if isinstance(sid, int) and 0 <= sid < self._next_id else "unknown"
+            state = "closed" if is_id and 0 <= sid < self._next_id else "unknown"
             raise DecodeInputError(f"stream {sid!r} is {state}")
         return stream
 
@@ -285,12 +309,23 @@ class CtcStreamDecoder:
 
     def _checked_shape(self, sid: int, chunk) -> np.ndarray:
         try:
-            lp = _as_float_array(chunk)  # the same conversion as decode_ctc
+            given = _host_floats(chunk)  # the same conversion as decode_ctc
         except DecodeInputError as exc:
             raise DecodeInputError(f"stream {sid}: {str(exc).replace('log_probs', 'a chunk')}"
                                    ) from None  # fmt: skip
+        with np.errstate(over="ignore"):
+            lp = given.astype(np.float32, copy=False)
+        if lp is not given and given.dtype == np.float64 and lp.ndim == 2:
+            beyond = np.isposinf(lp) & np.isfinite(given)  # (only float64 chunks pay the pass)
+            if beyond.any():
+                t, v = np.argwhere(beyond)[0]
+                raise DecodeInputError(f"stream {sid}: chunk[{t}, {v}] = {given[t, v]:g} is "
+                                       "beyond float32's range, the search's")  # fmt: skip
+        if self.width is None and lp.ndim == 2 and lp.shape[1] >= self._reads:
+            self.width = lp.shape[1]  # the first chunk's (the graph has no token table)
         if lp.ndim != 2 or lp.shape[1] != self.width:
-            raise DecodeInputError(f"stream {sid}: a chunk must be (frames, {self.width}); got "
+            width = self.width if self.width is not None else f">= {self._reads}"
+            raise DecodeInputError(f"stream {sid}: a chunk must be (frames, {width}); got "
                                    f"shape {tuple(lp.shape)}")  # fmt: skip
         return lp
 

@@ -127,7 +127,7 @@ class CudaStreams:
         list is empty unless ``keep``)."""
         first = jobs[0][0]
         lengths = np.array([len(ac) for _, _, ac in jobs], np.int64)
-        ac = np.zeros((len(jobs), int(lengths.max()), first.ac.shape[2]), np.float32)
+        ac = np.zeros((len(jobs), int(lengths.max()), jobs[0][2].shape[1]), np.float32)
         for b, (_, _, chunk) in enumerate(jobs):
             ac[b, : len(chunk)] = chunk
         problem = replace(
