@@ -14,7 +14,8 @@ espeak-ng en-gb-x-rp) and by training voices (unseen sentences), and the LibriVo
 ``train --kind rnnt|tdt``: `SpeechTransducer` trained with the project's own `rnnt_loss` /
 `tdt_loss` (durations 0-4) plus an auxiliary CTC loss on the encoder (--ctc-weight), Adam,
 length-bucketed batches, for --minutes of CPU time; the
-weights with the best held-out CER are written (float16 .npz) to wfstdecode/data/transducer/.
+weights with the best held-out CER are written (float16 .npz) to wfstdecode/data/transducer/ (or
+--save-dir), unless the weights there record a lower held-out CER (--replace: write anyway).
 
 ``eval``: greedy WER/CER and label statistics of the shipped models on the held-out sets.
 
@@ -70,15 +71,28 @@ def _run_jobs(jobs, processes):
 
 
 def _save(path: Path, items) -> None:
+    from wfstdecode.safe_io import replacing
+
     feats = [f for f, _ in items]
-    np.savez(path, features=np.concatenate(feats), offsets=np.cumsum([0] + [len(f) for f in feats]),
-             texts=np.array([t for _, t in items]))  # fmt: skip
+    with replacing(path) as out:
+        np.savez(out, features=np.concatenate(feats),
+                 offsets=np.cumsum([0] + [len(f) for f in feats]),
+                 texts=np.array([t for _, t in items]))  # fmt: skip
 
 
 def load_set(path: Path) -> list[tuple[np.ndarray, str]]:
+    if not path.is_file():
+        raise SystemExit(f"{path}: no such file (make the sets with the corpus stage)")
     with np.load(path) as z:
         f, o, t = z["features"], z["offsets"], z["texts"]
     return [(f[o[i] : o[i + 1]].astype(np.float32), str(t[i])) for i in range(len(t))]
+
+
+def _write_text(path: Path, text: str) -> None:
+    from wfstdecode.safe_io import replacing
+
+    with replacing(path) as out:
+        out.write(text.encode())
 
 
 def corpus(args) -> None:
@@ -128,11 +142,16 @@ def corpus(args) -> None:
     refs = read_transcripts(CLIPS / "transcripts.tsv")
     _save(work / "librivox.npz", [(model.log_probs_of_file(CLIPS / f"{u}.wav").astype(np.float16),
                                    " ".join(w)) for u, w in refs.items()])  # fmt: skip
-    (work / "corpus.json").write_text(json.dumps({"hours": frames * 0.02 / 3600, "utterances": len(items),
+    _write_text(work / "corpus.json", json.dumps({"hours": frames * 0.02 / 3600, "utterances": len(items),
                                                   "seconds": time.time() - t0, "args": vars(args)}))  # fmt: skip
 
 
 def _targets(model, texts):
+    for t in texts:
+        bad = sorted({c for c in t if c != " " and model.tokens.get(c) is None})
+        if bad:
+            raise SystemExit(f"a training text has characters the model has no token for: "
+                             f"{''.join(bad)!r} in {t!r}")  # fmt: skip
     ids = [[model.tokens.id("|" if c == " " else c) for c in t] for t in texts]
     U = max(len(x) for x in ids)
     out = torch.zeros(len(ids), U, dtype=torch.int64)
@@ -184,6 +203,13 @@ def train(args) -> None:
     work = Path(args.work)
     data = load_set(work / "train.npz")
     dev = load_set(work / "heldout_voices.npz")[::3]
+    for name, items in (("train.npz", data), ("heldout_voices.npz", dev)):
+        if not items:  # (an empty dev set would score every model 0 % CER: "best")
+            raise SystemExit(f"{work / name} holds no utterances")
+    out = Path(args.save_dir or WEIGHTS) / f"{args.kind}.npz"
+    best = None if args.replace else _recorded_cer(out)
+    if best is not None:
+        print(f"{out} stays unless a model beats its dev CER {best:.2f} % (--replace: always)")
     durations = (0, 1, 2, 3, 4) if args.kind == "tdt" else ()
     model = SpeechTransducer(durations=durations, bidirectional=args.encoder == "bilstm",
                              dropout=args.dropout)  # fmt: skip
@@ -194,7 +220,7 @@ def train(args) -> None:
     data.sort(key=lambda item: len(item[0]))
     batches = [data[i : i + args.batch] for i in range(0, len(data), args.batch)]
     rng = random.Random(args.seed)
-    start, best, step, log = time.process_time(), None, 0, []
+    start, step, log = time.process_time(), 0, []
     budget = args.minutes * 60 * torch.get_num_threads()
     while time.process_time() - start < budget:
         rng.shuffle(batches)
@@ -240,30 +266,62 @@ def train(args) -> None:
         print(json.dumps(log[-1]), flush=True)
         if best is None or cer < best:
             best = cer
-            out = Path(args.save_dir or WEIGHTS)
-            out.mkdir(parents=True, exist_ok=True)
-            model.save(out / f"{args.kind}.npz", {"trained": {"kind": args.kind, "steps": step, "dev_cer": cer,
+            out.parent.mkdir(parents=True, exist_ok=True)
+            model.save(out, {"trained": {"kind": args.kind, "steps": step, "dev_cer": cer,
                        "dev_wer": wer, "cpu_minutes": cpu_min, "command": " ".join(sys.argv),
                        "torch": torch.__version__, "machine": platform.machine()}})  # fmt: skip
-    (work / f"train_{args.kind}.json").write_text(json.dumps(log, indent=1))
+    _write_text(work / f"train_{args.kind}.json", json.dumps(log, indent=1))
+
+
+def _recorded_cer(path: Path) -> float | None:
+    """The dev CER a weights file records of its training, if it is one that does."""
+    from wfstdecode.errors import InputFileError
+    from wfstdecode.models.speech_transducer import SpeechTransducer
+
+    if not path.is_file():
+        return None
+    try:
+        cer = SpeechTransducer.load(path).meta.get("trained", {}).get("dev_cer")
+    except InputFileError:
+        return None
+    return float(cer) if isinstance(cer, (int, float)) else None
+
+
+def _at_least(low: float, kind=float, below: float | None = None):
+    """An argparse type: a ``kind`` >= ``low`` (and < ``below``)."""
+
+    def parse(text: str):
+        value = kind(text)
+        if not value >= low or (below is not None and not value < below):
+            bound = f"in [{low:g}, {below:g})" if below is not None else f">= {low:g}"
+            raise argparse.ArgumentTypeError(f"{text} is not {bound}")
+        return value
+
+    return parse
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("stage", choices=("corpus", "train", "eval"))
     ap.add_argument("--work", default="/tmp/transducer_work")
-    ap.add_argument("--hours", type=float, default=1.5)
-    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--hours", type=_at_least(1e-3), default=1.5)
+    ap.add_argument("--jobs", type=_at_least(1, int), default=2)
     ap.add_argument("--kind", choices=("rnnt", "tdt"), default="rnnt")
-    ap.add_argument("--minutes", type=float, default=15, help="CPU-time budget (per thread)")
-    ap.add_argument("--batch", type=int, default=16)
-    ap.add_argument("--lr", type=float, default=2e-3)
+    ap.add_argument("--minutes", type=_at_least(1e-3), default=15,
+                    help="CPU-time budget (per thread)")  # fmt: skip
+    ap.add_argument("--batch", type=_at_least(1, int), default=16)
+    ap.add_argument("--lr", type=_at_least(1e-12), default=2e-3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--save-dir", help="where the weights go (default: the shipped ones)")
+    ap.add_argument("--replace", action="store_true",
+                    help="write the run's best model even if the weights there record a lower "
+                         "dev CER (default: keep them unless beaten)")  # fmt: skip
     ap.add_argument("--encoder", choices=("bilstm", "lstm"), default="bilstm",
                     help="bilstm (offline; learns far faster here) or lstm (streamable)")  # fmt: skip
-    ap.add_argument("--dropout", type=float, default=0.0, help="encoder dropout (training)")
-    ap.add_argument("--ctc-weight", type=float, default=0.3, help="auxiliary CTC loss weight")
+    ap.add_argument("--dropout", type=_at_least(0.0, below=1.0), default=0.0,
+                    help="encoder dropout (training)")  # fmt: skip
+    ap.add_argument("--ctc-weight", type=_at_least(0.0), default=0.3,
+                    help="auxiliary CTC loss weight")  # fmt: skip
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
     {"corpus": corpus, "train": train, "eval": evaluate}[args.stage](args)
@@ -314,7 +372,7 @@ def evaluate(args) -> None:
     report = "\n".join(lines) + "\n"
     print(report)
     if args.out:
-        args.out.write_text(report)
+        _write_text(args.out, report)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ def decode_transducer_command(args: argparse.Namespace) -> None:
             if args.json:
                 record = {"id": utt, "tokens": list(hyp.tokens), "timestamps": list(hyp.timestamps),
                           "score": finite_or_none(round(hyp.score, 4)), "text": text}  # fmt: skip
-                if hyp.durations:
+                if getattr(model, "durations", ()):  # a TDT model's: even with no tokens
                     record["durations"] = list(hyp.durations)
                 if hyp.notes:
                     record["notes"] = list(hyp.notes)

@@ -75,6 +75,39 @@ def test_bpe_recipe_with_a_tiny_sentencepiece_model(tmp_path):
     assert slot.spelling == "spm" and Path(slot.spm) == (tmp_path / "bpe.model").absolute()
 
 
+def test_a_token_table_of_another_sentencepiece_model_is_warned_of(tmp_path):
+    """The token table's ids are the CTC model's columns: a table that numbers the pieces
+    otherwise than the sentencepiece model (beyond one shift for all, a blank put first) or
+    lacks pieces is most likely another model's, and the graph would decode garbage."""
+    import warnings
+
+    spm = pytest.importorskip("sentencepiece")
+    from wfstdecode.graph.lexicon import sentencepiece_lexicon
+
+    text = (PACKAGE_DATA / "test_sentences.txt").read_text()
+    (tmp_path / "text.txt").write_text(text * 3)
+    spm.SentencePieceTrainer.train(input=str(tmp_path / "text.txt"), vocab_size=120,
+                                   model_prefix=str(tmp_path / "bpe"), model_type="bpe",
+                                   minloglevel=2)  # fmt: skip
+    model = spm.SentencePieceProcessor(model_file=str(tmp_path / "bpe.model"))
+    pieces = [model.id_to_piece(i) for i in range(120)]
+    words = sorted(set(text.split()))[:20]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # the model's own numbering, blank first: no warning
+        sentencepiece_lexicon(
+            words, tmp_path / "bpe.model", SymbolTable.from_list(["<blk>", *pieces])
+        )
+    swapped = ["<blk>", *pieces]
+    swapped[10], swapped[11] = swapped[11], swapped[10]
+    with pytest.warns(
+        UserWarning, match=r"bpe.model: the token table numbers its pieces otherwise"
+    ):
+        sentencepiece_lexicon(words, tmp_path / "bpe.model", SymbolTable.from_list(swapped))
+    with pytest.warns(UserWarning, match=r"bpe.model: 1 of its pieces are not in the token table"):
+        sentencepiece_lexicon(words, tmp_path / "bpe.model",
+                              SymbolTable.from_list(["<blk>", *pieces[:-1]]))  # fmt: skip
+
+
 def test_phones_recipe_with_a_cmudict_style_file(tmp_path):
     (tmp_path / "dict").write_text(
         ";;; comment\nREAD  R IY1 D\nREAD(2)  R EH1 D\nRED  R EH1 D\nBOOK  B UH1 K\n"

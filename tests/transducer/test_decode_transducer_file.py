@@ -54,7 +54,7 @@ def test_encoder_output_file_equals_the_library(tmp_path, kind):
     records = [json.loads(line) for line in out.stdout.splitlines()]
     assert [(r["id"], r["rank"]) for r in records] == [(u, k) for u in "abc" for k in (1, 2)]
     assert [r["tokens"] for r in records] == [list(h.tokens) for hyps in want for h in hyps]
-    assert all(("durations" in r) == (kind == "tdt") for r in records if r["tokens"])
+    assert all(("durations" in r) == (kind == "tdt") for r in records)  # tokens or none
     # ranked by score per token, which the notes say (the scores shown are the raw ones)
     assert all("ranked by score per token (length_norm)" in r["notes"] for r in records)
 
@@ -86,3 +86,14 @@ def test_bad_files_and_options(tmp_path):
         decode_transducer_npz(load_speech_transducer("rnnt"), tmp_path / "both.npz")
     out = run(tmp_path / "missing.npz", tmp_path / "len.npz")
     assert out.returncode != 0 and "missing.npz" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_a_tdt_record_has_durations_even_without_tokens(tmp_path):
+    model = load_speech_transducer("tdt")
+    enc = np.zeros((2, 3, model.config["enc_dim"]), np.float32)
+    np.savez(tmp_path / "enc.npz", enc=enc, lengths=np.array([0, 3]))
+    out = run("tdt", tmp_path / "enc.npz", "--json")
+    assert out.returncode == 0, out.stderr
+    records = [json.loads(line) for line in out.stdout.splitlines()]
+    assert records[0]["tokens"] == [] and records[0]["durations"] == []
+    assert all("durations" in r for r in records)

@@ -65,6 +65,18 @@ def test_a_bad_weights_file_is_named(tmp_path):
         saved("neg.npz", __meta__=with_config(durations=[0, -1]), **members): "durations",
         saved("shape.npz", __meta__=with_config(), **{**members, "out.bias": np.zeros(3)}):
             r"out.bias has shape \(3,\)",
+        saved("bidir.npz", __meta__=with_config(bidirectional="no"), **members):
+            "bidirectional 'no' is not true or false",
+        saved("odd.npz", __meta__=with_config(bidirectional=True, enc_dim=15), **members):
+            "even enc_dim",
+        saved("dim.npz", __meta__=with_config(enc_dim=16.0), **members): "enc_dim 16.0",
+        saved("drop.npz", __meta__=with_config(dropout=5), **members): "dropout 5",
+        saved("nan.npz", __meta__=with_config(),
+              **{**members, "out.bias": np.full_like(members["out.bias"], np.nan)}):
+            "out.bias holds NaN or inf",
+        # shapes are checked before the weights are made: this one would need ~26 GB
+        saved("huge.npz", __meta__=with_config(enc_dim=40_000), **members):
+            r"has shape .* expected",
     }  # fmt: skip
     (tmp_path / "text.npz").write_text("hello")
     (tmp_path / "cut.npz").write_bytes((tmp_path / "ok.npz").read_bytes()[:300])
@@ -110,6 +122,17 @@ def test_a_few_steps_of_the_losses_fit_a_tiny_task(durations):
         hyps = greedy_decode(model, enc, enc_len, GreedyOptions(durations=durations or None))
     right = sum(list(h.tokens) == targets[i].tolist() for i, h in enumerate(hyps))
     assert right >= 6, [h.tokens for h in hyps]
+
+
+def test_an_empty_batch_or_input_encodes_to_nothing():
+    """B = 0 or T = 0 (a shard with no utterances, or no frames): empty encoder outputs, as
+    `greedy_decode` takes them (packing raised "Cannot pack empty tensors")."""
+    model = SpeechTransducer(enc_dim=32, pred_dim=8, joint_dim=8, bidirectional=True).eval()
+    for B, T in ((0, 15), (2, 0)):
+        enc, lengths = model.encode(torch.zeros(B, T, 191), torch.zeros(B, dtype=torch.int64))
+        assert enc.shape == (B, 0 if T == 0 else 8, 32) and lengths.tolist() == [0] * B
+        hyps = greedy_decode(model, enc, lengths, GreedyOptions())
+        assert [h.tokens for h in hyps] == [()] * B
 
 
 def test_encoder_output_does_not_depend_on_the_batch():

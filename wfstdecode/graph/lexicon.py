@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -240,6 +241,9 @@ def sentencepiece_lexicon(
     in a pronunciation: see `check_pronunciations`).
     """
     sp = load_sentencepiece(model_path)
+    problem = piece_numbering_problem(sp, tokens)
+    if problem:
+        warnings.warn(f"{os.fspath(model_path)}: {problem}", UserWarning, stacklevel=2)
     unk = sp.unk_id()
     entries, skipped = [], []
     for word in words:
@@ -255,3 +259,30 @@ def sentencepiece_lexicon(
         else:
             skipped.append(word)
     return entries, skipped
+
+
+def piece_numbering_problem(sp, tokens: SymbolTable) -> str | None:
+    """What looks wrong between a sentencepiece model and the token table (whose ids are the CTC
+    model's columns), or None: pieces the table lacks (words with them are left out), or pieces
+    numbered otherwise than in the model beyond one shift for all (a blank put first, as ESPnet's
+    token lists do) — a table made for another model, whose graph would decode garbage."""
+    missing, shifts = [], {}
+    for i in range(sp.get_piece_size()):
+        if sp.is_control(i) or sp.is_unknown(i):  # <s>, </s>, <unk>: tables often drop them
+            continue
+        piece = sp.id_to_piece(i)
+        j = tokens.get(piece)
+        if j is None:
+            missing.append(piece)
+        else:
+            shifts.setdefault(j - i, (piece, i, j))
+    problems = []
+    if missing:
+        shown = ", ".join(missing[:5]) + (" …" if len(missing) > 5 else "")
+        problems.append(f"{len(missing)} of its pieces are not in the token table ({shown})")
+    if len(shifts) > 1:
+        examples = "; ".join(f"{p!r} is {i} in the model, {j} in the table"
+                             for p, i, j in list(shifts.values())[:2])  # fmt: skip
+        problems.append(f"the token table numbers its pieces otherwise ({examples}): is it "
+                        "the table of this model?")  # fmt: skip
+    return "; ".join(problems) or None

@@ -67,6 +67,9 @@ class SpeechTransducer(LstmTransducer):
         x = torch.nn.functional.pad(x, (0, 0, 0, T2 * STACK - T), value=0.0)
         x = self.dropout(torch.relu(self.enc_in(x.reshape(B, T2, V * STACK))))
         out_lengths = (lengths + STACK - 1) // STACK
+        if B == 0 or T2 == 0:  # (nothing to pack)
+            directions = 2 if self.encoder.bidirectional else 1
+            return x.new_zeros(B, T2, directions * self.encoder.hidden_size), out_lengths
         # Packed, so that the backward direction starts at each utterance's own last frame:
         # padding would otherwise change the output, and with it the batch's composition.
         packed = nn.utils.rnn.pack_padded_sequence(
@@ -100,8 +103,9 @@ class SpeechTransducer(LstmTransducer):
     @classmethod
     def load(cls, path: str | os.PathLike) -> SpeechTransducer:
         """A model `save` wrote. Anything else — not an .npz, no or a malformed configuration,
-        a weight missing, of another shape or not a float — raises `InputFileError` naming
-        ``path`` and what is wrong."""
+        a weight missing, of another shape, not a float or not finite — raises `InputFileError`
+        naming ``path`` and what is wrong. The shapes are checked before any weight is made (a
+        configuration's sizes could ask for any amount of memory)."""
 
         def fail(message: str) -> InputFileError:
             return InputFileError(path, None, f"not a speech transducer weights file: {message}")
@@ -110,23 +114,28 @@ class SpeechTransducer(LstmTransducer):
             if "__meta__" not in z.names:
                 raise fail("no '__meta__' member (the model's configuration)")
             meta = json_object(str(z.read("__meta__", "U", shape=())), "'__meta__'", fail)
-        model = cls._configured(meta.get("config"), fail)
-        want = model.state_dict()
+        config = cls._checked_config(meta.get("config"), fail)
+        with torch.device("meta"):  # the weights' shapes, without their memory
+            want = cls._configured(config, fail).state_dict()
         with NpzArchive(path, want, fail) as z:
             missing = sorted(set(want) - z.names)
             if missing:
                 raise fail(f"weights missing: {', '.join(missing)}")
-            state = {
-                k: torch.from_numpy(z.read(k, "f", shape=tuple(v.shape)).astype(np.float32))
-                for k, v in want.items()
-            }
+            state = {}
+            for k, v in want.items():
+                weight = z.read(k, "f", shape=tuple(v.shape)).astype(np.float32)
+                if not np.isfinite(weight).all():
+                    raise fail(f"weight {k} holds NaN or inf")
+                state[k] = torch.from_numpy(weight)
+        model = cls._configured(config, fail)
         model.load_state_dict(state)
         model.meta = meta
         return model.eval()
 
-    @classmethod
-    def _configured(cls, config, fail) -> SpeechTransducer:
-        """An untrained model of ``config`` (the ``__init__`` arguments as `save` wrote them)."""
+    @staticmethod
+    def _checked_config(config, fail) -> dict:
+        """``config`` (the ``__init__`` arguments as `save` wrote them), its values' types and
+        ranges checked."""
         if not isinstance(config, dict):
             raise fail(f"'__meta__' has no 'config' object (got {config!r})")
         durations = config.get("durations", [])
@@ -134,8 +143,23 @@ class SpeechTransducer(LstmTransducer):
             type(d) is not int or d < 0 for d in durations
         ) or len(set(durations)) != len(durations):  # fmt: skip
             raise fail(f"its durations {durations!r} are not distinct non-negative ints")
+        for key in ("in_dim", "enc_dim", "pred_dim", "joint_dim", "enc_layers"):
+            if key in config and (type(config[key]) is not int or config[key] < 1):
+                raise fail(f"its {key} {config[key]!r} is not an int >= 1")
+        if type(config.get("bidirectional", False)) is not bool:
+            raise fail(f"its bidirectional {config['bidirectional']!r} is not true or false")
+        if config.get("bidirectional") and config.get("enc_dim", 256) % 2:
+            raise fail("a bidirectional encoder needs an even enc_dim (its directions' halves)")
+        dropout = config.get("dropout", 0.0)
+        if type(dropout) not in (int, float) or not 0 <= dropout < 1:
+            raise fail(f"its dropout {dropout!r} is not in [0, 1)")
+        return {**config, "durations": tuple(durations)}
+
+    @classmethod
+    def _configured(cls, config: dict, fail) -> SpeechTransducer:
+        """An untrained model of a checked ``config`` (on the current default device)."""
         try:
-            return cls(**{**config, "durations": tuple(durations)})
+            return cls(**config)
         except (TypeError, ValueError, RuntimeError) as exc:
             raise fail(f"its configuration {config!r} is not a model's ({exc})") from None
 
