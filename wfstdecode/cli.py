@@ -47,6 +47,9 @@ def build_tlg_command(args: argparse.Namespace) -> Path:
             slot["spm"] = str(args.spm.absolute())
     elif args.oov_logprob is not None:
         raise WfstDecodeError("--oov-logprob is the slot's probability: it needs --oov-slot")
+    if args.lexicon_probs and not args.lexicon:
+        raise WfstDecodeError("--lexicon-probs reads probabilities in a --lexicon file: --spm "
+                              "and --chars spell every word one way")  # fmt: skip
     out, build = build_graph_dir(
         args.out, lambda: _read_inputs(args), args.arpa, args.topology, separator=args.separator,
         keep_unk=args.keep_unk, push_labels=not args.no_push_labels, force=args.force,

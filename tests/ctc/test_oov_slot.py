@@ -257,6 +257,8 @@ def test_build_tlg_and_decode_on_the_command_line(tmp_path, capsys):
     assert "--oov-logprob" in capsys.readouterr().err  # the LM has no <unk>
     assert main([*build, "--out", str(tmp_path / "g"), "--oov-logprob", "-4"]) == 2
     assert "needs --oov-slot" in capsys.readouterr().err
+    assert main([*build, "--out", str(tmp_path / "g"), "--lexicon-probs"]) == 2
+    assert "--lexicon-probs reads probabilities in a --lexicon file" in capsys.readouterr().err
     assert not (tmp_path / "g").exists()  # nothing half-written
     assert main([*build, "--out", str(tmp_path / "g"), "--oov-slot", "--oov-logprob", "-4"]) == 0
     capsys.readouterr()

@@ -209,7 +209,7 @@ def test_unreadable_and_binary_arpa(tmp_path):
         read_arpa(path)
 
 
-def test_unk_is_kept_only_when_asked(tmp_path):
+def test_unk_is_kept_only_when_asked(tmp_path, caplog):
     from wfstdecode.graph import build_tlg
     from wfstdecode.graph.lexicon import LexiconEntry
 
@@ -223,6 +223,12 @@ def test_unk_is_kept_only_when_asked(tmp_path):
     unk = kept.words.id("<unk>")
     assert "<unk>" in dropped.dropped_words and unk not in dropped.graph.olabel
     assert "<unk>" not in kept.dropped_words and unk in kept.graph.olabel
+    # asked for, and nothing to keep: said why
+    build_tlg(tokens, lexicon[:2], str(path), "compact", keep_unk=True)
+    assert "keep_unk: <unk> is not in the lexicon" in caplog.text
+    path.write_text(random_arpa(["ab", "ba"], order=2, seed=4, unk=False))
+    build_tlg(tokens, lexicon, str(path), "compact", keep_unk=True)
+    assert "keep_unk: the ARPA file has no <unk> n-grams" in caplog.text
 
 
 _BOS_BACKOFF_ONLY = """\\data\\

@@ -103,6 +103,9 @@ def build_tlg(
         log.warning("%d ARPA words are not in the lexicon; n-grams with them were dropped: %s",
                     len(model.dropped), _examples(model.dropped))  # fmt: skip
     in_lm = set(model.vocabulary)
+    if keep_unk and UNK not in in_lm:  # (nothing kept: say why)
+        log.warning("keep_unk: %s", "<unk> is not in the lexicon, so its n-grams were dropped"
+                    if UNK in model.dropped else "the ARPA file has no <unk> n-grams")  # fmt: skip
     unreachable = sorted({e.word for e in lexicon} - in_lm - {UNK, *slot})
     if unreachable and not slot and not in_lm - {BOS, EOS, UNK}:
         raise GraphError("no lexicon word is in the ARPA file's n-grams: the graph could "
