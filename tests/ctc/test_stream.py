@@ -304,6 +304,14 @@ def test_a_graph_without_a_token_table_streams_any_width_it_can_read(backend):
     assert e.finish(s) == decode_ctc(lp[:1, :2], None, empty, backend="reference")[0]
 
 
+def test_a_streams_bad_boosts_are_named_as_its_own():
+    g = random_graph(2)
+    d = CtcStreamDecoder(g)
+    with pytest.raises(DecodeInputError, match=r"^boosts\['w1'\] must be in"):
+        d.open({"w1": float("nan")})
+    assert d.streams == [] and d.open() == 0
+
+
 def test_stream_ids_are_integers_of_any_kind_but_bool():
     g = random_graph(2)
     lp = random_log_probs(2, 1, 3, g.num_tokens)

@@ -30,6 +30,7 @@ for it, the best path has a token at all. `advance` returns the streams that rea
 from __future__ import annotations
 
 import numbers
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -184,7 +185,7 @@ class CtcStreamDecoder:
         self._reads = _max_ilabel(graph)
         self._search = ctc_stream_backend(name)(tuning_for(name, tuning, None))
         self._streams: dict[int, _Stream] = {}
-        self._next_id = 0
+        self._next_id, self._id_lock = 0, threading.Lock()
 
     # ----- streams ----------------------------------------------------------------------------
     def open(self, boosts: Mapping | None = None, oov_lexicon: Mapping | None = None) -> int:
@@ -192,11 +193,14 @@ class CtcStreamDecoder:
         lacks spelled through its oov slot, by ``oov_lexicon`` where given) hold for its whole
         life."""
         empty = np.zeros((1, 0, self.width or self._reads), np.float32)
-        problem = prepare_problem(empty, None, self.graph, self.options,
-                                  None if boosts is None else [boosts],
-                                  oov_lexicon=oov_lexicon)  # fmt: skip
-        sid = self._next_id
-        self._next_id += 1
+        try:
+            problem = prepare_problem(empty, None, self.graph, self.options,
+                                      None if boosts is None else [boosts],
+                                      oov_lexicon=oov_lexicon)  # fmt: skip
+        except DecodeInputError as exc:  # (the stream's one mapping, not a batch's first)
+            raise DecodeInputError(str(exc).replace("boosts[0]", "boosts")) from None
+        with self._id_lock:  # threads opening streams get distinct ids
+            sid, self._next_id = self._next_id, self._next_id + 1
         state = self._search.begin(problem)
         first = self._search.survivors(state) if self._lattices else None
         self._streams[sid] = _Stream(problem, state, first)
