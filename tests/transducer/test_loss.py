@@ -105,7 +105,9 @@ def test_rnnt_matches_brute_force(seed, blank):
             assert got[b].item() == pytest.approx(want, rel=1e-9), (T, U)
 
 
-@pytest.mark.parametrize("durations", [(0, 1, 2), (0, 1, 2, 3, 4), (1, 2), (2, 0, 1)])
+@pytest.mark.parametrize(
+    "durations", [(0, 1, 2), (0, 1, 2, 3, 4), (1, 2), (2, 0, 1), (0, 2), (2, 3)]
+)  # (no 1: frames where no jump fits)
 @pytest.mark.parametrize("sigma", [0.0, 0.05])
 @pytest.mark.parametrize("final_blank", [True, False])
 def test_tdt_matches_brute_force(durations, sigma, final_blank):
@@ -134,6 +136,48 @@ def test_reductions():
         rnnt_loss(logits, targets, tl, ul, 0, reduction="max")
     with pytest.raises(ValueError):
         tdt_loss(logits, targets, tl, ul, 0, durations=(0,))
+
+
+@pytest.mark.parametrize("kind", ["rnnt", "tdt"])
+def test_a_masked_logit_is_a_zero_probability(kind):
+    """A logit of -inf (masking a token or a duration) gives the limit of ever lower logits
+    and finite gradients: TDT's chain of d = 0 labels subtracted prefix sums, -inf - -inf."""
+    durations, extra = ((0, 1, 2), 3) if kind == "tdt" else ((), 0)
+
+    def loss(z):
+        if kind == "rnnt":
+            return rnnt_loss(z, targets, tl, ul, 0, "none")
+        return tdt_loss(z, targets, tl, ul, 0, durations, reduction="none")
+
+    logits, targets, tl, ul = _batch(0, 1, 3, 2, 4, extra, [(3, 2)])
+    for cell in ((0, 2, 0, int(targets[0, 0])), (0, 1, 1, 4)):  # a label; TDT: duration 0
+        if kind == "rnnt" and cell[3] == 4:
+            continue
+        masked, low = logits.clone(), logits.clone()
+        masked[cell], low[cell] = -math.inf, -1e4
+        masked.requires_grad_()
+        value = loss(masked)
+        value.sum().backward()
+        assert value.item() == pytest.approx(loss(low).item(), rel=1e-12)
+        assert torch.isfinite(masked.grad).all()
+
+
+def test_bad_lengths_and_blank_raise():
+    logits, targets, tl, ul = _batch(0, 2, 3, 2, 4, 3)
+    for args, match in (
+        ((tl, torch.tensor([-1, 0])), r"target_lengths must be in \[0, 2\]"),
+        ((tl, torch.tensor([3, 0])), r"target_lengths must be in \[0, 2\]"),
+        ((torch.tensor([0, 3]), ul), r"logit_lengths must be in \[1, 3\]"),
+        ((torch.tensor([3]), ul), r"logit_lengths must be an integer tensor of shape \(2,\)"),
+        ((tl.float(), ul), "logit_lengths must be an integer tensor"),
+    ):
+        with pytest.raises(ValueError, match=match):
+            tdt_loss(logits, targets, *args, 0, (0, 1, 2))
+        with pytest.raises(ValueError, match=match):
+            rnnt_loss(logits[..., :4], targets, *args, 0)
+    for blank in (-1, 4, True):
+        with pytest.raises(ValueError, match=r"blank_id must be a token index in \[0, 4\)"):
+            tdt_loss(logits, targets, tl, ul, blank, (0, 1, 2))
 
 
 def test_gradcheck():

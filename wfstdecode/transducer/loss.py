@@ -10,15 +10,31 @@ import torch
 from torch import Tensor
 
 _NEG = -1.0e30  # "log 0"; finite so that every backward stays NaN-free
+# A d = 0 label's log weight below this counts as this (exp(-1e4) is 0 in any float): the
+# prefix sums of `tdt_loss`'s chain subtract sums of weights, which -inf (a masked logit) or
+# `_NEG` would turn into NaN or into a cancellation of every digit.
+_CHAIN_FLOOR = -1.0e4
 
 
-def _prepare(logits, targets, logit_lengths, target_lengths):
-    """Upcast half precision, mask padded frames/labels; returns (logits, targets)."""
+def _prepare(logits, targets, logit_lengths, target_lengths, blank_id, classes):
+    """Check the shapes, lengths and blank (``classes``: the token logits' count), upcast half
+    precision, mask padded frames/labels; returns (logits, targets)."""
     if logits.dim() != 4 or targets.dim() != 2:
         raise ValueError("expected logits [B, T, U+1, V] and targets [B, U]")
     B, T, U1, _ = logits.shape
     if targets.shape != (B, U1 - 1):
         raise ValueError(f"targets shape {tuple(targets.shape)} != {(B, U1 - 1)}")
+    for name, lengths, low, high in (("logit_lengths", logit_lengths, 1, T),
+                                     ("target_lengths", target_lengths, 0, U1 - 1)):  # fmt: skip
+        if not isinstance(lengths, Tensor) or lengths.shape != (B,) or lengths.is_floating_point():
+            raise ValueError(f"{name} must be an integer tensor of shape ({B},); got "
+                             f"{getattr(lengths, 'dtype', type(lengths).__name__)} of shape "
+                             f"{tuple(getattr(lengths, 'shape', ()))}")  # fmt: skip
+        if B and not bool(((lengths >= low) & (lengths <= high)).all()):
+            raise ValueError(f"{name} must be in [{low}, {high}] (the logits' padded size); "
+                             f"got {lengths.tolist()}")  # fmt: skip
+    if isinstance(blank_id, bool) or not isinstance(blank_id, int) or not 0 <= blank_id < classes:
+        raise ValueError(f"blank_id must be a token index in [0, {classes}); got {blank_id!r}")
     if logits.dtype in (torch.float16, torch.bfloat16):
         logits = logits.float()  # the alpha sums need more than 8-11 mantissa bits
     dev = logits.device
@@ -72,7 +88,9 @@ def rnnt_loss(
     loss_b = -(alpha[T_b-1, U_b] + blank(T_b-1, U_b)). reduction: "mean" (of the
     per-utterance losses), "sum" or "none" ([B]). Half inputs are computed in float32.
     """
-    logits, targets = _prepare(logits, targets, logit_lengths, target_lengths)
+    logits, targets = _prepare(
+        logits, targets, logit_lengths, target_lengths, blank_id, logits.shape[-1]
+    )
     B, T, U1, _ = logits.shape
     logp = logits.log_softmax(-1)
     blank = logp[..., blank_id]
@@ -136,9 +154,11 @@ def tdt_loss(
     durations = tuple(int(d) for d in durations)
     if len(set(durations)) != len(durations) or min(durations) < 0 or max(durations) < 1:
         raise ValueError(f"durations must be distinct, >= 0 and include one >= 1: {durations}")
-    logits, targets = _prepare(logits, targets, logit_lengths, target_lengths)
-    B, T, U1, _ = logits.shape
     n_dur = len(durations)
+    logits, targets = _prepare(
+        logits, targets, logit_lengths, target_lengths, blank_id, logits.shape[-1] - n_dur
+    )
+    B, T, U1, _ = logits.shape
     logp = logits[..., :-n_dur].log_softmax(-1) - sigma
     dur = logits[..., -n_dur:].log_softmax(-1)
     blank_w = logp[..., blank_id, None] + dur  # [B, T, U+1, K]
@@ -148,10 +168,11 @@ def tdt_loss(
 
     def chain(pre: Tensor, t: int) -> Tensor:
         # Labels with d = 0 stay in row t, so alpha[t, u] = logsumexp over u' <= u of
-        # pre[u'] + w[u'] + ... + w[u-1]: one logcumsumexp against the prefix sums C.
-        w = label_w[:, t, :-1, k0]
+        # pre[u'] + w[u'] + ... + w[u-1]: one logcumsumexp against the prefix sums C, in
+        # float64 (C - C' cancels the sums' digits) over weights floored at _CHAIN_FLOOR.
+        w = label_w[:, t, :-1, k0].double().clamp(min=_CHAIN_FLOOR)
         c = torch.nn.functional.pad(w.cumsum(-1), (1, 0))
-        return c + torch.logcumsumexp(pre - c, -1)
+        return (c + torch.logcumsumexp(pre.double() - c, -1)).to(pre.dtype)
 
     dev = logits.device
     start = torch.where(torch.arange(U1, device=dev) == 0, 0.0, _NEG).to(logp.dtype)
@@ -161,8 +182,11 @@ def tdt_loss(
     ends = [torch.full_like(rows[0], _NEG)]  # arrivals from earlier frames, per row
     for t in range(1, T + 1):
         src = [(k, t - d) for k, d in jumps if d <= t]
-        by_blank = torch.stack([rows[s] + blank_w[:, s, :, k] for k, s in src]).logsumexp(0)
-        by_label = torch.stack([rows[s] + label_w[:, s, :, k] for k, s in src]).logsumexp(0)
+        if not src:  # every jump is longer than t (durations without 1): nothing arrives
+            by_blank = by_label = torch.full_like(rows[0], _NEG)
+        else:
+            by_blank = torch.stack([rows[s] + blank_w[:, s, :, k] for k, s in src]).logsumexp(0)
+            by_label = torch.stack([rows[s] + label_w[:, s, :, k] for k, s in src]).logsumexp(0)
         pre = torch.logaddexp(by_blank, _shift_u(by_label))
         ends.append(by_blank if final_blank else pre)
         # Frame t itself may still emit labels with d = 0 (a no-op past the last frame).
