@@ -318,21 +318,27 @@ def _word_constrained_cost(src, dst, olabel, w, final, words):
     n_nodes, n_words = final.shape[0], words.shape[0]
     if not n_nodes:
         return np.inf
-    alpha = np.full((n_nodes, n_words + 1), np.inf)
-    alpha[0, 0] = 0.0
+    # words matched so far = words on the path so far: (node, k) within the node's band
+    least, most, start = _word_count_bands(n_nodes, src, dst, olabel)
+    alpha = np.full(start[n_nodes], np.inf)
+    alpha[0] = 0.0
     for i in range(src.shape[0]):
-        for k in range(n_words + 1):
-            if not alpha[src[i], k] < np.inf:
+        s, d = src[i], dst[i]
+        for k in range(least[s], min(most[s], n_words) + 1):
+            a = alpha[start[s] + k - least[s]]
+            if not a < np.inf:
                 continue
             k2 = k
             if olabel[i] != 0:
                 if k == n_words or olabel[i] != words[k]:
                     continue
                 k2 = k + 1
-            alpha[dst[i], k2] = _neg_logaddexp(alpha[dst[i], k2], alpha[src[i], k] + w[i])
+            j = start[d] + k2 - least[d]
+            alpha[j] = _neg_logaddexp(alpha[j], a + w[i])
     total = np.inf
     for v in range(n_nodes):
-        total = _neg_logaddexp(total, alpha[v, n_words] + final[v])
+        if least[v] <= n_words <= most[v]:
+            total = _neg_logaddexp(total, alpha[start[v] + n_words - least[v]] + final[v])
     return total
 
 
@@ -456,36 +462,52 @@ def _doubled(keys, values):
 
 
 @njit(nogil=True, cache=True)
+def _word_count_bands(n_nodes, src, dst, olabel):
+    """``(least, most, start)``: the fewest and most words on a path from the start to each node
+    (arcs by source, sources in topological order) and each node's offset in a flat table of
+    its band ``[least, most]`` — the cells a forward pass over (node, words so far) can reach,
+    without the rest of a nodes x (most words + 1) table (quadratic in a long lattice)."""
+    n_arcs = src.shape[0]
+    most = np.zeros(n_nodes, np.int64)
+    least = np.full(n_nodes, n_arcs + 1, np.int64)
+    if n_nodes:
+        least[0] = 0
+    for i in range(n_arcs):  # (every arc into a node comes before the arcs out of it)
+        step = np.int64(olabel[i] != 0)
+        most[dst[i]] = max(most[dst[i]], most[src[i]] + step)
+        least[dst[i]] = min(least[dst[i]], least[src[i]] + step)
+    start = np.zeros(n_nodes + 1, np.int64)
+    for v in range(n_nodes):  # (an unreachable node's band is empty: least > most)
+        start[v + 1] = start[v] + max(most[v] - least[v] + 1, 0)
+    return least, most, start
+
+
+@njit(nogil=True, cache=True)
 def _position_posteriors(n_nodes, src, dst, olabel, w, final):
     """``(position, word, posterior)`` of each word at each number of words before it: the
     sum over its arcs, added in arc order."""
     n_arcs = src.shape[0]
-    # the fewest and most words on a path to each node: alpha is inf outside that range
-    most = np.zeros(n_nodes, np.int64)
-    least = np.full(n_nodes, n_arcs + 1, np.int64)
-    least[0] = 0
+    # alpha[(node, k)] at start[node] + k - least[node]: inf outside a node's band
+    least, most, start = _word_count_bands(n_nodes, src, dst, olabel)
+    alpha = np.full(start[n_nodes], np.inf)
+    alpha[0] = 0.0  # the start, no word yet
     for i in range(n_arcs):
-        step = np.int64(olabel[i] != 0)
-        most[dst[i]] = max(most[dst[i]], most[src[i]] + step)
-        least[dst[i]] = min(least[dst[i]], least[src[i]] + step)
-    K = most.max() + 1
-    alpha = np.full((n_nodes, K), np.inf)
-    alpha[0, 0] = 0.0
-    for i in range(n_arcs):
+        s, d = src[i], dst[i]
         step = 1 if olabel[i] != 0 else 0
-        for k in range(least[src[i]], min(most[src[i]] + 1, K - step)):
-            if alpha[src[i], k] < np.inf:
-                alpha[dst[i], k + step] = _neg_logaddexp(
-                    alpha[dst[i], k + step], alpha[src[i], k] + w[i]
-                )
+        for k in range(least[s], most[s] + 1):
+            a = alpha[start[s] + k - least[s]]
+            if a < np.inf:
+                j = start[d] + k + step - least[d]
+                alpha[j] = _neg_logaddexp(alpha[j], a + w[i])
     beta = _log_backward(final, src, dst, w)
     total = beta[0]
     pos, label, post = [], [], []
     for i in range(n_arcs):
         if olabel[i] == 0:
             continue
-        for k in range(least[src[i]], min(most[src[i]] + 1, K - 1)):
-            c = alpha[src[i], k] + w[i] + beta[dst[i]]
+        s = src[i]
+        for k in range(least[s], most[s] + 1):
+            c = alpha[start[s] + k - least[s]] + w[i] + beta[dst[i]]
             if c < np.inf:
                 p = np.exp(total - c)
                 if p > 1e-12:

@@ -263,6 +263,21 @@ def test_disambiguation_symbols_follow_kaldi():
     assert count == 3
 
 
+def test_disambiguation_marks_every_proper_prefix_as_kaldi_does():
+    """Against the definition (every prefix of every pronunciation, Kaldi's add_lex_disambig),
+    which the code no longer builds: it was quadratic in a pronunciation's length."""
+    import random
+
+    rng = random.Random(0)
+    for _ in range(500):
+        prons = [tuple(rng.choice("ab") for _ in range(rng.randint(1, 4)))
+                 for _ in range(rng.randint(1, 10))]  # fmt: skip
+        prefixes = {p[:i] for p in prons for i in range(1, len(p))}
+        out, _ = add_disambig_symbols(prons)
+        for p, q in zip(prons, out, strict=True):
+            assert (q != p) == (prons.count(p) > 1 or p in prefixes), (prons, p)
+
+
 def test_decode_command_prints_transcripts_and_wer(tmp_path, capsys):
     out = tmp_path / "g"
     build = [

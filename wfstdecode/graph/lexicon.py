@@ -6,6 +6,7 @@ pronunciation, so output labels are as far left as the lexicon allows.
 
 from __future__ import annotations
 
+import itertools
 import math
 import os
 import warnings
@@ -126,7 +127,10 @@ def add_disambig_symbols(prons: Iterable[tuple[str, ...]]) -> tuple[list[tuple[s
     """
     prons = [tuple(p) for p in prons]
     counts = Counter(prons)
-    prefixes = {p[:i] for p in counts for i in range(1, len(p))}
+    # a proper prefix of another pronunciation is followed by one in sorted order (whatever
+    # lies between them starts with it too): linear in the lexicon, not in its squared lengths
+    ordered = sorted(counts)
+    prefixes = {p for p, q in itertools.pairwise(ordered) if len(q) > len(p) and q[: len(p)] == p}
     next_index: dict[tuple[str, ...], int] = {}
     max_index = 0
     out = []
