@@ -1,3 +1,7 @@
+import os
+import subprocess
+import sys
+
 import pytest
 
 from wfstdecode import BackendUnavailableError
@@ -32,3 +36,29 @@ def test_importing_the_package_pulls_no_torch():
         "assert not bad, bad"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+FORKED = """
+import os, sys
+from wfstdecode.ctc import CpuTuning, CtcBeamOptions, decode_ctc
+from wfstdecode.testing import random_graph, random_log_probs
+g = random_graph(3)
+lp = random_log_probs(3, 6, 20, g.num_tokens)
+two = CpuTuning(num_threads=2)
+want = decode_ctc(lp, None, g, CtcBeamOptions(beam=6.0), tuning=two)  # a parallel region
+pid = os.fork()
+if pid == 0:  # as a fork pool's or a DataLoader's worker
+    got = decode_ctc(lp, None, g, CtcBeamOptions(beam=6.0), tuning=two)
+    os._exit(0 if got == want else 3)
+sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_process_forked_after_a_threaded_decode_decodes_too():
+    """GNU OpenMP cannot start threads in a child forked after the parent ran a parallel
+    region: Numba terminated such a child at its first decode (SIGTERM); it now decodes in
+    turn, with the parent's results."""
+    run = subprocess.run([sys.executable, "-c", FORKED], capture_output=True, text=True,
+                         timeout=300)  # fmt: skip
+    assert run.returncode == 0, run.stderr

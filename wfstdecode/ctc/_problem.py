@@ -14,7 +14,7 @@ from ..decoding_graph import DecodingGraph
 from .boost import BoostTables
 from .options import LOG_PROB_FLOOR, CtcBeamOptions
 from .phrases import NO_SLOT
-from .tuning import numba_threads
+from .tuning import claim_parallel, numba_threads
 
 
 @dataclass(frozen=True)
@@ -114,7 +114,7 @@ def costs_and_first_bad(log_probs, acoustic_scale: float, lengths=None, threads:
     out = np.zeros((B, T, V), np.float32)
     odd, dead = np.full(B, -1, np.int64), np.full(B, -1, np.int64)
     args = (lp, lens, np.float32(-acoustic_scale), np.float32(LOG_PROB_FLOOR), out, odd, dead)
-    if threads == 1 or B < 2:
+    if threads == 1 or B < 2 or not claim_parallel():
         _costs_in_turn(*args)
     else:
         with numba_threads(threads):

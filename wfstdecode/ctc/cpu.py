@@ -45,7 +45,7 @@ from .cpu_steps import (
 )
 from .scratch import state_maps, take_next
 from .status import CANCELLED, DIED, NEG_CYCLE, OVERFLOW, RETRY_BITS, STOPPED_BITS
-from .tuning import CpuTuning, numba_threads
+from .tuning import CpuTuning, claim_parallel, numba_threads
 
 # SearchState.counts: log-prob frames consumed, records used, the root record, prefix arcs and
 # the frames they consume, the record count that triggers the next collection, status bits, and
@@ -346,16 +346,34 @@ def _decode_batch(ac, lengths, graph, boosts, lim, rows, outcome, n_workers, can
         state_map = np.full(maps.shape[1], -1, np.int32) if own else maps[thread]
         i = take_next(taken)
         while i < B:
-            b = order[i]
-            out = (rows[0][b], rows[1][b], rows[2][b], rows[3][b])
-            state = begin(graph, boosts, b, lim, state_map, collect_at, room)
-            state = advance(state, ac[b], lengths[b], graph, boosts, b, lim, state_map, cancel,
-                            room)  # fmt: skip
-            n, status, died = end(state, graph, boosts, b, graph.final_cost, lim.nbest, out)
-            out_n[b] = n
-            out_status[b] = status
-            out_died[b] = died
+            _decode_lane(order[i], ac, lengths, graph, boosts, lim, rows, out_n, out_status,
+                         out_died, state_map, cancel, collect_at, room)  # fmt: skip
             i = take_next(taken)
+
+
+@njit(nogil=True, cache=True)
+def _decode_in_turn(ac, lengths, graph, boosts, lim, rows, outcome, cancel, collect_at, room,
+                    maps):  # fmt: skip
+    """`_decode_batch` on the calling thread alone: one thread needs no team, and a process
+    forked from one that ran parallel regions may not start one (`tuning.claim_parallel`)."""
+    out_n, out_status, out_died = outcome
+    state_map = maps[0] if maps.shape[0] else np.full(maps.shape[1], -1, np.int32)
+    for b in np.argsort(-lengths, kind="mergesort"):
+        _decode_lane(b, ac, lengths, graph, boosts, lim, rows, out_n, out_status, out_died,
+                     state_map, cancel, collect_at, room)  # fmt: skip
+
+
+@njit(nogil=True, cache=True)
+def _decode_lane(b, ac, lengths, graph, boosts, lim, rows, out_n, out_status, out_died,
+                 state_map, cancel, collect_at, room):  # fmt: skip
+    """Lane ``b``'s whole search into its rows and outcome."""
+    out = (rows[0][b], rows[1][b], rows[2][b], rows[3][b])
+    state = begin(graph, boosts, b, lim, state_map, collect_at, room)
+    state = advance(state, ac[b], lengths[b], graph, boosts, b, lim, state_map, cancel, room)
+    n, status, died = end(state, graph, boosts, b, graph.final_cost, lim.nbest, out)
+    out_n[b] = n
+    out_status[b] = status
+    out_died[b] = died
 
 
 def decode_cpu(problem, tuning: CpuTuning | None = None) -> PathBatch:
@@ -428,12 +446,14 @@ def _run(problem, lanes, rows: PathRows, tuning: CpuTuning, cancel) -> Outcome:
     outcome = Outcome(np.zeros(R, np.int64), np.zeros(R, np.int64), np.zeros(R, np.int64))
     ac = problem.ac if problem.batch_size == R else problem.ac[lanes]
     with numba_threads(tuning.num_threads) as threads, state_maps(problem.graph, threads) as maps:
-        _decode_batch(
-            ac, problem.lengths[lanes], search_graph(problem), lane_boosts(problem, lanes),
-            limits(problem), (rows.arcs, rows.frames, rows.lens, rows.costs), outcome,
-            np.int64(min(R, threads)), cancel, np.int64(tuning.collect_records_at),
-            np.int64(tuning.first_room), maps,
-        )  # fmt: skip
+        paths = (rows.arcs, rows.frames, rows.lens, rows.costs)
+        args = (ac, problem.lengths[lanes], search_graph(problem), lane_boosts(problem, lanes),
+                limits(problem), paths, outcome)  # fmt: skip
+        room = (np.int64(tuning.collect_records_at), np.int64(tuning.first_room), maps)
+        if min(R, threads) > 1 and claim_parallel():
+            _decode_batch(*args, np.int64(min(R, threads)), cancel, *room)
+        else:
+            _decode_in_turn(*args, cancel, *room)
     return outcome
 
 

@@ -4,6 +4,7 @@ benchmarks and tests vary them through the public entry point. None of them chan
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -11,6 +12,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..errors import OptionsError
+
+# The process whose Numba parallel regions ran. GNU OpenMP, Numba's usual threading layer,
+# cannot start threads in a process forked after that: Numba terminates such a child at its
+# first parallel region (a fork pool or DataLoader worker that decodes), so it runs in turn.
+_PARALLEL_PID = [0]
+
+
+def claim_parallel() -> bool:
+    """Whether this process may run Numba parallel regions; if so, from now on it has."""
+    if _PARALLEL_PID[0] not in (0, os.getpid()):
+        return False  # forked from a process that ran them
+    _PARALLEL_PID[0] = os.getpid()
+    return True
 
 
 @contextmanager
@@ -46,11 +60,13 @@ def _int_at_least(owner: str, name: str, value, low: int, allow_none: bool = Fal
 @dataclass(frozen=True)
 class CpuTuning:
     """num_threads: threads decoding utterances in parallel; None = Numba's default, more than
-    Numba's pool has are capped to it. collect_records_at: an utterance's backpointer records
-    are collected (those no surviving token traces back through are dropped, and the prefix
-    every survivor shares is moved out of the store) once they number this many, then again
-    each time they double: memory follows the active tokens, not the utterance's length.
-    first_room: the candidates a frame's buffers hold at first (they double as a frame needs)."""
+    Numba's pool has are capped to it; one in a process forked from one that decoded on several
+    (GNU OpenMP cannot start threads there: `claim_parallel`). collect_records_at: an
+    utterance's backpointer records are collected (those no surviving token traces back through
+    are dropped, and the prefix every survivor shares is moved out of the store) once they
+    number this many, then again each time they double: memory follows the active tokens, not
+    the utterance's length. first_room: the candidates a frame's buffers hold at first (they
+    double as a frame needs)."""
 
     num_threads: int | None = None
     collect_records_at: int = 1 << 16
