@@ -146,12 +146,16 @@ def corpus(args) -> None:
                                                   "seconds": time.time() - t0, "args": vars(args)}))  # fmt: skip
 
 
-def _targets(model, texts):
-    for t in texts:
-        bad = sorted({c for c in t if c != " " and model.tokens.get(c) is None})
+def _check_texts(tokens, path: Path, items) -> None:
+    """Every text of a set written with the model's characters (space: the separator)."""
+    for _, text in items:
+        bad = sorted({c for c in text if c != " " and tokens.get(c) is None})
         if bad:
-            raise SystemExit(f"a training text has characters the model has no token for: "
-                             f"{''.join(bad)!r} in {t!r}")  # fmt: skip
+            raise SystemExit(f"{path}: a text has characters the model has no token for: "
+                             f"{''.join(bad)!r} in {text!r}")  # fmt: skip
+
+
+def _targets(model, texts):
     ids = [[model.tokens.id("|" if c == " " else c) for c in t] for t in texts]
     U = max(len(x) for x in ids)
     out = torch.zeros(len(ids), U, dtype=torch.int64)
@@ -213,6 +217,8 @@ def train(args) -> None:
     durations = (0, 1, 2, 3, 4) if args.kind == "tdt" else ()
     model = SpeechTransducer(durations=durations, bidirectional=args.encoder == "bilstm",
                              dropout=args.dropout)  # fmt: skip
+    for name, items in (("train.npz", data), ("heldout_voices.npz", dev)):
+        _check_texts(model.tokens, work / name, items)
     # An auxiliary CTC head on the encoder (as NeMo and icefall recipes use) teaches the encoder
     # the alignment early; it is not part of the shipped model.
     ctc_head = torch.nn.Linear(model.config["enc_dim"], model.vocab_size)
@@ -297,6 +303,7 @@ def _at_least(low: float, kind=float, below: float | None = None):
             raise argparse.ArgumentTypeError(f"{text} is not {bound}")
         return value
 
+    parse.__name__ = kind.__name__  # argparse's "invalid int value"
     return parse
 
 

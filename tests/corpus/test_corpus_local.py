@@ -299,3 +299,18 @@ def test_a_failed_output_write_names_the_output_and_leaves_nothing(tmp_path, mon
         ledger._write_atomically(target, b"{}")
     assert info.value.filename == str(target)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_boosts_on_a_graph_without_a_word_table_keep_only_ids_it_outputs(tmp_path):
+    """Ids beyond the graph's largest output label are unknown words: said once by the driver
+    and left out, not passed to every shard to be warned of again."""
+    import dataclasses
+
+    from wfstdecode.testing import random_graph
+
+    g = dataclasses.replace(random_graph(3), words=None)
+    g.save(tmp_path / "TLG.npz")
+    largest = int(g.olabel.max())
+    with pytest.warns(UserWarning, match=str(2**40)):
+        decoder = CtcCorpusDecoder(str(tmp_path / "TLG.npz"), boosts={2**40: 2.0, largest: 1.0})
+    assert decoder.boosts == {largest: 1.0}

@@ -103,7 +103,7 @@ def test_a_token_table_of_another_sentencepiece_model_is_warned_of(tmp_path):
         UserWarning, match=r"bpe.model: the token table numbers its pieces otherwise"
     ):
         sentencepiece_lexicon(words, tmp_path / "bpe.model", SymbolTable.from_list(swapped))
-    with pytest.warns(UserWarning, match=r"bpe.model: 1 of its pieces are not in the token table"):
+    with pytest.warns(UserWarning, match=r"bpe.model: 1 of its pieces is not in the token table"):
         sentencepiece_lexicon(words, tmp_path / "bpe.model",
                               SymbolTable.from_list(["<blk>", *pieces[:-1]]))  # fmt: skip
 

@@ -3,6 +3,7 @@
 import math
 import time
 
+import numpy as np
 import pytest
 import torch
 
@@ -141,7 +142,8 @@ def test_reductions():
 @pytest.mark.parametrize("kind", ["rnnt", "tdt"])
 def test_a_masked_logit_is_a_zero_probability(kind):
     """A logit of -inf (masking a token or a duration) gives the limit of ever lower logits
-    and finite gradients: TDT's chain of d = 0 labels subtracted prefix sums, -inf - -inf."""
+    (-1e3: exp(-1e3) is 0 next to the other paths, in float64 too) and finite gradients: TDT's
+    chain of d = 0 labels subtracted prefix sums, -inf - -inf."""
     durations, extra = ((0, 1, 2), 3) if kind == "tdt" else ((), 0)
 
     def loss(z):
@@ -154,7 +156,7 @@ def test_a_masked_logit_is_a_zero_probability(kind):
         if kind == "rnnt" and cell[3] == 4:
             continue
         masked, low = logits.clone(), logits.clone()
-        masked[cell], low[cell] = -math.inf, -1e4
+        masked[cell], low[cell] = -math.inf, -1e3
         masked.requires_grad_()
         value = loss(masked)
         value.sum().backward()
@@ -175,6 +177,9 @@ def test_bad_lengths_and_blank_raise():
             tdt_loss(logits, targets, *args, 0, (0, 1, 2))
         with pytest.raises(ValueError, match=match):
             rnnt_loss(logits[..., :4], targets, *args, 0)
+    with pytest.raises(ValueError, match="target_lengths must be an integer tensor"):
+        tdt_loss(logits, targets, tl, ul.bool(), 0, (0, 1, 2))
+    assert torch.isfinite(tdt_loss(logits, targets, tl, ul, np.int64(0), (0, 1, 2)))
     for blank in (-1, 4, True):
         with pytest.raises(ValueError, match=r"blank_id must be a token index in \[0, 4\)"):
             tdt_loss(logits, targets, tl, ul, blank, (0, 1, 2))

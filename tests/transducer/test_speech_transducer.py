@@ -77,6 +77,8 @@ def test_a_bad_weights_file_is_named(tmp_path):
         # shapes are checked before the weights are made: this one would need ~26 GB
         saved("huge.npz", __meta__=with_config(enc_dim=40_000), **members):
             r"has shape .* expected",
+        saved("deep.npz", __meta__=with_config(enc_layers=20_000), **members):
+            "its enc_layers is 20000; it holds 1 encoder layers",
     }  # fmt: skip
     (tmp_path / "text.npz").write_text("hello")
     (tmp_path / "cut.npz").write_bytes((tmp_path / "ok.npz").read_bytes()[:300])

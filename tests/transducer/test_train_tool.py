@@ -73,6 +73,8 @@ def test_a_run_keeps_weights_that_record_a_better_cer_unless_told(tmp_path):
         ([], {"dev": []}, "heldout_voices.npz holds no utterances"),
         ([], {"train": []}, "train.npz holds no utterances"),
         ([], {"train": ["The Cat 2"]}, "no token for: '2CT'"),
+        ([], {"dev": ["Sat", "the cat"]}, "heldout_voices.npz: a text has characters"),
+        (["--batch", "1.5"], {}, "invalid int value: '1.5'"),
     ],
 )
 def test_bad_arguments_and_data_are_refused_before_training(tmp_path, args, sets, message):

@@ -106,6 +106,7 @@ class CtcCorpusDecoder:
         words warn once, not per shard."""
         from ..ctc.boost import resolve_boosts, resolve_phrase
         from ..ctc.oov import OovSpeller
+        from ..ctc.search import _largest_label
         from ..decoding_graph import DecodingGraph
 
         graph = DecodingGraph.load(self.graph, mmap=True)
@@ -114,9 +115,15 @@ class CtcCorpusDecoder:
         if not self.boosts:
             return None
         oov = OovSpeller(graph, self.oov_lexicon) if "oov_slot" in graph.metadata else None
-        resolve_boosts(self.boosts, 1, graph.words, oov)  # raises, or warns of unknown words once
-        return {k: float(v) for k, v in self.boosts.items()
-                if resolve_phrase(k, graph.words, oov) is not None} or None  # fmt: skip
+        # without a word table, ids beyond the graph's output labels are unknown words
+        largest = None if graph.words is not None else _largest_label(graph, "olabel")
+        resolve_boosts(self.boosts, 1, graph.words, oov, largest)  # raises, or warns once
+
+        def known(key) -> bool:
+            ids = resolve_phrase(key, graph.words, oov)
+            return ids is not None and (largest is None or max(ids) <= largest)
+
+        return {k: float(v) for k, v in self.boosts.items() if known(k)} or None
 
     def config(self) -> dict:
         """Everything that changes the output (the backend and thread count do not): a run's

@@ -203,13 +203,15 @@ def _resolve_or_recall(table: Mapping, b: int, words, unknown: list, known: dict
     key = phrase_cache.list_key(table, words, oov) if keep else None
     hit = phrase_cache.resolved_list(key, words, oov) if key is not None else None
     if hit is not None:
-        resolved, missing = hit
+        resolved, missing, said = hit
     else:
-        missing = []
-        resolved = _resolve_table(table, b, words, missing, known, oov, plain)
+        missing, said = [], []
+        resolved = _resolve_table(table, b, words, missing, known, oov, plain, said)
         if key is not None:
-            phrase_cache.keep_resolved(key, words, oov, resolved, missing)
+            phrase_cache.keep_resolved(key, words, oov, resolved, missing, said)
     unknown.extend(missing)
+    for message in said:  # (a recalled list says them again, as resolving it would)
+        warnings.warn(f"boosts[{b}]: {message}", UserWarning, stacklevel=5)
     return resolved
 
 
@@ -224,7 +226,9 @@ def _as_float(value) -> float:
 
 
 def _resolve_table(table: Mapping, b: int, words, unknown: list, known: dict, oov,
-                   plain: bool) -> Mapping | None:  # fmt: skip
+                   plain: bool, said: list) -> Mapping | None:  # fmt: skip
+    """``table`` as ``{word ids or label sequences: bonus}`` (or a `PhraseList`); words the
+    graph lacks noted in ``unknown``, what to warn of in ``said``."""
     if len(table) > MAX_PHRASES:
         raise DecodeInputError(
             f"boosts[{b}] has {len(table)} phrases; at most {MAX_PHRASES} per utterance"
@@ -271,9 +275,8 @@ def _resolve_table(table: Mapping, b: int, words, unknown: list, known: dict, oo
             for labels in ids:
                 if labels in given and _words_of(given[labels]) != _words_of(key):
                     # homophones (a phone lexicon's): the first one listed names it
-                    warnings.warn(f"boosts[{b}]: {key!r} is spelled as {given[labels]!r} is; "
-                                  "only the one listed first is boosted", UserWarning,
-                                  stacklevel=5)  # fmt: skip
+                    said.append(f"{key!r} is spelled as {given[labels]!r} is; only the one "
+                                "listed first is boosted")  # fmt: skip
                     continue
                 _add_phrase(
                     resolved, given, labels, key, np.float32(bonus * words_in / len(labels)), b

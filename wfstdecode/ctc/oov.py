@@ -9,6 +9,7 @@ On a path, such a run of labels comes back as one word: `OovSpeller.collapse`.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Mapping, Sequence
 
@@ -42,13 +43,18 @@ class OovSpeller:
                                            f"{bad[0]!r}, which the graph's oov slot does not "
                                            "spell")  # fmt: skip
         self.token_of = {label: t for t, label in slot.spell.items()}
-        # what its spellings depend on besides the token table: equal for two spellers of one
-        # graph and lexicon, so that `phrase_cache` finds a list resolved by an earlier call's
-        self.recipe = (slot.open, slot.close, tuple(slot.spell.items()), slot.spelling, slot.spm,
-                       tuple((w, tuple(p)) for w, p in self.lexicon.items()))  # fmt: skip
         # per utterance: spelled token ids -> the boosted word (`name_spellings`)
         self.word_of: list[dict[tuple[int, ...], str]] = []
         self._spm = None
+
+    @functools.cached_property
+    def recipe(self) -> tuple:
+        """What its spellings depend on besides the token table: equal for two spellers of one
+        graph and lexicon, so that `phrase_cache` finds a list an earlier call's resolved (made
+        when a list is looked up: a call without one pays nothing for a large lexicon)."""
+        s = self.slot
+        return (s.open, s.close, tuple(s.spell.items()), s.spelling, s.spm,
+                tuple((w, tuple(p)) for w, p in self.lexicon.items()))  # fmt: skip
 
     def name_spellings(self, boosted: Sequence[list[str] | None], words) -> None:
         """Note, per utterance, which of its own boosted words (``boosted``: the words of its

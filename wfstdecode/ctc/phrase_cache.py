@@ -35,10 +35,11 @@ class _Key(tuple):
 
 
 class _Entry:
-    __slots__ = ("automata", "resolved", "size", "tokens", "unknown", "words")
+    __slots__ = ("automata", "resolved", "said", "size", "tokens", "unknown", "words")
 
-    def __init__(self, words, tokens, resolved, unknown, size):
+    def __init__(self, words, tokens, resolved, unknown, said, size):
         self.words, self.tokens, self.resolved, self.unknown = words, tokens, resolved, unknown
+        self.said = said  # its warnings, given again with it
         self.size = size  # phrases of the list
         self.automata: dict[int, object] = {}  # slot label -> PhraseAutomaton
 
@@ -57,17 +58,17 @@ def list_key(table, words, oov):
 
 
 def resolved_list(key, words, oov):
-    """``(resolved mapping, unknown words)`` of a list seen before, else None."""
+    """``(resolved mapping, unknown words, warnings)`` of a list seen before, else None."""
     with _LOCK:
         entry = _ENTRIES.get(key)
         # the ids in the key may belong to new objects once the old were freed
         if entry is None or entry.words is not words or entry.tokens is not _tokens(oov):
             return None
         _ENTRIES.move_to_end(key)
-        return entry.resolved, entry.unknown
+        return entry.resolved, entry.unknown, entry.said
 
 
-def keep_resolved(key, words, oov, resolved, unknown: list) -> None:
+def keep_resolved(key, words, oov, resolved, unknown: list, said: list) -> None:
     if resolved is None:
         return
     size = len(key[2])
@@ -75,7 +76,7 @@ def keep_resolved(key, words, oov, resolved, unknown: list) -> None:
         old = _ENTRIES.pop(key, None)
         if old is not None:
             _forget(old)
-        _ENTRIES[key] = _Entry(words, _tokens(oov), resolved, list(unknown), size)
+        _ENTRIES[key] = _Entry(words, _tokens(oov), resolved, list(unknown), list(said), size)
         _BY_RESOLVED[id(resolved)] = key
         _KEPT[0] += size
         while _KEPT[0] > MAX_KEPT_PHRASES:

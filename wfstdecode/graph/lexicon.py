@@ -283,7 +283,8 @@ def piece_numbering_problem(sp, tokens: SymbolTable) -> str | None:
     problems = []
     if missing:
         shown = ", ".join(missing[:5]) + (" …" if len(missing) > 5 else "")
-        problems.append(f"{len(missing)} of its pieces are not in the token table ({shown})")
+        are = "is" if len(missing) == 1 else "are"
+        problems.append(f"{len(missing)} of its pieces {are} not in the token table ({shown})")
     if len(shifts) > 1:
         examples = "; ".join(f"{p!r} is {i} in the model, {j} in the table"
                              for p, i, j in list(shifts.values())[:2])  # fmt: skip

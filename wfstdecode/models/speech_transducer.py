@@ -115,6 +115,10 @@ class SpeechTransducer(LstmTransducer):
                 raise fail("no '__meta__' member (the model's configuration)")
             meta = json_object(str(z.read("__meta__", "U", shape=())), "'__meta__'", fail)
         config = cls._checked_config(meta.get("config"), fail)
+        layers = config.get("enc_layers", 2)  # (a model of 20,000 layers takes long to make)
+        with NpzArchive(path, [f"encoder.weight_ih_l{k}" for k in range(layers)], fail) as z:
+            if len(z.names) != layers:
+                raise fail(f"its enc_layers is {layers}; it holds {len(z.names)} encoder layers")
         with torch.device("meta"):  # the weights' shapes, without their memory
             want = cls._configured(config, fail).state_dict()
         with NpzArchive(path, want, fail) as z:

@@ -6,6 +6,8 @@ finite stand-in has a harmless one. Padding beyond the lengths is overwritten be
 recursion, so garbage there (even NaN) changes neither the loss nor the gradient.
 """
 
+import numbers
+
 import torch
 from torch import Tensor
 
@@ -26,14 +28,19 @@ def _prepare(logits, targets, logit_lengths, target_lengths, blank_id, classes):
         raise ValueError(f"targets shape {tuple(targets.shape)} != {(B, U1 - 1)}")
     for name, lengths, low, high in (("logit_lengths", logit_lengths, 1, T),
                                      ("target_lengths", target_lengths, 0, U1 - 1)):  # fmt: skip
-        if not isinstance(lengths, Tensor) or lengths.shape != (B,) or lengths.is_floating_point():
+        if (not isinstance(lengths, Tensor) or lengths.shape != (B,)
+                or lengths.is_floating_point() or lengths.dtype == torch.bool):  # fmt: skip
             raise ValueError(f"{name} must be an integer tensor of shape ({B},); got "
                              f"{getattr(lengths, 'dtype', type(lengths).__name__)} of shape "
                              f"{tuple(getattr(lengths, 'shape', ()))}")  # fmt: skip
         if B and not bool(((lengths >= low) & (lengths <= high)).all()):
             raise ValueError(f"{name} must be in [{low}, {high}] (the logits' padded size); "
                              f"got {lengths.tolist()}")  # fmt: skip
-    if isinstance(blank_id, bool) or not isinstance(blank_id, int) or not 0 <= blank_id < classes:
+    if (
+        isinstance(blank_id, bool)
+        or not isinstance(blank_id, numbers.Integral)
+        or not (0 <= blank_id < classes)
+    ):
         raise ValueError(f"blank_id must be a token index in [0, {classes}); got {blank_id!r}")
     if logits.dtype in (torch.float16, torch.bfloat16):
         logits = logits.float()  # the alpha sums need more than 8-11 mantissa bits
@@ -149,7 +156,9 @@ def tdt_loss(
     landing there. RNN-T is the special case where labels always take d = 0 and blanks
     d = 1, which no label-independent duration head expresses, so the losses differ for
     every `durations`. Utterances no path fits (no 0 in `durations` and T_b too short)
-    get a loss of about 1e30.
+    get a loss of about 1e30. A d = 0 label's log weight below -1e4 counts as -1e4 (a masked
+    logit's -inf included: see `_CHAIN_FLOOR`), which only paths that must take such a label
+    (probability below exp(-1e4)) feel.
     """
     durations = tuple(int(d) for d in durations)
     if len(set(durations)) != len(durations) or min(durations) < 0 or max(durations) < 1:
