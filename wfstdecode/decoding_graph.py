@@ -15,6 +15,11 @@ output labels are word ids of ``words`` (0 = epsilon). Costs follow OpenFst: low
 
 A graph built here also keeps its lexicon (`Pronunciations`): label pushing moves a word's output
 label away from its tokens, and the pronunciations say which tokens of a path are the word's.
+
+A graph is a value: its arrays are checked once, when it is made, and the decoders keep values
+derived from them per graph (arc costs with the penalties, the largest labels, device copies).
+Change a graph by making a new one (``dataclasses.replace`` or `from_arrays`), never its arrays
+in place: a decoder that saw the graph before would go on with the old values.
 """
 
 from __future__ import annotations

@@ -42,3 +42,19 @@ def test_impossible_options_raise_naming_the_option(kwargs, match):
 
 def test_unbounded_beam_is_allowed():
     assert CtcBeamOptions(beam=math.inf).beam == math.inf
+
+
+def test_numpy_scalars_are_taken_as_pythons_own():
+    """Options read from arrays or configs arrive as NumPy scalars: taken as the Python numbers
+    they are (equal and hashing alike), as the transducer options take them; NumPy bools not."""
+    import numpy as np
+
+    from wfstdecode.ctc import CpuTuning
+
+    given = CtcBeamOptions(beam=np.float32(12), max_active=np.int64(2000), nbest=np.int32(2))
+    assert given == CtcBeamOptions(beam=12.0, max_active=2000, nbest=2)
+    assert hash(given) == hash(CtcBeamOptions(beam=12.0, max_active=2000, nbest=2))
+    assert type(given.beam) is float and type(given.max_active) is int
+    assert CpuTuning(first_room=np.int64(64)) == CpuTuning(first_room=64)
+    with pytest.raises(OptionsError, match="nbest must be an int"):
+        CtcBeamOptions(nbest=np.bool_(True))

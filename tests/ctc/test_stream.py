@@ -403,3 +403,15 @@ def test_options_are_checked():
         with pytest.raises(OptionsError, match="rules must be a tuple of EndpointRule"):
             EndpointRules(0.04, rules)
     assert EndpointRules(np.float32(0.04)).frame_shift == np.float32(0.04)
+
+
+def test_a_stream_decoder_is_not_pickled_or_copied():
+    """It holds live searches: a copy would share them (finishing a stream on the copy finished
+    it on the original) and a pickle failed on a lock with no word on why."""
+    import copy
+    import pickle
+
+    d = CtcStreamDecoder(random_graph(0))
+    for make in (pickle.dumps, copy.copy, copy.deepcopy):
+        with pytest.raises(TypeError, match="holds live searches"):
+            make(d)

@@ -27,7 +27,6 @@ def inputs(B=2, T=7, D=24):
         ({"algorithm": "wind", "window": 0}, "window"),
         ({"algorithm": "frame_looping", "durations": (0, 1)}, "durations.*label_looping"),
         ({"algorithm": "wind", "durations": (0, 1)}, "durations.*label_looping"),
-        ({"durations": ()}, "durations"),
         ({"durations": (0, -1, 2)}, "non-negative"),
         ({"durations": (0, 1.5)}, "non-negative"),
         ({"durations": (1, 1)}, "distinct"),
@@ -47,6 +46,11 @@ def test_durations_list_becomes_tuple_and_options_are_frozen():
         opts.window = 3
     assert GreedyOptions("wind").effective_window == 8
     assert GreedyOptions("label_looping").effective_window == 1
+    # an RNN-T model's durations are (): durations=model.durations fits either kind of model
+    from wfstdecode.transducer import BeamOptions
+
+    assert GreedyOptions("wind", durations=()).durations is None
+    assert BeamOptions("alsd", durations=[]).durations is None
 
 
 def test_wrong_enc_rank(model):

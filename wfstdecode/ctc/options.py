@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from ..errors import OptionsError
 
 # Limits that keep float32 search costs meaningful whatever the input's magnitude (a cost of 1e6
@@ -93,14 +95,21 @@ class CtcBeamOptions:
     cuda_graphs: str = "auto"
 
     def __post_init__(self):
-        def number(name):
+        def plain(name):  # a NumPy scalar (read from an array or a config) as Python's own
             value = getattr(self, name)
+            if isinstance(value, (np.integer, np.floating)) and not isinstance(value, np.bool_):
+                value = value.item()
+                object.__setattr__(self, name, value)
+            return value
+
+        def number(name):
+            value = plain(name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise OptionsError(f"CtcBeamOptions.{name} must be a number; got {value!r}")
             return float(value)
 
         def integer(name):
-            value = getattr(self, name)
+            value = plain(name)
             if isinstance(value, bool) or not isinstance(value, int):
                 raise OptionsError(f"CtcBeamOptions.{name} must be an int; got {value!r}")
             if value > MAX_COUNT:  # counts become int32 / int64 array entries

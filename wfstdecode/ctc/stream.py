@@ -187,6 +187,13 @@ class CtcStreamDecoder:
         self._streams: dict[int, _Stream] = {}
         self._next_id, self._id_lock = 0, threading.Lock()
 
+    def __reduce__(self):
+        raise TypeError("a CtcStreamDecoder holds live searches: it cannot be pickled or "
+                        "copied; make one in each process that streams")  # fmt: skip
+
+    def __copy__(self):  # (a shallow copy would share the streams with the original)
+        self.__reduce__()
+
     # ----- streams ----------------------------------------------------------------------------
     def open(self, boosts: Mapping | None = None, oov_lexicon: Mapping | None = None) -> int:
         """A new stream; ``boosts`` (phrase -> bonus per word, as `decode_ctc`, words the graph

@@ -73,11 +73,11 @@ class CpuTuning:
     first_room: int = 256
 
     def __post_init__(self):
-        value = self.num_threads
-        if isinstance(value, np.integer):
-            value = int(value)  # a NumPy integer is as good as an int
-            object.__setattr__(self, "num_threads", value)
-        _int_at_least("CpuTuning", "num_threads", value, 1, allow_none=True)
+        for name in ("num_threads", "collect_records_at", "first_room"):
+            value = getattr(self, name)
+            if isinstance(value, np.integer):  # a NumPy integer is as good as an int
+                object.__setattr__(self, name, int(value))
+        _int_at_least("CpuTuning", "num_threads", self.num_threads, 1, allow_none=True)
         _int_at_least("CpuTuning", "collect_records_at", self.collect_records_at, 1)
         _int_at_least("CpuTuning", "first_room", self.first_room, 1, high=MAX_ROOM)
 

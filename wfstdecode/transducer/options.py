@@ -17,6 +17,7 @@ __all__ = [
     "GreedyOptions",
     "check_durations",
     "counted",
+    "durations_or_none",
 ]
 
 ALGORITHMS = ("frame_looping", "label_looping", "wind")
@@ -76,11 +77,11 @@ class GreedyOptions:
                     f"got algorithm={self.algorithm!r}"
                 )
             counted(self, "window", 1)
+        object.__setattr__(self, "durations", durations_or_none(self.durations))
         if self.durations is not None:
             self._check_durations()
 
     def _check_durations(self):
-        object.__setattr__(self, "durations", check_durations(self.durations))
         if self.algorithm != "label_looping":
             raise OptionsError(
                 f"durations (TDT) need algorithm='label_looping'; got algorithm={self.algorithm!r}"
@@ -115,6 +116,14 @@ def counted(options, name: str, low: int) -> None:
     if count is None:
         raise OptionsError(f"{name} must be an int in [{low}, {MAX_COUNT}]; got {value!r}")
     object.__setattr__(options, name, count)
+
+
+def durations_or_none(durations) -> tuple[int, ...] | None:
+    """`check_durations`, or None (RNN-T) for None or no durations at all (an RNN-T model's
+    ``durations`` is ``()``: ``durations=model.durations`` fits either kind)."""
+    if durations is None or (hasattr(durations, "__len__") and len(durations) == 0):
+        return None
+    return check_durations(durations)
 
 
 def check_durations(durations) -> tuple[int, ...]:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ...errors import OptionsError
-from ..options import DEFAULT_WINDOW, check_durations, counted
+from ..options import DEFAULT_WINDOW, counted, durations_or_none
 
 __all__ = ["BEAM_ALGORITHMS", "BeamOptions"]
 
@@ -135,8 +135,7 @@ class BeamOptions:
             raise OptionsError(
                 f"expansion_gamma must be a number >= 0 (inf allowed); got {gamma!r}"
             )
-        if self.durations is not None:
-            object.__setattr__(self, "durations", check_durations(self.durations))
+        object.__setattr__(self, "durations", durations_or_none(self.durations))
 
     def for_model(self, durations) -> BeamOptions:
         """These options for a model with TDT ``durations`` (None: RNN-T)."""
