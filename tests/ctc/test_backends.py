@@ -45,7 +45,8 @@ from wfstdecode.testing import random_graph, random_log_probs
 g = random_graph(3)
 lp = random_log_probs(3, 6, 20, g.num_tokens)
 two = CpuTuning(num_threads=2)
-want = decode_ctc(lp, None, g, CtcBeamOptions(beam=6.0), tuning=two)  # a parallel region
+parent = CpuTuning(num_threads=int(sys.argv[1]))  # 1: no parallel region, the layer started
+want = decode_ctc(lp, None, g, CtcBeamOptions(beam=6.0), tuning=parent)
 pid = os.fork()
 if pid == 0:  # as a fork pool's or a DataLoader's worker
     got = decode_ctc(lp, None, g, CtcBeamOptions(beam=6.0), tuning=two)
@@ -55,10 +56,12 @@ sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
 
 
 @pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
-def test_a_process_forked_after_a_threaded_decode_decodes_too():
-    """GNU OpenMP cannot start threads in a child forked after the parent ran a parallel
-    region: Numba terminated such a child at its first decode (SIGTERM); it now decodes in
-    turn, with the parent's results."""
-    run = subprocess.run([sys.executable, "-c", FORKED], capture_output=True, text=True,
-                         timeout=300)  # fmt: skip
+@pytest.mark.parametrize("parent_threads", ["1", "2"])
+def test_a_process_forked_after_a_decode_decodes_too(parent_threads):
+    """GNU OpenMP cannot start threads in a child forked after the parent started Numba's
+    threading layer (a parallel region, or only asking for its thread count): Numba terminated
+    such a child at its first threaded decode (SIGTERM); it now decodes in turn, with the
+    parent's results."""
+    run = subprocess.run([sys.executable, "-c", FORKED, parent_threads], capture_output=True,
+                         text=True, timeout=300)  # fmt: skip
     assert run.returncode == 0, run.stderr

@@ -180,6 +180,8 @@ def test_bad_lengths_and_blank_raise():
     with pytest.raises(ValueError, match="target_lengths must be an integer tensor"):
         tdt_loss(logits, targets, tl, ul.bool(), 0, (0, 1, 2))
     assert torch.isfinite(tdt_loss(logits, targets, tl, ul, np.int64(0), (0, 1, 2)))
+    small = tdt_loss(logits, targets, tl.to(torch.uint8), ul.to(torch.int16), 0, (0, 1, 2))
+    assert small == tdt_loss(logits, targets, tl, ul, 0, (0, 1, 2))  # (uint8 indexed as masks)
     for blank in (-1, 4, True):
         with pytest.raises(ValueError, match=r"blank_id must be a token index in \[0, 4\)"):
             tdt_loss(logits, targets, tl, ul, blank, (0, 1, 2))

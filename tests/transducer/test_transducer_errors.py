@@ -51,6 +51,8 @@ def test_durations_list_becomes_tuple_and_options_are_frozen():
 
     assert GreedyOptions("wind", durations=()).durations is None
     assert BeamOptions("alsd", durations=[]).durations is None
+    assert BeamOptions("tokenwise", durations=()).durations is None  # (an RNN-T-only search)
+    assert BeamOptions("wind").for_model(()).durations is None
 
 
 def test_wrong_enc_rank(model):

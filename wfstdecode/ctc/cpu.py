@@ -507,6 +507,7 @@ class CpuStreams:
     def map(self, fn, jobs) -> list:
         """``[fn(job) for job in jobs]`` on this backend's threads (for functions that spend
         their time in Numba code that releases the GIL)."""
+        claim_parallel()  # (asking for the count starts the threading layer)
         threads = self.tuning.num_threads or numba.get_num_threads()
         if threads == 1 or len(jobs) == 1:
             return [fn(job) for job in jobs]

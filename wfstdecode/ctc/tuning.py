@@ -13,16 +13,18 @@ import numpy as np
 
 from ..errors import OptionsError
 
-# The process whose Numba parallel regions ran. GNU OpenMP, Numba's usual threading layer,
-# cannot start threads in a process forked after that: Numba terminates such a child at its
-# first parallel region (a fork pool or DataLoader worker that decodes), so it runs in turn.
+# The process that started Numba's threading layer (any parallel region, or just asking for
+# its thread count). GNU OpenMP, Numba's usual layer, cannot start threads in a process forked
+# after that: Numba terminates such a child at its first parallel region (a fork pool or
+# DataLoader worker that decodes), so it runs the compiled loops in turn.
 _PARALLEL_PID = [0]
 
 
 def claim_parallel() -> bool:
-    """Whether this process may run Numba parallel regions; if so, from now on it has."""
+    """Whether this process may run Numba parallel regions; from now on it may have started
+    the threading layer (call this before anything that starts it)."""
     if _PARALLEL_PID[0] not in (0, os.getpid()):
-        return False  # forked from a process that ran them
+        return False  # forked from a process that started it
     _PARALLEL_PID[0] = os.getpid()
     return True
 
@@ -34,6 +36,7 @@ def numba_threads(count: int | None) -> Iterator[int]:
     number in effect."""
     import numba
 
+    claim_parallel()  # (asking for the count starts the threading layer)
     old = numba.get_num_threads()
     if count is not None:
         numba.set_num_threads(int(min(count, numba.config.NUMBA_NUM_THREADS)))

@@ -20,7 +20,8 @@ _CHAIN_FLOOR = -1.0e4
 
 def _prepare(logits, targets, logit_lengths, target_lengths, blank_id, classes):
     """Check the shapes, lengths and blank (``classes``: the token logits' count), upcast half
-    precision, mask padded frames/labels; returns (logits, targets)."""
+    precision, mask padded frames/labels; returns (logits, targets, logit_lengths,
+    target_lengths), the lengths as int64 (uint8 ones would index as masks)."""
     if logits.dim() != 4 or targets.dim() != 2:
         raise ValueError("expected logits [B, T, U+1, V] and targets [B, U]")
     B, T, U1, _ = logits.shape
@@ -44,6 +45,7 @@ def _prepare(logits, targets, logit_lengths, target_lengths, blank_id, classes):
         raise ValueError(f"blank_id must be a token index in [0, {classes}); got {blank_id!r}")
     if logits.dtype in (torch.float16, torch.bfloat16):
         logits = logits.float()  # the alpha sums need more than 8-11 mantissa bits
+    logit_lengths, target_lengths = logit_lengths.long(), target_lengths.long()
     dev = logits.device
     t_ok = torch.arange(T, device=dev)[None, :] < logit_lengths[:, None]
     u_ok = torch.arange(U1, device=dev)[None, :] <= target_lengths[:, None]
@@ -52,7 +54,7 @@ def _prepare(logits, targets, logit_lengths, target_lengths, blank_id, classes):
     # the unused cells, whose zero gradients would otherwise multiply a NaN.
     logits = torch.where(ok, logits, torch.zeros((), dtype=logits.dtype, device=dev))
     targets = torch.where(u_ok[:, 1:], targets, torch.zeros_like(targets))
-    return logits, targets
+    return logits, targets, logit_lengths, target_lengths
 
 
 def _label_logp(logp: Tensor, targets: Tensor) -> Tensor:
@@ -95,7 +97,7 @@ def rnnt_loss(
     loss_b = -(alpha[T_b-1, U_b] + blank(T_b-1, U_b)). reduction: "mean" (of the
     per-utterance losses), "sum" or "none" ([B]). Half inputs are computed in float32.
     """
-    logits, targets = _prepare(
+    logits, targets, logit_lengths, target_lengths = _prepare(
         logits, targets, logit_lengths, target_lengths, blank_id, logits.shape[-1]
     )
     B, T, U1, _ = logits.shape
@@ -164,7 +166,7 @@ def tdt_loss(
     if len(set(durations)) != len(durations) or min(durations) < 0 or max(durations) < 1:
         raise ValueError(f"durations must be distinct, >= 0 and include one >= 1: {durations}")
     n_dur = len(durations)
-    logits, targets = _prepare(
+    logits, targets, logit_lengths, target_lengths = _prepare(
         logits, targets, logit_lengths, target_lengths, blank_id, logits.shape[-1] - n_dur
     )
     B, T, U1, _ = logits.shape

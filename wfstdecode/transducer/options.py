@@ -121,7 +121,9 @@ def counted(options, name: str, low: int) -> None:
 def durations_or_none(durations) -> tuple[int, ...] | None:
     """`check_durations`, or None (RNN-T) for None or no durations at all (an RNN-T model's
     ``durations`` is ``()``: ``durations=model.durations`` fits either kind)."""
-    if durations is None or (hasattr(durations, "__len__") and len(durations) == 0):
+    if durations is None or (isinstance(durations, tuple | list) and not durations):
+        return None
+    if isinstance(durations, np.ndarray) and durations.ndim == 1 and not durations.size:
         return None
     return check_durations(durations)
 

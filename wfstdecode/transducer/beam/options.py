@@ -103,6 +103,7 @@ class BeamOptions:
         if not isinstance(self.length_norm, bool):
             raise OptionsError(f"length_norm must be True or False; got {self.length_norm!r}")
         counted(self, "max_symbols_per_frame", 1)
+        object.__setattr__(self, "durations", durations_or_none(self.durations))
         own = {
             "window": ("wind",),
             "segment_size": ("tokenwise",),
@@ -135,10 +136,10 @@ class BeamOptions:
             raise OptionsError(
                 f"expansion_gamma must be a number >= 0 (inf allowed); got {gamma!r}"
             )
-        object.__setattr__(self, "durations", durations_or_none(self.durations))
 
     def for_model(self, durations) -> BeamOptions:
-        """These options for a model with TDT ``durations`` (None: RNN-T)."""
+        """These options for a model with TDT ``durations`` (None or (): RNN-T)."""
+        durations = durations_or_none(durations)
         if durations is not None and self.algorithm not in TDT_ALGORITHMS:
             raise OptionsError(
                 f"beam algorithm {self.algorithm!r} does not decode TDT models (durations "
