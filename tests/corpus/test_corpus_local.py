@@ -314,3 +314,21 @@ def test_boosts_on_a_graph_without_a_word_table_keep_only_ids_it_outputs(tmp_pat
     with pytest.warns(UserWarning, match=str(2**40)):
         decoder = CtcCorpusDecoder(str(tmp_path / "TLG.npz"), boosts={2**40: 2.0, largest: 1.0})
     assert decoder.boosts == {largest: 1.0}
+
+
+def test_ids_repeated_across_shards_are_reported(corpus, tmp_path):
+    """A shard's reader refuses an id twice in it; across shards every line is written, but the
+    corpus WER counts such an utterance twice, so the summary names them and warns."""
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    with np.load(corpus.shards[0]) as z:
+        members = dict(z)
+    n = len(members["lengths"])
+    for name in ("a", "b"):
+        ids = np.array(["same", *(f"{name}{i}" for i in range(1, n))])
+        np.savez(shards / f"{name}.npz", **{**members, "ids": ids})
+    summary = decode_corpus(shards, tmp_path / "out", CtcCorpusDecoder(str(corpus.graph_path)),
+                            executor="local", workers=1, progress="quiet")  # fmt: skip
+    assert summary.ok and summary.repeated_ids == ["same: a, b"]
+    assert summary.repeated_id_count == 1
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["repeated_id_count"] == 1

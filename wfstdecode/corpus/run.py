@@ -4,6 +4,7 @@ each finished shard atomically, and end with a summary of what was done, skipped
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import sys
@@ -45,6 +46,10 @@ class CorpusSummary:
     rtfx: float | None = None  # seconds of audio per second of run time (needs a frame shift)
     executor: str = ""
     workers: int = 0
+    # utterance ids in more than one finished shard ("ID: shard, shard", the first 20) and
+    # their number: every line is written, but the corpus WER counts each such utterance twice
+    repeated_ids: list[str] = field(default_factory=list)
+    repeated_id_count: int = 0
 
     @property
     def ok(self) -> bool:
@@ -123,6 +128,7 @@ def decode_corpus(
                 pool.close()
         bar.close()
         _totals(summary, records, time.perf_counter() - started, decoder)
+        _repeated_ids(summary, outdir, shards, records)
         outdir.write_summary(summary.as_dict())
     return summary
 
@@ -202,6 +208,23 @@ def _totals(summary: CorpusSummary, records: dict, wall: float, decoder) -> None
             summary.rtfx = round(summary.decoded_frames * shift / wall, 2)
 
 
+def _repeated_ids(summary: CorpusSummary, outdir, shards, records: dict) -> None:
+    """Note the utterance ids that more than one finished shard's output holds (a shard's own
+    ids are distinct: its reader refuses a repeat), and warn of them."""
+    shown = 20
+    where: dict[str, list[str]] = {}
+    for i in sorted(records):
+        with open(outdir.output_path(shards[i]), encoding="utf-8") as f:
+            for line in f:
+                where.setdefault(json.loads(line)["id"], []).append(shards[i].name)
+    repeated = [f"{utt}: {', '.join(names)}" for utt, names in where.items() if len(names) > 1]
+    summary.repeated_ids, summary.repeated_id_count = repeated[:shown], len(repeated)
+    if repeated:
+        log.warning("%d utterance ids are in more than one shard (the WER counts each of "
+                    "those utterances more than once): %s%s", len(repeated),
+                    "; ".join(repeated[:3]), " …" if len(repeated) > 3 else "")  # fmt: skip
+
+
 def print_summary(summary: CorpusSummary, out_dir, stream=None) -> None:
     """The end-of-run report: counts, corpus WER, this run's rates, every failed shard."""
     stream = stream or sys.stdout
@@ -219,6 +242,10 @@ def print_summary(summary: CorpusSummary, out_dir, stream=None) -> None:
         if summary.rtfx is not None:
             rate += f", RTFx {summary.rtfx:,.1f}"
         print(f"{rate} ({summary.workers} {summary.executor} workers)", file=stream)
+    if summary.repeated_id_count:
+        print(f"{summary.repeated_id_count:,} utterance ids are in more than one shard (see "
+              f"summary.json's repeated_ids): the WER counts them more than once",
+              file=stream)  # fmt: skip
     for failure in summary.failed:
         print(f"FAILED {failure['shard']} after {failure['attempts']} attempt(s): "
               f"{failure['error']}", file=stream)  # fmt: skip
