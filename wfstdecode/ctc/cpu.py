@@ -449,11 +449,11 @@ def _run(problem, lanes, rows: PathRows, tuning: CpuTuning, cancel) -> Outcome:
         paths = (rows.arcs, rows.frames, rows.lens, rows.costs)
         args = (ac, problem.lengths[lanes], search_graph(problem), lane_boosts(problem, lanes),
                 limits(problem), paths, outcome)  # fmt: skip
-        room = (np.int64(tuning.collect_records_at), np.int64(tuning.first_room), maps)
+        scratch = (np.int64(tuning.collect_records_at), np.int64(tuning.first_room), maps)
         if min(R, threads) > 1 and claim_parallel():
-            _decode_batch(*args, np.int64(min(R, threads)), cancel, *room)
+            _decode_batch(*args, np.int64(min(R, threads)), cancel, *scratch)
         else:
-            _decode_in_turn(*args, cancel, *room)
+            _decode_in_turn(*args, cancel, *scratch)
     return outcome
 
 
