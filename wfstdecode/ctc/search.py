@@ -267,14 +267,10 @@ def prepare_problem(
         return SearchProblem(ac=None, device_lp=lp, device_frame_max=frame_max, **common)
     ac, (b, t, bad) = costs_and_first_bad(lp, options.acoustic_scale, lens, threads)
     if bad == NAN_OR_POS_INF:
+        beyond = beyond_float32(given[b, t], lp[b, t])
+        if beyond:
+            raise DecodeInputError(f"log_probs[{b}, {t}, {beyond} (frame within lengths[{b}])")
         what = "NaN" if np.isnan(lp[b, t]).any() else "+inf"
-        beyond = np.isposinf(lp[b, t]) & np.isfinite(given[b, t])
-        if what == "+inf" and beyond.any():  # a float64 input's finite value
-            v = int(np.argmax(beyond))
-            raise DecodeInputError(
-                f"log_probs[{b}, {t}, {v}] = {given[b, t, v]:g} is beyond float32's range, the "
-                f"search's (frame within lengths[{b}])"
-            )
         raise DecodeInputError(f"log_probs[{b}, {t}] contains {what} (frame within lengths[{b}])")
     if bad == ALL_NEG_INF:
         raise DecodeInputError(f"log_probs[{b}, {t}] is -inf in every column")
@@ -359,6 +355,17 @@ def _host_floats(x) -> np.ndarray:
             f"(shape {arr.shape})"
         )
     return arr
+
+
+def beyond_float32(given: np.ndarray, lp: np.ndarray) -> str | None:
+    """For a frame ``given`` (as the caller gave it) and ``lp`` (its float32 copy): ``"V] =
+    VALUE is beyond float32's range, the search's"`` for the first finite value that became
+    +inf, else None (the frame's NaN or +inf is the caller's own)."""
+    beyond = np.isposinf(lp) & np.isfinite(given)
+    if not beyond.any():
+        return None
+    v = int(np.argmax(beyond))
+    return f"{v}] = {given[v]:g} is beyond float32's range, the search's"
 
 
 def _gpu_to_host(x):

@@ -47,6 +47,7 @@ from .options import CtcBeamOptions
 from .search import (
     _host_floats,
     _max_ilabel,
+    beyond_float32,
     check_lattice_options,
     lattice_results,
     prepare_problem,
@@ -224,8 +225,9 @@ class CtcStreamDecoder:
         streams = [self._live(sid) for sid in sids]
         width = self.width
         try:
-            lps = [self._checked_shape(sid, chunks[sid]) for sid in sids]
-            costs = self._chunk_costs(sids, lps)
+            checked = [self._checked_shape(sid, chunks[sid]) for sid in sids]
+            lps = [lp for _, lp in checked]
+            costs = self._chunk_costs(sids, lps, [given for given, _ in checked])
         except DecodeInputError:
             self.width = width  # (a refused first chunk fixes no width)
             raise
@@ -318,7 +320,8 @@ class CtcStreamDecoder:
             raise DecodeInputError(f"stream {sid} is finished: open a new stream")
         return stream
 
-    def _checked_shape(self, sid: int, chunk) -> np.ndarray:
+    def _checked_shape(self, sid: int, chunk) -> tuple[np.ndarray, np.ndarray]:
+        """``(the chunk as given, its float32 copy)``, the shape checked."""
         try:
             given = _host_floats(chunk)  # the same conversion as decode_ctc
         except DecodeInputError as exc:
@@ -326,21 +329,15 @@ class CtcStreamDecoder:
                                    ) from None  # fmt: skip
         with np.errstate(over="ignore"):
             lp = given.astype(np.float32, copy=False)
-        if lp is not given and given.dtype == np.float64 and lp.ndim == 2:
-            beyond = np.isposinf(lp) & np.isfinite(given)  # (only float64 chunks pay the pass)
-            if beyond.any():
-                t, v = np.argwhere(beyond)[0]
-                raise DecodeInputError(f"stream {sid}: chunk[{t}, {v}] = {given[t, v]:g} is "
-                                       "beyond float32's range, the search's")  # fmt: skip
         if self.width is None and lp.ndim == 2 and lp.shape[1] >= self._reads:
             self.width = lp.shape[1]  # the first chunk's (the graph has no token table)
         if lp.ndim != 2 or lp.shape[1] != self.width:
             width = self.width if self.width is not None else f">= {self._reads}"
             raise DecodeInputError(f"stream {sid}: a chunk must be (frames, {width}); got "
                                    f"shape {tuple(lp.shape)}")  # fmt: skip
-        return lp
+        return given, lp
 
-    def _chunk_costs(self, sids: list, lps: list) -> list[np.ndarray]:
+    def _chunk_costs(self, sids: list, lps: list, givens: list) -> list[np.ndarray]:
         """Each chunk's search costs, from one pass over the chunks end to end (a frame's costs
         depend on that frame alone); a chunk with a NaN, +inf or a frame of only -inf raises
         naming its stream and frame (the first such chunk; in it, a NaN before a dead frame)."""
@@ -349,8 +346,8 @@ class CtcStreamDecoder:
         frames = np.concatenate(lps) if len(lps) > 1 else lps[0]
         costs, (_, _, kind) = costs_and_first_bad(frames[None], self.options.acoustic_scale)
         if kind != FINE:
-            for sid, lp in zip(sids, lps, strict=True):
-                _check_values(sid, lp)
+            for sid, lp, given in zip(sids, lps, givens, strict=True):
+                _check_values(sid, lp, given)
         return np.split(costs[0], np.cumsum([len(lp) for lp in lps[:-1]]))
 
     def _endpoint(self, s: _Stream) -> str | None:
@@ -364,12 +361,15 @@ class CtcStreamDecoder:
         return self.endpoint_rules.detect(s.frames, s.frames - last, bool(tokens.any()))
 
 
-def _check_values(sid: int, lp: np.ndarray) -> None:
-    """Raise naming the first frame of stream ``sid``'s chunk ``lp`` with a NaN or +inf, else
-    the first whose every column is -inf."""
+def _check_values(sid: int, lp: np.ndarray, given: np.ndarray) -> None:
+    """Raise naming the first frame of stream ``sid``'s chunk ``lp`` (float32; ``given``: as
+    given) with a NaN or +inf, else the first whose every column is -inf."""
     bad = np.isnan(lp).any(axis=1) | (lp == np.inf).any(axis=1)
     dead = (lp == -np.inf).all(axis=1) if lp.shape[1] else np.zeros(len(lp), bool)
     for what, rows in (("NaN or +inf", bad), ("-inf in every column", dead)):
         if rows.any():
             t = int(np.flatnonzero(rows)[0])
+            beyond = beyond_float32(given[t], lp[t]) if rows is bad else None
+            if beyond:
+                raise DecodeInputError(f"stream {sid}: chunk[{t}, {beyond}")
             raise DecodeInputError(f"stream {sid}: chunk frame {t} contains {what}")
