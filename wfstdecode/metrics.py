@@ -4,16 +4,30 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+from numba import njit
+
 
 def edit_distance(ref: Sequence, hyp: Sequence) -> int:
-    """Levenshtein distance between two sequences (substitutions, insertions, deletions)."""
-    prev = list(range(len(hyp) + 1))
-    for i, r in enumerate(ref, 1):
-        cur = [i]
-        for j, h in enumerate(hyp, 1):
-            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (r != h)))
-        prev = cur
-    return prev[-1]
+    """Levenshtein distance between two sequences (substitutions, insertions, deletions) of any
+    hashable items: numbered, then compared by a compiled loop (MBR compares every pair of its
+    candidates, and a long utterance has thousands of words)."""
+    number: dict = {}
+    a = np.array([number.setdefault(x, len(number)) for x in ref], np.int64)
+    b = np.array([number.setdefault(x, len(number)) for x in hyp], np.int64)
+    return int(_levenshtein(a, b))
+
+
+@njit(nogil=True, cache=True)
+def _levenshtein(ref, hyp):
+    prev = np.arange(hyp.shape[0] + 1)
+    cur = np.empty_like(prev)
+    for i in range(ref.shape[0]):
+        cur[0] = i + 1
+        for j in range(hyp.shape[0]):
+            cur[j + 1] = min(prev[j + 1] + 1, cur[j] + 1, prev[j] + (ref[i] != hyp[j]))
+        prev, cur = cur, prev
+    return prev[hyp.shape[0]]
 
 
 def alignment(ref: Sequence, hyp: Sequence) -> list[tuple]:

@@ -32,6 +32,7 @@ from numba import njit
 
 from ..backends import ctc_stream_backend
 from ..lattice import Lattice
+from ..metrics import edit_distance
 from ..results import Hypothesis, changed
 from ._paths import to_hypotheses
 from ._problem import FrameSurvivors, RawResult, SearchProblem
@@ -165,28 +166,13 @@ def mbr_ranked(p: SearchProblem, hyps: list, lattices: list) -> list:
             continue
         post = np.array([lat.path_posterior(h.word_ids) for h in utt])
         post /= post.sum()
-        ids = [np.asarray(h.word_ids, np.int64) for h in utt]
-        risk = [float(sum(q * _word_errors(a, b) for q, b in zip(post, ids, strict=True)))
-                for a in ids]  # fmt: skip
+        risk = [float(sum(q * edit_distance(h.word_ids, g.word_ids)
+                          for q, g in zip(post, utt, strict=True))) for h in utt]  # fmt: skip
         order = sorted(range(len(utt)), key=lambda i: (risk[i], i))[:n]
         note = "MBR over {} candidates: expected word errors {:.3f}"
         out.append([changed(utt[i], notes=(*utt[i].notes, note.format(len(utt), risk[i])))
                      for i in order])  # fmt: skip
     return out
-
-
-@njit(nogil=True, cache=True)
-def _word_errors(ref, hyp):
-    """`metrics.edit_distance` of two word-id arrays, compiled: MBR compares every pair of
-    candidates, and long utterances have thousands of words."""
-    prev = np.arange(hyp.shape[0] + 1)
-    cur = np.empty_like(prev)
-    for i in range(ref.shape[0]):
-        cur[0] = i + 1
-        for j in range(hyp.shape[0]):
-            cur[j + 1] = min(prev[j + 1] + 1, cur[j] + 1, prev[j] + (ref[i] != hyp[j]))
-        prev, cur = cur, prev
-    return prev[hyp.shape[0]]
 
 
 def with_confidences(p: SearchProblem, hyps: list, lattices: list) -> list:
