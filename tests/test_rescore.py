@@ -336,3 +336,89 @@ def test_pruning_estimates_the_rest_at_the_new_lm_scale(tmp_path, seed):
             exact = rescore(lat, g.words, NgramLm(new), NgramLm(old), lm_scale=scale)
             pruned = rescore(lat, g.words, NgramLm(new), NgramLm(old), lm_scale=scale, beam=8.0)
             assert pruned.best_cost == pytest.approx(exact.best_cost, rel=1e-6)
+
+
+def test_rescoring_refuses_lattices_it_would_score_as_nonsense(tmp_path):
+    from wfstdecode import SymbolTable
+
+    g, lp, lengths, old, new = _first_pass(tmp_path, 2)
+    (lat,) = ctc_lattices(lp[:1], lengths[:1], g, CtcBeamOptions(lattice_beam=8.0))
+    used = [w for w in np.unique(lat.olabel).tolist() if w]
+    # an old LM the graph was not built from: its missing word would earn ~230 nats
+    lacking = g.words.symbol(used[0])
+    small = tmp_path / "small.arpa"
+    others = [w for w in ["a", "ab", "ba", "bab", "c", "ca"] if w != lacking]  # _first_pass'
+    small.write_text(random_arpa(others, order=2, seed=3))
+    with pytest.raises(OptionsError, match=f"word '{lacking}' is not in the old LM .*small.arpa"):
+        rescore(lat, g.words, NgramLm(new), NgramLm(small))
+    rescore(lat, g.words, NgramLm(new), None)  # nothing subtracted: nothing to check
+    # an oov slot's labels are not n-gram words
+    names = [g.words.symbol(i) for i in range(len(g.words))]
+    names[used[0]] = "<oov:a>"
+    with pytest.raises(OptionsError, match="oov slot's label '<oov:a>'"):
+        rescore(lat, SymbolTable.from_list(names), NgramLm(new), NgramLm(old))
+
+
+def test_rescore_command_names_the_lattice_that_fails(tmp_path, capsys):
+    from wfstdecode.cli import main
+
+    g, lp, lengths, old, new = _first_pass(tmp_path, 6)
+    graph = tmp_path / "graph"
+    graph.mkdir()
+    g.save(graph / "TLG.npz")
+    np.savez(tmp_path / "e.npz", log_probs=lp, lengths=lengths, ids=np.array(["u1", "u2"]))
+    ark = tmp_path / "lat.ark"
+    assert main(["decode", str(graph), str(tmp_path / "e.npz"), "--lattice-beam", "8",
+                 "--write-lattices", str(ark), "--no-determinize-lattice"]) == 0  # fmt: skip
+    rescore_cmd = ["rescore", str(ark), "--words", str(graph), "--new-lm", str(new),
+                   "--old-lm", str(old)]  # fmt: skip
+    capsys.readouterr()
+    assert main([*rescore_cmd, "--max-nodes", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "lattice 'u1'" in err and "raise --max-nodes, or prune (--beam" in err
+    assert main([*rescore_cmd, "--max-nodes", "0"]) == 2
+    assert "--max-nodes must be >= 1" in capsys.readouterr().err
+    # a new file inside the graph directory is refused as an existing one is
+    assert main([*rescore_cmd, "--out", str(graph / "x.ark")]) == 2
+    assert "would overwrite the input" in capsys.readouterr().err
+    assert not (graph / "x.ark").exists()
+    empty = tmp_path / "empty.ark"
+    empty.write_bytes(b"")
+    assert main(["rescore", str(empty), *rescore_cmd[2:]]) == 0
+    assert "holds no lattices" in capsys.readouterr().err
+
+
+def test_archives_with_weights_that_are_not_numbers_are_refused(tmp_path):
+    from dataclasses import replace
+
+    from wfstdecode.compact_lattice import determinize
+    from wfstdecode.errors import InputFileError
+    from wfstdecode.fstio import compact_lattice_bytes
+    from wfstdecode.lattice_io import read_kaldi_archive, write_kaldi_archive
+
+    g, lp, lengths, _, _ = _first_pass(tmp_path, 4)
+    (lat,) = ctc_lattices(lp[:1], lengths[:1], g, CtcBeamOptions(lattice_beam=8.0))
+    compact = determinize(lat)
+    ark = tmp_path / "x.ark"
+    for bad in (math.nan, -math.inf, math.inf):
+        cost = lat.graph_cost.copy()
+        cost[1] = bad
+        broken = replace(lat, graph_cost=cost, _cache={})
+        with pytest.raises(OptionsError, match=r"lattice 'u': arc 1 weighs"):
+            write_kaldi_archive({"u": broken}, ark)
+        assert not ark.exists()
+        ark.write_bytes(b"u \0B" + broken.kaldi_bytes())  # as another tool might have
+        with pytest.raises(InputFileError, match=r"entry 'u'.*arc 1 weighs .*must be finite"):
+            read_kaldi_archive(ark)
+        acoustic = compact.acoustic_cost.copy()
+        acoustic[0] = bad
+        ark.write_bytes(b"u \0B" + compact_lattice_bytes(replace(compact, acoustic_cost=acoustic)))
+        with pytest.raises(InputFileError, match=r"entry 'u'.*arc 0 weighs"):
+            read_kaldi_archive(ark)
+        ark.unlink()
+    final = lat.final.copy()
+    final[np.flatnonzero(np.isfinite(final))[0]] = math.nan
+    with pytest.raises(OptionsError, match="has the final weight"):
+        write_kaldi_archive({"u": replace(lat, final=final, _cache={})}, ark)
+    write_kaldi_archive({"u": lat, "c": compact}, ark)  # (inf, inf) finals: not final, fine
+    assert set(read_kaldi_archive(ark)) == {"u", "c"}

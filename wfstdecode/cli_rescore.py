@@ -49,7 +49,14 @@ def add_rescore_parser(sub) -> None:
     p.add_argument("--old-lm", type=Path, required=True, metavar="ARPA",
                    help="the LM the graph was built from (its scores are taken out)")  # fmt: skip
     p.add_argument("--lm-scale", type=float, default=1.0, help="scale of the new LM (default 1)")
-    p.add_argument("--beam", type=float, help="prune the composition (default: exact)")
+    p.add_argument("--beam", type=float,
+                   help="prune the composition with this beam (default: exact); --out then "
+                        "holds the pruned lattices. Pruning estimates what follows a word from "
+                        "the first pass: at --lm-scale far below 1 it drops alternatives the "
+                        "exact composition keeps")  # fmt: skip
+    p.add_argument("--max-nodes", type=int, default=2_000_000,
+                   help="refuse a lattice whose rescoring splits it into more nodes than this "
+                        "(default 2000000; --beam keeps them fewer)")  # fmt: skip
     p.add_argument(
         "--acoustic-scale",
         type=float,
@@ -93,6 +100,8 @@ def rescore_command(args: argparse.Namespace) -> None:
     from .rescore import NgramLm, rescore
     from .symbols import SymbolTable
 
+    if args.max_nodes < 1:
+        raise WfstDecodeError(f"--max-nodes must be >= 1; got {args.max_nodes}")
     if not 1 <= args.nbest <= MAX_COUNT:
         raise WfstDecodeError(f"--nbest must be in [1, {MAX_COUNT}]; got {args.nbest}")
     lo, hi = ACOUSTIC_SCALE_RANGE
@@ -113,9 +122,16 @@ def rescore_command(args: argparse.Namespace) -> None:
     lattices = read_kaldi_archive(args.lattices, args.acoustic_scale)
     new_lm, old_lm = NgramLm(args.new_lm), NgramLm(args.old_lm)
     beam = None if args.beam is None or math.isinf(args.beam) else args.beam
+    if not lattices:
+        print(f"warning: {args.lattices} holds no lattices", file=sys.stderr)
     out = {}
     for key, lat in lattices.items():
-        out[key] = rescored = rescore(lat, words, new_lm, old_lm, args.lm_scale, beam)
+        try:
+            rescored = rescore(lat, words, new_lm, old_lm, args.lm_scale, beam, args.max_nodes)
+        except WfstDecodeError as exc:
+            hint = ": raise --max-nodes, or prune (--beam 8)" if "max_nodes" in str(exc) else ""
+            raise WfstDecodeError(f"{args.lattices}, lattice {key!r}: {exc}{hint}") from None
+        out[key] = rescored
         for rank, (arcs, cost) in enumerate(rescored.nbest(args.nbest)):
             text = " ".join(words.symbol(w) for w in rescored.olabel[arcs].tolist() if w)
             tag = key if args.nbest == 1 else f"{key}-{rank + 1}"

@@ -386,6 +386,8 @@ def read_lattice_bytes(data, offset: int = 0, path: str = "<bytes>") -> tuple[di
     if num_arcs and len(arcs) != num_arcs:  # (OpenFst's VectorFst writes 0 there: unknown)
         raise GraphError(f"{path}: the lattice at byte {offset} has {len(arcs)} arcs, not "
                          f"{num_arcs}")  # fmt: skip
+    check_weights(f"{path}: the lattice at byte {offset}", (arcs["graph"], arcs["acoustic"]),
+                   (final, final_acoustic))  # fmt: skip
     src = np.repeat(np.arange(num_states, dtype=np.int32), counts)
     if num_arcs and (arcs["nextstate"].min() < 0 or arcs["nextstate"].max() >= num_states):
         raise GraphError(f"{path}: an arc of the lattice at byte {offset} leaves the states")
@@ -393,6 +395,25 @@ def read_lattice_bytes(data, offset: int = 0, path: str = "<bytes>") -> tuple[di
                ilabel=arcs["ilabel"].copy(), olabel=arcs["olabel"].copy(),
                graph_cost=arcs["graph"].copy(), acoustic_cost=arcs["acoustic"].copy())  # fmt: skip
     return _final_acoustic_as_arcs(out, final_acoustic), r.pos
+
+
+def check_weights(what: str, arc_parts, final_parts) -> None:
+    """Arc weights (graph, acoustic) must be finite and final weights neither NaN nor -inf
+    (+inf is Kaldi's zero: not final). Searches silently skip a NaN arc, and a -inf one makes
+    every score through it -inf. ``what`` names the lattice in the message."""
+    arc_bad = ~np.isfinite(arc_parts[0]) | ~np.isfinite(arc_parts[1])
+    if arc_bad.any():
+        i = int(np.flatnonzero(arc_bad)[0])
+        weight = (float(arc_parts[0][i]), float(arc_parts[1][i]))
+        raise GraphError(f"{what}: arc {i} weighs {weight}; arc weights must be finite")
+    final_bad = np.zeros(len(final_parts[0]), bool)
+    for part in final_parts:
+        final_bad |= np.isnan(part) | (part == -np.inf)
+    if final_bad.any():
+        s = int(np.flatnonzero(final_bad)[0])
+        weight = (float(final_parts[0][s]), float(final_parts[1][s]))
+        raise GraphError(f"{what}: state {s} has the final weight {weight}; a final weight "
+                         "is finite, or (inf, inf) for a state that is not final")  # fmt: skip
 
 
 def _final_acoustic_as_arcs(lat: dict, final_acoustic: np.ndarray) -> dict:
@@ -452,6 +473,8 @@ def _read_compact_body(r: _Reader, num_states: int, num_arcs: int, offset: int) 
                          f"{num_arcs}")  # fmt: skip
     final_g = np.array(final_g, np.float64)
     final_a = np.array(final_a, np.float64)
+    arc_parts = (np.array(g, np.float64), np.array(a, np.float64))
+    check_weights(f"{path}: the lattice at byte {offset}", arc_parts, (final_g, final_a))
     zero = ~np.isfinite(final_g + final_a)  # Kaldi's zero (inf, inf): not final
     final_g[zero], final_a[zero] = np.inf, np.inf
 

@@ -9,9 +9,11 @@ import math
 import os
 from pathlib import Path
 
+import numpy as np
+
 from .compact_lattice import compact_from_fst
 from .errors import GraphError, InputFileError, OptionsError
-from .fstio import read_lattice_bytes
+from .fstio import check_weights, read_lattice_bytes
 from .lattice import lattice_from_fst
 from .safe_io import replacing
 
@@ -26,6 +28,13 @@ def write_kaldi_archive(lattices, path: str | os.PathLike | io.BufferedIOBase) -
         if not hasattr(lat, "kaldi_bytes"):  # e.g. None: ctc_lattices' where a search died
             raise OptionsError(f"lattice {key!r} is {type(lat).__name__}, not a Lattice or "
                                "CompactLattice (leave out utterances without one)")  # fmt: skip
+        compact = hasattr(lat, "final_graph")
+        finals = ((lat.final_graph, lat.final_acoustic) if compact
+                  else (lat.final, np.zeros_like(lat.final)))  # fmt: skip
+        try:  # what read_kaldi_archive would refuse is not written
+            check_weights(f"lattice {key!r}", (lat.graph_cost, lat.acoustic_cost), finals)
+        except GraphError as exc:
+            raise OptionsError(str(exc)) from None
     if hasattr(path, "write"):
         for key, lat in lattices.items():
             path.write(key.encode() + b" \0B" + lat.kaldi_bytes())
@@ -55,15 +64,14 @@ def check_archive_path(path: str | os.PathLike, inputs, option: str) -> None:
         raise OptionsError(f"{option} {path}: is a directory; give the archive's file name")
     if not path.resolve().parent.is_dir():
         raise OptionsError(f"{option} {path}: its folder {path.parent} does not exist")
-    if not path.exists():
-        return
-    target = path.resolve()
+    target = path.resolve()  # (a new file's too: it may be made inside a graph directory)
     for given in inputs:
         if given is None or not Path(given).exists():
             continue
         given = Path(given)
         inside = given.is_dir() and target.is_relative_to(given.resolve())
-        if inside or (not given.is_dir() and os.path.samefile(target, given)):
+        same = path.exists() and not given.is_dir() and os.path.samefile(target, given)
+        if inside or same:
             raise OptionsError(f"{option} {path} would overwrite the input {given}; "
                                f"give another file")  # fmt: skip
 

@@ -216,15 +216,7 @@ def rescore(
 
     n = lattice.num_nodes
     first = np.searchsorted(lattice.src, np.arange(n + 1))
-    names = {}
-    for w in np.unique(lattice.olabel).tolist():
-        try:
-            if w:
-                names[w] = words.symbol(w)
-        except SymbolError:
-            raise OptionsError(f"the lattice's output label {w} is not in the word table "
-                               f"({len(words)} symbols): is it the first-pass graph's "
-                               f"words.txt?") from None  # fmt: skip
+    names = _word_names(lattice, words, old_lm)
     start = (old_lm.start if old_lm is not None else None, new_lm.start)
     beta, limit, best_arcs = np.zeros(n), math.inf, np.zeros(0, np.int64)
     if beam is not None and n:
@@ -263,6 +255,33 @@ def rescore(
         notes=(*lattice.notes, note), **fields,
     )  # fmt: skip
     return out if beam is None else out.pruned(math.inf)  # drop the paths not followed
+
+
+def _word_names(lattice: Lattice, words, old_lm: NgramLm | None) -> dict[int, str]:
+    """The lattice's words by id, refused where the rescoring would make no sense: an id the
+    word table lacks, an oov slot's label (a spelled word is several labels, none an n-gram
+    word), a word the old LM lacks (the graph was not built from it: subtracting its
+    `MISSING_WORD_LOG10` would hand the path a bonus of ~230 nats)."""
+    from .graph.oov_slot import is_slot_label
+
+    names = {}
+    for w in np.unique(lattice.olabel).tolist():
+        if not w:
+            continue
+        try:
+            names[w] = name = words.symbol(w)
+        except SymbolError:
+            raise OptionsError(f"the lattice's output label {w} is not in the word table "
+                               f"({len(words)} symbols): is it the first-pass graph's "
+                               f"words.txt?") from None  # fmt: skip
+        if is_slot_label(name):
+            raise OptionsError(f"the lattice holds the oov slot's label {name!r}: rescoring "
+                               "needs lattices of a graph without an oov slot (its spelled "
+                               "words are not n-gram words)")  # fmt: skip
+        if old_lm is not None and (name,) not in old_lm.model.ngrams[0]:
+            raise OptionsError(f"the lattice's word {name!r} is not in the old LM "
+                               f"{old_lm.path}: give the LM the graph was built from")  # fmt: skip
+    return names
 
 
 def _rescored_best(lattice: Lattice, names, step, start) -> tuple[float, np.ndarray]:

@@ -186,6 +186,12 @@ BAD_ARPA = [
     ("\\data\\\nngram one=2\n", 2, "ngram N=count"),
     ("\\data\\\nngram 1=1\n\n\\2-grams:\n-1 a b\n\\end\\\n", 4, "unexpected section"),
     ("\\data\\\nngram 1=2\n\n\\1-grams:\n-1.0\t<s>\n1.5\t</s>\n\\end\\\n", 6, "<= 0"),
+    (  # a bigram of a word no unigram lists (KenLM refuses it: what would it back off to?)
+        "\\data\\\nngram 1=3\nngram 2=2\n\n\\1-grams:\n-1\t<s>\t-0.5\n-1\t</s>\n-1\ta\t-0.3\n"
+        "\n\\2-grams:\n-0.5\t<s> a\n-0.5\ta c\n\n\\end\\\n",
+        12,
+        "2-gram 'a c' has the word 'c', which no 1-gram lists",
+    ),
 ]
 
 

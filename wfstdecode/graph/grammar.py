@@ -16,6 +16,7 @@ import math
 import os
 import re
 from dataclasses import dataclass, field
+from itertools import chain
 
 import numpy as np
 
@@ -165,6 +166,7 @@ def read_arpa(path: str | os.PathLike, vocabulary: set[str] | None = None) -> Ar
     for word in (BOS, EOS):
         if (word,) not in ngrams[0]:
             raise InputFileError(path, None, f"the model has no {word} unigram")
+    _check_words_listed(path, ngrams)
     added = _add_missing_contexts(ngrams)
     if added:
         log.warning("%s: %d contexts of listed n-grams are not listed themselves; added with "
@@ -203,6 +205,33 @@ def _backed_off(ngrams: list[dict], history: tuple[str, ...], word: str) -> floa
         context = ngrams[len(history) - 1].get(history)
         total += context[1] if context is not None else 0.0
         history = history[1:]
+
+
+def _check_words_listed(path, ngrams) -> None:
+    """Every word of an n-gram is a unigram, as KenLM requires (what would it back off to?).
+    One C-level pass a section; the line is looked up only for a file that fails."""
+    listed = {w for (w,) in ngrams[0]}
+    for order, level in enumerate(ngrams[1:], 2):
+        if not listed.issuperset(chain.from_iterable(level)):
+            words = next(k for k in level if not listed.issuperset(k))
+            word = next(w for w in words if w not in listed)
+            raise InputFileError(path, _line_of(path, order, words), f"{order}-gram "
+                                 f"{quoted(' '.join(words))} has the word {quoted(word)}, "
+                                 "which no 1-gram lists")  # fmt: skip
+
+
+def _line_of(path, order: int, words: tuple[str, ...]) -> int | None:
+    """The line of ``words``' n-gram in the file."""
+    header, inside = f"\\{order}-grams:", False
+    for line_no, raw in text_lines(path, "ARPA file"):
+        line = raw.strip(_BLANKS)
+        if line == header:
+            inside = True
+        elif inside and line.startswith("\\"):
+            return None
+        elif inside and line and _parse_ngram(path, line_no, line, order)[0] == words:
+            return line_no
+    return None
 
 
 def read_arpa_vocabulary(path: str | os.PathLike) -> list[str]:

@@ -45,6 +45,11 @@ def spell_label(token: str) -> str:
     return f"<oov:{token}>"
 
 
+def is_slot_label(word: str) -> bool:
+    """Is ``word`` one of `slot_words`' labels (not a word of the language model)?"""
+    return word in (OPEN, CLOSE) or (word.startswith("<oov:") and word.endswith(">"))
+
+
 def spellable_tokens(tokens: SymbolTable, separator: str | None) -> list[str]:
     """Tokens a spelled word may hold: all but those that spell nothing and the separator."""
     return [s for s, _ in tokens if s not in NOT_TOKENS and s != separator]
