@@ -281,6 +281,69 @@ def test_short_searches_run_on_the_calling_thread_and_long_ones_on_the_worker(mo
     assert ran_on[0] is threading.main_thread() and ran_on[1] is not threading.main_thread()
 
 
+def test_a_stream_call_on_the_main_thread_runs_on_the_worker_and_ctrl_c_waits_for_it(
+    monkeypatch, python_sigint
+):
+    """Streams run their compiled code off the main thread: a Ctrl-C landing in Numba's boxing
+    of a search state crashed the process (SIGSEGV). Ctrl-C during a call (a stand-in that is
+    slow on purpose) raises KeyboardInterrupt once the call is done, so the stream has taken
+    its chunk and ends as `decode_ctc` on everything it received."""
+    from wfstdecode.ctc import CtcStreamDecoder, cpu
+
+    g, lp, lengths = _lexicon_case(0)
+    ran_on = []
+    real_advance = cpu.CpuStreams.advance
+
+    def slow_advance(self, jobs):
+        ran_on.append(threading.current_thread())
+        time.sleep(0.5)
+        return real_advance(self, jobs)
+
+    decoder = CtcStreamDecoder(g)
+    sid = decoder.open()
+    half = int(lengths[0]) // 2
+    decoder.advance({sid: lp[0, :half]})
+    monkeypatch.setattr(cpu.CpuStreams, "advance", slow_advance)
+    timer = threading.Timer(0.1, _thread.interrupt_main)
+    timer.start()
+    with pytest.raises(KeyboardInterrupt):
+        decoder.advance({sid: lp[0, half : lengths[0]]})
+    timer.join()
+    assert ran_on and ran_on[0] is not threading.main_thread()
+    assert decoder.frames(sid) == lengths[0]
+    assert_hypotheses_equal([decoder.finish(sid)], decode_ctc(lp, lengths, g, backend="cpu"))
+
+
+def test_a_handlers_exception_wrapped_by_numbas_boxing_is_raised_as_itself():
+    from wfstdecode.ctc.interrupts import interrupts_raised
+
+    def wrapped(exc, times):
+        for _ in range(times):
+            try:
+                raise exc
+            except BaseException as inner:
+                exc = SystemError("<function f> returned a result with an exception set")
+                exc.__cause__ = inner
+        return exc
+
+    for times in (1, 2):
+        with pytest.raises(KeyboardInterrupt), interrupts_raised():
+            raise wrapped(KeyboardInterrupt(), times)
+    with pytest.raises(SystemError, match="something else"), interrupts_raised():
+        raise SystemError("something else")
+
+
+def test_a_call_handed_to_the_worker_raises_its_own_errors():
+    from wfstdecode.ctc.interrupts import on_worker
+
+    def failing():
+        raise DecodeInputError("bad")
+
+    with pytest.raises(DecodeInputError, match="bad"):
+        on_worker(failing)
+    assert on_worker(threading.current_thread) is not threading.main_thread()
+
+
 def test_keyboard_interrupt_stops_a_long_cpu_decode_and_leaves_the_worker_free(python_sigint):
     """The same with the real search, many seconds long: interrupted, and the next decode
     gives the reference's answer (the worker is not left busy or in a bad state)."""

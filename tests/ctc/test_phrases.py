@@ -5,11 +5,12 @@ bit at any beam; streams equal whole decodes; bad phrase lists are refused clear
 import itertools
 import json
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
-from wfstdecode import DecodeInputError
+from wfstdecode import DecodeInputError, SymbolTable
 from wfstdecode.ctc import CtcBeamOptions, CtcStreamDecoder, decode_ctc
 from wfstdecode.ctc.boost import MAX_PHRASES, build_boost_tables, resolve_boosts
 from wfstdecode.ctc.bundles import lane_boosts, search_graph
@@ -519,4 +520,28 @@ def test_a_recalled_list_still_refuses_what_it_would_refuse():
     resolve_boosts(ones, 1, g.words)
     with pytest.raises(DecodeInputError, match="must be a number"):
         resolve_boosts(dict.fromkeys(ones, True), 1, g.words)
+    clear_phrase_cache()
+
+
+def test_the_cache_lets_a_dropped_graphs_tables_go():
+    """A service that reloads its graph: lists resolved against the old one must not keep its
+    word table (megabytes) alive; their entries go with it."""
+    import gc
+    import weakref
+
+    from wfstdecode.ctc import clear_phrase_cache, phrase_cache
+
+    clear_phrase_cache()
+    g, lp, lengths, _ = _phrase_case(2)
+    tables = []
+    for seed in range(3):  # a fresh copy of the graph each time, as DecodingGraph.load gives
+        copy = replace(g, words=SymbolTable(list(g.words)))
+        decode_ctc(lp, lengths, copy, CtcBeamOptions(beam=6.0), _big_list(copy, seed=seed),
+                   backend="cpu")  # fmt: skip
+        tables.append(weakref.ref(copy.words))
+        del copy
+    gc.collect()
+    assert [t() for t in tables] == [None, None, None]
+    resolve_boosts(_big_list(g), 1, g.words)  # (entries are purged on the next use)
+    assert len(phrase_cache._ENTRIES) == 1
     clear_phrase_cache()

@@ -11,8 +11,6 @@ records are collected (`cpu_steps.collect_records`) whenever they reach
 
 from __future__ import annotations
 
-import os
-import threading
 import weakref
 from concurrent import futures
 from typing import NamedTuple
@@ -43,6 +41,7 @@ from .cpu_steps import (
     smallest,
     start,
 )
+from .interrupts import on_worker
 from .scratch import state_maps, take_next
 from .status import CANCELLED, DIED, NEG_CYCLE, OVERFLOW, RETRY_BITS, STOPPED_BITS
 from .tuning import CpuTuning, claim_parallel, numba_threads
@@ -404,40 +403,14 @@ DIRECT_FRAMES = 256
 
 
 def _run_interruptibly(problem, lanes, rows, tuning):
-    """`_run` on the worker thread while the main thread waits in short slices, so that Ctrl-C
-    is seen within a fraction of a second (a Numba call cannot be interrupted): the search is
-    told to stop at its next frame, waited for, and the KeyboardInterrupt goes on. Outside the
-    main thread, which never receives KeyboardInterrupt, and for searches of at most
-    `DIRECT_FRAMES` frames, `_run` runs directly."""
+    """`_run` on the worker thread while the main thread waits (`interrupts.on_worker`), so
+    that Ctrl-C is seen within a fraction of a second (a Numba call cannot be interrupted): the
+    search is told to stop at its next frame, waited for, and the KeyboardInterrupt goes on.
+    Searches of at most `DIRECT_FRAMES` frames run directly."""
     cancel = np.zeros(1, np.int32)
-    short = int(problem.lengths[lanes].sum()) <= DIRECT_FRAMES
-    if short or threading.current_thread() is not threading.main_thread():
+    if int(problem.lengths[lanes].sum()) <= DIRECT_FRAMES:
         return _run(problem, lanes, rows, tuning, cancel)
-    job = _worker().submit(_run, problem, lanes, rows, tuning, cancel)
-    try:
-        while True:
-            try:
-                return job.result(timeout=0.1)
-            except futures.TimeoutError:
-                continue
-    except KeyboardInterrupt:
-        cancel[0] = 1
-        while not job.done():  # within a frame; a second Ctrl-C leaves it to finish alone
-            futures.wait([job], timeout=0.1)
-        raise
-
-
-_WORKER: tuple[int, futures.ThreadPoolExecutor] | None = None
-
-
-def _worker() -> futures.ThreadPoolExecutor:
-    """The one long-lived thread that runs the main thread's searches. Not a new thread per
-    call: Numba's OpenMP layer would build a new thread team for each (measured: 3.4 ms instead
-    of 0.8 ms per small call at 2 threads). A forked child makes its own."""
-    global _WORKER
-    if _WORKER is None or _WORKER[0] != os.getpid():
-        _WORKER = (os.getpid(), futures.ThreadPoolExecutor(1, "wfstdecode-ctc-cpu"))
-    return _WORKER[1]
+    return on_worker(_run, problem, lanes, rows, tuning, cancel, cancel=cancel)
 
 
 def _run(problem, lanes, rows: PathRows, tuning: CpuTuning, cancel) -> Outcome:

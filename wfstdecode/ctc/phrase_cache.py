@@ -10,12 +10,15 @@ between calls is seen. Looking a 1,000-phrase list up costs ~0.05 ms (hashing it
 about the time of the look-up), and the cache holds at most ``MAX_KEPT_PHRASES`` phrases in all
 (~400 bytes a two-word phrase: ~80 MB), least recently used dropped first (so lists that recur only
 after more than that compile every time).
+The cache holds the word and token tables weakly: a list resolved against a graph that has
+since been dropped (a service that reloads its graph) goes with it, not kept until evicted.
 `clear_phrase_cache` empties it (benchmarks that time the compile do).
 """
 
 from __future__ import annotations
 
 import threading
+import weakref
 from collections import OrderedDict
 
 MIN_PHRASES = 64
@@ -25,6 +28,7 @@ _LOCK = threading.Lock()
 _ENTRIES: OrderedDict = OrderedDict()  # key -> _Entry
 _BY_RESOLVED: dict[int, object] = {}  # id(resolved mapping) -> key, for its automaton
 _KEPT = [0]  # phrases held
+_SOME_DIED = [False]  # a table an entry was resolved against was freed: purge at the next use
 
 
 class _Key(tuple):
@@ -38,10 +42,16 @@ class _Entry:
     __slots__ = ("automata", "resolved", "said", "size", "tokens", "unknown", "words")
 
     def __init__(self, words, tokens, resolved, unknown, said, size):
-        self.words, self.tokens, self.resolved, self.unknown = words, tokens, resolved, unknown
+        self.words = weakref.ref(words, _note_death)
+        self.tokens = None if tokens is None else weakref.ref(tokens, _note_death)
+        self.resolved, self.unknown = resolved, unknown
         self.said = said  # its warnings, given again with it
         self.size = size  # phrases of the list
         self.automata: dict[int, object] = {}  # slot label -> PhraseAutomaton
+
+    def resolved_against(self, words, tokens) -> bool:
+        mine = None if self.tokens is None else self.tokens()
+        return self.words() is words and mine is tokens
 
 
 def list_key(table, words, oov):
@@ -60,9 +70,10 @@ def list_key(table, words, oov):
 def resolved_list(key, words, oov):
     """``(resolved mapping, unknown words, warnings)`` of a list seen before, else None."""
     with _LOCK:
+        _purge()
         entry = _ENTRIES.get(key)
         # the ids in the key may belong to new objects once the old were freed
-        if entry is None or entry.words is not words or entry.tokens is not _tokens(oov):
+        if entry is None or not entry.resolved_against(words, _tokens(oov)):
             return None
         _ENTRIES.move_to_end(key)
         return entry.resolved, entry.unknown, entry.said
@@ -73,6 +84,7 @@ def keep_resolved(key, words, oov, resolved, unknown: list, said: list) -> None:
         return
     size = len(key[2])
     with _LOCK:
+        _purge()
         old = _ENTRIES.pop(key, None)
         if old is not None:
             _forget(old)
@@ -81,6 +93,20 @@ def keep_resolved(key, words, oov, resolved, unknown: list, said: list) -> None:
         _KEPT[0] += size
         while _KEPT[0] > MAX_KEPT_PHRASES:
             _forget(_ENTRIES.pop(next(iter(_ENTRIES))))
+
+
+def _note_death(_ref) -> None:
+    # (a weakref callback may run anywhere, even inside `_LOCK`: it only raises a flag)
+    _SOME_DIED[0] = True
+
+
+def _purge() -> None:
+    """Drop the entries whose tables were freed (`_LOCK` held)."""
+    if _SOME_DIED[0]:
+        _SOME_DIED[0] = False
+        for key in [k for k, e in _ENTRIES.items() if e.words() is None
+                    or (e.tokens is not None and e.tokens() is None)]:  # fmt: skip
+            _forget(_ENTRIES.pop(key))
 
 
 def _tokens(oov):

@@ -22,6 +22,7 @@ from ..symbols import BLANK
 from ._paths import to_hypotheses
 from ._problem import ALL_NEG_INF, NAN_OR_POS_INF, RawResult, SearchProblem, costs_and_first_bad
 from .boost import build_boost_tables, resolve_boosts
+from .interrupts import interrupts_raised
 from .lattice import (
     lattice_hypotheses,
     lattice_search,
@@ -90,15 +91,16 @@ def decode_ctc(
     Raises `DecodeInputError` for malformed inputs, naming the offending shape or value.
     """
     options = CtcBeamOptions() if options is None else options
-    problem, name, tuning = prepared(
-        log_probs, lengths, graph, options, boosts, backend, tuning, num_threads, oov_lexicon,
-        rescore,
-    )  # fmt: skip
-    if problem.batch_size == 0:
-        return []
-    if options.lattice_beam is not None:
-        return lattice_decode(problem, name, tuning, rescore)[0]
-    return to_hypotheses(problem, ctc_backend(name)(problem, tuning))
+    with interrupts_raised():  # (a Ctrl-C as such: `interrupts`)
+        problem, name, tuning = prepared(
+            log_probs, lengths, graph, options, boosts, backend, tuning, num_threads,
+            oov_lexicon, rescore,
+        )  # fmt: skip
+        if problem.batch_size == 0:
+            return []
+        if options.lattice_beam is not None:
+            return lattice_decode(problem, name, tuning, rescore)[0]
+        return to_hypotheses(problem, ctc_backend(name)(problem, tuning))
 
 
 def ctc_lattices(
@@ -120,11 +122,12 @@ def ctc_lattices(
     best path (same words and cost up to float rounding)."""
     if not isinstance(options, CtcBeamOptions) or options.lattice_beam is None:
         raise OptionsError("ctc_lattices needs CtcBeamOptions with lattice_beam set")
-    problem, name, tuning = prepared(log_probs, lengths, graph, options, boosts, backend,
-                                     tuning, num_threads, oov_lexicon)  # fmt: skip
-    if problem.batch_size == 0:
-        return []
-    return pruned_lattices(problem, name, tuning)[1]  # (no hypotheses made)
+    with interrupts_raised():
+        problem, name, tuning = prepared(log_probs, lengths, graph, options, boosts, backend,
+                                         tuning, num_threads, oov_lexicon)  # fmt: skip
+        if problem.batch_size == 0:
+            return []
+        return pruned_lattices(problem, name, tuning)[1]  # (no hypotheses made)
 
 
 def pruned_lattices(problem: SearchProblem, name: str, tuning) -> tuple[list, list]:

@@ -42,6 +42,7 @@ from ..errors import DecodeInputError, OptionsError
 from ..results import Hypothesis, frame_shift_problem
 from ._paths import _batch_hypotheses, to_hypotheses
 from ._problem import FINE, FrameSurvivors, PathBatch, RawResult, SearchProblem, costs_and_first_bad
+from .interrupts import interrupts_raised, on_worker
 from .lattice import build_lattice
 from .options import CtcBeamOptions
 from .search import (
@@ -185,6 +186,10 @@ class CtcStreamDecoder:
         self.width = graph.num_tokens if graph.tokens is not None else None
         self._reads = _max_ilabel(graph)
         self._search = ctc_stream_backend(name)(tuning_for(name, tuning, None))
+        # the public calls run their compiled code off the main thread (`interrupts`: a
+        # Ctrl-C there could crash the process); cuda's calls stay on the thread that holds
+        # its context
+        self._call = _on_this_thread if name == "cuda" else on_worker
         self._streams: dict[int, _Stream] = {}
         self._next_id, self._id_lock = 0, threading.Lock()
 
@@ -200,6 +205,9 @@ class CtcStreamDecoder:
         """A new stream; ``boosts`` (phrase -> bonus per word, as `decode_ctc`, words the graph
         lacks spelled through its oov slot, by ``oov_lexicon`` where given) hold for its whole
         life."""
+        return self._call(self._open, boosts, oov_lexicon)
+
+    def _open(self, boosts, oov_lexicon) -> int:
         empty = np.zeros((1, 0, self.width or self._reads), np.float32)
         try:
             problem = prepare_problem(empty, None, self.graph, self.options,
@@ -218,6 +226,9 @@ class CtcStreamDecoder:
         """Feed each stream its next chunk of log-probs ((frames, V), any number of frames);
         returns ``{stream: rule}`` for the streams that reached an endpoint in this call. Every
         chunk is checked before any stream moves: a bad one raises and changes nothing."""
+        return self._call(self._advance, chunks)
+
+    def _advance(self, chunks) -> dict[int, str]:
         if not isinstance(chunks, Mapping):
             raise DecodeInputError(f"advance takes a mapping stream -> chunk; got "
                                    f"{type(chunks).__name__}")  # fmt: skip
@@ -254,6 +265,9 @@ class CtcStreamDecoder:
 
     def partial(self, stream: int) -> Hypothesis:
         """The best path so far (cost alone, no final cost), ``stable_words`` marked."""
+        return self._call(self._partial, stream)
+
+    def _partial(self, stream) -> Hypothesis:
         s = self._get(stream)
         s.state, arcs, frames, n_stable = self._search.partial(s.problem, s.state)
         if arcs is None:  # the search died: what finish would say
@@ -278,6 +292,9 @@ class CtcStreamDecoder:
         """The stream's final result, exactly `decode_ctc`'s on everything it received (with a
         lattice beam: from its lattice, rescored if the decoder rescores); no more chunks may
         follow (close it, or keep it to read `partial`)."""
+        return self._call(self._finish, stream)
+
+    def _finish(self, stream) -> list[Hypothesis]:
         s = self._live(stream)
         p, raw = s.scoring_problem(), self._search.end(s.problem, s.state)
         if not self._lattices:
@@ -359,6 +376,11 @@ class CtcStreamDecoder:
         tokens = emitting & (g.ilabel[arcs] != blank)
         last = int(frames[tokens][-1]) + 1 if tokens.any() else 0
         return self.endpoint_rules.detect(s.frames, s.frames - last, bool(tokens.any()))
+
+
+def _on_this_thread(fn, *args):
+    with interrupts_raised():
+        return fn(*args)
 
 
 def _check_values(sid: int, lp: np.ndarray, given: np.ndarray) -> None:
