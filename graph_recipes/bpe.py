@@ -35,7 +35,9 @@ def main(argv: list[str] | None = None) -> Path:
         )
         return tokens, *sentencepiece_lexicon(arpa_words(args.arpa), args.spm, tokens)
 
-    return build_and_write(args, read_inputs, recipe="bpe", spm=str(args.spm.absolute()))
+    tokens = {"tokens": str(args.tokens)} if args.tokens else {}
+    return build_and_write(args, read_inputs, recipe="bpe", spm=str(args.spm.absolute()),
+                           **tokens)  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ def main(argv: list[str] | None = None) -> Path:
         tokens = SymbolTable.read(args.tokens)
         return tokens, *spell_lexicon(arpa_words(args.arpa), tokens, args.separator)
 
-    return build_and_write(args, read_inputs, separator=args.separator, recipe="characters")
+    return build_and_write(args, read_inputs, separator=args.separator, recipe="characters",
+                           tokens=str(args.tokens))  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from wfstdecode.cli import run_reporting  # the recipes report errors as the CLI does
+from wfstdecode.errors import WfstDecodeError
 from wfstdecode.graph import build_dir  # called through the module, so a stub of it holds
 from wfstdecode.graph.build_dir import arpa_words
 from wfstdecode.progress import print_stage
@@ -43,14 +44,17 @@ def build_and_write(args, read_inputs: Callable[[], tuple], separator=None, **in
     """Build the recipe's TLG into --out. ``read_inputs`` returns (tokens, lexicon, words left
     out); it runs after --out is checked, so a refusal comes before the lexicon is made."""
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    if args.oov_logprob is not None and not args.oov_slot:  # (before any work, as build-tlg)
+        raise WfstDecodeError("--oov-logprob is the slot's probability: it needs --oov-slot")
 
     def inputs():
         tokens, lexicon, skipped = read_inputs()
         if skipped:
-            print(
-                f"{len(skipped):,} ARPA words have no lexicon entry and are left out",
-                file=sys.stderr,
-            )
+            shown = ", ".join(skipped[:10]) + (" …" if len(skipped) > 10 else "")
+            print(f"{len(skipped):,} ARPA words have no lexicon entry and are left out: {shown}",
+                  file=sys.stderr)  # fmt: skip
+        if not lexicon:
+            raise WfstDecodeError(f"no word of {args.arpa} has a lexicon entry with these tokens")
         return tokens, lexicon
 
     slot = None

@@ -91,6 +91,15 @@ class Pronunciations:
 
 @dataclass(frozen=True, eq=False)
 class DecodingGraph:
+    """A decoding WFST (a TLG) as CSR arrays, emitting arcs first (the module docstring gives
+    the layout), with its token and word tables, lexicon and build metadata. Made by
+    `wfstdecode.graph.build_tlg`, `load` (a ``build-tlg`` directory or a saved ``.npz``),
+    `from_openfst` or `from_arrays`.
+
+    A graph is a value: the decoders keep what they derive from it per graph (arc costs with
+    the penalties, the largest labels, device copies). Change one by making a new one
+    (``dataclasses.replace`` or `from_arrays`), never its arrays in place."""
+
     start: int
     final_cost: np.ndarray
     e_offsets: np.ndarray

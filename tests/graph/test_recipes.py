@@ -137,3 +137,55 @@ def test_phones_recipe_with_a_cmudict_style_file(tmp_path):
     assert [e.tokens for e in entries] == [("R", "IY", "D"), ("R", "EH", "D")] and skipped == [
         "zzz"
     ]
+
+
+def test_phones_recipe_numbers_phones_by_the_dictionary_not_the_lm(tmp_path):
+    """tokens.txt must not depend on which words the LM has (a small LM dropped every later id
+    by one); a real cmudict.dict's inline comments are not phones; UTF-8 words are read."""
+    import json
+
+    (tmp_path / "dict").write_text(
+        "read  R IY1 D\nbook  B UH1 K\naalborg  AO1 L B AO0 R G # place, danish\n"
+        "naïve  N AY0 IY1 V\n",
+        encoding="utf-8",
+    )
+    (tmp_path / "lm.arpa").write_text(random_arpa(["read", "naïve"], order=2, seed=1))
+    mod = recipe("phones_cmudict")
+    args = ["--dict", str(tmp_path / "dict"), "--arpa", str(tmp_path / "lm.arpa")]
+    out = mod.main([*args, "--out", str(tmp_path / "g")])
+    phones = ["AO", "AY", "B", "D", "G", "IY", "K", "L", "N", "R", "UH", "V"]
+    assert SymbolTable.read(out / "tokens.txt").symbols() == ["<blk>", *phones]
+    assert {"read", "naïve"} <= set(DecodingGraph.load(out).words.symbols())
+    # the acoustic model's own table: its numbering, its phones only
+    (tmp_path / "tokens.txt").write_text("<blk> 0\nR 1\nIY 2\nD 3\nEH 4\n")
+    out = mod.main([*args, "--tokens", str(tmp_path / "tokens.txt"), "--out", str(tmp_path / "t")])
+    assert (out / "tokens.txt").read_text() == (tmp_path / "tokens.txt").read_text()
+    assert set(DecodingGraph.load(out).words.symbols()) & {"read", "naïve"} == {"read"}
+    assert json.loads((out / "build.json").read_text())["tokens"] == str(tmp_path / "tokens.txt")
+
+
+@pytest.mark.parametrize(
+    ("line", "says"),
+    [("hello  HH <blk> L OW", "'<blk>' cannot be a phone"), ("hi  HH <eps>", "'<eps>' cannot be")],
+)
+def test_phones_recipe_refuses_reserved_phones_by_line(tmp_path, line, says):
+    from wfstdecode import InputFileError
+
+    (tmp_path / "dict").write_text(f"read  R IY1 D\n{line}\n")
+    with pytest.raises(InputFileError, match=f"dict:2: {says}"):
+        recipe("phones_cmudict").read_cmudict(tmp_path / "dict")
+
+
+def test_recipes_check_their_options_before_any_work(tmp_path):
+    from wfstdecode.errors import WfstDecodeError
+
+    with pytest.raises(WfstDecodeError, match="--oov-logprob .* needs --oov-slot"):
+        recipe("phones_cmudict").main(["--arpa", str(tmp_path / "missing.arpa"), "--out",
+                                       str(tmp_path / "g"), "--oov-logprob", "-5"])  # fmt: skip
+    (tmp_path / "lm.arpa").write_text(random_arpa(["xyz"], order=2, seed=1))
+    (tmp_path / "tokens.txt").write_text("<blk> 0\na 1\n")
+    with pytest.raises(WfstDecodeError, match="no word of .*lm.arpa has a lexicon entry"):
+        recipe("characters").main(["--tokens", str(tmp_path / "tokens.txt"), "--arpa",
+                                   str(tmp_path / "lm.arpa"), "--out",
+                                   str(tmp_path / "g")])  # fmt: skip
+    assert not (tmp_path / "g").exists()
