@@ -13,7 +13,7 @@ g = lexicon_graph(words)
 seq = [[g.tokens.id(c) for c in "antbeecat" * 30]]
 lp, ln = simulate_ctc(seq, g.num_tokens, seed=0)
 d = CtcStreamDecoder(g, CtcBeamOptions(beam=8.0), tuning=CpuTuning(num_threads=1))
-for rep in range(3):
+for _ in range(3):
     s = d.open()
     t0, c0 = time.perf_counter(), time.process_time()
     n = 0
