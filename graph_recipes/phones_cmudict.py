@@ -38,10 +38,10 @@ def read_cmudict(path: Path | None) -> dict[str, list[tuple[str, ...]]]:
         fields = line.split()
         if len(fields) < 2:
             raise InputFileError(path, line_no, f"expected 'WORD PHONE…'; got {line!r}")
-        reserved = next((ph for ph in fields[1:] if ph.startswith(("<", "#"))), None)
-        if reserved is not None:  # <blk>, <eps>, #0…: the graph's own symbols
+        reserved = next((ph for ph in fields[1:] if ph.startswith("<")), None)
+        if reserved is not None:  # <blk>, <eps>: the graph's own (a " #" starts a comment)
             raise InputFileError(path, line_no, f"{reserved!r} cannot be a phone (symbols "
-                                 "starting with '<' or '#' are reserved)")  # fmt: skip
+                                 "starting with '<' are reserved)")  # fmt: skip
         word = _VARIANT.sub("", fields[0]).lower()
         out.setdefault(word, []).append(tuple(fields[1:]))
     return out

@@ -314,6 +314,60 @@ def test_a_stream_call_on_the_main_thread_runs_on_the_worker_and_ctrl_c_waits_fo
     assert_hypotheses_equal([decoder.finish(sid)], decode_ctc(lp, lengths, g, backend="cpu"))
 
 
+@pytest.mark.parametrize("lattice_beam", [None, 4.0])
+def test_a_finish_or_open_cut_off_by_ctrl_c_loses_nothing(monkeypatch, python_sigint,
+                                                          lattice_beam):  # fmt: skip
+    """The worker finishes a call the Ctrl-C cut off: a finish's result is kept for the next
+    finish (the stream was already marked finished), an open's stream is closed (its id never
+    reached the caller)."""
+    from wfstdecode.ctc import CtcStreamDecoder, cpu
+
+    g, lp, lengths = _lexicon_case(0)
+    options = CtcBeamOptions(lattice_beam=lattice_beam)
+    want = decode_ctc(lp, lengths, g, options, backend="reference")
+    decoder = CtcStreamDecoder(g, options)
+    sid = decoder.open()
+    decoder.advance({sid: lp[0, : lengths[0]]})
+
+    def slowly(real):
+        def call(*args):
+            time.sleep(0.5)
+            return real(*args)
+
+        return call
+
+    for name, call in (("end", lambda: decoder.finish(sid)), ("begin", decoder.open)):
+        with monkeypatch.context() as m:
+            m.setattr(cpu.CpuStreams, name, slowly(getattr(cpu.CpuStreams, name)))
+            timer = threading.Timer(0.1, _thread.interrupt_main)
+            timer.start()
+            with pytest.raises(KeyboardInterrupt):
+                call()
+            timer.join()
+    assert decoder.streams == [sid]  # the interrupted open's stream is gone
+    assert_hypotheses_equal([decoder.finish(sid)], want)
+    with pytest.raises(DecodeInputError, match="is finished"):
+        decoder.finish(sid)
+
+
+def test_lattice_searches_run_off_the_main_thread(monkeypatch):
+    """`decode_ctc` with a lattice beam runs the per-utterance searches that return search
+    states (as streams do) on the worker: a Ctrl-C in their boxing crashed the process."""
+    from wfstdecode.ctc import cpu
+
+    g, lp, lengths = _lexicon_case(0)
+    ran_on = []
+    real = cpu.CpuStreams.advance_keeping
+
+    def recording(self, jobs):
+        ran_on.append(threading.current_thread())
+        return real(self, jobs)
+
+    monkeypatch.setattr(cpu.CpuStreams, "advance_keeping", recording)
+    decode_ctc(lp, lengths, g, CtcBeamOptions(lattice_beam=4.0), backend="cpu")
+    assert ran_on and ran_on[0] is not threading.main_thread()
+
+
 def test_a_handlers_exception_wrapped_by_numbas_boxing_is_raised_as_itself():
     from wfstdecode.ctc.interrupts import interrupts_raised
 

@@ -406,11 +406,19 @@ def _run_interruptibly(problem, lanes, rows, tuning):
     """`_run` on the worker thread while the main thread waits (`interrupts.on_worker`), so
     that Ctrl-C is seen within a fraction of a second (a Numba call cannot be interrupted): the
     search is told to stop at its next frame, waited for, and the KeyboardInterrupt goes on.
-    Searches of at most `DIRECT_FRAMES` frames run directly."""
+    Searches of at most `DIRECT_FRAMES` frames run directly, but for the process's first."""
+    global _LOADED
     cancel = np.zeros(1, np.int32)
-    if int(problem.lengths[lanes].sum()) <= DIRECT_FRAMES:
+    if _LOADED and int(problem.lengths[lanes].sum()) <= DIRECT_FRAMES:
         return _run(problem, lanes, rows, tuning, cancel)
-    return on_worker(_run, problem, lanes, rows, tuning, cancel, cancel=cancel)
+    outcome = on_worker(_run, problem, lanes, rows, tuning, cancel, cancel=cancel)
+    _LOADED = True
+    return outcome
+
+
+# the search is compiled (or loaded from Numba's cache) in the process's first call: that one
+# runs on the worker however short (a Ctrl-C inside LLVM's loading aborts the process)
+_LOADED = False
 
 
 def _run(problem, lanes, rows: PathRows, tuning: CpuTuning, cancel) -> Outcome:

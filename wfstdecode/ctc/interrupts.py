@@ -55,12 +55,13 @@ def _worker() -> _Worker:
     return _WORKER
 
 
-def on_worker(fn, *args, cancel=None):
+def on_worker(fn, *args, cancel=None, dropped=None):
     """``fn(*args)``; called on the main thread, run on the worker while the main thread waits
     on a lock (interruptible, woken every 0.1 s). A KeyboardInterrupt (or a handler's
     exception) during the wait sets ``cancel[0]`` when given (a search stops at its next
-    frame), waits for the call to end and goes on; the call's result is dropped. Elsewhere (no
-    thread receives signals but the main one) ``fn`` runs directly."""
+    frame), waits for the call to end, hands its result to ``dropped`` when given (what the
+    caller will never receive: to undo or keep) and goes on. Elsewhere (no thread receives
+    signals but the main one) ``fn`` runs directly."""
     if threading.current_thread() is not threading.main_thread():
         return fn(*args)
     box: list = []  # the worker appends (ok, result or exception) before releasing `ended`
@@ -78,6 +79,8 @@ def on_worker(fn, *args, cancel=None):
             cancel[0] = 1
         while not box:  # a second Ctrl-C leaves it to finish alone
             ended.acquire(timeout=0.1)
+        if dropped is not None and box[0][0]:
+            dropped(box[0][1])
         raise
     ok, value = box[0]
     if not ok:

@@ -115,7 +115,7 @@ class EndpointRules:
 
 class _Stream:
     __slots__ = ("endpoint", "finished", "first", "frames", "kept", "log_probs", "problem",
-                 "state")  # fmt: skip
+                 "state", "unclaimed")  # fmt: skip
 
     def __init__(self, problem: SearchProblem, state, first=None):
         self.problem, self.state = problem, state
@@ -126,6 +126,7 @@ class _Stream:
         # with lattices: token frame 0's survivors, then each chunk's `FrameSurvivors`
         self.first = first
         self.kept: list[FrameSurvivors] = []
+        self.unclaimed: list[Hypothesis] | None = None  # a finish a Ctrl-C cut off: the next's
 
     def append(self, chunk: np.ndarray) -> None:
         end = self.frames + len(chunk)
@@ -205,7 +206,8 @@ class CtcStreamDecoder:
         """A new stream; ``boosts`` (phrase -> bonus per word, as `decode_ctc`, words the graph
         lacks spelled through its oov slot, by ``oov_lexicon`` where given) hold for its whole
         life."""
-        return self._call(self._open, boosts, oov_lexicon)
+        # (a Ctrl-C that cuts the call off closes the stream it made: its id never got out)
+        return self._call(self._open, boosts, oov_lexicon, dropped=self._streams.pop)
 
     def _open(self, boosts, oov_lexicon) -> int:
         empty = np.zeros((1, 0, self.width or self._reads), np.float32)
@@ -292,9 +294,13 @@ class CtcStreamDecoder:
         """The stream's final result, exactly `decode_ctc`'s on everything it received (with a
         lattice beam: from its lattice, rescored if the decoder rescores); no more chunks may
         follow (close it, or keep it to read `partial`)."""
-        return self._call(self._finish, stream)
+        return self._call(self._finish, stream, dropped=self._unclaimed(stream))
 
     def _finish(self, stream) -> list[Hypothesis]:
+        s = self._get(stream)
+        if s.unclaimed is not None:  # the last finish's, cut off by a Ctrl-C
+            hyps, s.unclaimed = s.unclaimed, None
+            return hyps
         s = self._live(stream)
         p, raw = s.scoring_problem(), self._search.end(s.problem, s.state)
         if not self._lattices:
@@ -307,6 +313,17 @@ class CtcStreamDecoder:
             s.kept = []  # read once: the stream takes no more chunks
         s.finished = True  # (not before: a finish that raised may be called again)
         return hyps
+
+    def _unclaimed(self, sid):
+        """What to do with a finish's result that a Ctrl-C kept from the caller: keep it for
+        the next finish (the one call a finished stream answers)."""
+
+        def keep(hyps):
+            s = self._streams.get(int(sid))
+            if s is not None:
+                s.unclaimed = hyps
+
+        return keep
 
     def close(self, stream: int) -> None:
         """Forget the stream (finished or not)."""
@@ -378,7 +395,7 @@ class CtcStreamDecoder:
         return self.endpoint_rules.detect(s.frames, s.frames - last, bool(tokens.any()))
 
 
-def _on_this_thread(fn, *args):
+def _on_this_thread(fn, *args, dropped=None):
     with interrupts_raised():
         return fn(*args)
 
