@@ -119,14 +119,17 @@ def device_name(device: str) -> str:
     return f"{model} ({torch.get_num_threads()} torch threads)"
 
 
-def speech_workload(path, dev, dtype):
-    """The shipped trained models and their encoder outputs for a set of hama log-probs."""
+def speech_workload(path, dev, dtype, first: int = 0):
+    """The shipped trained models and their encoder outputs for a set of hama log-probs (its
+    ``first`` utterances; 0: all)."""
     import numpy as np
 
     from wfstdecode.models import load_speech_transducer
 
     with np.load(path) as z:
         log_probs, lengths, texts = z["log_probs"], z["lengths"], [str(t) for t in z["texts"]]
+    if first:
+        log_probs, lengths, texts = log_probs[:first], lengths[:first], texts[:first]
     models, data = {}, {}
     for kind in ("rnnt", "tdt"):
         model = load_speech_transducer(kind)

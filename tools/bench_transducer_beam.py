@@ -127,7 +127,11 @@ def main(argv=None):
         else [("planted", planted_workload(args.utterances, args.frames, args.device))]
     )
     workloads += [
-        (os.path.basename(p), speech_workload(p, args.device, torch.float32)) for p in args.speech
+        (
+            os.path.basename(p),
+            speech_workload(p, args.device, torch.float32, args.speech_utterances),
+        )
+        for p in args.speech
     ]
     cells = []
     for wname, (models, data, refs) in workloads:

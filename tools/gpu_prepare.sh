@@ -10,6 +10,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 words=${1:-20000}
+if [[ ! $words =~ ^[0-9]+$ ]]; then  # (--help, a typo: before .gpu/ is emptied)
+  echo "usage: bash tools/gpu_prepare.sh [WORDS]   (WORDS: vocabulary of the LM cut, default 20000)" >&2
+  exit 2
+fi
 py=${PYTHON:-.venv/bin/python}
 excl=$(git rev-parse --git-path info/exclude)
 mkdir -p "$(dirname "$excl")"

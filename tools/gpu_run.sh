@@ -15,6 +15,12 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 stage=${1:-tests}
 shift || true  # the rest: extra bench_ctc arguments for the ctc stage (the last one wins)
+case $stage in  # checked before anything is installed
+  tests|cudatests|ctc|ctcprofile|transducer|transducerbeam|streaming|threads) ;;
+  *) echo "usage: bash tools/gpu_run.sh STAGE [ARGS...]; STAGE: tests cudatests ctc ctcprofile" \
+          "transducer transducerbeam streaming threads (the header lists them)" >&2
+     exit 2 ;;
+esac
 out=${OUT:-/tmp/out}
 mkdir -p "$out" /tmp/site
 export PYTHONUNBUFFERED=1

@@ -38,6 +38,9 @@ def main(argv=None) -> None:
         ap.error(f"--words must be >= 1; got {args.words}")
     if any(n < 0 for n in args.max_ngrams):
         ap.error(f"--max-ngrams must be >= 0; got {args.max_ngrams}")
+    for out in (args.out, args.lexicon):  # before the minutes of work, not after
+        if out is not None and not out.parent.is_dir():
+            ap.error(f"{out}: its folder {out.parent} does not exist")
 
     alphabet = None
     if args.tokens:

@@ -281,21 +281,23 @@ def test_short_searches_run_on_the_calling_thread_and_long_ones_on_the_worker(mo
     assert ran_on[0] is threading.main_thread() and ran_on[1] is not threading.main_thread()
 
 
-def test_a_stream_call_on_the_main_thread_runs_on_the_worker_and_ctrl_c_waits_for_it(
-    monkeypatch, python_sigint
-):
-    """Streams run their compiled code off the main thread: a Ctrl-C landing in Numba's boxing
-    of a search state crashed the process (SIGSEGV). Ctrl-C during a call (a stand-in that is
-    slow on purpose) raises KeyboardInterrupt once the call is done, so the stream has taken
-    its chunk and ends as `decode_ctc` on everything it received."""
+def _signals_deferred_now() -> bool:
+    return signal.getsignal(signal.SIGINT) is not signal.default_int_handler
+
+
+def test_a_stream_call_defers_ctrl_c_till_it_is_done(monkeypatch, python_sigint):
+    """Stream calls run with signals deferred: a Ctrl-C landing in Numba's boxing of a search
+    state crashed the process (SIGSEGV). Ctrl-C during a call (a stand-in that is slow on
+    purpose) raises KeyboardInterrupt once the call is done, so the stream has taken its chunk
+    and ends as `decode_ctc` on everything it received."""
     from wfstdecode.ctc import CtcStreamDecoder, cpu
 
     g, lp, lengths = _lexicon_case(0)
-    ran_on = []
+    deferred = []
     real_advance = cpu.CpuStreams.advance
 
     def slow_advance(self, jobs):
-        ran_on.append(threading.current_thread())
+        deferred.append(_signals_deferred_now())
         time.sleep(0.5)
         return real_advance(self, jobs)
 
@@ -309,7 +311,7 @@ def test_a_stream_call_on_the_main_thread_runs_on_the_worker_and_ctrl_c_waits_fo
     with pytest.raises(KeyboardInterrupt):
         decoder.advance({sid: lp[0, half : lengths[0]]})
     timer.join()
-    assert ran_on and ran_on[0] is not threading.main_thread()
+    assert deferred == [True] and not _signals_deferred_now()
     assert decoder.frames(sid) == lengths[0]
     assert_hypotheses_equal([decoder.finish(sid)], decode_ctc(lp, lengths, g, backend="cpu"))
 
@@ -350,22 +352,68 @@ def test_a_finish_or_open_cut_off_by_ctrl_c_loses_nothing(monkeypatch, python_si
         decoder.finish(sid)
 
 
-def test_lattice_searches_run_off_the_main_thread(monkeypatch):
+def test_lattice_searches_and_short_searches_defer_signals(monkeypatch):
     """`decode_ctc` with a lattice beam runs the per-utterance searches that return search
-    states (as streams do) on the worker: a Ctrl-C in their boxing crashed the process."""
+    states (as streams do) with signals deferred, and so does a short search (the first one
+    of a process loads the compiled code: a Ctrl-C inside LLVM's loading aborted)."""
     from wfstdecode.ctc import cpu
 
     g, lp, lengths = _lexicon_case(0)
-    ran_on = []
-    real = cpu.CpuStreams.advance_keeping
+    deferred = []
 
-    def recording(self, jobs):
-        ran_on.append(threading.current_thread())
-        return real(self, jobs)
+    def recording(real):
+        def call(*args):
+            deferred.append(_signals_deferred_now())
+            return real(*args)
 
-    monkeypatch.setattr(cpu.CpuStreams, "advance_keeping", recording)
+        return call
+
+    monkeypatch.setattr(cpu.CpuStreams, "advance_keeping",
+                        recording(cpu.CpuStreams.advance_keeping))  # fmt: skip
+    monkeypatch.setattr(cpu, "_run", recording(cpu._run))
     decode_ctc(lp, lengths, g, CtcBeamOptions(lattice_beam=4.0), backend="cpu")
-    assert ran_on and ran_on[0] is not threading.main_thread()
+    decode_ctc(lp, lengths, g, backend="cpu")
+    assert deferred == [True, True] and not _signals_deferred_now()
+
+
+def test_deferred_signals_are_handled_once_the_call_is_done():
+    from wfstdecode.ctc.interrupts import signals_deferred
+
+    seen = []
+
+    def handler(signum, frame):
+        seen.append(signum)
+        raise TimeoutError("alarm")
+
+    previous = signal.signal(signal.SIGALRM, handler)
+    try:
+        dropped = []
+
+        def slow(x):
+            signal.raise_signal(signal.SIGALRM)
+            seen.append("call done")
+            return x
+
+        with pytest.raises(TimeoutError):
+            signals_deferred(slow, 7, dropped=dropped.append)
+        assert seen == ["call done", signal.SIGALRM] and dropped == [7]
+        seen.clear()
+        nested = lambda: signals_deferred(slow, 8)  # noqa: E731
+        with pytest.raises(TimeoutError):
+            signals_deferred(nested)
+        assert seen == ["call done", signal.SIGALRM]  # handled once, by the outer call
+        seen.clear()
+
+        def failing():
+            signal.raise_signal(signal.SIGALRM)
+            raise ValueError("own")
+
+        with pytest.raises(TimeoutError) as info:
+            signals_deferred(failing)
+        assert isinstance(info.value.__context__, ValueError)
+        assert signal.getsignal(signal.SIGALRM) is handler
+    finally:
+        signal.signal(signal.SIGALRM, previous)
 
 
 def test_a_handlers_exception_wrapped_by_numbas_boxing_is_raised_as_itself():

@@ -41,7 +41,7 @@ from .cpu_steps import (
     smallest,
     start,
 )
-from .interrupts import on_worker
+from .interrupts import on_worker, signals_deferred
 from .scratch import state_maps, take_next
 from .status import CANCELLED, DIED, NEG_CYCLE, OVERFLOW, RETRY_BITS, STOPPED_BITS
 from .tuning import CpuTuning, claim_parallel, numba_threads
@@ -403,22 +403,15 @@ DIRECT_FRAMES = 256
 
 
 def _run_interruptibly(problem, lanes, rows, tuning):
-    """`_run` on the worker thread while the main thread waits (`interrupts.on_worker`), so
-    that Ctrl-C is seen within a fraction of a second (a Numba call cannot be interrupted): the
-    search is told to stop at its next frame, waited for, and the KeyboardInterrupt goes on.
-    Searches of at most `DIRECT_FRAMES` frames run directly, but for the process's first."""
-    global _LOADED
+    """`_run` where a Ctrl-C cannot harm it (`interrupts`): a search of more than
+    `DIRECT_FRAMES` frames on the worker thread while the main thread waits, so that Ctrl-C is
+    seen within a fraction of a second (a Numba call cannot be interrupted): the search is told
+    to stop at its next frame, waited for, and the KeyboardInterrupt goes on. A shorter one
+    where it is called, signals deferred till it returns."""
     cancel = np.zeros(1, np.int32)
-    if _LOADED and int(problem.lengths[lanes].sum()) <= DIRECT_FRAMES:
-        return _run(problem, lanes, rows, tuning, cancel)
-    outcome = on_worker(_run, problem, lanes, rows, tuning, cancel, cancel=cancel)
-    _LOADED = True
-    return outcome
-
-
-# the search is compiled (or loaded from Numba's cache) in the process's first call: that one
-# runs on the worker however short (a Ctrl-C inside LLVM's loading aborts the process)
-_LOADED = False
+    if int(problem.lengths[lanes].sum()) > DIRECT_FRAMES:
+        return on_worker(_run, problem, lanes, rows, tuning, cancel, cancel=cancel)
+    return signals_deferred(_run, problem, lanes, rows, tuning, cancel)
 
 
 def _run(problem, lanes, rows: PathRows, tuning: CpuTuning, cancel) -> Outcome:

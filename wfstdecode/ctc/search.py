@@ -22,7 +22,7 @@ from ..symbols import BLANK
 from ._paths import to_hypotheses
 from ._problem import ALL_NEG_INF, NAN_OR_POS_INF, RawResult, SearchProblem, costs_and_first_bad
 from .boost import build_boost_tables, resolve_boosts
-from .interrupts import interrupts_raised, on_worker
+from .interrupts import interrupts_raised, signals_deferred
 from .lattice import (
     lattice_hypotheses,
     lattice_search,
@@ -133,16 +133,10 @@ def ctc_lattices(
 def pruned_lattices(problem: SearchProblem, name: str, tuning) -> tuple[list, list]:
     """The search's results (`RawResult`) and each utterance's lattice pruned to the lattice
     beam (None where the search died) of a checked problem."""
-    # off the main thread (`interrupts`: the lattice search returns search states); cuda's
-    # calls stay on the thread that holds its context
-    search = on_worker if name != "cuda" else _here
-    raws, lattices = search(lattice_search, problem, name, tuning)
+    # signals deferred (`interrupts`: the lattice search returns search states)
+    raws, lattices = signals_deferred(lattice_search, problem, name, tuning)
     beam = problem.options.lattice_beam
     return raws, [None if lat is None else lat.pruned(beam) for lat in lattices]
-
-
-def _here(fn, *args):
-    return fn(*args)
 
 
 def lattice_decode(problem: SearchProblem, name: str, tuning, rescore=None) -> tuple[list, list]:

@@ -42,7 +42,7 @@ from ..errors import DecodeInputError, OptionsError
 from ..results import Hypothesis, frame_shift_problem
 from ._paths import _batch_hypotheses, to_hypotheses
 from ._problem import FINE, FrameSurvivors, PathBatch, RawResult, SearchProblem, costs_and_first_bad
-from .interrupts import interrupts_raised, on_worker
+from .interrupts import signals_deferred
 from .lattice import build_lattice
 from .options import CtcBeamOptions
 from .search import (
@@ -187,10 +187,9 @@ class CtcStreamDecoder:
         self.width = graph.num_tokens if graph.tokens is not None else None
         self._reads = _max_ilabel(graph)
         self._search = ctc_stream_backend(name)(tuning_for(name, tuning, None))
-        # the public calls run their compiled code off the main thread (`interrupts`: a
-        # Ctrl-C there could crash the process); cuda's calls stay on the thread that holds
-        # its context
-        self._call = _on_this_thread if name == "cuda" else on_worker
+        # the public calls run with signals deferred (`interrupts`: a Ctrl-C inside Numba's
+        # boxing of a search state crashed the process)
+        self._call = signals_deferred
         self._streams: dict[int, _Stream] = {}
         self._next_id, self._id_lock = 0, threading.Lock()
 
@@ -393,11 +392,6 @@ class CtcStreamDecoder:
         tokens = emitting & (g.ilabel[arcs] != blank)
         last = int(frames[tokens][-1]) + 1 if tokens.any() else 0
         return self.endpoint_rules.detect(s.frames, s.frames - last, bool(tokens.any()))
-
-
-def _on_this_thread(fn, *args, dropped=None):
-    with interrupts_raised():
-        return fn(*args)
 
 
 def _check_values(sid: int, lp: np.ndarray, given: np.ndarray) -> None:
