@@ -124,8 +124,8 @@ def signals_deferred(fn, *args, dropped=None):
         _restore(swapped)
         _deliver(noted, swapped)
         raise
-    _restore(swapped)
     try:
+        _restore(swapped)
         _deliver(noted, swapped)
     except BaseException:
         if dropped is not None:
@@ -142,8 +142,16 @@ def _noting(noted: list):
 
 
 def _restore(swapped: dict) -> None:
-    for sig, handler in swapped.items():
-        _signal.signal(sig, handler)
+    """Put the real handlers back. A signal whose handler is back may raise between two of
+    them: the rest are still put back (else they would note signals for good)."""
+    pending = list(swapped.items())
+    try:
+        while pending:
+            _signal.signal(*pending[-1])
+            pending.pop()
+    finally:
+        for sig, handler in pending:
+            _signal.signal(sig, handler)
 
 
 def _deliver(noted: list, handlers: dict) -> None:
