@@ -353,9 +353,10 @@ def test_a_finish_or_open_cut_off_by_ctrl_c_loses_nothing(monkeypatch, python_si
 
 
 def test_lattice_searches_and_short_searches_defer_signals(monkeypatch):
-    """`decode_ctc` with a lattice beam runs the per-utterance searches that return search
-    states (as streams do) with signals deferred, and so does a short search (the first one
-    of a process loads the compiled code: a Ctrl-C inside LLVM's loading aborted)."""
+    """`decode_ctc` with a lattice beam runs each utterance's search, which returns a search
+    state (as streams do), with signals deferred (one at a time: a Ctrl-C comes out between
+    two), and so does a short search (the first one of a process loads the compiled code: a
+    Ctrl-C inside LLVM's loading aborted)."""
     from wfstdecode.ctc import cpu
 
     g, lp, lengths = _lexicon_case(0)
@@ -368,8 +369,8 @@ def test_lattice_searches_and_short_searches_defer_signals(monkeypatch):
 
         return call
 
-    monkeypatch.setattr(cpu.CpuStreams, "advance_keeping",
-                        recording(cpu.CpuStreams.advance_keeping))  # fmt: skip
+    monkeypatch.setattr(cpu.CpuStreams, "_advance_keeping_one",
+                        recording(cpu.CpuStreams._advance_keeping_one))  # fmt: skip
     monkeypatch.setattr(cpu, "_run", recording(cpu._run))
     decode_ctc(lp, lengths, g, CtcBeamOptions(lattice_beam=4.0), backend="cpu")
     decode_ctc(lp, lengths, g, backend="cpu")
@@ -412,6 +413,29 @@ def test_deferred_signals_are_handled_once_the_call_is_done():
             signals_deferred(failing)
         assert isinstance(info.value.__context__, ValueError)
         assert signal.getsignal(signal.SIGALRM) is handler
+        seen.clear()
+
+        def twice():  # a signal noted twice runs its handler once, as Python's own do
+            signal.raise_signal(signal.SIGALRM)
+            signal.raise_signal(signal.SIGALRM)
+
+        with pytest.raises(TimeoutError):
+            signals_deferred(twice)
+        assert seen == [signal.SIGALRM]
+        seen.clear()
+        usr1 = signal.signal(signal.SIGUSR1, lambda signum, frame: seen.append(signum))
+        try:
+
+            def both():
+                signal.raise_signal(signal.SIGALRM)
+                signal.raise_signal(signal.SIGUSR1)
+
+            with pytest.raises(TimeoutError):  # the first raises; the second still runs
+                signals_deferred(both)
+            time.sleep(0.01)
+            assert seen == [signal.SIGALRM, signal.SIGUSR1]
+        finally:
+            signal.signal(signal.SIGUSR1, usr1)
     finally:
         signal.signal(signal.SIGALRM, previous)
 

@@ -462,7 +462,14 @@ class CpuStreams:
     def begin_all(self, problems) -> list[SearchState]:
         return [self.begin(p) for p in problems]
 
+    # Each call that returns a search state runs with signals deferred (`interrupts`: a Ctrl-C
+    # inside Numba's boxing of the state crashed the process); one stream or utterance at a
+    # time, so that a Ctrl-C during a long batch (a lattice decode) comes out after the
+    # current one.
     def begin(self, p) -> SearchState:
+        return signals_deferred(self._begin, p)
+
+    def _begin(self, p) -> SearchState:
         graph, boosts, lim = self._bundles(p)
         with state_maps(p.graph) as maps:
             return begin(graph, boosts, 0, lim, maps[0], np.int64(self.tuning.collect_records_at),
@@ -484,10 +491,13 @@ class CpuStreams:
         claim_parallel()  # (asking for the count starts the threading layer)
         threads = self.tuning.num_threads or numba.get_num_threads()
         if threads == 1 or len(jobs) == 1:
-            return [fn(job) for job in jobs]
+            return [signals_deferred(fn, job) for job in jobs]
         if self._pool is None:
             self._pool = futures.ThreadPoolExecutor(threads, "wfstdecode-ctc-streams")
-        return list(self._pool.map(fn, jobs))
+        # the submits and waits too: a handler raising inside the executor's Python-level locks
+        # (a new thread's start, a Future's Condition.wait) can break them for good
+        done = signals_deferred(lambda: [self._pool.submit(fn, job) for job in jobs])
+        return [signals_deferred(job.result) for job in done]
 
     def advance_keeping(self, jobs) -> list[tuple]:
         """`advance` each job, keeping every token frame's survivors: ``(state,
@@ -528,7 +538,7 @@ class CpuStreams:
         if state.counts[STATUS] & STOPPED_BITS:
             return state, None, None, None
         graph, boosts, _ = self._bundles(p)
-        state = settled_prefix(state, graph)
+        state = signals_deferred(settled_prefix, state, graph)
         no_final = self._no_final_costs(p.graph)
         rows = PathRows.first(1, 1, int(state.counts[FRAMES]))
         while True:

@@ -11,7 +11,8 @@ that ``except KeyboardInterrupt`` misses. So:
 * `signals_deferred` runs a call with the main thread's Python signal handlers swapped for one
   that only notes the signal, then runs the real handlers once the call is done (~3 us): the
   call always completes, and a handler's exception comes out of a clean point. For calls that
-  take milliseconds (a stream's chunk, a lattice pass, the first search while it compiles);
+  take milliseconds (a stream call, one utterance of a lattice pass, a short search: the
+  first one of a process loads the compiled code);
 * `on_worker` runs a long search on one long-lived worker thread while the main thread waits
   in an interruptible lock: Ctrl-C is seen within 0.1 s and tells the search to stop;
 * `interrupts_raised` turns the `SystemError` back into the handler's own exception, for the
@@ -21,6 +22,7 @@ that ``except KeyboardInterrupt`` misses. So:
 from __future__ import annotations
 
 import _signal
+import _thread
 import contextlib
 import os
 import queue
@@ -121,12 +123,12 @@ def signals_deferred(fn, *args, dropped=None):
                 swapped[sig] = handler
         result = fn(*args)
     except BaseException:
-        _restore(swapped)
-        _deliver(noted, swapped)
+        _restore(swapped, note)
+        _deliver(noted)
         raise
     try:
-        _restore(swapped)
-        _deliver(noted, swapped)
+        _restore(swapped, note)
+        _deliver(noted)
     except BaseException:
         if dropped is not None:
             dropped(result)
@@ -141,23 +143,37 @@ def _noting(noted: list):
     return note
 
 
-def _restore(swapped: dict) -> None:
-    """Put the real handlers back. A signal whose handler is back may raise between two of
-    them: the rest are still put back (else they would note signals for good)."""
+def _restore(swapped: dict, note) -> None:
+    """Put the real handlers back (not over one that ``fn`` set meanwhile). A signal whose
+    handler is back may raise between two of them: the rest are still put back (else they
+    would note signals for good)."""
     pending = list(swapped.items())
     try:
         while pending:
-            _signal.signal(*pending[-1])
+            sig, handler = pending[-1]
+            if _signal.getsignal(sig) is note:
+                _signal.signal(sig, handler)
             pending.pop()
     finally:
         for sig, handler in pending:
-            _signal.signal(sig, handler)
+            if _signal.getsignal(sig) is note:
+                _signal.signal(sig, handler)
 
 
-def _deliver(noted: list, handlers: dict) -> None:
-    """Run the real handler of each noted signal, in order (the first that raises ends it)."""
-    for signum in noted:
-        handlers[signum](signum, sys._getframe(1))
+def _deliver(noted: list) -> None:
+    """Run the handler of each signal noted, once per signal in order of arrival (as Python
+    runs a signal that arrived twice before its handler once). When one raises, the others
+    are raised again for Python to handle at its next check, as it would have."""
+    signals = list(dict.fromkeys(noted))
+    for i, signum in enumerate(signals):
+        try:
+            handler = _signal.getsignal(signum)
+            if callable(handler):
+                handler(signum, sys._getframe(1))
+        except BaseException:
+            for later in signals[i + 1 :]:
+                _thread.interrupt_main(later)
+            raise
 
 
 @contextlib.contextmanager

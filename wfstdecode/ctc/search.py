@@ -22,7 +22,7 @@ from ..symbols import BLANK
 from ._paths import to_hypotheses
 from ._problem import ALL_NEG_INF, NAN_OR_POS_INF, RawResult, SearchProblem, costs_and_first_bad
 from .boost import build_boost_tables, resolve_boosts
-from .interrupts import interrupts_raised, signals_deferred
+from .interrupts import interrupts_raised
 from .lattice import (
     lattice_hypotheses,
     lattice_search,
@@ -133,8 +133,7 @@ def ctc_lattices(
 def pruned_lattices(problem: SearchProblem, name: str, tuning) -> tuple[list, list]:
     """The search's results (`RawResult`) and each utterance's lattice pruned to the lattice
     beam (None where the search died) of a checked problem."""
-    # signals deferred (`interrupts`: the lattice search returns search states)
-    raws, lattices = signals_deferred(lattice_search, problem, name, tuning)
+    raws, lattices = lattice_search(problem, name, tuning)
     beam = problem.options.lattice_beam
     return raws, [None if lat is None else lat.pruned(beam) for lat in lattices]
 
