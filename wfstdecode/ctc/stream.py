@@ -187,9 +187,6 @@ class CtcStreamDecoder:
         self.width = graph.num_tokens if graph.tokens is not None else None
         self._reads = _max_ilabel(graph)
         self._search = ctc_stream_backend(name)(tuning_for(name, tuning, None))
-        # the public calls run with signals deferred (`interrupts`: a Ctrl-C inside Numba's
-        # boxing of a search state crashed the process)
-        self._call = signals_deferred
         self._streams: dict[int, _Stream] = {}
         self._next_id, self._id_lock = 0, threading.Lock()
 
@@ -201,12 +198,14 @@ class CtcStreamDecoder:
         self.__reduce__()
 
     # ----- streams ----------------------------------------------------------------------------
+    # The public calls run with signals deferred (`interrupts`: a Ctrl-C inside Numba's boxing
+    # of a search state crashed the process): a Ctrl-C comes out once the call is done.
     def open(self, boosts: Mapping | None = None, oov_lexicon: Mapping | None = None) -> int:
         """A new stream; ``boosts`` (phrase -> bonus per word, as `decode_ctc`, words the graph
         lacks spelled through its oov slot, by ``oov_lexicon`` where given) hold for its whole
         life."""
         # (a Ctrl-C that cuts the call off closes the stream it made: its id never got out)
-        return self._call(self._open, boosts, oov_lexicon, dropped=self._streams.pop)
+        return signals_deferred(self._open, boosts, oov_lexicon, dropped=self._streams.pop)
 
     def _open(self, boosts, oov_lexicon) -> int:
         empty = np.zeros((1, 0, self.width or self._reads), np.float32)
@@ -227,7 +226,7 @@ class CtcStreamDecoder:
         """Feed each stream its next chunk of log-probs ((frames, V), any number of frames);
         returns ``{stream: rule}`` for the streams that reached an endpoint in this call. Every
         chunk is checked before any stream moves: a bad one raises and changes nothing."""
-        return self._call(self._advance, chunks)
+        return signals_deferred(self._advance, chunks)
 
     def _advance(self, chunks) -> dict[int, str]:
         if not isinstance(chunks, Mapping):
@@ -266,7 +265,7 @@ class CtcStreamDecoder:
 
     def partial(self, stream: int) -> Hypothesis:
         """The best path so far (cost alone, no final cost), ``stable_words`` marked."""
-        return self._call(self._partial, stream)
+        return signals_deferred(self._partial, stream)
 
     def _partial(self, stream) -> Hypothesis:
         s = self._get(stream)
@@ -293,7 +292,7 @@ class CtcStreamDecoder:
         """The stream's final result, exactly `decode_ctc`'s on everything it received (with a
         lattice beam: from its lattice, rescored if the decoder rescores); no more chunks may
         follow (close it, or keep it to read `partial`)."""
-        return self._call(self._finish, stream, dropped=self._unclaimed(stream))
+        return signals_deferred(self._finish, stream, dropped=self._unclaimed(stream))
 
     def _finish(self, stream) -> list[Hypothesis]:
         s = self._get(stream)
