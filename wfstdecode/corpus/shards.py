@@ -106,7 +106,7 @@ class CtcCorpusDecoder:
         words warn once, not per shard."""
         from ..ctc.boost import resolve_boosts, resolve_phrase
         from ..ctc.oov import OovSpeller
-        from ..ctc.search import _largest_label
+        from ..ctc.search import largest_label
         from ..decoding_graph import DecodingGraph
 
         graph = DecodingGraph.load(self.graph, mmap=True)
@@ -116,7 +116,7 @@ class CtcCorpusDecoder:
             return None
         oov = OovSpeller(graph, self.oov_lexicon) if "oov_slot" in graph.metadata else None
         # without a word table, ids beyond the graph's output labels are unknown words
-        largest = None if graph.words is not None else _largest_label(graph, "olabel")
+        largest = None if graph.words is not None else largest_label(graph, "olabel")
         resolve_boosts(self.boosts, 1, graph.words, oov, largest)  # raises, or warns once
 
         def known(key) -> bool:

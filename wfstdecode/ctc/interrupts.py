@@ -32,7 +32,7 @@ import threading
 
 
 class _Worker:
-    """One long-lived daemon thread that runs the main thread's compiled calls. Not a new thread
+    """One long-lived daemon thread that runs the main thread's long searches. Not a new thread
     per call: Numba's OpenMP layer would build a new thread team for each (measured: 3.4 ms
     instead of 0.8 ms per small call at 2 threads). Built on C-level primitives only (a
     `queue.SimpleQueue`, a lock): a handler raising inside a Python-level one (a
@@ -98,10 +98,9 @@ def on_worker(fn, *args, cancel=None):
 
 # the standard signals a handler can be set for (not the real-time ones: 31 fewer looks-up,
 # ~3 us a call; Python's own `signal.getsignal` converts to enums and costs 10x `_signal`'s)
+_UNCATCHABLE = {getattr(signal, name, None) for name in ("SIGKILL", "SIGSTOP")}
 _SIGNALS = sorted(
-    s
-    for s in signal.valid_signals() - {signal.SIGKILL, signal.SIGSTOP}
-    if s < getattr(signal, "SIGRTMIN", 32)
+    s for s in signal.valid_signals() - _UNCATCHABLE if s < getattr(signal, "SIGRTMIN", 32)
 )
 
 

@@ -252,7 +252,7 @@ def prepare_problem(
         raise DecodeInputError("oov_lexicon needs a graph with an oov slot (build-tlg --oov-slot)")
     largest_word = None  # without a word table, ids beyond the graph's labels are unknown
     if boosts is not None and graph.words is None:
-        largest_word = _largest_label(graph, "olabel")
+        largest_word = largest_label(graph, "olabel")
     per_utt = resolve_boosts(boosts, B, graph.words, oov, largest_word)
     slot_label = oov.slot.open if oov is not None else NO_SLOT
     blank = blank_id(graph)
@@ -296,10 +296,10 @@ _LARGEST_LABEL_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def _max_ilabel(graph: DecodingGraph) -> int:
     """The largest input label of the graph's arcs (the log-prob column it reads last + 1)."""
-    return _largest_label(graph, "ilabel")
+    return largest_label(graph, "ilabel")
 
 
-def _largest_label(graph: DecodingGraph, field: str) -> int:
+def largest_label(graph: DecodingGraph, field: str) -> int:
     """The largest ``"ilabel"`` or ``"olabel"`` of the graph's arcs, cached per graph: a pass
     over every arc (milliseconds for a full-size TLG) per call would cost more than decoding a
     short utterance."""

@@ -64,12 +64,12 @@ def _int_at_least(owner: str, name: str, value, low: int, allow_none: bool = Fal
 class CpuTuning:
     """num_threads: threads decoding utterances in parallel; None = Numba's default, more than
     Numba's pool has are capped to it; one in a process forked from one that had used this
-    backend at all (GNU OpenMP cannot start threads there: `claim_parallel`). collect_records_at: an
-    utterance's backpointer records are collected (those no surviving token traces back through
-    are dropped, and the prefix every survivor shares is moved out of the store) once they
-    number this many, then again each time they double: memory follows the active tokens, not
-    the utterance's length. first_room: the candidates a frame's buffers hold at first (they
-    double as a frame needs)."""
+    backend at all (GNU OpenMP cannot start threads there: `claim_parallel`).
+    collect_records_at: an utterance's backpointer records are collected (those no surviving
+    token traces back through are dropped, and the prefix every survivor shares is moved out of
+    the store) once they number this many, then again each time they double: memory follows
+    the active tokens, not the utterance's length. first_room: the candidates a frame's
+    buffers hold at first (they double as a frame needs)."""
 
     num_threads: int | None = None
     collect_records_at: int = 1 << 16
