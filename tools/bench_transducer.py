@@ -198,8 +198,10 @@ def _rounded(stats):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    ap.add_argument("--utterances", type=int, default=64)
-    ap.add_argument("--frames", type=int, default=200, help="longest utterance, in encoder frames")
+    ap.add_argument("--utterances", type=int, help="how many utterances (planted workload: 64 by "
+                    "default; --speech: the file's first N, all by default)")  # fmt: skip
+    ap.add_argument("--frames", type=int, default=200,
+                    help="longest planted utterance, in encoder frames")  # fmt: skip
     ap.add_argument("--batch-sizes", default="1,4,16,32")
     ap.add_argument("--window", type=int, default=8)
     ap.add_argument("--repeats", type=int, default=3, help="timed runs per cell (best is kept)")
@@ -215,6 +217,8 @@ def main(argv=None):
     ap.add_argument("--speech", type=speech_npz, metavar="NPZ", help="the shipped trained models on these hama "
                     "log-probs (log_probs, lengths, texts), with WER")  # fmt: skip
     args = ap.parse_args(argv)
+    if args.utterances is not None and args.utterances < 1:
+        ap.error(f"--utterances must be at least 1; got {args.utterances}")
     if args.threads:
         torch.set_num_threads(args.threads)
     dev, dtype = args.device, getattr(torch, args.dtype)
@@ -224,7 +228,9 @@ def main(argv=None):
 
     models, data, args.refs = {}, {}, None
     if args.speech:
-        models, data, args.refs = speech_workload(args.speech, dev, dtype)
+        models, data, args.refs = speech_workload(args.speech, dev, dtype, args.utterances or 0)
+    elif args.utterances is None:
+        args.utterances = 64
     for kind, durs in (("rnnt", None), ("tdt", TDT)) if not args.speech else ():
         models[kind] = planted_transducer(
             1025, 640, 640, 640, durations=durs, seed=1, dtype=dtype

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import math
 import shutil
 import sys
 import time
@@ -53,6 +54,14 @@ def make_lm(arpa: Path, words: int, max_ngrams: list[int]) -> dict:
         n + 1: {k: [lp, None if n == len(model.ngrams) - 1 else bow] for k, (lp, bow) in level.items()}
         for n, level in enumerate(model.ngrams)
     }  # fmt: skip
+    # Fewer words than the source keep less of its unigram mass: scale what is kept back to one
+    # (the backoff weights below then renormalise every longer context). The full vocabulary
+    # sums to 1 - 6e-6 and is left as it is, so the shipped files stay reproducible.
+    kept = sum(10**lp for k, (lp, _) in out[1].items() if k != ("<s>",))
+    if abs(kept - 1.0) > 1e-5:
+        for k, entry in out[1].items():
+            if k != ("<s>",):
+                entry[0] -= math.log10(kept)
     recompute_backoffs(out)
     return out
 

@@ -228,13 +228,13 @@ def prepare_problem(
 
         lp = device_log_probs(log_probs)
     else:
-        given = _host_floats(log_probs)
+        given = host_floats(log_probs)
         with np.errstate(over="ignore"):
             lp = given.astype(np.float32, copy=False)
     if lp.ndim != 3:
         raise DecodeInputError(f"log_probs must be (B, T, V); got shape {tuple(lp.shape)}")
     B, T, V = lp.shape
-    max_ilabel = _max_ilabel(graph)
+    max_ilabel = largest_label(graph, "ilabel")  # the log-prob column read last + 1
     if graph.tokens is not None and graph.num_tokens != V:
         raise DecodeInputError(
             f"log_probs has V={V} columns but the graph's token table has {graph.num_tokens} "
@@ -294,11 +294,6 @@ _ARC_COST_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _LARGEST_LABEL_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
-def _max_ilabel(graph: DecodingGraph) -> int:
-    """The largest input label of the graph's arcs (the log-prob column it reads last + 1)."""
-    return largest_label(graph, "ilabel")
-
-
 def largest_label(graph: DecodingGraph, field: str) -> int:
     """The largest ``"ilabel"`` or ``"olabel"`` of the graph's arcs, cached per graph: a pass
     over every arc (milliseconds for a full-size TLG) per call would cost more than decoding a
@@ -329,7 +324,7 @@ def arc_costs(graph: DecodingGraph, options: CtcBeamOptions, blank: int) -> np.n
     return per_graph[key]
 
 
-def _host_floats(x) -> np.ndarray:
+def host_floats(x) -> np.ndarray:
     """``x`` as a NumPy array of floats on the host (float16/32/64 as given; torch's bfloat16
     and other types as float32)."""
     if type(x).__module__.startswith("torch"):

@@ -46,10 +46,10 @@ from .interrupts import signals_deferred
 from .lattice import build_lattice
 from .options import CtcBeamOptions
 from .search import (
-    _host_floats,
-    _max_ilabel,
     beyond_float32,
     check_lattice_options,
+    host_floats,
+    largest_label,
     lattice_results,
     prepare_problem,
 )
@@ -185,7 +185,7 @@ class CtcStreamDecoder:
         # the chunks' columns: the token table's, else (as decode_ctc) any number from the
         # columns the graph reads, fixed by the first chunk (one model feeds every stream)
         self.width = graph.num_tokens if graph.tokens is not None else None
-        self._reads = _max_ilabel(graph)
+        self._reads = largest_label(graph, "ilabel")
         self._search = ctc_stream_backend(name)(tuning_for(name, tuning, None))
         self._streams: dict[int, _Stream] = {}
         self._next_id, self._id_lock = 0, threading.Lock()
@@ -355,7 +355,7 @@ class CtcStreamDecoder:
     def _checked_shape(self, sid: int, chunk) -> tuple[np.ndarray, np.ndarray]:
         """``(the chunk as given, its float32 copy)``, the shape checked."""
         try:
-            given = _host_floats(chunk)  # the same conversion as decode_ctc
+            given = host_floats(chunk)  # the same conversion as decode_ctc
         except DecodeInputError as exc:
             raise DecodeInputError(f"stream {sid}: {str(exc).replace('log_probs', 'a chunk')}"
                                    ) from None  # fmt: skip
