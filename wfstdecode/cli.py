@@ -156,7 +156,7 @@ def decode_command(args: argparse.Namespace) -> None:
     boosts = boosts_of(args)
     per_utterance = None
     if args.utterance_boosts:
-        from .ctc.boost import read_utterance_boosts
+        from .ctc.boost_files import read_utterance_boosts
 
         per_utterance = read_utterance_boosts(args.utterance_boosts)
     oov_lexicon = oov_lexicon_of(args, graph)

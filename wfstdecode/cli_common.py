@@ -64,7 +64,7 @@ def add_boost_arguments(p: argparse.ArgumentParser) -> None:
 
 def boosts_of(args: argparse.Namespace) -> dict | None:
     """--boost-file's phrases and the repeated --boost (a phrase given by both is refused)."""
-    from .ctc.boost import read_boost_file
+    from .ctc.boost_files import read_boost_file
 
     boosts = read_boost_file(args.boost_file) if args.boost_file else {}
     given = set()

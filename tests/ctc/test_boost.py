@@ -103,7 +103,7 @@ def test_without_a_word_table_ids_beyond_the_graph_are_unknown_words():
 
 
 def test_boost_file_reads_words_and_names_bad_lines(tmp_path):
-    from wfstdecode.ctc.boost import read_boost_file
+    from wfstdecode.ctc.boost_files import read_boost_file
     from wfstdecode.errors import InputFileError
 
     path = tmp_path / "boosts.txt"

@@ -329,7 +329,7 @@ def test_phrases_on_the_command_line(tmp_path, capsys):
 
 
 def test_a_boost_file_beyond_the_limit_stops_at_the_line(tmp_path):
-    from wfstdecode.ctc.boost import read_boost_file
+    from wfstdecode.ctc.boost_files import read_boost_file
     from wfstdecode.errors import InputFileError
 
     path = tmp_path / "many.txt"

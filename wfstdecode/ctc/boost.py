@@ -218,7 +218,7 @@ def _resolve_or_recall(table: Mapping, b: int, words, unknown: list, known: dict
 _NUMBERS = (int, float, np.floating, np.integer)
 
 
-def _as_float(value) -> float:
+def as_float(value) -> float:
     try:
         return float(value)
     except OverflowError:  # an int beyond float: out of range as inf is
@@ -246,7 +246,7 @@ def _resolve_table(table: Mapping, b: int, words, unknown: list, known: dict, oo
         if isinstance(key, bool):  # True == 1: not a word id, and not to be found as one
             raise DecodeInputError(f"boosts[{b}]: a key must be a word, a phrase or a word id")
     with np.errstate(over="ignore", invalid="ignore"):
-        values = np.array([_as_float(v) for v in bonuses], np.float64)
+        values = np.array([as_float(v) for v in bonuses], np.float64)
     out_of_range = ~(np.abs(values) <= MAX_COST_TERM)  # NaN and inf too
     if out_of_range.any():
         k = int(np.argmax(out_of_range))
@@ -497,109 +497,3 @@ def join_lanes(tables: Sequence[BoostTables]) -> BoostTables:
         np.array(bits_offsets, np.int64), np.concatenate([t.bits_len[:1] for t in tables]),
         tuple(t.automata[0] for t in tables),
     )  # fmt: skip
-
-
-def checked_phrase(phrase, bonus) -> tuple[str, float]:
-    """A phrase from a file (spaces normalised) and its bonus; `ValueError` with the reason for
-    an empty phrase, a bonus that is not a number, or one not finite or beyond ``MAX_COST_TERM``
-    (the readers name the file and line)."""
-    import math
-
-    phrase = " ".join(phrase.split()) if isinstance(phrase, str) else ""
-    if not phrase:
-        raise ValueError("an empty phrase")
-    if isinstance(bonus, bool) or not isinstance(bonus, (int, float)):
-        raise ValueError(f"the bonus of {phrase!r} must be a number; got {bonus!r}")
-    bonus = _as_float(bonus)
-    if not math.isfinite(bonus) or abs(bonus) > MAX_COST_TERM:
-        raise ValueError(f"bonus {bonus} of {phrase!r} is not finite or beyond "
-                         f"±{MAX_COST_TERM:g}")  # fmt: skip
-    return phrase, bonus
-
-
-def checked_phrases(phrases: Mapping) -> dict[str, float]:
-    """One utterance's ``{phrase: bonus}`` from a file, each as `checked_phrase` returns it;
-    `ValueError` with the reason for a bad phrase, a phrase given twice (once spaces are
-    normalised) or more than ``MAX_PHRASES``."""
-    if len(phrases) > MAX_PHRASES:
-        raise ValueError(f"more than {MAX_PHRASES} phrases")
-    out: dict[str, float] = {}
-    for phrase, bonus in phrases.items():
-        phrase, bonus = checked_phrase(phrase, bonus)
-        if phrase in out:
-            raise ValueError(f"{phrase!r} is given twice")
-        out[phrase] = bonus
-    return out
-
-
-def read_utterance_boosts(path) -> dict[str, dict[str, float]]:
-    """Per-utterance boosts: a JSON object per line, ``{"id": UTTERANCE, "boosts": {PHRASE:
-    BONUS, ...}}`` (blank lines skipped), as ``{id: {phrase: bonus}}``. A line that is not such
-    an object, an id given twice, an empty phrase, a phrase twice in one line, a bad bonus or
-    more than ``MAX_PHRASES`` phrases on a line raise `InputFileError` naming the line."""
-    from ..errors import InputFileError
-    from ..safe_io import json_loads
-    from ..textfiles import text_lines
-
-    out: dict[str, dict[str, float]] = {}
-    where: dict[str, int] = {}
-    for line_no, line in text_lines(path, "utterance boosts file"):
-        if not line.strip():
-            continue
-        try:
-            record = json_loads(line)
-        except (ValueError, RecursionError) as exc:
-            raise InputFileError(path, line_no, f"not JSON ({exc})") from None
-        if (
-            not isinstance(record, dict)
-            or not isinstance(record.get("id"), str)
-            or not isinstance(record.get("boosts"), dict)
-        ):
-            raise InputFileError(path, line_no, 'expected {"id": "...", "boosts": {"phrase": '
-                                 "bonus, ...}}")  # fmt: skip
-        utt = record["id"]
-        if utt in out:
-            raise InputFileError(path, line_no, f"utterance {utt!r} is already on line "
-                                 f"{where[utt]}")  # fmt: skip
-        try:
-            out[utt] = checked_phrases(record["boosts"])
-        except ValueError as exc:
-            raise InputFileError(path, line_no, str(exc)) from None
-        where[utt] = line_no
-    return out
-
-
-def read_boost_file(path) -> dict[str, float]:
-    """``phrase<TAB>bonus`` per line (a word or words separated by spaces; blank lines and ``#``
-    comments skipped) as ``{phrase: bonus}``, the phrase's words joined by single spaces. A
-    malformed line, a repeated phrase, a non-finite bonus or one beyond ``MAX_COST_TERM`` raises
-    `InputFileError` naming the line."""
-    import math
-
-    from ..errors import InputFileError
-    from ..textfiles import text_lines
-
-    out: dict[str, float] = {}
-    where: dict[str, int] = {}
-    for line_no, line in text_lines(path, "boost file"):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        phrase, tab, value = line.rpartition("\t")
-        phrase = " ".join(phrase.split())
-        try:
-            bonus = float(value) if tab and phrase else math.nan
-        except ValueError:
-            bonus = math.nan
-        if not tab or not phrase or not math.isfinite(bonus):
-            raise InputFileError(path, line_no, f"expected PHRASE<TAB>BONUS (a finite number); "
-                                 f"got {line[:80]!r}")  # fmt: skip
-        try:
-            phrase, bonus = checked_phrase(phrase, bonus)
-        except ValueError as exc:
-            raise InputFileError(path, line_no, str(exc)) from None
-        if phrase in out:
-            raise InputFileError(path, line_no, f"{phrase!r} is already on line {where[phrase]}")
-        if len(out) == MAX_PHRASES:
-            raise InputFileError(path, line_no, f"more than {MAX_PHRASES} phrases")
-        out[phrase], where[phrase] = bonus, line_no
-    return out

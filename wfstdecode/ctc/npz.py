@@ -78,7 +78,7 @@ def load_log_probs_npz(path: str | os.PathLike) -> dict:
 def _read_boosts(z, fail) -> dict[str, dict[str, float]]:
     """The ``boosts`` member: ``{id: {phrase: bonus}}`` (phrases as boost files have them)."""
     from ..safe_io import json_loads
-    from .boost import checked_phrases
+    from .boost_files import checked_phrases
 
     raw = z.read("boosts", "US", max_bytes=64 << 20)
     if raw.size != 1:
