@@ -415,3 +415,71 @@ def test_a_stream_decoder_is_not_pickled_or_copied():
     for make in (pickle.dumps, copy.copy, copy.deepcopy):
         with pytest.raises(TypeError, match="holds live searches"):
             make(d)
+
+
+def test_threads_sharing_a_stream_take_turns():
+    """One thread feeding a stream frame by frame while another polls its partial result (a
+    server's audio and display threads) corrupted the search's arrays: wrong finals at once,
+    then a segfault or a malloc abort. A stream now takes one call at a time; the final equals
+    decode_ctc's, and calls on other streams are not held up by it."""
+    import threading
+
+    g = random_graph(7, num_states=40, num_tokens=8, num_words=12, arcs_per_state=6)
+    opts = CtcBeamOptions(beam=30.0, max_active=400)
+    T = 120
+    lp = random_log_probs(7, 1, T, 8, peaky=0.5)
+    want = decode_ctc(lp, [T], g, opts, backend="cpu")[0]
+    decoder = CtcStreamDecoder(g, opts, "cpu")
+    errors: list[BaseException] = []
+
+    def guarded(fn):
+        def run():
+            try:
+                fn()
+            except BaseException as exc:  # (reported by the main thread)
+                errors.append(exc)
+
+        return run
+
+    for _ in range(6):
+        sid = decoder.open()
+        fed = threading.Event()
+
+        def feed(sid=sid, fed=fed):
+            for t in range(T):
+                decoder.advance({sid: lp[0, t : t + 1]})
+            fed.set()
+
+        def poll(sid=sid, fed=fed):
+            while not fed.is_set():
+                decoder.partial(sid)
+
+        threads = [threading.Thread(target=guarded(f)) for f in (feed, poll)]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        assert not errors, errors
+        assert decoder.finish(sid) == want
+        decoder.close(sid)
+
+    # two threads advancing one stream: each call whole, in some order; the final is
+    # decode_ctc's on the frames as the stream received them (each frame twice)
+    sid = decoder.open()
+    both = threading.Barrier(2)
+
+    def feed_one():
+        both.wait()
+        for t in range(T):
+            decoder.advance({sid: lp[0, t : t + 1]})
+
+    threads = [threading.Thread(target=guarded(feed_one)) for _ in range(2)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert not errors, errors
+    assert decoder.frames(sid) == 2 * T
+    received = decoder._streams[sid].log_probs[: 2 * T].copy()
+    assert sorted(map(bytes, received)) == sorted(map(bytes, np.repeat(lp[0], 2, axis=0)))
+    assert decoder.finish(sid) == decode_ctc(received[None], [2 * T], g, opts, backend="cpu")[0]

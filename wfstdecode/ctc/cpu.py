@@ -11,6 +11,7 @@ records are collected (`cpu_steps.collect_records`) whenever they reach
 
 from __future__ import annotations
 
+import threading
 import weakref
 from concurrent import futures
 from typing import NamedTuple
@@ -439,6 +440,7 @@ class CpuStreams:
     def __init__(self, tuning: CpuTuning | None = None):
         self.tuning = tuning or CpuTuning()
         self._pool: futures.ThreadPoolExecutor | None = None
+        self._pool_made = threading.Lock()
         self._cancel = np.zeros(1, np.int32)  # chunks are short: nothing to interrupt
         self._made: dict[int, tuple] = {}  # id(problem) -> its bundles, while it lives
 
@@ -492,8 +494,9 @@ class CpuStreams:
         threads = self.tuning.num_threads or numba.get_num_threads()
         if threads == 1 or len(jobs) == 1:
             return [signals_deferred(fn, job) for job in jobs]
-        if self._pool is None:
-            self._pool = futures.ThreadPoolExecutor(threads, "wfstdecode-ctc-streams")
+        with self._pool_made:  # (threads calling at once make one pool)
+            if self._pool is None:
+                self._pool = futures.ThreadPoolExecutor(threads, "wfstdecode-ctc-streams")
         # the submits and waits too: a handler raising inside the executor's Python-level locks
         # (a new thread's start, a Future's Condition.wait) can break them for good
         done = signals_deferred(lambda: [self._pool.submit(fn, job) for job in jobs])

@@ -25,6 +25,10 @@ Endpointing (`EndpointRules`, off by default) in the style of Kaldi's and sherpa
 an endpoint is detected when a rule's trailing silence (frames since the best path's last
 non-blank token, or since the start) and utterance length are reached, and, for rules that ask
 for it, the best path has a token at all. `advance` returns the streams that reached one.
+
+Threads: any thread may call the decoder, and calls on different streams run at once (each
+search releases the GIL). A stream takes one call at a time: a call on a stream another thread's
+call is using waits for it (a display thread polling `partial` while another thread advances).
 """
 
 from __future__ import annotations
@@ -114,8 +118,8 @@ class EndpointRules:
 
 
 class _Stream:
-    __slots__ = ("endpoint", "finished", "first", "frames", "kept", "log_probs", "problem",
-                 "state", "unclaimed")  # fmt: skip
+    __slots__ = ("busy", "endpoint", "finished", "first", "frames", "kept", "log_probs",
+                 "problem", "state", "unclaimed")  # fmt: skip
 
     def __init__(self, problem: SearchProblem, state, first=None):
         self.problem, self.state = problem, state
@@ -127,6 +131,9 @@ class _Stream:
         self.first = first
         self.kept: list[FrameSurvivors] = []
         self.unclaimed: list[Hypothesis] | None = None  # a finish a Ctrl-C cut off: the next's
+        # held by the call using the stream: its search state and arrays change in place, in
+        # compiled code without the GIL (two threads on one stream corrupted the heap)
+        self.busy = threading.Lock()
 
     def append(self, chunk: np.ndarray) -> None:
         end = self.frames + len(chunk)
@@ -233,7 +240,9 @@ class CtcStreamDecoder:
             raise DecodeInputError(f"advance takes a mapping stream -> chunk; got "
                                    f"{type(chunks).__name__}")  # fmt: skip
         sids = list(chunks)
-        streams = [self._live(sid) for sid in sids]
+        return self._using(sids, self._live, self._advance_held, chunks, sids)
+
+    def _advance_held(self, streams, chunks, sids) -> dict[int, str]:
         width = self.width
         try:
             checked = [self._checked_shape(sid, chunks[sid]) for sid in sids]
@@ -268,7 +277,10 @@ class CtcStreamDecoder:
         return signals_deferred(self._partial, stream)
 
     def _partial(self, stream) -> Hypothesis:
-        s = self._get(stream)
+        return self._using([stream], self._get, self._partial_held)
+
+    def _partial_held(self, held: list[_Stream]) -> Hypothesis:
+        (s,) = held
         s.state, arcs, frames, n_stable = self._search.partial(s.problem, s.state)
         if arcs is None:  # the search died: what finish would say
             return to_hypotheses(s.scoring_problem(), [self._search.end(s.problem, s.state)])[0][0]
@@ -295,7 +307,10 @@ class CtcStreamDecoder:
         return signals_deferred(self._finish, stream, dropped=self._unclaimed(stream))
 
     def _finish(self, stream) -> list[Hypothesis]:
-        s = self._get(stream)
+        return self._using([stream], self._get, self._finish_held, stream)
+
+    def _finish_held(self, held: list[_Stream], stream) -> list[Hypothesis]:
+        (s,) = held
         if s.unclaimed is not None:  # the last finish's, cut off by a Ctrl-C
             hyps, s.unclaimed = s.unclaimed, None
             return hyps
@@ -324,9 +339,11 @@ class CtcStreamDecoder:
         return keep
 
     def close(self, stream: int) -> None:
-        """Forget the stream (finished or not)."""
-        self._get(stream)
-        del self._streams[stream]
+        """Forget the stream (finished or not), once a call another thread makes on it ends."""
+        signals_deferred(self._close, stream)
+
+    def _close(self, stream) -> None:
+        self._using([stream], self._get, lambda _: self._streams.pop(int(stream)))
 
     @property
     def streams(self) -> list[int]:
@@ -336,6 +353,27 @@ class CtcStreamDecoder:
     def frames(self, stream: int) -> int:
         """Log-prob frames the stream has received."""
         return self._get(stream).frames
+
+    def _using(self, sids: list, get, fn, *args):
+        """``fn(streams, *args)`` with the streams ``sids`` name (``get``: `_get` or `_live`)
+        held: a call another thread makes on one of them ends first. Taken in the order of
+        their ids (so no two calls wait for each other for good) within the deferred signals (a
+        Ctrl-C cannot leave one taken), and looked up again once held (a stream the other call
+        finished or closed raises as it would have)."""
+        streams = [get(sid) for sid in sids]
+        if len(streams) > 1:
+            streams = [s for _, s in sorted({id(s): (int(sid), s) for sid, s in
+                                             zip(sids, streams, strict=True)}.values(),
+                                            key=lambda pair: pair[0])]  # fmt: skip
+        taken = 0
+        try:
+            for s in streams:
+                s.busy.acquire()
+                taken += 1
+            return fn([get(sid) for sid in sids], *args)
+        finally:
+            for s in streams[:taken]:
+                s.busy.release()
 
     # ----- checks -----------------------------------------------------------------------------
     def _get(self, sid) -> _Stream:
