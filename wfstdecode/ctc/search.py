@@ -309,7 +309,8 @@ def arc_costs(graph: DecodingGraph, options: CtcBeamOptions, blank: int) -> np.n
     penalty on arcs with an output word), added in that order in float32. Cached per graph."""
     key = (float(options.blank_penalty), float(options.word_insertion_penalty), blank)
     per_graph = _ARC_COST_CACHE.setdefault(graph, {})
-    if key not in per_graph:
+    cost = per_graph.get(key)  # (one lookup: another thread may clear the cache meanwhile)
+    if cost is None:
         cost = graph.weight.astype(np.float32, copy=True)
         if options.blank_penalty:
             is_blank = graph.ilabel == blank + 1
@@ -321,7 +322,7 @@ def arc_costs(graph: DecodingGraph, options: CtcBeamOptions, blank: int) -> np.n
         if len(per_graph) > 8:
             per_graph.clear()
         per_graph[key] = cost
-    return per_graph[key]
+    return cost
 
 
 def host_floats(x) -> np.ndarray:
