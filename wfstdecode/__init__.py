@@ -4,6 +4,7 @@ Importing this package needs neither a GPU, CuPy, torch nor pynini; graph buildi
 (``wfstdecode.graph``) imports pynini, transducer decoding (``wfstdecode.transducer``) torch.
 """
 
+from . import _numba_cache  # noqa: F401  (first: a place for Numba's cache; see there)
 from .ctc import (
     CpuTuning,
     CtcBeamOptions,
