@@ -499,3 +499,17 @@ def test_decode_help_documents_the_escapes(capsys):
 def _set(a, i, v):
     a[i] = v
     return a
+
+
+def test_version_and_top_level_help(capsys):
+    import wfstdecode
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["--version"])
+    assert (
+        exit_.value.code == 0
+        and capsys.readouterr().out == f"wfstdecode {wfstdecode.__version__}\n"
+    )
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    assert "``" not in capsys.readouterr().out  # (a user's description, not the module's docstring)

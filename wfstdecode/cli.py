@@ -12,6 +12,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+from . import __version__
 from .cli_common import (
     DECODE_OPTIONS,
     add_boost_arguments,
@@ -269,8 +270,13 @@ def demo_command(args: argparse.Namespace) -> None:
 
 
 def make_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="wfstdecode", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="wfstdecode",
+        description="WFST decoding for speech recognition: build CTC decoding graphs (TLG), "
+        "decode CTC log-probs, audio and transducer encoder outputs, rescore lattices.",
+    )
     parser.add_argument("-v", "--verbose", action="store_true", help="log every stage")
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser(

@@ -88,7 +88,8 @@ def transcribe_command(args: argparse.Namespace) -> int:
                 rank_field = f"{rank + 1}\t" if ranked else ""
                 print(f"{escaped_id(str(path))}\t{rank_field}{hyp.text}", flush=True)
     if unreadable:
+        rest = "; the others are transcribed" if len(unreadable) < len(args.audio) else ""
         print(f"wfstdecode: {len(unreadable)} of {len(args.audio)} files could not be read "
-              "(above); the others are transcribed", file=sys.stderr)  # fmt: skip
+              f"(above){rest}", file=sys.stderr)  # fmt: skip
         return 1
     return 0

@@ -185,7 +185,10 @@ def test_a_bad_file_in_a_list_is_said_and_the_others_transcribed(tmp_path):
     assert out.returncode == 1
     assert [line.split("\t")[0] for line in out.stdout.splitlines()] == [str(WAVS[0]), str(WAVS[1])]
     assert "empty.wav: audio of 0 samples is too short" in out.stderr
-    assert "1 of 3 files could not be read" in out.stderr
+    assert "1 of 3 files could not be read (above); the others are transcribed" in out.stderr
+    alone = subprocess.run([*cmd, str(empty)], capture_output=True, text=True)
+    assert alone.returncode == 1 and not alone.stdout
+    assert "1 of 1 files could not be read (above)\n" in alone.stderr  # (no "others")
 
 
 def test_transcribe_cli_lines_and_json(speech_graph_path):
