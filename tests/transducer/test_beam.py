@@ -344,6 +344,26 @@ def test_random_models_equal_the_tensor_search_and_the_reference(
 
 
 @pytest.mark.parametrize(
+    ("algorithm", "own"), [("alsd", {"durations": (0, 1, 2)}), ("wind", {"window": 3})]
+)
+def test_wide_beams_pick_by_sorting_as_by_scanning(algorithm, own, monkeypatch):
+    """Past `alsd_step.SCAN_LIMIT` comparisons the compiled steps keep their best distinct
+    candidates in the order of one stable sort, not by a scan per pick (a WIND beam of 200 took
+    10 s for 40 frames): the same hypotheses as the tensor search and the reference."""
+    width = 32
+    # wind: a pool of 32 x 4 rows picked from at least 32 x 33 moves; alsd's second pass: 32 of
+    # up to 32 x 32 x 3
+    assert width * 4 * width * (width + 1) > alsd_step.SCAN_LIMIT
+    for seed in range(2):
+        model, enc = tiny(seed, vocab=6, frames=8, durations=own.get("durations"), batch=3)
+        lengths = torch.tensor([8, 5, 7])
+        options = BeamOptions(algorithm, beam_size=width, nbest=4, **own)
+        compiled, tensor = compiled_and_tensor(model, enc, lengths, options, monkeypatch)
+        assert_same(compiled, tensor)
+        assert_same(compiled, beam_reference(model, enc, lengths, options))
+
+
+@pytest.mark.parametrize(
     ("algorithm", "durations"),
     [
         ("alsd", None),

@@ -83,43 +83,65 @@ def _offer(top, n, limit, floor, score, parent, label, at, duration, frame, coun
     return append_candidate(top, n, score, parent, label, at, duration, frame, count), floor
 
 
+# Up to this many comparisons (k picks x n candidates), `distinct_best` picks by repeated scans
+# (the usual beams: WIND's pool at beam 16, window 8, is 144 picks of ~400); beyond, in the
+# order of one sort (WIND's pool at beam 200 took ~1,800 x 40,000 comparisons a step: 10 s for
+# two utterances of 20 frames; 1 s now).
+SCAN_LIMIT = 1 << 16
+
+
 @njit(nogil=True, cache=True)
 def distinct_best(top, n, k, threshold, by_frame, hash_, size, out, at, per_frame):
     """Keep the ``k`` best candidates of ``top``'s ``n`` (ties: the earlier offered) that beat
     ``threshold`` and whose key differs from those kept before: the labels (hash and size)
     and, ``by_frame``, the frame and count — then at most ``per_frame`` of each frame. ``out``
-    = (scores, moves, hashes, sizes), written from row ``at``; the candidates' scores are used
-    up. Returns how many were kept."""
-    top_score, top_move = top
-    out_score, out_move, out_hash, out_size = out
+    = (scores, moves, hashes, sizes), written from row ``at``; the candidates' scores may be
+    used up. Returns how many were kept."""
+    top_score = top[0]
     m = 0
-    while m < k:
-        j = -1
-        best = threshold
-        for i in range(n):
-            if top_score[i] > best:
-                j, best = i, top_score[i]
-        if j < 0:
-            break
-        top_score[j] = -np.inf
-        parent, label = top_move[j, PARENT], top_move[j, LABEL]
-        h, z = hash_[parent], size[parent]
-        if label != NONE:
-            h, z = h * HASH_BASE + label + 1, z + 1
-        seen, at_frame = False, 0
-        for q in range(at, at + m):
-            same_frame = out_move[q, FRAME] == top_move[j, FRAME]
-            at_frame += same_frame
-            same_place = same_frame and out_move[q, COUNT] == top_move[j, COUNT]
-            seen = seen or (out_hash[q] == h and out_size[q] == z and (same_place or not by_frame))
-        if seen or (by_frame and at_frame >= per_frame):
-            continue
-        out_score[at + m] = best
-        out_move[at + m] = top_move[j]
-        out_hash[at + m] = h
-        out_size[at + m] = z
-        m += 1
+    if k * n <= SCAN_LIMIT:
+        while m < k:
+            j = -1
+            best = threshold
+            for i in range(n):
+                if top_score[i] > best:
+                    j, best = i, top_score[i]
+            if j < 0:
+                break
+            top_score[j] = -np.inf
+            m = _keep_distinct(top, j, best, m, by_frame, hash_, size, out, at, per_frame)
+    else:
+        for j in np.argsort(-top_score[:n], kind="mergesort"):  # stable: ties the earlier
+            if m == k or not top_score[j] > threshold:
+                break
+            m = _keep_distinct(top, j, top_score[j], m, by_frame, hash_, size, out, at,
+                               per_frame)  # fmt: skip
     return m
+
+
+@njit(inline="always", nogil=True, cache=True)
+def _keep_distinct(top, j, score, m, by_frame, hash_, size, out, at, per_frame):
+    """`distinct_best`'s candidate ``j`` (of ``score``) kept as the ``m``-th unless its key was
+    kept before (or its frame is full); returns how many are kept then."""
+    top_move = top[1]
+    out_score, out_move, out_hash, out_size = out
+    parent, label = top_move[j, PARENT], top_move[j, LABEL]
+    h, z = hash_[parent], size[parent]
+    if label != NONE:
+        h, z = h * HASH_BASE + label + 1, z + 1
+    seen, at_frame = False, 0
+    for q in range(at, at + m):
+        same_frame = out_move[q, FRAME] == top_move[j, FRAME]
+        at_frame += same_frame
+        same_place = same_frame and out_move[q, COUNT] == top_move[j, COUNT]
+        seen = seen or (out_hash[q] == h and out_size[q] == z and (same_place or not by_frame))
+    if seen or (by_frame and at_frame >= per_frame):
+        return m
+    out_score[at + m] = score
+    out_move[at + m] = top_move[j]
+    out_hash[at + m] = h
+    out_size[at + m] = z
+    return m + 1
 
 
 @njit(inline="always", nogil=True, cache=True)
