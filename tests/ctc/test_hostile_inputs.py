@@ -378,7 +378,7 @@ def test_lattice_searches_and_short_searches_defer_signals(monkeypatch):
 
 
 def test_deferred_signals_are_handled_once_the_call_is_done():
-    from wfstdecode.ctc.interrupts import signals_deferred
+    from wfstdecode.interrupts import signals_deferred
 
     seen = []
 
@@ -441,7 +441,7 @@ def test_deferred_signals_are_handled_once_the_call_is_done():
 
 
 def test_a_handlers_exception_wrapped_by_numbas_boxing_is_raised_as_itself():
-    from wfstdecode.ctc.interrupts import interrupts_raised
+    from wfstdecode.interrupts import interrupts_raised
 
     def wrapped(exc, times):
         for _ in range(times):
@@ -460,7 +460,7 @@ def test_a_handlers_exception_wrapped_by_numbas_boxing_is_raised_as_itself():
 
 
 def test_a_call_handed_to_the_worker_raises_its_own_errors():
-    from wfstdecode.ctc.interrupts import on_worker
+    from wfstdecode.interrupts import on_worker
 
     def failing():
         raise DecodeInputError("bad")

@@ -329,6 +329,35 @@ def test_the_cpu_runs_the_compiled_step(algorithm, module, step, monkeypatch):
     assert not calls
 
 
+def test_a_compiled_searchs_first_call_loads_it_on_the_worker(monkeypatch):
+    """A Ctrl-C landing in LLVM's loading of a compiled search on the main thread was swallowed
+    by a ctypes callback (the call went on, the interrupt was lost): the first call of each
+    compiled search per dtype first searches a 2-frame utterance on the worker thread, where
+    no signal handler runs; later calls go straight on."""
+    import threading
+
+    threads = []
+    compiled = alsd_step.alsd_step
+
+    def noted(*args):
+        threads.append(threading.current_thread().name)
+        return compiled(*args)
+
+    monkeypatch.setattr(alsd_step, "alsd_step", noted)
+    monkeypatch.setattr(beam, "_LOADED", set())
+    model, enc = tiny(0, vocab=4, frames=5, batch=2)
+    beam_decode(model, enc, torch.tensor([5, 3]), BeamOptions("alsd", beam_size=2))
+    first = threads.index("MainThread")
+    assert first >= 2 and set(threads[:first]) == {"wfstdecode-worker"}  # the 2 frames
+    threads.clear()
+    beam_decode(model, enc, torch.tensor([5, 3]), BeamOptions("alsd", beam_size=3))
+    assert threads and set(threads) == {"MainThread"}
+    assert len(beam._LOADED) == 1
+    for algorithm in ("maes", "standard", "wind", "tokenwise"):
+        beam_decode(model, enc, torch.tensor([5, 3]), BeamOptions(algorithm, beam_size=2))
+    assert len(beam._LOADED) == 3  # and the frame-synchronous ones share one search
+
+
 @pytest.mark.parametrize(("algorithm", "own"), COMPILED, ids=COMPILED_IDS)
 @pytest.mark.parametrize("width", [1, 2, 3, 5])
 def test_random_models_equal_the_tensor_search_and_the_reference(

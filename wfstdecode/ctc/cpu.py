@@ -20,6 +20,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
+from ..interrupts import on_worker, signals_deferred
 from ._problem import FrameSurvivors, PathBatch
 from ._traceback import PathRows, Records, Survivors, finish_paths
 from .bundles import lane_boosts, limits, search_graph
@@ -42,7 +43,6 @@ from .cpu_steps import (
     smallest,
     start,
 )
-from .interrupts import on_worker, signals_deferred
 from .scratch import state_maps, take_next
 from .status import CANCELLED, DIED, NEG_CYCLE, OVERFLOW, RETRY_BITS, STOPPED_BITS
 from .tuning import CpuTuning, claim_parallel, numba_threads

@@ -15,6 +15,7 @@ from ..backends import ctc_backend, is_device_array, is_numba_device_array, reso
 from ..compact_lattice import determinize_pruned
 from ..decoding_graph import DecodingGraph
 from ..errors import DecodeInputError, OptionsError
+from ..interrupts import interrupts_raised
 from ..lattice import Lattice
 from ..rescore import LmRescoring
 from ..results import Hypothesis, changed
@@ -22,7 +23,6 @@ from ..symbols import BLANK
 from ._paths import to_hypotheses
 from ._problem import ALL_NEG_INF, NAN_OR_POS_INF, RawResult, SearchProblem, costs_and_first_bad
 from .boost import build_boost_tables, resolve_boosts
-from .interrupts import interrupts_raised
 from .lattice import (
     lattice_hypotheses,
     lattice_search,

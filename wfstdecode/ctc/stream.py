@@ -43,10 +43,10 @@ import numpy as np
 from ..backends import CTC_BACKENDS, ctc_stream_backend, resolve_ctc_backend
 from ..decoding_graph import DecodingGraph
 from ..errors import DecodeInputError, OptionsError
+from ..interrupts import signals_deferred
 from ..results import Hypothesis, frame_shift_problem
 from ._paths import _batch_hypotheses, to_hypotheses
 from ._problem import FINE, FrameSurvivors, PathBatch, RawResult, SearchProblem, costs_and_first_bad
-from .interrupts import signals_deferred
 from .lattice import build_lattice
 from .options import CtcBeamOptions
 from .search import (

@@ -16,6 +16,7 @@ from __future__ import annotations
 import torch
 
 from ...errors import OptionsError
+from ...interrupts import on_worker
 from ..inputs import check_inputs, check_joint
 from ..model import ModelAdapter
 from ..programs import check_memory
@@ -77,7 +78,30 @@ def beam_decode(model, enc, enc_lengths, options: BeamOptions | None = None):
                 search = segment_search_cpu
             else:
                 search = wind_search_cpu
+            _load_compiled(search, adapter, enc, options, vocab)
         return search(adapter, enc, lengths, options, vocab, notes)
+
+
+_LOADED: set = set()  # (search, dtype, TDT) whose compiled functions this process has loaded
+
+
+def _load_compiled(search, adapter, enc, options: BeamOptions, vocab: int) -> None:
+    """The first time a compiled search meets a dtype in this process, search one 2-frame
+    utterance on the worker thread that keeps Ctrl-C off compiled code (`interrupts.on_worker`):
+    that loads (or compiles) every Numba function the search calls, and a Ctrl-C landing in
+    LLVM's loading on the main thread was swallowed by a ctypes callback (the call went on, the
+    interrupt was lost). A Ctrl-C meanwhile comes out once the loading ends (a second one at
+    once)."""
+    key = (search, enc.dtype, options.durations is not None)
+    if key not in _LOADED:
+        tiny, lengths = enc.new_zeros((1, 2, enc.shape[2])), torch.tensor([2], device=enc.device)
+
+        def search_tiny():
+            with torch.inference_mode():  # (thread-local: the worker's own)
+                search(adapter, tiny, lengths, options, vocab, ())
+
+        on_worker(search_tiny)
+        _LOADED.add(key)
 
 
 def _check_beam_memory(enc, options: BeamOptions, vocab: int) -> None:

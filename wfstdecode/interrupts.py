@@ -14,7 +14,9 @@ that ``except KeyboardInterrupt`` misses. So:
   take milliseconds (a stream call, one utterance of a lattice pass, a short search: the
   first one of a process loads the compiled code);
 * `on_worker` runs a long search on one long-lived worker thread while the main thread waits
-  in an interruptible lock: Ctrl-C is seen within 0.1 s and tells the search to stop;
+  in an interruptible lock: Ctrl-C is seen within 0.1 s and tells the search to stop; the
+  transducer beam searches load their compiled code there too (a Ctrl-C during LLVM's loading
+  on the main thread was swallowed by one of its ctypes callbacks);
 * `interrupts_raised` turns the `SystemError` back into the handler's own exception, for the
   short calls that run unguarded.
 """
@@ -41,7 +43,7 @@ class _Worker:
     def __init__(self):
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
         self.pid = os.getpid()
-        threading.Thread(target=self._serve, name="wfstdecode-ctc-cpu", daemon=True).start()
+        threading.Thread(target=self._serve, name="wfstdecode-worker", daemon=True).start()
 
     def _serve(self) -> None:
         while True:
