@@ -408,12 +408,15 @@ def make_parser() -> argparse.ArgumentParser:
         description="Prints ID<tab>SCORE<tab>TEXT per utterance (ID-RANK with --nbest > 1), or "
         "with --json one object per line with tokens, frames (and TDT durations). The .npz "
         "holds 'enc' (B, T, D) encoder outputs, or 'log_probs' (B, T, V) hama posteriors for "
-        "the speech transducers to encode; optional 'lengths', 'ids', 'texts' (then WER).",
+        "the speech transducers to encode; optional 'lengths', 'ids', 'texts' (then the WER, "
+        "on stderr).",
     )  # fmt: skip
     p.add_argument("model", help="rnnt or tdt (shipped), or a SpeechTransducer .npz")
     p.add_argument("npz", type=Path, help=".npz with enc or log_probs (see above)")
     add_transducer_beam_arguments(p)
-    p.add_argument("--nbest", type=int, default=1, help="hypotheses per utterance")
+    p.add_argument("--nbest", type=int, default=1,
+                   help="hypotheses per utterance (with --beam-size), ranked by score per token "
+                        "(the printed score is the whole hypothesis')")  # fmt: skip
     p.add_argument("--json", action="store_true", help="JSON lines")
     p.set_defaults(func=decode_transducer_command)
 
@@ -458,6 +461,9 @@ def _warning_line(message, category, filename, lineno, line=None) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
+    if sys.stdout is None:  # started with stdout closed (`>&-`): the lines would go nowhere
+        print("wfstdecode: error: standard output is closed", file=sys.stderr)
+        return 2
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")  # fmt: skip
     return run_reporting(lambda: args.func(args))
@@ -480,7 +486,7 @@ def run_reporting(command: Callable[[], object]) -> int:
         print(f"wfstdecode: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("wfstdecode: interrupted; nothing was written", file=sys.stderr)
+        print("wfstdecode: interrupted; no output file was left half-written", file=sys.stderr)
         return 130
     finally:
         warnings.formatwarning = formatted

@@ -124,7 +124,7 @@ def test_interrupted_build_leaves_no_output(tmp_path, small_inputs, monkeypatch,
         ]
     )
     assert code == 130
-    assert "nothing was written" in capsys.readouterr().err
+    assert "interrupted; no output file was left half-written" in capsys.readouterr().err
     assert not out.exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".graph")]
 

@@ -82,6 +82,23 @@ def test_numpy_integers_are_taken_as_ints():
         BeamOptions(beam_size=np.bool_(True))
     with pytest.raises(OptionsError, match="durations"):
         BeamOptions(durations=np.array([0.0, 1.0]))
+    gamma = BeamOptions("maes", expansion_gamma=np.float32(1.5)).expansion_gamma
+    assert gamma == 1.5 and type(gamma) is float  # (np.float32 was refused, np.float64 taken)
+    with pytest.raises(OptionsError, match="expansion_gamma"):
+        BeamOptions("maes", expansion_gamma=np.bool_(True))
+
+
+def test_a_blank_outside_the_model_and_a_tdt_model_without_durations_are_named():
+    from wfstdecode.models import load_speech_transducer
+
+    model, enc = random_transducer(4, 6, 5, 7, seed=0), torch.randn(1, 4, 6)
+    model.blank_id = 40  # beyond its embedding: torch's bare IndexError before
+    with pytest.raises(DecodeInputError, match="blank label, blank_id 40"):
+        beam_decode(model, enc, [4], BeamOptions("alsd"))
+    tdt = load_speech_transducer("tdt")
+    enc = torch.zeros(1, 4, tdt.encode(torch.zeros(1, 4, 191), torch.tensor([4]))[0].shape[-1])
+    with pytest.raises(DecodeInputError, match=r"pass durations=\(0, 1, 2, 3, 4\)"):
+        beam_decode(tdt, enc, [4], BeamOptions("alsd"))
 
 
 @pytest.mark.parametrize(

@@ -97,3 +97,15 @@ def test_a_tdt_record_has_durations_even_without_tokens(tmp_path):
     records = [json.loads(line) for line in out.stdout.splitlines()]
     assert records[0]["tokens"] == [] and records[0]["durations"] == []
     assert all("durations" in r for r in records)
+
+
+def test_a_shipped_name_in_another_case_and_a_closed_stdout_are_said(tmp_path):
+    path = tmp_path / "p.npz"
+    log_probs, lengths = posteriors()
+    np.savez(path, log_probs=log_probs, lengths=lengths)
+    out = run("RNNT", path)
+    assert out.returncode == 2 and "'rnnt' and 'tdt' (lower case)" in out.stderr
+    shell = '"$0" -m wfstdecode.cli decode-transducer rnnt "$1" >&-'  # stdout closed
+    closed = subprocess.run(["sh", "-c", shell, sys.executable, str(path)], capture_output=True,
+                            text=True)  # fmt: skip
+    assert closed.returncode == 2 and "standard output is closed" in closed.stderr

@@ -42,6 +42,9 @@ def load_transducer_model(name: str | os.PathLike):
 
     if str(name) in ("rnnt", "tdt"):
         return load_speech_transducer(str(name))
+    if str(name).lower() in ("rnnt", "tdt") and not os.path.exists(name):
+        raise InputFileError(name, None, "no such file; the shipped models are 'rnnt' and "
+                             "'tdt' (lower case)")  # fmt: skip
     return SpeechTransducer.load(name)
 
 

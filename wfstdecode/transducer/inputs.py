@@ -78,7 +78,13 @@ def check_joint(adapter: ModelAdapter, enc, durations) -> int:
     model, B = adapter.model, enc.shape[0]
     n_dur = len(durations or ())
     labels = torch.full((B,), adapter.blank_id, dtype=torch.long, device=enc.device)
-    pred, _ = model.predict(labels, model.init_state(B, enc.device))
+    try:
+        pred, _ = model.predict(labels, model.init_state(B, enc.device))
+    except IndexError as exc:  # (torch's embedding: "index out of range in self")
+        raise DecodeInputError(
+            f"model.predict failed on the blank label, blank_id {adapter.blank_id}: is it "
+            f"within the model's vocabulary? ({exc})"
+        ) from exc
     if pred.dim() != 2 or pred.shape[0] != B:
         raise DecodeInputError(
             f"model.predict must return pred (B={B}, H); got {tuple(pred.shape)}"
@@ -101,9 +107,11 @@ def check_joint(adapter: ModelAdapter, enc, durations) -> int:
     width = logits.shape[1]
     vocab = width - n_dur if adapter.vocab_size is None else adapter.vocab_size
     if width != vocab + n_dur:
+        own = getattr(model, "durations", None)
+        hint = f": a TDT model's, pass durations={tuple(own)}" if own and not n_dur else ""
         raise DecodeInputError(
             f"joint width {width} != vocab_size {vocab} + len(durations) {n_dur} "
-            f"(durations={durations}); logits shape {tuple(logits.shape)}"
+            f"(durations={durations}); logits shape {tuple(logits.shape)}{hint}"
         )
     if not 0 <= adapter.blank_id < vocab:
         raise DecodeInputError(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 from dataclasses import dataclass
 from typing import Literal
 
@@ -129,13 +130,15 @@ class BeamOptions:
         gamma = self.expansion_gamma
         if gamma is not None and (
             isinstance(gamma, bool)
-            or not isinstance(gamma, int | float)
+            or not isinstance(gamma, numbers.Real)  # (NumPy's floats and ints too)
             or math.isnan(gamma)
             or gamma < 0
         ):
             raise OptionsError(
                 f"expansion_gamma must be a number >= 0 (inf allowed); got {gamma!r}"
             )
+        if gamma is not None:
+            object.__setattr__(self, "expansion_gamma", float(gamma))
 
     def for_model(self, durations) -> BeamOptions:
         """These options for a model with TDT ``durations`` (None or (): RNN-T)."""
