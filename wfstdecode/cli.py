@@ -324,7 +324,7 @@ def make_parser() -> argparse.ArgumentParser:
         "--json: one object per hypothesis with its words' first and last frames (and seconds "
         "with --frame-shift), scores and notes. --ctm: a line per word, ID 1 START DURATION WORD "
         "in seconds (spaces in IDs as \\x20; ID-RANK with --nbest > 1), then the word's "
-        "confidence with --lattice-beam.",
+        "confidence with --lattice-beam (not on a graph with an oov slot).",
     )  # fmt: skip
     p.add_argument("graph", type=Path, help="directory from build-tlg (or a TLG.npz)")
     p.add_argument("log_probs", type=Path, help=".npz with log_probs (B, T, V), lengths, texts")

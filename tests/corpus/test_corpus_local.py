@@ -39,6 +39,15 @@ def test_results_equal_single_process_decode(corpus, tmp_path):
     assert saved["utterances"] == summary.utterances and saved["failed"] == []
 
 
+def test_the_reference_backend_decodes_a_corpus_as_the_cpu_does(corpus, tmp_path):
+    """The workers' thread count (1 by default) went to every backend: the reference (and cuda)
+    refused it and every shard failed."""
+    decoder = CtcCorpusDecoder(str(corpus.graph_path), backend="reference")
+    summary = run(corpus, tmp_path / "out", decoder, workers=1)
+    assert summary.ok and sorted(summary.decoded) == sorted(p.stem for p in corpus.shards)
+    assert_outputs_match(corpus, tmp_path / "out")
+
+
 def test_rerun_skips_finished_shards_and_redoes_changed_ones(corpus, tmp_path):
     shards = tmp_path / "shards"
     shutil.copytree(corpus.shard_dir, shards)

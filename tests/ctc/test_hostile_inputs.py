@@ -500,6 +500,9 @@ def test_tuning_goes_to_the_backend_that_runs():
         decode_ctc(lp, lengths, g, backend="reference", tuning=CpuTuning())
     with pytest.raises(OptionsError, match="not both"):
         decode_ctc(lp, lengths, g, backend="cpu", tuning=CpuTuning(), num_threads=1)
+    with pytest.raises(OptionsError, match="num_threads=2 sets the cpu backend's threads; .* "
+                       "'reference'"):  # fmt: skip
+        decode_ctc(lp, lengths, g, backend="reference", num_threads=2)
     with pytest.raises(OptionsError, match=r"CudaTuning.frames_per_chunk must be an int >= 1"):
         CudaTuning(frames_per_chunk=0)
 

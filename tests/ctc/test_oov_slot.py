@@ -9,9 +9,10 @@ import warnings
 import numpy as np
 import pytest
 
-from wfstdecode import DecodeInputError, GraphError
+from wfstdecode import DecodeInputError, GraphError, OptionsError
 from wfstdecode.ctc import CtcBeamOptions, decode_ctc
 from wfstdecode.ctc.boost import resolve_boosts
+from wfstdecode.ctc.lattice import NO_CONFIDENCES
 from wfstdecode.ctc.oov import OovSpeller
 from wfstdecode.ctc.phrases import PhraseAutomaton
 from wfstdecode.graph import build_tlg
@@ -217,6 +218,22 @@ def test_a_boosted_oov_word_comes_back_as_a_word_with_its_tokens_times(tmp_path)
     zero = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16), {oov: 0.0})[0][0]
     assert zero.words == h.words
     assert h.score - zero.score == pytest.approx(3.0, abs=1e-4)
+
+
+def test_lattices_through_the_slot_say_they_give_no_confidences(tmp_path):
+    """A spelled word is several lattice labels: no word confidences — said in each
+    hypothesis' notes (they were silently missing, and the CTM lost its column); MBR and
+    determinized posteriors, which cannot be given either, are refused."""
+    g, words = _slot_graph(tmp_path, 4)
+    oov = next(w for w in ("ebbed", "decade", "accede") if w not in words)
+    lp, lengths = _spoken(g, f"{words[0]} {oov} {words[1]}")
+    hyps = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16, lattice_beam=6.0, nbest=3),
+                      {oov: 3.0})[0]  # fmt: skip
+    assert oov in hyps[0].words
+    assert all(not h.word_confidences and NO_CONFIDENCES in h.notes for h in hyps)
+    for options in (dict(posteriors="determinized"), dict(mbr_candidates=3)):
+        with pytest.raises(OptionsError, match="without an oov slot"):
+            decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16, lattice_beam=6.0, **options))
 
 
 def test_an_oov_word_that_cannot_be_spelled_warns_and_is_left_out(tmp_path):

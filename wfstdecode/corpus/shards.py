@@ -67,7 +67,7 @@ class CtcCorpusDecoder:
     options:     `CtcBeamOptions` (None = defaults); boosts: one ``phrase -> bonus`` mapping (a
                  shard's own ``boosts`` member adds per-utterance lists, `wfstdecode.ctc.npz`);
     backend:     as `decode_ctc` (``"cuda"`` on GPU workers);
-    num_threads: Numba threads per worker (cpu backend);
+    num_threads: Numba threads per worker (cpu backend; the others take none);
     mmap:        map the graph file (pages shared by the workers of a node) instead of reading it;
     frame_shift: seconds per frame: word times in seconds besides frames, and RTFx;
     oov_lexicon: pronunciations of boosted words the graph lacks, for a graph with an oov slot
@@ -153,9 +153,13 @@ class CtcCorpusDecoder:
     def _decode(self, graph, path: Path, name: str) -> ShardOutput:
         from ..ctc.npz import decode_npz
 
+        # the threads are the cpu search's (a shard's log-probs are on the host: "auto" is cpu);
+        # handed to the reference or cuda backend they failed every shard
+        threads = self.num_threads if self.backend in ("cpu", "auto") else None
+
         def run(path):
             r = decode_npz(path, graph, self.options, self.boosts, backend=self.backend,
-                           num_threads=self.num_threads, oov_lexicon=self.oov_lexicon)  # fmt: skip
+                           num_threads=threads, oov_lexicon=self.oov_lexicon)  # fmt: skip
             return r.ids, r.hypotheses, r.lengths, r.references
 
         return decode_shard(path, name, run, self.frame_shift, nbest=self.options.nbest)

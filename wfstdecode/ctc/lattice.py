@@ -175,13 +175,17 @@ def mbr_ranked(p: SearchProblem, hyps: list, lattices: list) -> list:
     return out
 
 
+NO_CONFIDENCES = "no word confidences: the graph's oov slot spells words as several lattice labels"
+
+
 def with_confidences(p: SearchProblem, hyps: list, lattices: list) -> list:
     """Each hypothesis with its words' posteriors in its utterance's lattice (``word_posteriors``
     of a `Lattice` or of its `CompactLattice`, as ``options.posteriors`` says); unchanged where
-    there is no lattice, and with an oov slot, whose spelled words are several lattice labels
-    each."""
+    there is no lattice; with an oov slot, whose spelled words are several lattice labels each,
+    none and a note saying so."""
     if p.oov is not None:
-        return hyps
+        return [utt if lat is None else [changed(h, notes=(*h.notes, NO_CONFIDENCES)) for h in utt]
+                for utt, lat in zip(hyps, lattices, strict=True)]  # fmt: skip
     out = []
     for utt, lat in zip(hyps, lattices, strict=True):
         if lat is None:

@@ -50,7 +50,8 @@ class CtcBeamOptions:
                             much of the best (`wfstdecode.ctc.lattice`; Kaldi's lattice beam),
                             and ``nbest > 1`` takes its n best distinct word sequences (each its
                             best alignment); every hypothesis gets its words' posteriors in the
-                            lattice (``Hypothesis.word_confidences``). Every backend
+                            lattice (``Hypothesis.word_confidences``; not on a graph with an
+                            oov slot, whose hypotheses say so in their notes). Every backend
                             (cuda: host log-probs); `ctc_lattices` returns the lattices
                             themselves. Every frame's survivors are kept until the end (8
                             bytes each: a long input at a wide beam needs frames x survivors

@@ -192,6 +192,10 @@ def check_lattice_options(options: CtcBeamOptions, graph: DecodingGraph, rescore
     if options.mbr_candidates and "oov_slot" in graph.metadata:
         raise OptionsError("MBR needs a graph without an oov slot (a spelled word is several "
                            "lattice labels)")  # fmt: skip
+    if options.posteriors == "determinized" and "oov_slot" in graph.metadata:
+        raise OptionsError("posteriors='determinized' needs a graph without an oov slot: its "
+                           "hypotheses get no word confidences (a spelled word is several "
+                           "lattice labels)")  # fmt: skip
 
 
 def prepared(log_probs, lengths, graph, options, boosts, backend, tuning, num_threads,

@@ -124,11 +124,14 @@ TUNING = {"reference": None, "cpu": CpuTuning, "cuda": CudaTuning}
 def tuning_for(backend: str, tuning, num_threads: int | None):
     """The tuning object for the resolved ``backend``: ``tuning`` checked against it, or built
     from the ``num_threads`` shorthand (cpu), or the backend's defaults."""
+    kind = TUNING[backend]
     if num_threads is not None:
         if tuning is not None:
             raise OptionsError("give num_threads or tuning, not both")
+        if kind is not CpuTuning:
+            raise OptionsError(f"num_threads={num_threads!r} sets the cpu backend's threads; "
+                               f"this search runs on {backend!r}")  # fmt: skip
         tuning = CpuTuning(num_threads)
-    kind = TUNING[backend]
     if tuning is None:
         return kind() if kind is not None else None
     if kind is None or not isinstance(tuning, kind):
