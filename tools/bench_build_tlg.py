@@ -6,7 +6,7 @@ writes, and writes a markdown table of time, peak memory and sizes per stage.
     python tools/bench_build_tlg.py --arpa ../shared/data/en-us.arpa.gz --out bench/build_tlg.md
     python tools/bench_build_tlg.py --recipes characters --topologies compact --kaldi  # vs Kaldi
     python tools/bench_build_tlg.py --recipes phones_cmudict --topologies compact --kaldi \\
-        --out /tmp/phones.md       # (--out: the default rewrites bench/build_tlg.md)
+        --out /tmp/phones.md       # (without --out the table is only printed)
 """
 
 from __future__ import annotations
@@ -95,7 +95,8 @@ def main() -> None:
     p.add_argument("--recipes", nargs="+", default=list(RECIPES), choices=list(RECIPES))
     p.add_argument("--topologies", nargs="+", default=["compact", "normal"])
     p.add_argument("--work", type=Path, default=None, help="keep the graphs here")
-    p.add_argument("--out", type=Path, default=ROOT / "bench/build_tlg.md")
+    p.add_argument("--out", type=Path, help="markdown file to write (e.g. bench/build_tlg.md; "
+                   "default: the table is only printed)")  # fmt: skip
     p.add_argument("--kaldi", action="store_true", help="also build each TLG the Kaldi way, "
                    "right after ours (kaldilm + kaldifst: pip install kaldilm kaldifst)")  # fmt: skip
     args = p.parse_args()
@@ -109,8 +110,9 @@ def main() -> None:
                 print(json.dumps({k: rows[-1][k] for k in ("recipe", "topology", "wall_s",
                                                            "peak_rss_mb")}), flush=True)  # fmt: skip
     text = markdown(rows, args, "python " + " ".join(sys.argv))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(text)
+    if args.out is not None:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(text)
     print(text)
 
 

@@ -108,6 +108,8 @@ def sweep(s: dict, beams: list[float], repeats: int, fl_beam_size: int) -> list[
         def flashlight(fl=fl, feats=feats):
             return bench_ctc._flashlight_decode(*fl, feats)
 
+        for fn in (ours, theirs, flashlight):  # untimed: with --repeats 1 the speech rows of
+            fn()  # the first beams came out 4-30x slow (one-off costs of a first call)
         results = {}
         for _ in range(repeats):  # alternately, the best CPU time of each kept
             for name, fn in (("wfstdecode", ours), ("kaldi-decoder", theirs),

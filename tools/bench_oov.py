@@ -138,7 +138,8 @@ def main(argv=None):
     ap.add_argument("--distractors", default="0,100,1000", help="other words taken out and boosted")
     ap.add_argument("--bonus", default="0,2,4", help="bonuses per word (comma-separated)")
     ap.add_argument("--oov-logprob", default="-3,-5,-7",
-                    help="the slot's log10 probabilities to try (comma-separated)")  # fmt: skip
+                    help="the slot's log10 probabilities to try (comma-separated; negatives "
+                    "with '=': --oov-logprob=-5,-3)")  # fmt: skip
     ap.add_argument("--seeds", type=int, default=2)
     ap.add_argument("--beam", type=float, default=16.0)
     ap.add_argument("--speech", type=speech_npz, help="flite.npz of tools/bench_speech_ctc.py")

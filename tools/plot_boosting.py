@@ -32,7 +32,8 @@ def main(argv=None):
     ap.add_argument("--max-active", type=int, default=10000)
     ap.add_argument("--steps", type=int, default=13, help="magnitudes 0 .. beam in this many steps")
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--out", default="bench/ctc_boosting_fig6.png")
+    ap.add_argument("--out", required=True, help="the plot (the committed one: "
+                    "bench/ctc_boosting_fig6.png)")  # fmt: skip
     args = ap.parse_args(argv)
 
     if args.graph:
