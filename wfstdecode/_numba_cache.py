@@ -27,7 +27,9 @@ def ensure_cache_dir() -> None:
     functions (module docstring); raise naming ``NUMBA_CACHE_DIR`` when even that fails."""
     if numba.config.CACHE_DIR or _can_cache():
         return
-    numba.config.CACHE_DIR = _private_folder()
+    # the environment too: Numba re-reads it (dropping a CACHE_DIR set only in its config) when
+    # any NUMBA_ variable changes, and child processes inherit it
+    numba.config.CACHE_DIR = os.environ["NUMBA_CACHE_DIR"] = _private_folder()
     if not _can_cache():
         raise RuntimeError(
             "wfstdecode caches its compiled functions on disk and found no writable place (its "
@@ -51,7 +53,10 @@ def _private_folder() -> str:
     by no one else (cached code is loaded and run: another user's files must not be); a fresh
     folder where that one is not so."""
     uid = os.getuid() if hasattr(os, "getuid") else 0
-    path = os.path.join(tempfile.gettempdir(), f"wfstdecode-numba-{uid}")
+    try:
+        path = os.path.join(tempfile.gettempdir(), f"wfstdecode-numba-{uid}")
+    except OSError:  # no usable temporary directory: the caller's check says so
+        return os.path.join(os.curdir, f"wfstdecode-numba-{uid}")
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)
         info = os.lstat(path)

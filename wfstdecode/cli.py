@@ -459,11 +459,14 @@ def _warning_line(message, category, filename, lineno, line=None) -> str:
     return f"wfstdecode: warning: {message}\n"
 
 
+_PRINTS_RESULTS = ("decode", "decode-transducer", "transcribe", "info")  # their output: stdout
+
+
 def main(argv: list[str] | None = None) -> int:
     args = make_parser().parse_args(argv)
-    if sys.stdout is None:  # started with stdout closed (`>&-`): the lines would go nowhere
-        print("wfstdecode: error: standard output is closed", file=sys.stderr)
-        return 2
+    if sys.stdout is None and args.command in _PRINTS_RESULTS:  # started with `>&-`: the
+        print("wfstdecode: error: standard output is closed", file=sys.stderr)  # results would
+        return 2  # go nowhere (commands writing files, e.g. build-tlg, still run)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")  # fmt: skip
     return run_reporting(lambda: args.func(args))

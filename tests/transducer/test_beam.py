@@ -484,3 +484,32 @@ def test_the_second_pass_finds_keys_the_first_dropped():
     assert list(back[3, :K]) == [0, 2]  # of durations 0 and 2
     assert list(frame[:K]) == [4, 5] and list(count[:K]) == [0, 0]
     np.testing.assert_allclose(score[:K], [-1 + np.log(0.9 * 0.45), -1 + np.log(0.9 * 0.1)])
+
+
+def test_the_first_call_warms_up_on_the_users_frames(monkeypatch):
+    """The warm-up searched zero frames: a joint that normalises its encoder rows gave NaN
+    there and every call raised "non-finite logits ... from finite encoder output"."""
+    V, D, H = 6, 8, 8
+    gen = torch.Generator().manual_seed(0)
+
+    class CosineJoint:
+        blank_id, vocab_size = 0, V
+        emb, weight = torch.randn(V, H, generator=gen), torch.randn(D + H, V, generator=gen)
+
+        def init_state(self, B, device):
+            return torch.zeros(B, H, device=device)
+
+        def predict(self, labels, state):
+            return self.emb[labels] + state, state
+
+        def joint(self, enc, pred):
+            enc = enc / enc.norm(dim=-1, keepdim=True)  # NaN for an all-zero frame
+            return torch.log_softmax(torch.cat([enc, pred], -1) @ self.weight, -1)
+
+    monkeypatch.setattr(beam, "_LOADED", set())
+    model, enc = CosineJoint(), torch.randn(2, 10, D, generator=gen)
+    lengths = torch.tensor([10, 7])
+    for algorithm in ("alsd", "wind", "standard"):
+        options = BeamOptions(algorithm, beam_size=4)
+        got = beam_decode(model, enc, lengths, options)
+        assert_same(got, beam_reference(model, enc, lengths, options))

@@ -108,7 +108,8 @@ def check_joint(adapter: ModelAdapter, enc, durations) -> int:
     vocab = width - n_dur if adapter.vocab_size is None else adapter.vocab_size
     if width != vocab + n_dur:
         own = getattr(model, "durations", None)
-        hint = f": a TDT model's, pass durations={tuple(own)}" if own and not n_dur else ""
+        own = () if own is None else tuple(int(d) for d in own)  # (a tensor or array too)
+        hint = f": a TDT model's, pass durations={own}" if own and not n_dur else ""
         raise DecodeInputError(
             f"joint width {width} != vocab_size {vocab} + len(durations) {n_dur} "
             f"(durations={durations}); logits shape {tuple(logits.shape)}{hint}"

@@ -13,6 +13,8 @@ predictor_slots -> rows (wind_cpu also reads alignment_cpu's rows and window's l
 
 from __future__ import annotations
 
+import contextlib
+
 import torch
 
 from ...errors import OptionsError
@@ -78,30 +80,36 @@ def beam_decode(model, enc, enc_lengths, options: BeamOptions | None = None):
                 search = segment_search_cpu
             else:
                 search = wind_search_cpu
-            _load_compiled(search, adapter, enc, options, vocab)
+            _load_compiled(search, adapter, enc, lengths, options, vocab)
         return search(adapter, enc, lengths, options, vocab, notes)
 
 
 _LOADED: set = set()  # (search, dtype, TDT) whose compiled functions this process has loaded
 
 
-def _load_compiled(search, adapter, enc, options: BeamOptions, vocab: int) -> None:
-    """The first time a compiled search meets a dtype in this process, search one 2-frame
-    utterance on the worker thread that keeps Ctrl-C off compiled code (`interrupts.on_worker`):
-    that loads (or compiles) every Numba function the search calls, and a Ctrl-C landing in
-    LLVM's loading on the main thread was swallowed by a ctypes callback (the call went on, the
-    interrupt was lost). A Ctrl-C meanwhile comes out once the loading ends (a second one at
-    once)."""
+def _load_compiled(search, adapter, enc, lengths, options: BeamOptions, vocab: int) -> None:
+    """The first time a compiled search meets a dtype in this process, search the first 2
+    frames of the longest utterance on the worker thread that keeps Ctrl-C off compiled code
+    (`interrupts.on_worker`): that loads (or compiles) every Numba function the search calls,
+    and a Ctrl-C landing in LLVM's loading on the main thread was swallowed by a ctypes callback
+    (the call went on, the interrupt was lost). A Ctrl-C meanwhile comes out once the loading
+    ends (a second one at once). Best effort: an error there is left to the search itself."""
     key = (search, enc.dtype, options.durations is not None)
-    if key not in _LOADED:
-        tiny, lengths = enc.new_zeros((1, 2, enc.shape[2])), torch.tensor([2], device=enc.device)
+    if key in _LOADED:
+        return
+    b = int(lengths.argmax())
+    frames = min(2, int(lengths[b]))
+    if frames == 0:
+        return  # (nothing to search: nothing is loaded)
+    tiny, tiny_lengths = enc[b : b + 1, :frames], torch.tensor([frames], device=enc.device)
 
-        def search_tiny():
-            with torch.inference_mode():  # (thread-local: the worker's own)
-                search(adapter, tiny, lengths, options, vocab, ())
+    def search_tiny():
+        with torch.inference_mode():  # (thread-local: the worker's own)
+            search(adapter, tiny, tiny_lengths, options, vocab, ())
 
+    with contextlib.suppress(Exception):  # (the real search raises what is wrong)
         on_worker(search_tiny)
-        _LOADED.add(key)
+    _LOADED.add(key)
 
 
 def _check_beam_memory(enc, options: BeamOptions, vocab: int) -> None:
