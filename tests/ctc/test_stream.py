@@ -483,3 +483,31 @@ def test_threads_sharing_a_stream_take_turns():
     received = decoder._streams[sid].log_probs[: 2 * T].copy()
     assert sorted(map(bytes, received)) == sorted(map(bytes, np.repeat(lp[0], 2, axis=0)))
     assert decoder.finish(sid) == decode_ctc(received[None], [2 * T], g, opts, backend="cpu")[0]
+
+
+def test_a_call_back_into_a_stream_from_its_own_call_raises():
+    """A chunk whose conversion calls the decoder back on the same stream (an array-like with a
+    live display, say) waited on the stream's own lock for good, deaf to Ctrl-C. It raises now,
+    naming the stream, and the stream goes on as if the call had not been made."""
+    g = random_graph(3, num_states=20, num_tokens=6, num_words=8, arcs_per_state=4)
+    lp = random_log_probs(3, 1, 10, 6, peaky=0.5)[0]
+    decoder = CtcStreamDecoder(g, CtcBeamOptions(beam=20.0), "cpu")
+    sid, other = decoder.open(), decoder.open()
+
+    class Peeking:
+        def __init__(self, frames, peek):
+            self.frames, self.peek = frames, peek
+
+        def __array__(self, dtype=None, copy=None):
+            self.peek()
+            return self.frames
+
+    with pytest.raises(DecodeInputError, match=f"stream {sid} is in use by a call this thread"):
+        decoder.advance({sid: Peeking(lp[:5], lambda: decoder.partial(sid))})
+    assert decoder.frames(sid) == 0
+    # another stream may be called back; the stream itself once the call returned
+    decoder.advance({sid: Peeking(lp[:5], lambda: decoder.advance({other: lp[:3]}))})
+    decoder.advance({sid: lp[5:]})
+    assert decoder.frames(other) == 3
+    want = decode_ctc(lp[None], [10], g, CtcBeamOptions(beam=20.0), backend="cpu")[0]
+    assert decoder.finish(sid) == want

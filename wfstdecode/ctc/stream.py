@@ -119,7 +119,7 @@ class EndpointRules:
 
 class _Stream:
     __slots__ = ("busy", "endpoint", "finished", "first", "frames", "kept", "log_probs",
-                 "problem", "state", "unclaimed")  # fmt: skip
+                 "owner", "problem", "state", "unclaimed")  # fmt: skip
 
     def __init__(self, problem: SearchProblem, state, first=None):
         self.problem, self.state = problem, state
@@ -134,6 +134,7 @@ class _Stream:
         # held by the call using the stream: its search state and arrays change in place, in
         # compiled code without the GIL (two threads on one stream corrupted the heap)
         self.busy = threading.Lock()
+        self.owner: int | None = None  # the thread holding `busy` (a re-entry would wait forever)
 
     def append(self, chunk: np.ndarray) -> None:
         end = self.frames + len(chunk)
@@ -359,20 +360,25 @@ class CtcStreamDecoder:
         held: a call another thread makes on one of them ends first. Taken in the order of
         their ids (so no two calls wait for each other for good) within the deferred signals (a
         Ctrl-C cannot leave one taken), and looked up again once held (a stream the other call
-        finished or closed raises as it would have)."""
-        streams = [get(sid) for sid in sids]
-        if len(streams) > 1:
-            streams = [s for _, s in sorted({id(s): (int(sid), s) for sid, s in
-                                             zip(sids, streams, strict=True)}.values(),
-                                            key=lambda pair: pair[0])]  # fmt: skip
-        taken = 0
+        finished or closed raises as it would have). A call back into a stream from this
+        thread's own call on it (a chunk's ``__array__``, say) raises instead of waiting forever."""
+        held = {id(s): (int(sid), s) for sid in sids for s in [get(sid)]}
+        held = sorted(held.values(), key=lambda pair: pair[0])
+        me, taken = threading.get_ident(), 0
         try:
-            for s in streams:
+            for sid, s in held:
+                if s.owner == me:  # (only this thread sets its own ident: no race)
+                    raise DecodeInputError(
+                        f"stream {sid} is in use by a call this thread is making (a chunk or "
+                        f"callback that calls the decoder back?): call it once that returns"
+                    )
                 s.busy.acquire()
+                s.owner = me
                 taken += 1
             return fn([get(sid) for sid in sids], *args)
         finally:
-            for s in streams[:taken]:
+            for _, s in held[:taken]:
+                s.owner = None
                 s.busy.release()
 
     # ----- checks -----------------------------------------------------------------------------
