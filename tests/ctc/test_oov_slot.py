@@ -234,6 +234,9 @@ def test_lattices_through_the_slot_say_they_give_no_confidences(tmp_path):
     for options in (dict(posteriors="determinized"), dict(mbr_candidates=3)):
         with pytest.raises(OptionsError, match="without an oov slot"):
             decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16, lattice_beam=6.0, **options))
+    # without a lattice the posteriors' kind changes nothing: not refused
+    plain = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16, posteriors="determinized"))[0]
+    assert plain == decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16))[0]
 
 
 def test_an_oov_word_that_cannot_be_spelled_warns_and_is_left_out(tmp_path):

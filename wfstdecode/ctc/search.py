@@ -192,7 +192,8 @@ def check_lattice_options(options: CtcBeamOptions, graph: DecodingGraph, rescore
     if options.mbr_candidates and "oov_slot" in graph.metadata:
         raise OptionsError("MBR needs a graph without an oov slot (a spelled word is several "
                            "lattice labels)")  # fmt: skip
-    if options.posteriors == "determinized" and "oov_slot" in graph.metadata:
+    lattice = options.lattice_beam is not None  # (posteriors mean nothing without a lattice)
+    if lattice and options.posteriors == "determinized" and "oov_slot" in graph.metadata:
         raise OptionsError("posteriors='determinized' needs a graph without an oov slot: its "
                            "hypotheses get no word confidences (a spelled word is several "
                            "lattice labels)")  # fmt: skip
