@@ -285,6 +285,12 @@ def test_a_graph_without_a_token_table_streams_any_width_it_can_read(backend):
     a, b = d.open(), d.open()
     with pytest.raises(DecodeInputError, match=rf"must be \(frames, >= {g.num_tokens}\)"):
         d.advance({a: lp[0, :3, : g.num_tokens - 1]})
+    nan = lp[0, :3, : g.num_tokens].copy()
+    nan[1, 0] = np.nan
+    with pytest.raises(DecodeInputError, match="NaN"):  # a refused chunk fixes no width
+        d.advance({a: nan})
+    with pytest.raises(DecodeInputError, match=rf"stream {b}: .* \(frames, {g.num_tokens + 2}\)"):
+        d.advance({a: lp[0, :3], b: lp[1, :3, : g.num_tokens]})  # nor do a call's mixed widths
     d.advance({a: lp[0, :3]})
     with pytest.raises(DecodeInputError, match=rf"must be \(frames, {g.num_tokens + 2}\)"):
         d.advance({b: lp[1, :3, : g.num_tokens]})
@@ -511,3 +517,4 @@ def test_a_call_back_into_a_stream_from_its_own_call_raises():
     assert decoder.frames(other) == 3
     want = decode_ctc(lp[None], [10], g, CtcBeamOptions(beam=20.0), backend="cpu")[0]
     assert decoder.finish(sid) == want
+

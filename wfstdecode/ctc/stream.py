@@ -139,7 +139,7 @@ class _Stream:
     def append(self, chunk: np.ndarray) -> None:
         end = self.frames + len(chunk)
         if end > len(self.log_probs) or chunk.shape[1] != self.log_probs.shape[1]:
-            # (the columns change only before the first frame: `_checked_shape`)
+            # (the columns change only before the first frame: `_advance_held`)
             grown = np.empty((max(end, 64, 2 * len(self.log_probs)), chunk.shape[1]), np.float32)
             if self.frames:
                 grown[: self.frames] = self.log_probs[: self.frames]
@@ -244,14 +244,19 @@ class CtcStreamDecoder:
         return self._using(sids, self._live, self._advance_held, chunks, sids)
 
     def _advance_held(self, streams, chunks, sids) -> dict[int, str]:
-        width = self.width
-        try:
-            checked = [self._checked_shape(sid, chunks[sid]) for sid in sids]
-            lps = [lp for _, lp in checked]
-            costs = self._chunk_costs(sids, lps, [given for given, _ in checked])
-        except DecodeInputError:
-            self.width = width  # (a refused first chunk fixes no width)
-            raise
+        width, checked = self.width, []
+        for sid in sids:  # (a first chunk fixes the width for the rest of the call)
+            checked.append(self._checked_shape(sid, chunks[sid], width))
+            width = checked[-1][1].shape[1]
+        lps = [lp for _, lp in checked]
+        costs = self._chunk_costs(sids, lps, [given for given, _ in checked])
+        if self.width is None and sids:  # the first call whose chunks all passed fixes it
+            with self._id_lock:  # (threads feeding other streams may be here at once)
+                if self.width is None:
+                    self.width = width
+            if width != self.width:
+                raise DecodeInputError(f"stream {sids[0]}: a chunk must be (frames, "
+                                       f"{self.width}); got shape {lps[0].shape}")  # fmt: skip
         jobs = list(zip(sids, streams, lps, costs, strict=True))
         reached: dict[int, str] = {}
         for i in range(0, len(jobs), self.max_lanes):
@@ -396,8 +401,9 @@ class CtcStreamDecoder:
             raise DecodeInputError(f"stream {sid} is finished: open a new stream")
         return stream
 
-    def _checked_shape(self, sid: int, chunk) -> tuple[np.ndarray, np.ndarray]:
-        """``(the chunk as given, its float32 copy)``, the shape checked."""
+    def _checked_shape(self, sid: int, chunk, width: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """``(the chunk as given, its float32 copy)``, its shape checked against ``width``
+        (None: any number of columns the graph can read)."""
         try:
             given = host_floats(chunk)  # the same conversion as decode_ctc
         except DecodeInputError as exc:
@@ -405,10 +411,9 @@ class CtcStreamDecoder:
                                    ) from None  # fmt: skip
         with np.errstate(over="ignore"):
             lp = given.astype(np.float32, copy=False)
-        if self.width is None and lp.ndim == 2 and lp.shape[1] >= self._reads:
-            self.width = lp.shape[1]  # the first chunk's (the graph has no token table)
-        if lp.ndim != 2 or lp.shape[1] != self.width:
-            width = self.width if self.width is not None else f">= {self._reads}"
+        columns = lp.shape[1] if lp.ndim == 2 else None
+        if columns is None or (columns != width if width is not None else columns < self._reads):
+            width = width if width is not None else f">= {self._reads}"
             raise DecodeInputError(f"stream {sid}: a chunk must be (frames, {width}); got "
                                    f"shape {tuple(lp.shape)}")  # fmt: skip
         return given, lp
