@@ -602,3 +602,64 @@ def test_word_confidences_stay_within_one():
                      word_timestamps=((0, 1), (2, 3)))  # fmt: skip
     (got,) = with_confidences(SimpleNamespace(oov=None), [[hyp]], [lattice])
     assert got[0].word_confidences == (1.0, 0.25)
+
+
+def _pruned_start_graph():
+    """0 -eps:a/-1-> 1 -x/5-> 2 and 0 -x:b/0-> 2 (final): with max_active 1 the start (cost 0)
+    is pruned at token frame 0 for state 1 (cost -1), so the search never expands 0 -x:b-> 2."""
+    from wfstdecode import DecodingGraph, SymbolTable
+    from wfstdecode.fstio import FstArrays
+
+    arcs = FstArrays(0, np.array([np.inf, np.inf, 0.0]), np.array([0, 1, 0]),
+                     np.array([1, 2, 2]), np.array([0, 2, 2]), np.array([1, 0, 2]),
+                     np.array([-1.0, 5.0, 0.0]))  # fmt: skip
+    tokens, words = (
+        SymbolTable.from_list(["<blk>", "x"]),
+        SymbolTable.from_list(["<eps>", "a", "b"]),
+    )
+    return DecodingGraph.from_arrays(arcs, tokens, words)
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_a_pruned_token_adds_no_arcs_or_ends_to_the_lattice(backend):
+    """The lattice keeps tokens the search pruned when they lie on its result path (the start,
+    an epsilon ancestor); their emitting arcs, never expanded, and final costs went in too: the
+    lattice's best beat the search's, the n-best came unsorted, confidences were wrong."""
+    g = _pruned_start_graph()
+    lp = np.log(np.full((1, 1, 2), 0.5, np.float32))
+    options = CtcBeamOptions(beam=math.inf, max_active=1, lattice_beam=math.inf, nbest=2)
+    plain = decode_ctc(lp, None, g, replace(options, lattice_beam=None, nbest=1), backend=backend)
+    hyps = decode_ctc(lp, None, g, options, backend=backend)[0]
+    assert [h.words for h in hyps] == [("a",)] and hyps[0].score == plain[0][0].score
+    assert hyps[0].word_confidences == (1.0,)
+    (lat,) = ctc_lattices(lp, None, g, options, backend=backend)
+    assert lat.best_cost == pytest.approx(-plain[0][0].score)
+    # no frames: the pruned start ends no path
+    lp0 = np.zeros((1, 0, 2), np.float32)
+    g0 = replace(g, final_cost=np.array([0.0, 2.0, np.inf], np.float32))
+    assert [h.words for h in decode_ctc(lp0, None, g0, options, backend=backend)[0]] == [("a",)]
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_lattice_nbest_starts_with_the_search_best_and_is_sorted_under_tight_pruning(backend):
+    found = 0
+    for seed in range(150):
+        rng = np.random.default_rng(seed)
+        size = dict(num_states=int(rng.integers(2, 10)), num_tokens=int(rng.integers(2, 5)),
+                    arcs_per_state=int(rng.integers(1, 4)))  # fmt: skip
+        g = random_graph(seed, num_words=4, eps_arcs_per_state=1.0, word_prob=0.5,
+                         final_prob=0.4, **size)  # fmt: skip
+        lp = random_log_probs(seed, 1, int(rng.integers(0, 6)), g.num_tokens, peaky=1.0)
+        beam, max_active = float(rng.choice([1.0, 3.0, math.inf])), int(rng.choice([1, 2, 3]))
+        options = CtcBeamOptions(beam=beam, max_active=max_active, nbest=3, lattice_beam=5.0)
+        plain = decode_ctc(
+            lp, None, g, replace(options, lattice_beam=None, nbest=1), backend=backend
+        )
+        hyps = decode_ctc(lp, None, g, options, backend=backend)[0]
+        if plain[0][0].score == -math.inf:
+            continue
+        assert hyps[0] == replace(plain[0][0], word_confidences=hyps[0].word_confidences), seed
+        scores = [h.score for h in hyps]
+        assert scores == sorted(scores, reverse=True), (seed, scores)
+        found += len(hyps) > 1
+    assert found > 20

@@ -7,10 +7,12 @@ Kaldi's lattice-faster-decoder keeps its tokens and the links between them:
   the tokens along the search's own result paths (an epsilon ancestor of a survivor may itself
   have been pruned when a later arc had negative cost; the best path must be in the lattice);
 * arcs: every graph arc between two nodes: emitting arcs from frame ``f`` to ``f + 1`` reading
-  log-prob frame ``f`` (``-inf`` log-probs left out), epsilon arcs within a frame, with the arc
+  log-prob frame ``f`` (``-inf`` log-probs left out) out of survivors only (a token the search
+  pruned was never expanded: its arcs would give paths the search never saw, better than its
+  best), epsilon arcs within a frame, with the arc
   cost and phrase bonus of step 2 (`bundles.arc_cost`) as graph cost and ``-log_prob`` as
   acoustic cost; an epsilon cycle (which no best path uses) is cut where it closes, with a note;
-* end: last-frame nodes, at ``final_cost + phi`` (step 6; ``phi`` alone when no final state
+* end: last-frame survivors, at ``final_cost + phi`` (step 6; ``phi`` alone when no final state
   survived, as the search's partial result);
 
 then pruned to the paths within ``lattice_beam`` of the best (`Lattice.pruned`). Survivors come
@@ -77,12 +79,12 @@ def build_lattice(p: SearchProblem, first: tuple, kept: FrameSurvivors, raw: Raw
         path_frames.append(f)
         path_keys.append(k)
     with state_maps(p.graph) as maps:
-        node_state, node_ctx, node_frame, arcs, n_cut = _assemble(
+        node_state, node_ctx, node_frame, survivor, arcs, n_cut = _assemble(
             first[0], first[1], kept.state, kept.ctx, kept.ends, np.concatenate(path_frames),
             np.concatenate(path_keys), graph, boosts, p.log_probs[0, :T], maps[0],
         )  # fmt: skip
     final = np.full(len(node_state), np.inf, np.float32)
-    last = node_frame == T
+    last = (node_frame == T) & survivor
     phi = np.zeros(int(last.sum()), np.float32)
     if boosts.mask[0] >= 0:
         phi = boosts.phi[boosts.node_offset[0] + node_ctx[last]]
@@ -219,9 +221,9 @@ def _assemble(first_state, first_ctx, kept_state, kept_ctx, kept_ends, path_fram
     """`build_lattice`'s nodes and arcs in one call: the survivors of token frame 0 (``first``)
     and later (``kept``) and the result paths' tokens as nodes in canonical order, the arcs
     between them (`_links`, with ``heads`` a state map: `scratch.state_maps`), ranked
-    (`_topological_ranks`) and grouped by source. Returns
-    ``(node states, node context states, node frames, arcs, number of arcs cut)``, nodes in
-    rank order, ``arcs`` as `_by_source`'s."""
+    (`_topological_ranks`) and grouped by source. Returns ``(node states, node context states,
+    node frames, whether each node survived, arcs, number of arcs cut)``, nodes in rank order,
+    ``arcs`` as `_by_source`'s."""
     T = kept_ends.shape[0]
     n_first, n_kept, n_path = first_state.shape[0], kept_state.shape[0], path_keys.shape[0]
     frames = np.empty(n_first + n_kept + 1 + n_path, np.int64)
@@ -242,8 +244,12 @@ def _assemble(first_state, first_ctx, kept_state, kept_ctx, kept_ends, path_fram
     all_keys, frame_start = _canonical_nodes(frames, keys, T + 1)
     node_state = (all_keys >> 32).astype(np.int32)
     node_ctx = (all_keys & 0xFFFFFFFF).astype(np.int32)
-    src, dst, garc, gcost, acost, afr = _links(node_state, node_ctx, frame_start, graph, boosts,
-                                               lp, heads)  # fmt: skip
+    survivor = np.zeros(all_keys.shape[0], np.bool_)  # the start and path tokens may not be
+    for i in range(n_first + n_kept):
+        lo, hi = frame_start[frames[i]], frame_start[frames[i] + 1]
+        survivor[lo + np.searchsorted(all_keys[lo:hi], keys[i])] = True
+    src, dst, garc, gcost, acost, afr = _links(node_state, node_ctx, survivor, frame_start,
+                                               graph, boosts, lp, heads)  # fmt: skip
     start = np.searchsorted(all_keys[: frame_start[1]], start_key)
     rank, cut = _topological_ranks(frame_start, src, dst, garc < graph.num_emitting, start)
     arcs = _by_source(rank, cut, src, dst, garc, gcost, acost, afr)
@@ -252,7 +258,8 @@ def _assemble(first_state, first_ctx, kept_state, kept_ctx, kept_ends, path_fram
     node_frame = np.empty(rank.shape[0], np.int32)
     for f in range(T + 1):
         node_frame[frame_start[f] : frame_start[f + 1]] = f
-    return node_state[by_rank], node_ctx[by_rank], node_frame[by_rank], arcs, int(cut.sum())
+    return (node_state[by_rank], node_ctx[by_rank], node_frame[by_rank], survivor[by_rank], arcs,
+            int(cut.sum()))  # fmt: skip
 
 
 @njit(nogil=True, cache=True)
@@ -319,11 +326,11 @@ def _node_of(head, same_state, node_ctx, state, ctx):
 
 
 @njit(nogil=True, cache=True)
-def _links(node_state, node_ctx, frame_start, graph, boosts, lp, head):
+def _links(node_state, node_ctx, survivor, frame_start, graph, boosts, lp, head):
     """Every graph arc between two nodes (module docstring), frame by frame: the emitting arcs
-    into frame ``f``, then the epsilon arcs within it. Returns ``(src, dst, graph arc, graph
-    cost, acoustic cost, frame)``. ``head``: -1 per graph state, the first node of each state
-    in the frame at hand while it is at hand (-1 again after)."""
+    into frame ``f`` (out of ``survivor`` nodes), then the epsilon arcs within it. Returns
+    ``(src, dst, graph arc, graph cost, acoustic cost, frame)``. ``head``: -1 per graph state,
+    the first node of each state in the frame at hand while it is at hand (-1 again after)."""
     n_nodes = node_state.shape[0]
     same_state = np.full(n_nodes, -1, np.int32)
     cap = max(16, 4 * n_nodes)
@@ -356,6 +363,8 @@ def _links(node_state, node_ctx, frame_start, graph, boosts, lp, head):
             if emitting and f == 0:
                 continue
             for u in range(u_lo, u_hi):
+                if emitting and not survivor[u]:
+                    continue
                 s, x = node_state[u], node_ctx[u]
                 first = graph.e_offsets[s] if emitting else graph.ne_offsets[s]
                 last = graph.e_offsets[s + 1] if emitting else graph.ne_offsets[s + 1]
