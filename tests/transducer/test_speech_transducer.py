@@ -4,6 +4,7 @@ predictor agree, weights round-trip, and a few steps of the project's losses lea
 import pytest
 import torch
 
+from wfstdecode import DecodeInputError
 from wfstdecode.models.speech_transducer import SpeechTransducer
 from wfstdecode.transducer import GreedyOptions, TransducerModel, greedy_decode, rnnt_loss, tdt_loss
 
@@ -149,3 +150,14 @@ def test_encoder_output_does_not_depend_on_the_batch():
         both, n_both = model.encode(batch, torch.tensor([13, 40]))
     assert n_alone.tolist() == [7] and n_both.tolist() == [7, 20]
     torch.testing.assert_close(both[0, :7], alone[0], atol=1e-5, rtol=1e-5)
+    # whatever the padding holds: NaN * 0 was NaN, and the odd length (13) stacks frame 12 with
+    # the first padded one, so the whole utterance went NaN through the backward direction
+    for pad in (float("nan"), 100.0, float("inf")):
+        batch[0, 13:] = pad
+        with torch.no_grad():
+            padded, _ = model.encode(batch, torch.tensor([13, 40]))
+        torch.testing.assert_close(padded[0, :7], alone[0], atol=1e-5, rtol=1e-5)
+    # within the lengths, a value that is no log-prob is named
+    batch[1, 5, 3] = float("nan")
+    with pytest.raises(DecodeInputError, match=r"log_probs\[1, 5, 3\] = nan \(frame within "):
+        model.encode(batch, torch.tensor([13, 40]))

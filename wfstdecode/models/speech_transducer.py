@@ -64,7 +64,16 @@ class SpeechTransducer(LstmTransducer):
             torch.arange(T, device=log_probs.device)[None, :]
             < lengths.to(log_probs.device)[:, None]
         )
-        x = log_probs.exp() * valid[..., None]  # frames past an utterance's end read as zeros
+        x = log_probs.exp()
+        bad = valid[..., None] & (x.isnan() | x.isinf())  # NaN, or too large for exp
+        if bool(bad.any()):
+            b, t, v = (int(i) for i in bad.nonzero()[0])
+            value = float(log_probs[b, t, v])
+            raise DecodeInputError(f"log_probs[{b}, {t}, {v}] = {value} (frame within "
+                                   f"lengths[{b}]) is not a log-probability")  # fmt: skip
+        # frames past an utterance's end read as zeros, whatever they hold (a select: NaN * 0
+        # is NaN, and an odd length stacks the first padded frame with the last real one)
+        x = torch.where(valid[..., None], x, 0.0)
         x = torch.nn.functional.pad(x, (0, 0, 0, T2 * STACK - T), value=0.0)
         x = self.dropout(torch.relu(self.enc_in(x.reshape(B, T2, V * STACK))))
         out_lengths = (lengths + STACK - 1) // STACK
