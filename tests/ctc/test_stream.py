@@ -517,4 +517,3 @@ def test_a_call_back_into_a_stream_from_its_own_call_raises():
     assert decoder.frames(other) == 3
     want = decode_ctc(lp[None], [10], g, CtcBeamOptions(beam=20.0), backend="cpu")[0]
     assert decoder.finish(sid) == want
-
