@@ -349,3 +349,26 @@ def test_a_backoff_weight_on_the_longest_n_grams_is_said_and_ignored(tmp_path, c
         model = read_arpa(path)
     assert "1 highest-order n-grams carry a backoff weight" in caplog.text
     assert model.ngrams[2][("a", "b", "c")] == (-0.1, -0.3)
+
+
+def test_a_parsed_model_is_restricted_to_the_lexicon_as_a_path_is(tmp_path):
+    """build_tlg with an `ArpaModel` (read once, several graphs) raised SymbolError on a word
+    the lexicon lacks (and on <unk> without keep_unk): only a path's n-grams were filtered."""
+    import numpy as np
+
+    from wfstdecode.graph import build_tlg
+    from wfstdecode.graph.lexicon import LexiconEntry
+
+    path = tmp_path / "lm.arpa"
+    path.write_text(random_arpa(["ab", "ba", "zz"], order=3, seed=2, unk=True))
+    tokens = SymbolTable.from_list(["<blk>", "a", "b"])
+    lexicon = [LexiconEntry("ab", ("a", "b")), LexiconEntry("ba", ("b", "a"))]
+    model = read_arpa(path)
+    before = model.counts()
+    from_path = build_tlg(tokens, lexicon, str(path), "compact")
+    from_model = build_tlg(tokens, lexicon, model, "compact")
+    assert from_model.dropped_words == from_path.dropped_words
+    assert set(from_model.dropped_words) == {"zz", "<unk>"}
+    for name in ("arc_source", "next_state", "ilabel", "olabel", "weight", "final_cost"):
+        assert np.array_equal(getattr(from_model.graph, name), getattr(from_path.graph, name))
+    assert model.counts() == before and not model.dropped  # the caller's model is left as it was

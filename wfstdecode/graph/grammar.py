@@ -56,6 +56,21 @@ class ArpaModel:
     def counts(self) -> list[int]:
         return [len(d) for d in self.ngrams]
 
+    def restricted(self, vocabulary: set[str]) -> ArpaModel:
+        """The model without the n-grams that have a word outside ``vocabulary`` (``<s>`` and
+        ``</s>`` always in), counted in ``dropped`` as `read_arpa` does (it is left as it is)."""
+        dropped = dict(self.dropped)
+        kept: list[dict[tuple[str, ...], tuple[float, float]]] = []
+        for level in self.ngrams:
+            kept.append({})
+            for words, value in level.items():
+                oov = {w for w in words if w not in vocabulary and w not in (BOS, EOS)}
+                for w in oov:
+                    dropped[w] = dropped.get(w, 0) + 1
+                if not oov:
+                    kept[-1][words] = value
+        return ArpaModel(kept, self.path, dropped)
+
 
 def read_arpa(path: str | os.PathLike, vocabulary: set[str] | None = None) -> ArpaModel:
     """Parse an ARPA file (plain or gzip, UTF-8). N-grams with words outside ``vocabulary`` (if

@@ -94,7 +94,10 @@ def build_tlg(
     vocabulary = {e.word for e in lexicon} - (set() if keep_unk else {UNK}) | (
         {UNK} if slot else set()
     )
-    model = arpa if isinstance(arpa, ArpaModel) else read_arpa(arpa, vocabulary)
+    if isinstance(arpa, ArpaModel):
+        model = arpa.restricted(vocabulary)
+    else:
+        model = read_arpa(arpa, vocabulary)
     if slot:
         model = with_slot_word(model, oov_logprob)
     elif oov_logprob is not None:
