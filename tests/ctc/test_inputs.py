@@ -78,6 +78,9 @@ def test_float64_beyond_float32_named(graph, lp):
     assert decode_ctc(wide, None, graph) == decode_ctc(
         np.where(wide < -1e300 / 2, -np.inf, wide).astype(np.float32), None, graph
     )
+    wide[1, 3] = -1e300  # a whole frame below: named as such, not as "-inf in every column"
+    with pytest.raises(DecodeInputError, match=r"log_probs\[1, 3, 0\] = -1e\+300 is beyond"):
+        decode_ctc(wide, None, graph)
 
 
 def test_all_minus_inf_row(graph, lp):

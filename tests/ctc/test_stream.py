@@ -341,6 +341,10 @@ def test_a_float64_chunk_beyond_float32_is_named_as_such():
     lp[0, 1, 2] = -1e300  # below the range: -inf, as decode_ctc reads it
     d.advance({s: lp[0]})
     assert d.finish(s) == decode_ctc(lp, None, g)[0]
+    s = d.open()
+    lp[0, 1] = -1e300  # a whole frame below
+    with pytest.raises(DecodeInputError, match=r"stream 1: chunk\[1, 0\] = -1e\+300 is beyond"):
+        d.advance({s: lp[0]})
 
 
 def test_a_finish_that_raised_raises_again_and_leaves_the_stream_open():

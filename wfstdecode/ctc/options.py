@@ -33,7 +33,9 @@ class CtcBeamOptions:
                             ``ACOUSTIC_SCALE_RANGE`` (1e-3 .. 1e3). The search itself uses each
                             frame's log-probs relative to that frame's best, floored at
                             ``LOG_PROB_FLOOR`` (-1000) — a per-frame constant, so paths rank as
-                            with the raw values; ``Hypothesis`` scores use the raw values.
+                            with the raw values (but for a path through a floored log-prob, a
+                            probability under e^-1000); ``Hypothesis`` scores use the unfloored
+                            values (as float32).
     blank_penalty:          cost added on every frame that takes a blank arc (positive = fewer
                             blanks, i.e. more tokens). Counted in ``graph_score``. At most
                             ``MAX_COST_TERM`` (1000) in magnitude, as is the next one.

@@ -281,6 +281,9 @@ def prepare_problem(
         what = "NaN" if np.isnan(lp[b, t]).any() else "+inf"
         raise DecodeInputError(f"log_probs[{b}, {t}] contains {what} (frame within lengths[{b}])")
     if bad == ALL_NEG_INF:
+        beyond = beyond_float32(given[b, t], lp[b, t], -np.inf)
+        if beyond:
+            raise DecodeInputError(f"log_probs[{b}, {t}, {beyond} (frame within lengths[{b}])")
         raise DecodeInputError(f"log_probs[{b}, {t}] is -inf in every column")
     return SearchProblem(ac=ac, log_probs=lp, **common)
 
@@ -361,11 +364,11 @@ def host_floats(x) -> np.ndarray:
     return arr
 
 
-def beyond_float32(given: np.ndarray, lp: np.ndarray) -> str | None:
+def beyond_float32(given: np.ndarray, lp: np.ndarray, inf: float = np.inf) -> str | None:
     """For a frame ``given`` (as the caller gave it) and ``lp`` (its float32 copy): ``"V] =
     VALUE is beyond float32's range, the search's"`` for the first finite value that became
-    +inf, else None (the frame's NaN or +inf is the caller's own)."""
-    beyond = np.isposinf(lp) & np.isfinite(given)
+    ``inf`` (+inf, or -inf for a frame that became all -inf), else None (the caller's own)."""
+    beyond = (lp == inf) & np.isfinite(given)
     if not beyond.any():
         return None
     v = int(np.argmax(beyond))

@@ -450,7 +450,7 @@ def _check_values(sid: int, lp: np.ndarray, given: np.ndarray) -> None:
     for what, rows in (("NaN or +inf", bad), ("-inf in every column", dead)):
         if rows.any():
             t = int(np.flatnonzero(rows)[0])
-            beyond = beyond_float32(given[t], lp[t]) if rows is bad else None
+            beyond = beyond_float32(given[t], lp[t], np.inf if rows is bad else -np.inf)
             if beyond:
                 raise DecodeInputError(f"stream {sid}: chunk[{t}, {beyond}")
             raise DecodeInputError(f"stream {sid}: chunk frame {t} contains {what}")
