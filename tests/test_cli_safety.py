@@ -268,6 +268,10 @@ def test_results_and_metrics_check_what_they_are_given():
             Hypothesis(**kwargs)
     assert Hypothesis((), (), 0.0, words=("a", "b")).record(0.04)["words"] == [
         {"word": "a"}, {"word": "b"}]  # fmt: skip
+    # a NumPy score is a float, lists are tuples: equal to the plain one, and hashable
+    given = Hypothesis([1], [0], np.float32(-1.5), words=["a"], word_timestamps=[[0, 0]])
+    plain = Hypothesis((1,), (0,), -1.5, words=("a",), word_timestamps=((0, 0),))
+    assert given == plain and hash(given) == hash(plain) and type(given.score) is float
     with pytest.raises(TypeError, match="word lists"):
         word_error_rate(["hello world"], ["hello word"])
     assert word_error_rate([["hello", "world"]], [["hello", "word"]]) == 0.5

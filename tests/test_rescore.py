@@ -204,6 +204,11 @@ def test_bad_rescoring_requests_are_refused(tmp_path):
         rescore(lat, g.words, NgramLm(new), lm, max_nodes=3)
     with pytest.raises(OptionsError, match="beam"):
         rescore(lat, g.words, NgramLm(new), lm, beam=0.0)
+    # NumPy numbers are numbers (they were refused as "not a finite number" / "not an int")
+    plain = rescore(lat, g.words, NgramLm(new), lm, lm_scale=0.5, beam=4.0, max_nodes=10**6)
+    numpy = rescore(lat, g.words, NgramLm(new), lm, lm_scale=np.float32(0.5),
+                    beam=np.float32(4.0), max_nodes=np.int64(10**6))  # fmt: skip
+    assert numpy.best_cost == plain.best_cost
 
 
 def test_rescore_command_reads_the_archive_decode_wrote(tmp_path, capsys):

@@ -18,6 +18,7 @@ the composition needs; no G is built.
 from __future__ import annotations
 
 import math
+import numbers
 import os
 from dataclasses import dataclass, replace
 
@@ -161,7 +162,7 @@ def _as_lm(lm) -> NgramLm:
 
 def _check_beam(beam) -> None:
     if beam is not None and (
-        isinstance(beam, bool) or not isinstance(beam, (int, float)) or not beam > 0
+        isinstance(beam, bool) or not isinstance(beam, numbers.Real) or not beam > 0
     ):
         raise OptionsError(f"rescoring beam must be a number > 0 or None; got {beam!r}")
 
@@ -169,7 +170,7 @@ def _check_beam(beam) -> None:
 def _check_scale(lm_scale) -> None:
     if (
         isinstance(lm_scale, bool)
-        or not isinstance(lm_scale, (int, float))
+        or not isinstance(lm_scale, numbers.Real)
         or not math.isfinite(lm_scale)
     ):
         raise OptionsError(f"lm_scale must be a finite number; got {lm_scale!r}")
@@ -199,8 +200,10 @@ def rescore(
     Raises `OptionsError` when the expansion would pass ``max_nodes`` nodes."""
     _check_scale(lm_scale)
     _check_beam(beam)
-    if isinstance(max_nodes, bool) or not isinstance(max_nodes, int) or max_nodes < 1:
+    if isinstance(max_nodes, bool) or not isinstance(max_nodes, numbers.Integral) or max_nodes < 1:
         raise OptionsError(f"max_nodes must be an int >= 1; got {max_nodes!r}")
+    lm_scale, max_nodes = float(lm_scale), int(max_nodes)  # (NumPy numbers welcome)
+    beam = float(beam) if beam is not None else None
     if not isinstance(lattice, Lattice):
         raise OptionsError(f"rescore takes a Lattice; got {type(lattice).__name__}")
     new_lm = _as_lm(new_lm)

@@ -47,9 +47,17 @@ class Hypothesis:
 
     def __post_init__(self):
         """What ``Hypothesis(...)`` is given is checked (decoders that make thousands use
-        `made_from`): per-token and per-word fields aligned, spans in order, a number score."""
-        if isinstance(self.score, bool) or not isinstance(self.score, (int, float)):
+        `made_from`): per-token and per-word fields aligned, spans in order, a number score
+        (a NumPy number becomes a float; lists become tuples, so that hypotheses hash)."""
+        if isinstance(self.score, bool) or not isinstance(self.score, numbers.Real):
             raise ValueError(f"Hypothesis.score must be a number; got {self.score!r}")
+        if type(self.score) not in (int, float):
+            object.__setattr__(self, "score", float(self.score))
+        for f in dataclasses.fields(self):
+            if isinstance(getattr(self, f.name), list):
+                object.__setattr__(self, f.name, tuple(getattr(self, f.name)))
+        if any(isinstance(span, list) for span in self.word_timestamps):
+            object.__setattr__(self, "word_timestamps", tuple(map(tuple, self.word_timestamps)))
         if len(self.timestamps) != len(self.tokens) or (
             self.durations and len(self.durations) != len(self.tokens)
         ):

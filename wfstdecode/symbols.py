@@ -5,6 +5,7 @@ Pure Python: usable without pynini, so decoders can map ids to words.
 
 from __future__ import annotations
 
+import numbers
 import os
 import re
 from collections.abc import Iterable, Iterator
@@ -83,6 +84,9 @@ class SymbolTable:
         """Add ``symbol`` (at ``idx``, or after the largest id) and return its id."""
         if idx is None:
             idx = self.next_id
+        if isinstance(idx, bool) or not isinstance(idx, numbers.Integral):
+            raise SymbolError(f"symbol {quoted(symbol)} has id {idx!r}: ids are integers")
+        idx = int(idx)
         if not 0 <= idx <= MAX_ID:
             raise SymbolError(f"symbol {quoted(symbol)} has id {idx}: ids must be in [0, {MAX_ID}]")
         if not isinstance(symbol, str):

@@ -331,3 +331,16 @@ def test_decode_command_json_and_ctm(tmp_path, capsys):
         assert float(duration) == pytest.approx((w["end_frame"] + 1 - w["start_frame"]) * 0.04)
     assert main(["decode", str(out), emissions, "--ctm"]) == 2
     assert "--frame-shift" in capsys.readouterr().err
+
+
+def test_symbol_ids_are_integers():
+    """A float or bool id was taken, written as "1.5" / "True", and the file did not read back."""
+    import numpy as np
+
+    from wfstdecode.errors import SymbolError
+
+    table = SymbolTable()
+    for idx in (1.5, True, "2"):
+        with pytest.raises(SymbolError, match="ids are integers"):
+            table.add("a", idx)
+    assert table.add("a", np.int64(3)) == 3 and type(table.id("a")) is int

@@ -68,6 +68,11 @@ def lexicon_graph(
     character state has a self-loop on its character (a repeat) and a blank arc to a blank state;
     a doubled letter needs a blank in between. After the last character an epsilon arc returns to
     the root. Tokens default to ``<blk>`` plus the sorted characters.
+
+    Unlike a real T ∘ L, the same character ending one word and beginning the next needs no
+    blank between them (the return to the root is an epsilon): frames ``c c`` read as the two
+    words ``c c`` as well as the one ``c``. Tests that compare backends or oracles on this graph
+    are unaffected; a test of CTC's collapsing rule needs a graph from `build_tlg`.
     """
     chars = sorted({c for w in words for c in spell(w)})
     tok_list = list(tokens) if tokens is not None else [BLANK, *chars]

@@ -92,7 +92,8 @@ def rnnt_loss(
 
     logits: [B, T, U+1, V] unnormalised joint outputs (log_softmax is applied here);
     targets: int64 [B, U]; logit_lengths, target_lengths: int64 [B] with
-    1 <= T_b <= T and 0 <= U_b <= U. A label keeps the frame, a blank advances it:
+    1 <= T_b <= T and 0 <= U_b <= U; blank_id: the blank's column (targets never hold
+    it). A label keeps the frame, a blank advances it:
     alpha[t, u] = logaddexp(alpha[t-1, u] + blank(t-1, u), alpha[t, u-1] + y_u(t, u-1)),
     loss_b = -(alpha[T_b-1, U_b] + blank(T_b-1, U_b)). reduction: "mean" (of the
     per-utterance losses), "sum" or "none" ([B]). Half inputs are computed in float32.
@@ -146,9 +147,9 @@ def tdt_loss(
     """Token-and-duration transducer loss (Xu et al. 2023), summed over all alignments.
 
     logits: [B, T, U+1, V + len(durations)]: the first V are token logits (blank among
-    them), the rest duration logits, each group log-softmaxed on its own; the token
-    log-probs are then lowered by `sigma` (the paper's logit under-normalisation, blank
-    included). Shapes and reductions as in `rnnt_loss`.
+    them, column ``blank_id``), the rest duration logits, each group log-softmaxed on its
+    own; the token log-probs are then lowered by `sigma` (the paper's logit
+    under-normalisation, blank included). Shapes and reductions as in `rnnt_loss`.
 
     From state (t, u) with t < T_b, emitting k-th duration d = durations[k] costs
     log p_tok + log p_dur[k] and moves a label y_{u+1} to (t + d, u + 1) (any d, 0
