@@ -5,6 +5,7 @@ bit at any beam; streams equal whole decodes; bad phrase lists are refused clear
 import itertools
 import json
 import math
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -498,6 +499,12 @@ def test_a_list_sent_again_is_recalled_not_compiled_again(monkeypatch):
     for _ in range(2):
         with pytest.warns(UserWarning, match="zebra"):
             resolve_boosts(with_unknown, 1, g.words)
+    # the word added to the same table: the list is resolved again, and the word found
+    g.words.add("zebra")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        (r6,) = resolve_boosts(with_unknown, 1, g.words)
+    assert len(r6) == len(with_unknown)
     # at most MAX_KEPT_PHRASES phrases kept: the least recently used list goes first
     clear_phrase_cache()
     monkeypatch.setattr(phrase_cache, "MAX_KEPT_PHRASES", 2 * len(first))

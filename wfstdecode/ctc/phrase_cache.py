@@ -59,7 +59,8 @@ def list_key(table, words, oov):
     if not MIN_PHRASES <= len(table) <= MAX_KEPT_PHRASES:
         return None
     spelling = None if oov is None else (id(oov.tokens), oov.recipe)
-    key = _Key((id(words), spelling, tuple(table), tuple(table.values())))
+    # (the table's size too: a word added to it may be one a kept list could not resolve)
+    key = _Key(((id(words), len(words)), spelling, tuple(table), tuple(table.values())))
     try:
         key.hash_value = tuple.__hash__(key)
         return key
