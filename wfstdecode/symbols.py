@@ -61,7 +61,8 @@ class SymbolTable:
                 idx = table.add(fields[0], int(fields[1]))
             except SymbolError as exc:
                 raise InputFileError(path, line_no, str(exc)) from None
-            largest = max(largest, (idx, line_no))
+            if idx > largest[0]:
+                largest = (idx, line_no)
         if not len(table):
             raise InputFileError(path, None, "symbol table is empty")
         # Ids index arrays (log-prob columns, label maps), so memory follows the largest id. Gaps
@@ -84,16 +85,18 @@ class SymbolTable:
         """Add ``symbol`` (at ``idx``, or after the largest id) and return its id."""
         if idx is None:
             idx = self.next_id
-        if isinstance(idx, bool) or not isinstance(idx, numbers.Integral):
-            raise SymbolError(f"symbol {quoted(symbol)} has id {idx!r}: ids are integers")
-        idx = int(idx)
+        if type(idx) is not int:  # (the usual case, checked first: a file's million lines)
+            if isinstance(idx, bool) or not isinstance(idx, numbers.Integral):
+                raise SymbolError(f"symbol {quoted(symbol)} has id {idx!r}: ids are integers")
+            idx = int(idx)
         if not 0 <= idx <= MAX_ID:
             raise SymbolError(f"symbol {quoted(symbol)} has id {idx}: ids must be in [0, {MAX_ID}]")
         if not isinstance(symbol, str):
             raise SymbolError(f"symbol {symbol!r} is a {type(symbol).__name__}, not a str")
-        if not symbol or any(c.isspace() for c in symbol):
+        if symbol.split() != [symbol]:  # empty, or whitespace in it
             raise SymbolError(f"symbol {quoted(symbol)} is empty or contains whitespace")
-        if "\0" in symbol or not _utf8(symbol):  # neither is written and read back as it is
+        # neither a NUL nor a lone surrogate is written and read back as it is
+        if "\0" in symbol or not (symbol.isascii() or _utf8(symbol)):
             raise SymbolError(f"symbol {quoted(symbol)} holds a NUL or a lone surrogate")
         if symbol in self._id_of:
             raise SymbolError(
