@@ -278,6 +278,36 @@ def test_rescore_command_reads_the_archive_decode_wrote(tmp_path, capsys):
     assert "entry 'u1'" in capsys.readouterr().err
 
 
+def test_rescore_out_is_written_whole_when_the_reader_of_stdout_leaves(tmp_path, monkeypatch):
+    """`wfstdecode rescore ... --out r.ark | head -1` ended at the first broken write and left
+    no archive (decode's --write-lattices was written): the archive is written whole now, and
+    the status is 1, as decode's."""
+    import io
+    import os
+    import sys
+
+    from wfstdecode.cli import main
+    from wfstdecode.lattice_io import read_kaldi_archive
+
+    g, lp, lengths, old, new = _first_pass(tmp_path, 6)
+    g.words.write(tmp_path / "words.txt")
+    ark, out = tmp_path / "lat.ark", tmp_path / "r.ark"
+    from wfstdecode.lattice_io import write_kaldi_archive
+
+    lattices = ctc_lattices(lp, lengths, g, CtcBeamOptions(lattice_beam=8.0))
+    write_kaldi_archive(dict(zip(["u1", "u2"], lattices, strict=True)), ark)
+    argv = ["rescore", str(ark), "--words", str(tmp_path / "words.txt"), "--new-lm", str(new),
+            "--old-lm", str(old)]  # fmt: skip
+    for extra in (["--out", str(out)], []):  # (without --out: it just stops)
+        read_end, write_end = os.pipe()
+        os.close(read_end)  # the reader has left
+        with io.TextIOWrapper(io.FileIO(write_end, "w"), line_buffering=True) as gone:
+            monkeypatch.setattr(sys, "stdout", gone)
+            assert main([*argv, *extra]) == 1
+            monkeypatch.undo()
+    assert set(read_kaldi_archive(out)) == {"u1", "u2"}
+
+
 @pytest.mark.parametrize("seed", range(3))
 @pytest.mark.parametrize("beam", [None, 1.0, 4.0])
 def test_compiled_composition_equals_the_plain_loop(tmp_path, monkeypatch, seed, beam):

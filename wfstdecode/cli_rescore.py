@@ -124,7 +124,7 @@ def rescore_command(args: argparse.Namespace) -> None:
     beam = None if args.beam is None or math.isinf(args.beam) else args.beam
     if not lattices:
         print(f"warning: {args.lattices} holds no lattices", file=sys.stderr)
-    out = {}
+    out, reader_left = {}, False
     for key, lat in lattices.items():
         try:
             rescored = rescore(lat, words, new_lm, old_lm, args.lm_scale, beam, args.max_nodes)
@@ -135,7 +135,13 @@ def rescore_command(args: argparse.Namespace) -> None:
         for rank, (arcs, cost) in enumerate(rescored.nbest(args.nbest)):
             text = " ".join(words.symbol(w) for w in rescored.olabel[arcs].tolist() if w)
             tag = key if args.nbest == 1 else f"{key}-{rank + 1}"
-            print(f"{tag}\t{-cost:.3f}\t{text}")
+            try:
+                if not reader_left:
+                    print(f"{tag}\t{-cost:.3f}\t{text}")
+            except BrokenPipeError:  # (`| head`): --out is still written whole, then status 1
+                if args.out is None:
+                    raise
+                reader_left = True
     if args.out is not None:
         if args.determinize_lattice:
             from .compact_lattice import determinize_pruned
@@ -147,3 +153,5 @@ def rescore_command(args: argparse.Namespace) -> None:
                     print(f"{key}: {note}", file=sys.stderr)
         write_kaldi_archive(out, args.out)
         print(f"wrote {len(out)} rescored lattices to {args.out}", file=sys.stderr)
+    if reader_left:
+        raise BrokenPipeError  # (`run_reporting` ends quietly, status 1, as decode does)
