@@ -49,6 +49,20 @@ def test_resolve_words_and_ids_and_broadcast():
     assert resolve_boosts([None, {}], 2, WORDS) == [None, None]
 
 
+def test_the_warning_names_every_unknown_word_its_phrase_and_a_case_slip():
+    """It named the first unknown word of a phrase alone ("new" for 'new york city'), though
+    the whole phrase is left out; a capitalised word the graph has in lower case is said so."""
+    with pytest.warns(UserWarning) as rec:
+        per = resolve_boosts({"zyx cat wvu": 1.0, "Cat": 2.0, "dog": 1.0}, 1, WORDS)
+    (message,) = [str(w.message) for w in rec]
+    assert "wvu (in 'zyx cat wvu')" in message and "zyx (in 'zyx cat wvu')" in message
+    assert "Cat ('cat' is a word: words are case-sensitive)" in message
+    assert per == [{(WORDS.get("dog"),): np.float32(1.0)}]
+    many = {f"w{i:03d}": 1.0 for i in range(25)}
+    with pytest.warns(UserWarning, match=r"w019 and 5 more$"):
+        resolve_boosts(many, 1, WORDS)
+
+
 def test_unknown_words_warn_listing_them():
     with pytest.warns(UserWarning, match=r"zebra, zzz") as rec:
         per = resolve_boosts([{"cat": 1.0, "zzz": 2.0}, {"zebra": 1.0, 99: 1.0}], 2, WORDS)
@@ -207,6 +221,6 @@ def test_lists_with_unknown_words_resolve_in_bulk_as_phrase_by_phrase(seed):
     else:
         assert isinstance(bulk, PhraseList)
         assert dict(bulk) == resolved(fine, np.float16)[0]
-        first_unknown = [next((w for w in k.split() if WORDS.get(w) in (None, 0)), None)
-                         for k in fine]  # fmt: skip
-        assert noted == [w for w in first_unknown if w is not None]
+        # every word the graph lacks, with the phrase it sinks
+        assert noted == [w if len(k.split()) == 1 else f"{w} (in {k!r})"
+                         for k in fine for w in k.split() if WORDS.get(w) in (None, 0)]  # fmt: skip

@@ -239,6 +239,20 @@ def test_lattices_through_the_slot_say_they_give_no_confidences(tmp_path):
     assert plain == decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16))[0]
 
 
+def test_a_capitalised_known_word_is_spelled_as_a_new_word_and_said_so(tmp_path):
+    """`transcribe --boost Young=10` turned the graph's "young" into a new word "Young", with no
+    word of why: a boost spelled through the slot whose lower case is a word now warns."""
+    g, words = _slot_graph(tmp_path, 4)
+    lp, lengths = _spoken(g, f"{words[0]} {words[1]}")
+    cap = words[1].capitalize()
+    spelled = {cap: " ".join(words[1])}  # (the letters are lower-case tokens)
+    with pytest.warns(UserWarning, match=rf"'{cap}' is not in the vocabulary but '{words[1]}' is"):
+        decode_ctc(lp, lengths, g, CtcBeamOptions(beam=8), {cap: 2.0}, oov_lexicon=spelled)
+    # no spelling at all: left out, the case named
+    with pytest.warns(UserWarning, match=rf"{cap} \('{words[1]}' is a word: words are case-s"):
+        decode_ctc(lp, lengths, g, CtcBeamOptions(beam=8), {cap: 2.0})
+
+
 def test_an_oov_word_that_cannot_be_spelled_warns_and_is_left_out(tmp_path):
     g, words = _slot_graph(tmp_path, 5)
     lp, lengths = _spoken(g, " ".join(words[:2]))
@@ -314,7 +328,7 @@ def test_a_pronunciation_lexicon_graph_spells_only_what_it_is_given(tmp_path):
     g = build_tlg(phones, lexicon, arpa, "compact", oov_slot={"spelling": "lexicon"}).graph
     spoken = ["K", "AH", "B", "D", "IY", "S", "B", "IY", "D"]  # cub "deese" bead
     lp, lengths = simulate_ctc([[phones.id(p) for p in spoken]], phones.next_id, seed=1)
-    with pytest.warns(UserWarning, match="deese"):
+    with pytest.warns(UserWarning, match=r"give theirs in oov_lexicon.*: deese"):
         decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16), {"deese": 3.0})
     h = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=16), {"deese": 3.0},
                    oov_lexicon={"deese": "D IY S"})[0][0]  # fmt: skip

@@ -51,6 +51,7 @@ from .word_index import phrase_ids_bulk
 # per utterance: 200,000 compile in ~1 CPU s and ~130 MB (bench/ctc_phrases.md)
 MAX_PHRASES = 200_000
 MAX_PHRASE_WORDS = 64
+MAX_LISTED = 20  # unknown words a warning names
 
 
 @dataclass(frozen=True)
@@ -173,8 +174,11 @@ def _resolve_boosts(boosts, batch_size: int, words, oov, largest_word):
         oov.name_spellings([listed.get(id(t)) for t in per_utt], words)
     if unknown:
         listed = sorted(set(unknown))
+        more = f" and {len(listed) - MAX_LISTED} more" if len(listed) > MAX_LISTED else ""
+        how = "" if oov is None else oov.why_unspelled()
         warnings.warn(
-            f"boosted words not in the graph's vocabulary are ignored: {', '.join(listed)}",
+            f"boosts with words not in the graph's vocabulary are ignored{how}: "
+            f"{', '.join(listed[:MAX_LISTED])}{more}",
             UserWarning,
             stacklevel=4,
         )
@@ -271,6 +275,12 @@ def _resolve_table(table: Mapping, b: int, words, unknown: list, known: dict, oo
         if ids is None:
             continue
         if isinstance(ids, list):  # spelled through the oov slot: label sequences
+            cased = [w for w in _words_of(key) if isinstance(w, str) and w.lower() != w
+                     and not words.get(w) and words.get(w.lower())]  # fmt: skip
+            if cased:  # ("Young" spelled as a new word when "young" was meant)
+                said.append(f"{key!r} is spelled as a new word: {cased[0]!r} is not in the "
+                            f"vocabulary but {cased[0].lower()!r} is (words are "
+                            "case-sensitive)")  # fmt: skip
             words_in = len(_words_of(key))
             for labels in ids:
                 if labels in given and _words_of(given[labels]) != _words_of(key):
@@ -296,6 +306,9 @@ def resolve_phrase(key, words, oov=None, b: int = 0, unknown: list | None = None
         spelled = oov.phrase_labels(list(_words_of(key)), words)
         if spelled is not None:
             return spelled
+        new = [w for w in _words_of(key) if isinstance(w, str) and not (words and words.get(w))]
+        unspelled = [unknown_note(w, key, words) for w in new if not oov.spellings(w)]
+        missing = unspelled or missing  # (the words that sank the phrase)
     if unknown is not None:
         unknown.extend(missing)
     return ids
@@ -373,7 +386,7 @@ def phrase_ids(key, words, b: int = 0, unknown: list | None = None) -> tuple[int
         raise DecodeInputError(
             f"boosts[{b}]: a phrase of {len(parts)} words; at most {MAX_PHRASE_WORDS}"
         )
-    ids = []
+    ids, missing = [], []
     for part in parts:
         if isinstance(part, (int, np.integer)) and not isinstance(part, bool):
             wid = int(part)  # known when the word table has it (any positive id without one)
@@ -391,12 +404,25 @@ def phrase_ids(key, words, b: int = 0, unknown: list | None = None) -> tuple[int
                 f"boosts[{b}]: {key!r}: a phrase is made of words or word ids; got {part!r}"
             )
         if not known:
-            if unknown is not None:
-                unknown.append(str(part) if isinstance(key, (str, int, np.integer))
-                               else f"{part} (in {key!r})")  # fmt: skip
-            return None
+            missing.append(part)  # (all of them named, not the first alone)
         ids.append(wid)
+    if missing:
+        if unknown is not None:
+            unknown.extend(unknown_note(part, key, words) for part in missing)
+        return None
     return tuple(ids)
+
+
+def unknown_note(part, key, words) -> str:
+    """How the warning names word ``part`` of boost ``key`` that ``words`` lacks: with the
+    phrase it sinks (a phrase is left out whole), and its lower case when that is a word."""
+    note = str(part)
+    lower = part.lower() if isinstance(part, str) else part
+    if lower != part and words is not None and words.get(lower):
+        note += f" ({lower!r} is a word: words are case-sensitive)"
+    if len(_words_of(key)) > 1:
+        note += f" (in {key!r})"
+    return note
 
 
 def _symbol_or_none(words, wid):

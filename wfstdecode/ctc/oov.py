@@ -73,6 +73,16 @@ class OovSpeller:
                 named[id(listed)] = names
             self.word_of.append(named[id(listed)] if listed is not None else {})
 
+    def why_unspelled(self) -> str:
+        """Why a word the graph lacks may not be spelled either, for a warning."""
+        if self.slot.spelling == "lexicon":
+            return (" (the graph spells new words from pronunciations: give theirs in "
+                    "oov_lexicon, --oov-lexicon on the command line)")  # fmt: skip
+        what = "characters" if self.slot.spelling == "chars" else "pieces"
+        return (
+            f" (nor spelled: {what} the graph's oov slot does not spell, or no oov_lexicon entry)"
+        )
+
     def spellings(self, word: str) -> list[tuple[int, ...]]:
         """``word``'s spellings as token ids (none when it cannot be spelled)."""
         if word in self.lexicon:
