@@ -109,13 +109,16 @@ def test_bit_flipped_graph(tmp_path, graph, capsys, compress):
     cli_error(capsys, ["info", path], path)
 
 
-def test_npy_renamed_npz(tmp_path, capsys):
+def test_npy_renamed_npz(tmp_path, graph, capsys):
     path = tmp_path / "TLG.npz"
     with open(path, "wb") as f:
         np.save(f, np.zeros(3))
     with pytest.raises(GraphError, match="single .npy array, not an .npz"):
         DecodingGraph.load(path)
     cli_error(capsys, ["info", path], path)
+    graph.to_openfst(path)  # a TLG.fst given where the graph goes: said how to give it
+    with pytest.raises(GraphError, match="an OpenFst file, not an .npz archive .*graph directory"):
+        DecodingGraph.load(path)
 
 
 @pytest.mark.parametrize(
@@ -429,6 +432,11 @@ def test_corrupt_log_probs(tmp_path, decode_setup, capsys, make, message):
          r"lengths\[1\] = 3 is outside 0..T=2"),
         ({"log_probs": np.zeros((1, 2, 3)), "lengths": np.array([2**64 - 1], np.uint64)},
          r"lengths\[0\] = 18446744073709551615 is outside"),
+        ({"log_probs": np.zeros((12, 2, 3)), "lengths": np.array([2, 1])},
+         r"lengths has shape \(2,\); expected \(12,\) \(log_probs read as 12 utterances of 2 "
+         r"frames: is it time-major, \(T, B, V\)\?"),
+        ({"log_probs": np.zeros((1, 2, 3)), "lengths": np.array([[2]])},
+         r"lengths has shape \(1, 1\); expected 1 dim"),
     ],
 )  # fmt: skip
 def test_inconsistent_log_probs(tmp_path, decode_setup, capsys, arrays, message):

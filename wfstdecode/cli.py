@@ -334,7 +334,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--utterance-boosts", type=Path, metavar="FILE",
                    help='per-utterance phrases, a JSON object per line: {"id": ID, "boosts": '
                         "{PHRASE: BONUS}} (added to --boost / --boost-file for that "
-                        "utterance)")  # fmt: skip
+                        "utterance; for a phrase in both, the utterance's bonus wins)")  # fmt: skip
     p.add_argument("--oov-lexicon", type=Path, metavar="FILE",
                    help="pronunciations of boosted words the graph lacks, 'word tok1 tok2 …' "
                         "per line (a graph built with --oov-slot)")  # fmt: skip

@@ -43,6 +43,7 @@ EXPANSION_FLOOR = 64 << 20  # small archives may expand this far whatever their 
 MAX_JSON_BYTES = 16 << 20  # metadata and build reports are a few KB
 _CHUNK = 1 << 22
 _NPY_MAGIC = b"\x93NUMPY"
+_OPENFST_MAGIC = (2125659606).to_bytes(4, "little")  # (`fstio.FST_MAGIC`: a TLG.fst given)
 _LOCAL_HEADER_SIZE = 30
 _PADDING_FIELD_ID = 0xD935  # the extra-field id Android's zipalign uses for alignment padding
 _MAX_NPY_HEADER = 10_000  # numpy's own limit (header lengths beyond it need allow_pickle)
@@ -156,7 +157,12 @@ class NpzArchive:
         absent."""
         if "lengths" not in self.names:
             return np.full(batch, frames, dtype=np.int64)
-        lengths = self.read("lengths", "iu", shape=(batch,))
+        lengths = self.read("lengths", "iu", ndim=1)
+        if lengths.shape != (batch,):
+            hint = (f" (log_probs read as {batch} utterances of {frames} frames: is it "
+                    "time-major, (T, B, V)? it must be (B, T, V))" if lengths.shape == (frames,)
+                    else "")  # fmt: skip
+            raise self.fail(f"lengths has shape {lengths.shape}; expected ({batch},){hint}")
         bad = (lengths < 0) | (lengths > frames)
         if bad.any():
             b = int(bad.argmax())
@@ -238,6 +244,9 @@ class NpzArchive:
             return "the file is empty (not an .npz archive)"
         if head == _NPY_MAGIC:
             return "this is a single .npy array, not an .npz archive"
+        if head[:4] == _OPENFST_MAGIC:
+            return ("this is an OpenFst file, not an .npz archive (for a graph: give the "
+                    "graph directory or its TLG.npz)")  # fmt: skip
         return f"not an .npz archive ({type(exc).__name__}: {exc})"
 
 

@@ -18,6 +18,13 @@ BLANK = "<blk>"
 BACKOFF_DISAMBIG = "#0"
 # Token names that spell nothing: the CTC blank (either usual name) and epsilon.
 NOT_TOKENS = (BLANK, "<blank>", EPSILON)
+
+
+def blank_symbol(tokens: SymbolTable) -> str | None:
+    """The blank's name in a token table: ``<blk>``, else ``<blank>`` (NeMo's, hama's)."""
+    return next((sym for sym in (BLANK, "<blank>") if sym in tokens), None)
+
+
 # Graph labels are int32, and token labels (id + 1) are followed by the disambiguation labels.
 MAX_ID = 2**31 - 2**20
 _ID = re.compile(r"-?[0-9]{1,10}", re.ASCII)  # longer is out of range anyway

@@ -36,6 +36,14 @@ def test_decode_npz_bad_files(tmp_path, graph):
         decode_npz(wrong, graph)
     with pytest.raises(InputFileError, match="cannot read"):
         decode_npz(tmp_path / "missing.npz", graph)
+    # an array named like one that is read: said (without lengths the padding is decoded)
+    lens = tmp_path / "lens.npz"
+    np.savez(lens, log_probs=np.zeros((1, 2, 3), np.float32) - 1.0, lens=np.array([1]),
+             audio=np.zeros(4))  # fmt: skip
+    said = "array 'lens' is not read .*did you mean 'lengths'"
+    with pytest.warns(UserWarning, match=said) as rec:
+        decode_npz(lens, graph)
+    assert not any("audio" in str(w.message) for w in rec)
 
 
 def test_greedy_ctc_texts(graph):

@@ -181,6 +181,10 @@ def test_lexicon_probabilities(tmp_path):
     path.write_text("cat 1.0 c a t\ncat 1.5 k a t\n")
     with pytest.raises(InputFileError, match=r"lexiconp.txt:2: pronunciation probability"):
         read_lexicon(path, SymbolTable.read(TOKENS), with_probs=True)
+    path.write_text("cat 1.0 c a t\n")  # read without the flag: the number is named as such
+    with pytest.raises(InputFileError, match=r"\['1.0'\] .* \(a pronunciation probability\? "
+                       r"read it with --lexicon-probs"):  # fmt: skip
+        read_lexicon(path, SymbolTable.read(TOKENS))
 
 
 def test_a_repeated_lexicon_line_is_read_once(tmp_path):

@@ -372,3 +372,24 @@ def test_a_parsed_model_is_restricted_to_the_lexicon_as_a_path_is(tmp_path):
     for name in ("arc_source", "next_state", "ilabel", "olabel", "weight", "final_cost"):
         assert np.array_equal(getattr(from_model.graph, name), getattr(from_path.graph, name))
     assert model.counts() == before and not model.dropped  # the caller's model is left as it was
+
+
+def test_a_blank_named_blank_builds_the_graph_blk_would(tmp_path):
+    """NeMo's and hama's token tables call it <blank>: decode_ctc took it, build_tlg refused
+    it ("no blank symbol '<blk>'") with no word of what to do."""
+    import numpy as np
+
+    from wfstdecode.errors import GraphError
+    from wfstdecode.graph import build_tlg
+    from wfstdecode.graph.lexicon import LexiconEntry
+
+    path = tmp_path / "lm.arpa"
+    path.write_text(random_arpa(["ab", "ba"], order=2, seed=3))
+    lexicon = [LexiconEntry("ab", ("a", "b")), LexiconEntry("ba", ("b", "a"))]
+    built = [build_tlg(SymbolTable.from_list(["a", blank, "b"]), lexicon, str(path), "compact")
+             for blank in ("<blk>", "<blank>")]  # fmt: skip
+    for name in ("arc_source", "next_state", "ilabel", "olabel", "weight"):
+        assert np.array_equal(getattr(built[0].graph, name), getattr(built[1].graph, name))
+    assert built[1].graph.metadata["blank_id"] == 1
+    with pytest.raises(GraphError, match=r"no blank symbol: name the blank's column '<blk>'"):
+        build_tlg(SymbolTable.from_list(["<eps>", "a", "b"]), lexicon, str(path), "compact")

@@ -11,7 +11,9 @@ per-utterance boost lists that travel with the emissions (`decode_npz`, ``decode
 
 from __future__ import annotations
 
+import difflib
 import os
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -66,6 +68,7 @@ def load_log_probs_npz(path: str | os.PathLike) -> dict:
         for key, size in (("texts", B), ("tokens", V)):
             out[key] = z.read_texts(key, size)
         out["boosts"] = _read_boosts(z, fail) if "boosts" in z.names else None
+        _say_misspelled(path, z.others)
     if out["ids"] is None:
         out["ids"] = [f"utt{b:04d}" for b in range(B)]
     if out["boosts"] is not None:
@@ -73,6 +76,18 @@ def load_log_probs_npz(path: str | os.PathLike) -> dict:
         if missing:
             raise fail(f"boosts name utterance {missing[0]!r}, which the file does not have")
     return out
+
+
+def _say_misspelled(path, others: list[str]) -> None:
+    """Warn of an array that is not read but looks like one that would be (``lens`` for
+    ``lengths``: without it the padding would be decoded)."""
+    known = ("log_probs", "lengths", *_TEXT_ARRAYS, "boosts")
+    for name in others:
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
+        if close:
+            warnings.warn(f"{path}: array {name!r} is not read (the arrays read are named "
+                          f"{', '.join(known)}): did you mean {close[0]!r}?",
+                          stacklevel=3)  # fmt: skip
 
 
 def _read_boosts(z, fail) -> dict[str, dict[str, float]]:

@@ -19,7 +19,7 @@ from ..interrupts import interrupts_raised
 from ..lattice import Lattice
 from ..rescore import LmRescoring
 from ..results import Hypothesis, changed
-from ..symbols import BLANK
+from ..symbols import blank_symbol
 from ._paths import to_hypotheses
 from ._problem import ALL_NEG_INF, NAN_OR_POS_INF, RawResult, SearchProblem, costs_and_first_bad
 from .boost import build_boost_tables, resolve_boosts
@@ -290,11 +290,9 @@ def prepare_problem(
 
 def blank_id(graph: DecodingGraph) -> int:
     """The blank's token id: ``<blk>`` (or ``<blank>``) in the graph's token table, else 0."""
-    if graph.tokens is not None:
-        for sym in (BLANK, "<blank>"):
-            idx = graph.tokens.get(sym)
-            if idx is not None:
-                return idx
+    blank = blank_symbol(graph.tokens) if graph.tokens is not None else None
+    if blank is not None:
+        return graph.tokens.id(blank)
     return int(graph.metadata.get("blank_id", 0))
 
 

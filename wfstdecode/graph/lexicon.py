@@ -77,7 +77,7 @@ def read_lexicon(
                 line_no,
                 f"tokens [{', '.join(quoted(t, 40) for t in missing[:10])}"
                 f"{', …' if len(missing) > 10 else ''}] of word {quoted(word)} are not in the "
-                "token table",
+                "token table" + _probability_hint(rest[0], with_probs, missing),
             )
         if (word, entry.tokens, prob) in seen:
             continue  # a second copy would only add a parallel path to L
@@ -86,6 +86,18 @@ def read_lexicon(
     if not entries:
         raise InputFileError(path, None, "lexicon is empty")
     return entries
+
+
+def _probability_hint(first: str, with_probs: bool, missing: list[str]) -> str:
+    """A hint when the missing token is a number in first place: a pronunciation probability
+    (Kaldi's lexiconp.txt) read as a token."""
+    if with_probs or first not in missing:
+        return ""
+    try:
+        float(first)
+    except ValueError:
+        return ""
+    return " (a pronunciation probability? read it with --lexicon-probs / with_probs=True)"
 
 
 def check_pronunciations(entries: Iterable[LexiconEntry], separator: str | None = None) -> None:

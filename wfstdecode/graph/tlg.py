@@ -11,7 +11,15 @@ from dataclasses import dataclass, field
 from ..decoding_graph import DecodingGraph, Pronunciations
 from ..errors import GraphError
 from ..fstio import FstArrays
-from ..symbols import BACKOFF_DISAMBIG, BLANK, EPSILON, NOT_TOKENS, SymbolTable, is_disambig
+from ..symbols import (
+    BACKOFF_DISAMBIG,
+    BLANK,
+    EPSILON,
+    NOT_TOKENS,
+    SymbolTable,
+    blank_symbol,
+    is_disambig,
+)
 from . import ops
 from .grammar import BOS, EOS, UNK, ArpaModel, build_grammar, read_arpa
 from .lexicon import LexiconEntry, build_lexicon_fst, check_pronunciations
@@ -67,8 +75,10 @@ def build_tlg(
               boosted words the lexicon lacks. The slot's probability is the ARPA's ``<unk>``,
               else ``oov_logprob`` (log10).
     """
-    if BLANK not in tokens:
-        raise GraphError(f"the token table has no blank symbol {BLANK!r}")
+    blank = blank_symbol(tokens)
+    if blank is None:
+        raise GraphError(f"the token table has no blank symbol: name the blank's column "
+                         f"{BLANK!r} (or '<blank>') in it")  # fmt: skip
     if separator is not None and separator not in tokens:
         raise GraphError(f"separator {separator!r} is not in the token table")
     if separator in NOT_TOKENS or (separator is not None and is_disambig(separator)):
@@ -140,14 +150,14 @@ def build_tlg(
         lg = ops.push_labels(lg)
     stage("min(det(LG))", lg)
 
-    t = ctc_topology(tokens.next_id, topology, tokens.id(BLANK), num_disambig)
+    t = ctc_topology(tokens.next_id, topology, tokens.id(blank), num_disambig)
     stage(f"T ({topology})", t)
     composed = ops.compose(ops.to_pynini(t), lg)
     del lg
     tlg = ops.from_pynini(composed)
     del composed
     tlg = ops.sort_arcs(ops.relabel_inputs_above(tlg, tokens.next_id))
-    meta = {"topology": topology, "blank_id": tokens.id(BLANK), "separator": separator,
+    meta = {"topology": topology, "blank_id": tokens.id(blank), "separator": separator,
             "lm_order": lm_order, **({"oov_slot": dict(oov_slot)} if slot else {})}  # fmt: skip
     graph = DecodingGraph.from_arrays(
         tlg,
