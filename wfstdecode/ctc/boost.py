@@ -275,8 +275,9 @@ def _resolve_table(table: Mapping, b: int, words, unknown: list, known: dict, oo
         if ids is None:
             continue
         if isinstance(ids, list):  # spelled through the oov slot: label sequences
-            cased = [w for w in _words_of(key) if isinstance(w, str) and w.lower() != w
-                     and not words.get(w) and words.get(w.lower())]  # fmt: skip
+            table = words if words is not None else {}
+            new = [w for w in _words_of(key) if isinstance(w, str) and not table.get(w)]
+            cased = [w for w in new if w.lower() != w and table.get(w.lower())]
             if cased:  # ("Young" spelled as a new word when "young" was meant)
                 said.append(f"{key!r} is spelled as a new word: {cased[0]!r} is not in the "
                             f"vocabulary but {cased[0].lower()!r} is (words are "
