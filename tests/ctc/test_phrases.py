@@ -552,3 +552,14 @@ def test_the_cache_lets_a_dropped_graphs_tables_go():
     resolve_boosts(_big_list(g), 1, g.words)  # (entries are purged on the next use)
     assert len(phrase_cache._ENTRIES) == 1
     clear_phrase_cache()
+
+
+def test_a_long_list_of_words_on_a_graph_without_a_word_table_is_refused_clearly():
+    """A list long enough for the phrase cache (64+) hit len(None) in its key: TypeError."""
+    from dataclasses import replace
+
+    g = replace(random_graph(3), words=None)
+    lp = random_log_probs(3, 1, 4, g.num_tokens)
+    for n in (63, 64):
+        with pytest.raises(DecodeInputError, match="the graph has no word table"):
+            decode_ctc(lp, None, g, CtcBeamOptions(), {f"w{i}": 1.0 for i in range(n)})

@@ -51,7 +51,7 @@ from .word_index import phrase_ids_bulk
 # per utterance: 200,000 compile in ~1 CPU s and ~130 MB (bench/ctc_phrases.md)
 MAX_PHRASES = 200_000
 MAX_PHRASE_WORDS = 64
-MAX_LISTED = 20  # unknown words a warning names
+MAX_LISTED = 20  # unknown-word notes a warning lists
 
 
 @dataclass(frozen=True)
@@ -275,9 +275,9 @@ def _resolve_table(table: Mapping, b: int, words, unknown: list, known: dict, oo
         if ids is None:
             continue
         if isinstance(ids, list):  # spelled through the oov slot: label sequences
-            table = words if words is not None else {}
-            new = [w for w in _words_of(key) if isinstance(w, str) and not table.get(w)]
-            cased = [w for w in new if w.lower() != w and table.get(w.lower())]
+            vocabulary = words if words is not None else {}
+            new = [w for w in _words_of(key) if isinstance(w, str) and not vocabulary.get(w)]
+            cased = [w for w in new if w.lower() != w and vocabulary.get(w.lower())]
             if cased:  # ("Young" spelled as a new word when "young" was meant)
                 said.append(f"{key!r} is spelled as a new word: {cased[0]!r} is not in the "
                             f"vocabulary but {cased[0].lower()!r} is (words are "

@@ -83,8 +83,8 @@ def _say_misspelled(path, others: list[str]) -> None:
     ``lengths``: without it the padding would be decoded)."""
     known = ("log_probs", "lengths", *_TEXT_ARRAYS, "boosts")
     for name in others:
-        close = difflib.get_close_matches(name, known, n=1, cutoff=0.6)
-        if close:
+        close = difflib.get_close_matches(name, known, n=1, cutoff=0.7)
+        if close and close[0][0] == name[0]:  # (not 'logits', 'targets', 'posts')
             warnings.warn(f"{path}: array {name!r} is not read (the arrays read are named "
                           f"{', '.join(known)}): did you mean {close[0]!r}?",
                           stacklevel=3)  # fmt: skip

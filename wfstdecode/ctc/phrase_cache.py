@@ -60,7 +60,8 @@ def list_key(table, words, oov):
         return None
     spelling = None if oov is None else (id(oov.tokens), oov.recipe)
     # (the table's size too: a word added to it may be one a kept list could not resolve)
-    key = _Key(((id(words), len(words)), spelling, tuple(table), tuple(table.values())))
+    size = len(words) if words is not None else 0
+    key = _Key(((id(words), size), spelling, tuple(table), tuple(table.values())))
     try:
         key.hash_value = tuple.__hash__(key)
         return key

@@ -244,13 +244,14 @@ class CtcStreamDecoder:
         return self._using(sids, self._live, self._advance_held, chunks, sids)
 
     def _advance_held(self, streams, chunks, sids) -> dict[int, str]:
-        width, checked = self.width, []
+        started = width = self.width  # (another thread may fix it while this call checks)
+        checked = []
         for sid in sids:  # (a first chunk fixes the width for the rest of the call)
             checked.append(self._checked_shape(sid, chunks[sid], width))
             width = checked[-1][1].shape[1]
         lps = [lp for _, lp in checked]
         costs = self._chunk_costs(sids, lps, [given for given, _ in checked])
-        if self.width is None and sids:  # the first call whose chunks all passed fixes it
+        if started is None and sids:  # the first call whose chunks all passed fixes it
             with self._id_lock:  # (threads feeding other streams may be here at once)
                 if self.width is None:
                     self.width = width
