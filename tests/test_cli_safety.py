@@ -272,6 +272,24 @@ def test_results_and_metrics_check_what_they_are_given():
     given = Hypothesis([1], [0], np.float32(-1.5), words=["a"], word_timestamps=[[0, 0]])
     plain = Hypothesis((1,), (0,), -1.5, words=("a",), word_timestamps=((0, 0),))
     assert given == plain and hash(given) == hash(plain) and type(given.score) is float
+    # every field of NumPy values: plain Python values, so record() is JSON-ready
+    arrays = Hypothesis(np.array([1, 2]), np.array([0, 3]), np.float32(-1.5),
+                        words=np.array(["a", "b"]), word_ids=np.array([4, 5]),
+                        word_timestamps=np.array([[0, 1], [2, 3]]), acoustic_score=np.float64(-1),
+                        graph_score=np.float32(2), stable_words=np.int64(1),
+                        word_confidences=np.array([0.5, 1.0], np.float32))  # fmt: skip
+    plain = Hypothesis((1, 2), (0, 3), -1.5, words=("a", "b"), word_ids=(4, 5),
+                       word_timestamps=((0, 1), (2, 3)), acoustic_score=-1.0, graph_score=2.0,
+                       stable_words=1, word_confidences=(0.5, 1.0))  # fmt: skip
+    assert arrays == plain and hash(arrays) == hash(plain)
+    assert json.loads(json.dumps(arrays.record(0.04, tokens=True)))["tokens"] == [1, 2]
+    refused = [(dict(tokens=(1.0,), timestamps=(0,)), "tokens must be integers"),
+               (dict(words="ab"), "words must be strings"),
+               (dict(words=("a",), word_timestamps=((1, 2, 3),)), "pairs of integers"),
+               (dict(graph_score="x"), "graph_score must be a number or None")]  # fmt: skip
+    for kwargs, says in refused:
+        with pytest.raises(ValueError, match=says):
+            Hypothesis(**{**none, "score": 0.0, **kwargs})
     with pytest.raises(TypeError, match="word lists"):
         word_error_rate(["hello world"], ["hello word"])
     assert word_error_rate([["hello", "world"]], [["hello", "word"]]) == 0.5

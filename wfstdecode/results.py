@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import numbers
+import operator
 from dataclasses import dataclass, field
 
 
@@ -47,17 +48,17 @@ class Hypothesis:
 
     def __post_init__(self):
         """What ``Hypothesis(...)`` is given is checked (decoders that make thousands use
-        `made_from`): per-token and per-word fields aligned, spans in order, a number score
-        (a NumPy number becomes a float; lists become tuples, so that hypotheses hash)."""
-        if isinstance(self.score, bool) or not isinstance(self.score, numbers.Real):
-            raise ValueError(f"Hypothesis.score must be a number; got {self.score!r}")
-        if type(self.score) not in (int, float):
-            object.__setattr__(self, "score", float(self.score))
-        for f in dataclasses.fields(self):
-            if isinstance(getattr(self, f.name), list):
-                object.__setattr__(self, f.name, tuple(getattr(self, f.name)))
-        if any(isinstance(span, list) for span in self.word_timestamps):
-            object.__setattr__(self, "word_timestamps", tuple(map(tuple, self.word_timestamps)))
+        `made_from`): per-token and per-word fields aligned, spans in order, every field of its
+        documented type (NumPy numbers become Python ones and arrays or lists tuples, so that
+        hypotheses hash and `record` is JSON-ready; a float where an integer belongs is refused)."""
+        for name, (convert, meaning) in _FIELD_TYPES.items():
+            value = getattr(self, name)
+            try:
+                plain = convert(value)
+            except (TypeError, ValueError):
+                raise ValueError(f"Hypothesis.{name} must be {meaning}; got {value!r}") from None
+            if plain is not value:
+                object.__setattr__(self, name, plain)
         if len(self.timestamps) != len(self.tokens) or (
             self.durations and len(self.durations) != len(self.tokens)
         ):
@@ -111,6 +112,71 @@ class Hypothesis:
                 out["durations"] = list(self.durations)
         out["notes"] = list(self.notes)
         return out
+
+
+def _number(x) -> float:
+    if isinstance(x, bool) or not isinstance(x, numbers.Real):
+        raise TypeError
+    return x if type(x) is float or type(x) is int else float(x)
+
+
+def _maybe_number(x) -> float | None:
+    return None if x is None else _number(x)
+
+
+def _integer(x) -> int:
+    return x if type(x) is int else operator.index(x)  # (a NumPy integer, not 3.0)
+
+
+def _sequence(x) -> tuple:
+    if isinstance(x, (str, bytes)) or not hasattr(x, "__iter__"):
+        raise TypeError  # (a string is one word, not a sequence of letters)
+    return x if type(x) is tuple else tuple(x)
+
+
+def _integers(x) -> tuple[int, ...]:
+    seq = _sequence(x)
+    if all(type(i) is int for i in seq):
+        return seq
+    return tuple(map(_integer, seq))
+
+
+def _strings(x) -> tuple[str, ...]:
+    seq = _sequence(x)
+    if not all(isinstance(w, str) for w in seq):
+        raise TypeError
+    return seq if all(type(w) is str for w in seq) else tuple(map(str, seq))
+
+
+def _numbers(x) -> tuple[float, ...]:
+    seq = _sequence(x)
+    return seq if all(type(c) is float for c in seq) else tuple(map(_number, seq))
+
+
+def _spans(x) -> tuple[tuple[int, int], ...]:
+    seq = _sequence(x)
+    if all(type(s) is tuple and len(s) == 2 and type(s[0]) is type(s[1]) is int for s in seq):
+        return seq
+    spans = tuple(_integers(s) for s in seq)
+    if any(len(s) != 2 for s in spans):
+        raise ValueError
+    return spans
+
+
+_FIELD_TYPES = {  # field: (conversion, what it must be)
+    "tokens": (_integers, "integers"),
+    "timestamps": (_integers, "integers"),
+    "score": (_number, "a number"),
+    "words": (_strings, "strings"),
+    "word_ids": (_integers, "integers"),
+    "word_timestamps": (_spans, "(start, end) pairs of integers"),
+    "durations": (_integers, "integers"),
+    "acoustic_score": (_maybe_number, "a number or None"),
+    "graph_score": (_maybe_number, "a number or None"),
+    "notes": (_strings, "strings"),
+    "stable_words": (_integer, "an integer"),
+    "word_confidences": (_numbers, "numbers"),
+}
 
 
 def made_from(fields: dict) -> Hypothesis:
