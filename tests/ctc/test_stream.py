@@ -219,6 +219,42 @@ def test_endpoint_rules(backend):
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
+def test_endpoint_checks_see_the_trailing_silence_of_the_whole_best_path(backend, monkeypatch):
+    """A check reads only the best path's arcs since its stable ones last read: what it gives
+    the rules equals the silence after the last token of the whole path, traced anew."""
+    seen = []
+    detect = EndpointRules.detect
+    monkeypatch.setattr(EndpointRules, "detect", lambda self, *args: seen.append(args) or
+                        detect(self, *args))  # fmt: skip
+    never = EndpointRules(0.1, (EndpointRule(True, math.inf),))
+    words = lexicon_graph(["cat", "tact"], word_cost=1.0)
+    for seed in range(8):
+        rng = np.random.default_rng(seed)
+        if seed % 2:  # random paths, survivors everywhere
+            g = random_graph(seed)
+            lp = random_log_probs(seed, 1, 60, g.num_tokens, peaky=4.0)
+        else:  # words, silences: the last token moves into the stable prefix
+            g = words
+            lp = np.concatenate([_speech_then_blank(g, "cattact", 15, seed),
+                                 _speech_then_blank(g, "cat", 30, seed)])[None]  # fmt: skip
+        T = lp.shape[1]
+        opts = CtcBeamOptions(beam=float(rng.choice([3.0, 6.0])))
+        d = CtcStreamDecoder(g, opts, backend=backend, endpoint=never)
+        sid = d.open({"w1 w2": 2.0} if seed % 4 == 1 else None)
+        for t0, t1 in _chunked(rng, T):
+            seen.clear()
+            d.advance({sid: lp[0, t0:t1]})
+            if not seen:  # (an empty chunk, or the search died)
+                continue
+            stream = d._get(sid)
+            stream.state, arcs, frames, _ = d._search.partial(stream.problem, stream.state)
+            blank = stream.problem.blank_ilabel
+            tokens = (arcs < g.num_emitting_arcs) & (g.ilabel[arcs] != blank)
+            spoken_until = int(frames[tokens][-1]) + 1 if tokens.any() else 0
+            assert seen == [(t1, t1 - spoken_until, bool(tokens.any()))], (seed, t1)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
 def test_bad_input_names_the_stream_and_leaves_the_others_alone(backend):
     g = random_graph(1)
     lp = random_log_probs(1, 2, 10, g.num_tokens)

@@ -534,18 +534,30 @@ class CpuStreams:
             return None
         return state.alive.state.copy(), state.alive.ctx.copy()
 
-    def partial(self, p, state):
+    def partial(self, p, state, since: int = 0):
         """The best path on cost alone, ``(state, arcs, frames, stable arcs)``: the records are
         collected first (hence a new state to keep), so the stable arcs are the prefix every
-        survivor shares. Arcs, frames and stable arcs are None when the search stopped."""
+        survivor shares. Arcs and frames start at arc ``since``, a number of stable arcs an
+        earlier call returned (the caller has those: an endpoint check then costs the arcs
+        since, not the whole path). Arcs, frames and stable arcs are None when the search
+        stopped."""
         if state.counts[STATUS] & STOPPED_BITS:
             return state, None, None, None
         graph, boosts, _ = self._bundles(p)
         state = signals_deferred(settled_prefix, state, graph)
         no_final = self._no_final_costs(p.graph)
-        rows = PathRows.first(1, 1, int(state.counts[FRAMES]))
+        counts = state.counts
+        if since:  # the prefix from arc ``since`` on, and the frames after its arc ``since``
+            counts = counts.copy()
+            counts[N_PREFIX] -= since
+            shown = SharedPrefix(state.prefix.arc[since:], state.prefix.frame[since:])
+            shown_state = SearchState(state.alive, state.records, shown, counts)
+        else:
+            shown_state = state
+        shown_frames = int(counts[FRAMES]) - (int(state.prefix.frame[since - 1]) if since else 0)
+        rows = PathRows.first(1, 1, shown_frames)
         while True:
-            _, status, _ = end(state, graph, boosts, 0, no_final, np.int64(1), rows.lane(0))
+            _, status, _ = end(shown_state, graph, boosts, 0, no_final, np.int64(1), rows.lane(0))
             if not status & RETRY_BITS:
                 break
             rows = rows.grown(1, status, 1)

@@ -192,11 +192,12 @@ class ReferenceStreams:
         keys = np.array(list(state.alive), np.int32).reshape(-1, 2)
         return keys[:, 0], keys[:, 1]
 
-    def partial(self, p: SearchProblem, state: SearchState):
+    def partial(self, p: SearchProblem, state: SearchState, since: int = 0):
         """The best surviving path on cost alone (with phrase bonuses in progress given back, as
         at the end), ``(state, arcs, frames, stable arcs)``: the stable arcs end at the deepest
-        token every survivor descends from. Arcs, frames and stable arcs are None when the
-        search stopped."""
+        token every survivor descends from. Arcs and frames start at arc ``since``, a number of
+        stable arcs an earlier call returned (the fast backends then skip work; here the whole
+        path is traced). Arcs, frames and stable arcs are None when the search stopped."""
         if state.stopped:
             return state, None, None, None
         give_back = _give_back(p, 0)
@@ -211,7 +212,7 @@ class ReferenceStreams:
         shared = 0
         while all(len(c) > shared for c in chains) and len({id(c[shared]) for c in chains}) == 1:
             shared += 1
-        return state, arcs, frames, shared - 1  # the start token carries no arc
+        return state, arcs[since:], frames[since:], shared - 1  # (the start carries no arc)
 
 
 def _ancestry(tok) -> list:

@@ -119,7 +119,7 @@ class EndpointRules:
 
 class _Stream:
     __slots__ = ("busy", "endpoint", "finished", "first", "frames", "kept", "log_probs",
-                 "owner", "problem", "state", "unclaimed")  # fmt: skip
+                 "owner", "problem", "scanned", "spoken_until", "state", "unclaimed")  # fmt: skip
 
     def __init__(self, problem: SearchProblem, state, first=None):
         self.problem, self.state = problem, state
@@ -127,6 +127,9 @@ class _Stream:
         self.frames = 0
         self.finished = False
         self.endpoint: str | None = None
+        # endpoint checks: the stable arcs of the best path already read, and the frame after
+        # the last token among them (0: none), so that a check reads the arcs since
+        self.scanned, self.spoken_until = 0, 0
         # with lattices: token frame 0's survivors, then each chunk's `FrameSurvivors`
         self.first = first
         self.kept: list[FrameSurvivors] = []
@@ -433,14 +436,17 @@ class CtcStreamDecoder:
         return np.split(costs[0], np.cumsum([len(lp) for lp in lps[:-1]]))
 
     def _endpoint(self, s: _Stream) -> str | None:
-        s.state, arcs, frames, _ = self._search.partial(s.problem, s.state)
+        s.state, arcs, frames, stable = self._search.partial(s.problem, s.state, s.scanned)
         if arcs is None:
             return None
         g, blank = self.graph, s.problem.blank_ilabel
-        emitting = arcs < g.num_emitting_arcs
-        tokens = emitting & (g.ilabel[arcs] != blank)
-        last = int(frames[tokens][-1]) + 1 if tokens.any() else 0
-        return self.endpoint_rules.detect(s.frames, s.frames - last, bool(tokens.any()))
+        token = np.flatnonzero((arcs < g.num_emitting_arcs) & (g.ilabel[arcs] != blank))
+        now_stable = token[token < stable - s.scanned]
+        if len(now_stable):
+            s.spoken_until = int(frames[now_stable[-1]]) + 1
+        s.scanned = stable
+        spoken_until = int(frames[token[-1]]) + 1 if len(token) else s.spoken_until
+        return self.endpoint_rules.detect(s.frames, s.frames - spoken_until, spoken_until > 0)
 
 
 def _check_values(sid: int, lp: np.ndarray, given: np.ndarray) -> None:

@@ -111,8 +111,8 @@ class CudaStreams:
                 out[i] = (state, kept)
         return out
 
-    def partial(self, p, state):
-        search, arcs, frames, stable = self._host.partial(p, state.search)
+    def partial(self, p, state, since: int = 0):
+        search, arcs, frames, stable = self._host.partial(p, state.search, since)
         return state._replace(search=search), arcs, frames, stable
 
     def end(self, p, state, utterance: int = 0):
