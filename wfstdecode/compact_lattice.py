@@ -31,13 +31,8 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .errors import OptionsError
-from .lattice import (
-    Lattice,
-    lattice_from_fst,
-    position_posteriors,
-    sequence_posterior,
-    topological_order,
-)
+from .lattice import Lattice, lattice_from_fst, topological_order
+from .posteriors import position_posteriors, sequence_posterior
 
 _INF = np.inf
 _KEY_RESOLUTION = 1e-6  # residual costs closer than this make the same determinized state

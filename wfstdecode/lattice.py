@@ -29,6 +29,7 @@ import numpy as np
 from numba import njit
 
 from .errors import OptionsError
+from .posteriors import log_backward, log_forward, position_posteriors, sequence_posterior
 
 _INF = np.inf
 
@@ -170,8 +171,8 @@ class Lattice:
         """float64 [A] posterior of each arc: the share of the lattice's total probability
         (``exp(-cost)`` summed over its complete paths) that passes through it."""
         w = self.arc_cost()
-        a = _log_forward(self.num_nodes, self.src, self.dst, w)
-        b = _log_backward(self.final.astype(np.float64), self.src, self.dst, w)
+        a = log_forward(self.num_nodes, self.src, self.dst, w)
+        b = log_backward(self.final.astype(np.float64), self.src, self.dst, w)
         if not self.num_nodes or not b[0] < _INF:
             return np.zeros(self.num_arcs)
         with np.errstate(invalid="ignore"):
@@ -211,34 +212,6 @@ _NOTHING = (
     np.zeros(0, np.int32),
     np.zeros(0, np.int32),
 )
-
-
-def position_posteriors(src, dst, olabel, w, final) -> list[dict[int, float]]:
-    """`Lattice.word_posteriors` of any acyclic word graph in topological order (``src <
-    dst``, start 0): arc ends, word labels (0: none), float64 arc costs and final costs. No
-    complete path: no positions (every arc's posterior is then 0)."""
-    n_nodes = len(final)
-    if not n_nodes:
-        return []
-    pos, label, post = _position_posteriors(n_nodes, src, dst, olabel, w, final)
-    out: list[dict[int, float]] = [{} for _ in range(int(pos.max(initial=-1)) + 1)]
-    for k, word, x in zip(pos.tolist(), label.tolist(), post.tolist(), strict=True):
-        out[k][word] = x
-    return out
-
-
-def sequence_posterior(src, dst, olabel, w, final, words) -> float:
-    """`Lattice.path_posterior` of any acyclic word graph (as `position_posteriors`)."""
-    if not len(final):
-        return 0.0
-    total = _log_backward(final, src, dst, w)
-    if not total[0] < _INF:
-        return 0.0
-    try:
-        words = np.asarray([int(x) for x in words], np.int64)
-    except (TypeError, ValueError):
-        raise OptionsError(f"path_posterior takes word ids (ints); got {words!r:.80}") from None
-    return float(np.exp(total[0] - _word_constrained_cost(src, dst, olabel, w, final, words)))
 
 
 def lattice_from_fst(a: dict, acoustic_scale: float) -> Lattice:
@@ -309,37 +282,6 @@ def topological_order(n: int, start: int, src, dst) -> np.ndarray:
     if len(order) != len(seen):
         raise GraphError("the lattice has a cycle")
     return np.array(order, np.int64)
-
-
-@njit(nogil=True, cache=True)
-def _word_constrained_cost(src, dst, olabel, w, final, words):
-    """-log of the summed probability of the paths that write exactly ``words``: a forward
-    pass over (node, words matched so far)."""
-    n_nodes, n_words = final.shape[0], words.shape[0]
-    if not n_nodes:
-        return np.inf
-    # words matched so far = words on the path so far: (node, k) within the node's band
-    least, most, start = _word_count_bands(n_nodes, src, dst, olabel)
-    alpha = np.full(start[n_nodes], np.inf)
-    alpha[0] = 0.0
-    for i in range(src.shape[0]):
-        s, d = src[i], dst[i]
-        for k in range(least[s], min(most[s], n_words) + 1):
-            a = alpha[start[s] + k - least[s]]
-            if not a < np.inf:
-                continue
-            k2 = k
-            if olabel[i] != 0:
-                if k == n_words or olabel[i] != words[k]:
-                    continue
-                k2 = k + 1
-            j = start[d] + k2 - least[d]
-            alpha[j] = _neg_logaddexp(alpha[j], a + w[i])
-    total = np.inf
-    for v in range(n_nodes):
-        if least[v] <= n_words <= most[v]:
-            total = _neg_logaddexp(total, alpha[start[v] + n_words - least[v]] + final[v])
-    return total
 
 
 @njit(nogil=True, cache=True)
@@ -462,71 +404,6 @@ def _doubled(keys, values):
 
 
 @njit(nogil=True, cache=True)
-def _word_count_bands(n_nodes, src, dst, olabel):
-    """``(least, most, start)``: the fewest and most words on a path from the start to each node
-    (arcs by source, sources in topological order) and each node's offset in a flat table of
-    its band ``[least, most]`` — the cells a forward pass over (node, words so far) can reach,
-    without the rest of a nodes x (most words + 1) table (quadratic in a long lattice)."""
-    n_arcs = src.shape[0]
-    most = np.zeros(n_nodes, np.int64)
-    least = np.full(n_nodes, n_arcs + 1, np.int64)
-    if n_nodes:
-        least[0] = 0
-    for i in range(n_arcs):  # (every arc into a node comes before the arcs out of it)
-        step = np.int64(olabel[i] != 0)
-        most[dst[i]] = max(most[dst[i]], most[src[i]] + step)
-        least[dst[i]] = min(least[dst[i]], least[src[i]] + step)
-    start = np.zeros(n_nodes + 1, np.int64)
-    for v in range(n_nodes):  # (an unreachable node's band is empty: least > most)
-        start[v + 1] = start[v] + max(most[v] - least[v] + 1, 0)
-    return least, most, start
-
-
-@njit(nogil=True, cache=True)
-def _position_posteriors(n_nodes, src, dst, olabel, w, final):
-    """``(position, word, posterior)`` of each word at each number of words before it: the
-    sum over its arcs, added in arc order."""
-    n_arcs = src.shape[0]
-    # alpha[(node, k)] at start[node] + k - least[node]: inf outside a node's band
-    least, most, start = _word_count_bands(n_nodes, src, dst, olabel)
-    alpha = np.full(start[n_nodes], np.inf)
-    alpha[0] = 0.0  # the start, no word yet
-    for i in range(n_arcs):
-        s, d = src[i], dst[i]
-        step = 1 if olabel[i] != 0 else 0
-        for k in range(least[s], most[s] + 1):
-            a = alpha[start[s] + k - least[s]]
-            if a < np.inf:
-                j = start[d] + k + step - least[d]
-                alpha[j] = _neg_logaddexp(alpha[j], a + w[i])
-    beta = _log_backward(final, src, dst, w)
-    total = beta[0]
-    pos, label, post = [], [], []
-    for i in range(n_arcs):
-        if olabel[i] == 0:
-            continue
-        s = src[i]
-        for k in range(least[s], most[s] + 1):
-            c = alpha[start[s] + k - least[s]] + w[i] + beta[dst[i]]
-            if c < np.inf:
-                p = np.exp(total - c)
-                if p > 1e-12:
-                    pos.append(k)
-                    label.append(olabel[i])
-                    post.append(p)
-    keys = np.array(pos, np.int64) << 32 | np.array(label, np.int64)
-    order = np.argsort(keys, kind="mergesort")  # stable: each sum in arc order
-    n = 0
-    out_key, out_post = np.empty(len(order), np.int64), np.empty(len(order), np.float64)
-    for j in order:
-        if n == 0 or keys[j] != out_key[n - 1]:
-            out_key[n], out_post[n] = keys[j], 0.0
-            n += 1
-        out_post[n - 1] += post[j]
-    return out_key[:n] >> 32, out_key[:n] & 0xFFFFFFFF, out_post[:n]
-
-
-@njit(nogil=True, cache=True)
 def _within(alpha, beta, w, src, dst, limit):
     """`Lattice.pruned`'s selection: ``(arcs, nodes, their src, their dst)``, the indices of
     the arcs whose best complete path costs at most ``limit`` and of their ends and the start,
@@ -575,33 +452,4 @@ def _viterbi_backward(final, src, dst, w):
         c = w[i] + beta[dst[i]]
         if c < beta[src[i]]:
             beta[src[i]] = c
-    return beta
-
-
-@njit(nogil=True, cache=True)
-def _neg_logaddexp(a, b):
-    """-log(exp(-a) + exp(-b)) for costs a, b (inf: zero probability)."""
-    if a == np.inf:
-        return b
-    if b == np.inf:
-        return a
-    lo, hi = min(a, b), max(a, b)
-    return lo - np.log1p(np.exp(lo - hi))
-
-
-@njit(nogil=True, cache=True)
-def _log_forward(n_nodes, src, dst, w):
-    alpha = np.full(n_nodes, np.inf)
-    if n_nodes:
-        alpha[0] = 0.0
-    for i in range(src.shape[0]):
-        alpha[dst[i]] = _neg_logaddexp(alpha[dst[i]], alpha[src[i]] + w[i])
-    return alpha
-
-
-@njit(nogil=True, cache=True)
-def _log_backward(final, src, dst, w):
-    beta = final.copy()
-    for i in range(src.shape[0] - 1, -1, -1):
-        beta[src[i]] = _neg_logaddexp(beta[src[i]], w[i] + beta[dst[i]])
     return beta

@@ -291,10 +291,17 @@ def test_posteriors_sum_to_one_per_frame_and_over_word_sequences(seed):
     assert total == pytest.approx(1.0, rel=1e-6)
 
 
+PEAK_MB = """
+try:  # this process's own peak: ru_maxrss starts at the parent's (Linux carries it over exec)
+    with open("/proc/self/status") as status:
+        print(next(int(line.split()[1]) for line in status if line.startswith("VmHWM")) // 1024)
+except OSError:
+    import resource
+    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+"""
 LONG_LATTICE = """
-import resource
 import numpy as np
-from wfstdecode.lattice import position_posteriors, sequence_posterior
+from wfstdecode.posteriors import position_posteriors, sequence_posterior
 n = 20_000
 src = np.repeat(np.arange(n), 2)
 dst, olabel = src + 1, np.tile(np.array([1, 2], np.int32), n)
@@ -305,24 +312,40 @@ posteriors = position_posteriors(src, dst, olabel, w, final)
 assert len(posteriors) == n
 assert abs(posteriors[0][1] - 0.75) < 1e-9 and abs(posteriors[-1][2] - 0.25) < 1e-9
 assert 0.0 <= sequence_posterior(src, dst, olabel, w, final, [1] * n) <= 1.0  # (0.75**n)
-try:  # this process's own peak: ru_maxrss starts at the parent's (Linux carries it over exec)
-    with open("/proc/self/status") as status:
-        print(next(int(line.split()[1]) for line in status if line.startswith("VmHWM")) // 1024)
-except OSError:
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024)
+"""
+# at each of n positions one word (p = 0.999) or two (0.001): 2i words reach position node 2i
+SPLIT_LATTICE = """
+import numpy as np
+from wfstdecode.posteriors import position_posteriors, sequence_posterior
+n = 20_000
+src = np.stack([2 * np.arange(n), 2 * np.arange(n), 2 * np.arange(n) + 1], 1).ravel()
+dst = np.stack([2 * np.arange(n) + 2, 2 * np.arange(n) + 1, 2 * np.arange(n) + 2], 1).ravel()
+olabel = np.tile(np.array([1, 2, 3], np.int32), n)
+w = np.tile(-np.log([0.999, 0.001, 1.0]), n)
+final = np.full(2 * n + 1, np.inf)
+final[2 * n] = 0.0
+posteriors = position_posteriors(src, dst, olabel, w, final)
+assert abs(posteriors[0][1] - 0.999) < 1e-9 and abs(posteriors[0][2] - 0.001) < 1e-9
+assert abs(sum(posteriors[n - 1].values()) - 1.0) < 1e-9  # every path has n words or more
+assert n < len(posteriors) < n + 200  # (more words than that: below 1e-12)
+one_each = sequence_posterior(src, dst, olabel, w, final, [1] * n)
+assert abs(one_each / 0.999**n - 1.0) < 1e-6, one_each
 """
 
 
-def test_word_posteriors_of_a_long_lattice_take_memory_by_its_width():
-    """Two words per position over 20,000 positions: the forward pass over (node, words so far)
-    keeps each node's band of word counts (one here), not nodes x (words + 1) float64 cells
-    (3.2 GB here; a 50,000-frame lattice failed with MemoryError). Measured in a process of
-    its own, whose peak memory is this alone (its VmHWM: its ru_maxrss began at pytest's)."""
+@pytest.mark.parametrize("script", ["LONG_LATTICE", "SPLIT_LATTICE"])
+def test_word_posteriors_of_a_long_lattice_take_memory_by_its_width(script):
+    """Word posteriors and a sequence's posterior over 20,000 positions: the forward passes over
+    (node, words so far) keep each node's cells that matter, not nodes x (words + 1) float64
+    cells (3.2 GB for LONG_LATTICE; a 50,000-frame lattice failed with MemoryError), nor the
+    node's whole band of word counts (up to 2 x 20,000 for SPLIT_LATTICE: 6.4 GB). Measured in
+    a process of its own, whose peak memory is this alone (its VmHWM: its ru_maxrss began at
+    pytest's)."""
     import subprocess
     import sys
 
-    run = subprocess.run([sys.executable, "-c", LONG_LATTICE], capture_output=True, text=True,
-                         timeout=300)  # fmt: skip
+    run = subprocess.run([sys.executable, "-c", globals()[script] + PEAK_MB],
+                         capture_output=True, text=True, timeout=300)  # fmt: skip
     assert run.returncode == 0, run.stderr
     assert int(run.stdout.split()[-1]) < 800  # peak MB: the interpreter, Numba and the arrays
 
