@@ -148,6 +148,7 @@ def test_dead_search_returns_minus_inf_with_a_note(backend):
     assert "died at frame 1" in h.notes[0]
 
 
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
 def test_torch_input_matches_numpy(graph, lp):
     torch = pytest.importorskip("torch")
     want = decode_ctc(lp, [6, 3], graph, backend="cpu")
@@ -157,3 +158,19 @@ def test_torch_input_matches_numpy(graph, lp):
     assert len(got16) == 2
     with pytest.raises(DecodeInputError, match="floating point"):
         decode_ctc(torch.zeros(2, 6, 6, dtype=torch.int64), None, graph)
+    # a negated view (the neg bit NumPy cannot take) decodes as its values do
+    negated = torch.complex(torch.zeros(2, 6, 6), -torch.from_numpy(lp)).conj().imag
+    assert negated.is_neg() and decode_ctc(negated, [6, 3], graph, backend="cpu") == want
+    with pytest.raises(DecodeInputError, match="nested tensor: pad it"):
+        decode_ctc(torch.nested.nested_tensor([torch.from_numpy(lp[0]), torch.from_numpy(lp[1])]),
+                   None, graph)  # fmt: skip
+
+
+def test_masked_arrays_and_bool_lengths_are_refused(graph, lp):
+    """A mask the search would ignore, a bool NumPy would read as 1: named, not decoded."""
+    with pytest.raises(DecodeInputError, match="log_probs is a masked array"):
+        decode_ctc(np.ma.masked_array(lp, np.isnan(lp)), None, graph)
+    with pytest.raises(DecodeInputError, match="lengths is a masked array"):
+        decode_ctc(lp, np.ma.masked_array([6, 4], [False, True]), graph)
+    with pytest.raises(DecodeInputError, match=r"lengths\[1\] = True"):
+        decode_ctc(lp, [6, True], graph)

@@ -154,6 +154,36 @@ def test_bad_inputs_raise_as_for_greedy(model):
     assert beam_decode(model, enc[:0], lengths[:0]) == []
 
 
+@pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
+def test_unusual_enc_and_lengths_decode_or_are_named(model):
+    """Every decoder, the reference ones too, takes lengths as lists and NumPy arrays of any
+    integer type and byte order, and names what it cannot take (nested or sparse enc, masked,
+    complex or bool lengths) instead of failing inside torch or decoding the wrong frames."""
+    from wfstdecode.transducer import greedy_decode, greedy_reference
+
+    enc, lengths = torch.randn(2, 7, 24), torch.tensor([7, 5])
+    decoders = [greedy_decode, greedy_reference,
+                lambda m, e, n: beam_decode(m, e, n, BeamOptions(beam_size=2)),
+                lambda m, e, n: beam_reference(m, e, n, BeamOptions(beam_size=2))]  # fmt: skip
+    for decode in decoders:
+        want = decode(model, enc, lengths)
+        for given in ([7, 5], np.array([7, 5], ">i8"), np.array([7, 5], np.uint8)):
+            assert decode(model, enc, given) == want
+        assert decode(model, enc[:0], []) == []
+        for bad, says in [([-1, 5], r"enc_lengths must lie in \[0, T=7\]"),
+                          ([7, True], "integers, not bools"),
+                          (np.ma.masked_array([7, 5], [False, True]), "masked array"),
+                          (torch.tensor([7 + 0j, 5 + 0j]), "integer tensor; got torch.complex"),
+                          (np.array([2**64 - 1, 5], np.uint64), r"enc_lengths\[0\] = 18446"),
+                          (torch.tensor([7, 5]).to_sparse(), "dense")]:  # fmt: skip
+            with pytest.raises(DecodeInputError, match=says):
+                decode(model, enc, bad)
+        with pytest.raises(DecodeInputError, match="dense .* got a nested one"):
+            decode(model, torch.nested.nested_tensor([enc[0], enc[1, :5]]), lengths)
+        with pytest.raises(DecodeInputError, match="got a torch.sparse_coo one"):
+            decode(model, enc.to_sparse(), lengths)
+
+
 class Poisoned(torch.nn.Module):
     """The model, with NaN in one logit of the joint from its n-th call on."""
 

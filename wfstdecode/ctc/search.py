@@ -343,13 +343,20 @@ def host_floats(x) -> np.ndarray:
             raise DecodeInputError(
                 f"log_probs must be floating point; got dtype {x.dtype} (shape {tuple(x.shape)})"
             )
+        if x.is_nested:
+            raise DecodeInputError("log_probs must be a dense (B, T, V) tensor; got a nested "
+                                   "tensor: pad it (torch.nested.to_padded_tensor) and give "
+                                   "lengths")  # fmt: skip
         if x.is_meta or x.layout != torch.strided:
             raise DecodeInputError(f"log_probs must hold values in a dense tensor; got one on "
                                    f"{x.device} with layout {x.layout}")  # fmt: skip
-        x = x.detach().to(device="cpu")
-        if x.dtype != torch.float64:
-            return x.to(torch.float32).numpy()
-        x = x.numpy()
+        x = x.detach().to(device="cpu").resolve_conj().resolve_neg()  # (views NumPy can't take)
+        try:
+            return x.numpy() if x.dtype == torch.float64 else x.to(torch.float32).numpy()
+        except RuntimeError as exc:  # (a tensor subclass without storage, such as FakeTensor)
+            raise DecodeInputError(f"log_probs cannot be read as an array: {exc}") from None
+    if isinstance(x, np.ma.MaskedArray):
+        raise DecodeInputError(_MASKED.format(name="log_probs"))
     try:
         arr = np.asarray(_gpu_to_host(x))
     except Exception as exc:
@@ -382,9 +389,20 @@ def _gpu_to_host(x):
     return x
 
 
+_MASKED = ("{name} is a masked array, whose mask the search would ignore: pass its data "
+           "(np.ma.getdata), with lengths for the frames that count")  # fmt: skip
+
+
 def _lengths(lengths, B: int, T: int) -> np.ndarray:
     if lengths is None:
         return np.full(B, T, np.int64)
+    if isinstance(lengths, np.ma.MaskedArray):
+        raise DecodeInputError(_MASKED.format(name="lengths"))
+    if isinstance(lengths, (list, tuple)):
+        flags = [b for b, n in enumerate(lengths) if isinstance(n, (bool, np.bool_))]
+        if flags:  # (NumPy would read True as 1)
+            raise DecodeInputError(f"lengths must be integers; got lengths[{flags[0]}] = "
+                                   f"{lengths[flags[0]]!r}")  # fmt: skip
     try:
         if type(lengths).__module__.startswith("torch") and hasattr(lengths, "detach"):
             lengths = lengths.detach().cpu()

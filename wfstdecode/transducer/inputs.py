@@ -3,6 +3,7 @@ devices, NaN / inf in valid frames, and one probe of the model for the joint's w
 
 from __future__ import annotations
 
+import numpy as np
 import torch
 
 from ..errors import DecodeInputError
@@ -15,6 +16,10 @@ def check_inputs(model, enc, enc_lengths):
     for name in ("blank_id", "init_state", "predict", "joint"):
         if not hasattr(model, name):
             raise DecodeInputError(f"model lacks {name!r}; see wfstdecode.transducer.model")
+    if isinstance(enc, torch.Tensor) and (enc.is_nested or enc.layout != torch.strided):
+        raise DecodeInputError(f"enc must be a dense (B, T, D) tensor; got a "
+                               f"{'nested' if enc.is_nested else str(enc.layout)} one: pad it "
+                               f"and give enc_lengths")  # fmt: skip
     if not isinstance(enc, torch.Tensor) or enc.dim() != 3:
         shape = tuple(enc.shape) if isinstance(enc, torch.Tensor) else type(enc).__name__
         raise DecodeInputError(f"enc must be a tensor (B, T, D); got {shape}")
@@ -22,19 +27,17 @@ def check_inputs(model, enc, enc_lengths):
         raise DecodeInputError(f"enc must be a float tensor; got {enc.dtype}")
     B, T, _ = enc.shape
     if not isinstance(enc_lengths, torch.Tensor):
-        try:
-            enc_lengths = torch.as_tensor(enc_lengths, device=enc.device)
-        except (TypeError, ValueError, RuntimeError, OverflowError):
-            shown = repr(enc_lengths)
-            shown = shown if len(shown) <= 80 else shown[:77] + "..."
-            raise DecodeInputError(f"enc_lengths must be (B,) = ({B},) integers; got "
-                                   f"{shown}") from None  # fmt: skip
+        enc_lengths = torch.as_tensor(_host_lengths(enc_lengths, B), device=enc.device)
+    elif enc_lengths.is_nested or enc_lengths.layout != torch.strided:
+        raise DecodeInputError(f"enc_lengths must be a dense (B,) = ({B},) tensor; got layout "
+                               f"{enc_lengths.layout}")  # fmt: skip
     if enc_lengths.shape != (B,):
         raise DecodeInputError(
             f"enc_lengths must be (B,) = ({B},) for enc {tuple(enc.shape)}; "
             f"got {tuple(enc_lengths.shape)}"
         )
-    if enc_lengths.is_floating_point() or enc_lengths.dtype == torch.bool:
+    if (enc_lengths.is_floating_point() or enc_lengths.is_complex()
+            or enc_lengths.dtype == torch.bool):  # fmt: skip
         raise DecodeInputError(f"enc_lengths must be an integer tensor; got {enc_lengths.dtype}")
     if enc_lengths.device != enc.device:
         raise DecodeInputError(
@@ -71,6 +74,32 @@ def check_inputs(model, enc, enc_lengths):
             f"{int(bad_frames.sum())}, in {int(bad_frames.any(1).sum())} utterance(s)"
         )
     return enc, lengths
+
+
+def _host_lengths(given, B: int) -> np.ndarray:
+    """Lengths given as a list or array, as native int64 (torch takes no other byte order)."""
+    shown = repr(given)
+    shown = shown if len(shown) <= 80 else shown[:77] + "..."
+    if isinstance(given, np.ma.MaskedArray):
+        raise DecodeInputError("enc_lengths is a masked array, whose mask the search would "
+                               "ignore: pass its data (np.ma.getdata)")  # fmt: skip
+    if isinstance(given, (list, tuple)) and any(isinstance(n, (bool, np.bool_)) for n in given):
+        raise DecodeInputError(f"enc_lengths must be integers, not bools; got {shown}")
+    try:
+        arr = np.asarray(given)
+    except (TypeError, ValueError, RuntimeError, OverflowError):
+        arr = None
+    if arr is not None and arr.size == 0:
+        arr = arr.astype(np.int64)  # ([] reads as floats)
+    if arr is None or arr.dtype.kind not in "iu":
+        raise DecodeInputError(f"enc_lengths must be (B,) = ({B},) integers; got {shown}")
+    too_large = (
+        np.flatnonzero(arr.ravel() > np.iinfo(np.int64).max) if arr.dtype.kind == "u" else []
+    )
+    if len(too_large):
+        b = int(too_large[0])
+        raise DecodeInputError(f"enc_lengths[{b}] = {arr.ravel()[b]} is beyond any T")
+    return arr.astype(np.int64)
 
 
 def check_joint(adapter: ModelAdapter, enc, durations) -> int:

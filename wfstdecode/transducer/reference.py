@@ -10,6 +10,7 @@ from __future__ import annotations
 import torch
 
 from ..results import Hypothesis
+from .inputs import check_inputs
 
 __all__ = ["greedy_reference"]
 
@@ -17,7 +18,9 @@ __all__ = ["greedy_reference"]
 def greedy_reference(
     model, enc, enc_lengths, durations=None, max_symbols_per_frame: int = 10
 ) -> list[Hypothesis]:
-    """Decode each utterance of ``enc`` (B, T, D) alone; see `greedy_decode` for the outputs."""
+    """Decode each utterance of ``enc`` (B, T, D) alone; see `greedy_decode` for the outputs
+    (and the input checks, the same)."""
+    enc, enc_lengths = check_inputs(model, enc, enc_lengths)
     hyps = []
     with torch.inference_mode():
         for b in range(enc.shape[0]):

@@ -17,13 +17,16 @@ import numpy as np
 import torch
 
 from ...results import Hypothesis
+from ..inputs import check_inputs
 from .options import BeamOptions
 
 __all__ = ["beam_reference"]
 
 
 def beam_reference(model, enc, enc_lengths, options: BeamOptions) -> list[list[Hypothesis]]:
-    """Decode each utterance of ``enc`` (B, T, D) alone; see `beam_decode` for the results."""
+    """Decode each utterance of ``enc`` (B, T, D) alone; see `beam_decode` for the results
+    (and the input checks, the same)."""
+    enc, enc_lengths = check_inputs(model, enc, enc_lengths)
     search = {"alsd": _alignment_search, "wind": _window_search}.get(
         options.algorithm, _segment_search
     )
