@@ -521,3 +521,15 @@ def test_version_and_top_level_help(capsys):
     with pytest.raises(SystemExit):
         main(["--help"])
     assert "``" not in capsys.readouterr().out  # (a user's description, not the module's docstring)
+
+
+def test_a_json_file_beyond_the_size_limit_is_not_read(tmp_path, monkeypatch):
+    """A huge metadata file (build.json, a graph's JSON) is refused by its size, unread."""
+    from wfstdecode import safe_io
+
+    path = tmp_path / "build.json"
+    path.write_text('{"a": "xxxxxxxxxxxxxxxxxxxx"}')
+    assert safe_io.read_json_file(path, GraphError) == {"a": "x" * 20}
+    monkeypatch.setattr(safe_io, "MAX_JSON_BYTES", 10)
+    with pytest.raises(GraphError, match="larger than 10 bytes"):
+        safe_io.read_json_file(path, GraphError)

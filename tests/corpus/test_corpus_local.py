@@ -58,11 +58,18 @@ def test_rerun_skips_finished_shards_and_redoes_changed_ones(corpus, tmp_path):
     again = run(corpus, out, decoder, manifest=shards)
     assert again.decoded == [] and len(again.skipped) == len(corpus.shards)
     assert again.utterances == first.utterances and again.wer == first.wer
+    # this run's own figures count what it decoded: nothing
+    assert again.decoded_utterances == again.decoded_frames == 0
+    assert again.worker_cpu_seconds == 0 and again.frames_per_second is None
     # A new shard's contents under an old name, and a hand-damaged output: both decoded again.
     shutil.copy(corpus.shards[0], shards / corpus.shards[1].name)
     (out / f"{corpus.shards[2].stem}.jsonl").write_text("{}\n")
     third = run(corpus, out, decoder, manifest=shards)
     assert sorted(third.decoded) == sorted([corpus.shards[1].stem, corpus.shards[2].stem])
+    redone = len(corpus.expected[corpus.shards[0].stem]) + len(
+        corpus.expected[corpus.shards[2].stem]
+    )
+    assert third.decoded_utterances == redone < third.utterances
     replaced = output_records(out / f"{corpus.shards[1].stem}.jsonl")
     assert [k for _, k in replaced] == corpus.expected[corpus.shards[0].stem]
     # Same size and mtime but other bytes: only --verify sees it.
@@ -341,3 +348,32 @@ def test_ids_repeated_across_shards_are_reported(corpus, tmp_path):
     assert summary.ok and summary.repeated_ids == ["same: a, b"]
     assert summary.repeated_id_count == 1
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["repeated_id_count"] == 1
+
+
+def test_a_corpus_without_references_has_no_wer(corpus, tmp_path, capsys):
+    from wfstdecode.corpus.run import print_summary
+
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    with np.load(corpus.shards[0]) as z:
+        np.savez(shards / "plain.npz", **{k: z[k] for k in z.files if k != "texts"})
+    summary = run(corpus, tmp_path / "out", manifest=shards)
+    assert summary.ok and summary.utterances and summary.wer is None
+    print_summary(summary, tmp_path / "out")
+    printed = capsys.readouterr()
+    assert "1 shards decoded" in printed.out and "WER" not in printed.out + printed.err
+
+
+def test_a_shard_that_changes_while_it_is_decoded_is_not_recorded(tmp_path):
+    """Its output would be kept under the identity it had before, and skipped next run."""
+    from wfstdecode.corpus.shards import ShardChangedError, decode_shard
+
+    path = tmp_path / "s.npz"
+    path.write_bytes(b"first bytes")
+
+    def run_and_change(p):
+        p.write_bytes(b"other bytes, longer")
+        return ["u"], [[]], [1], None
+
+    with pytest.raises(ShardChangedError, match="changed while it was being decoded"):
+        decode_shard(path, "s", run_and_change, None)

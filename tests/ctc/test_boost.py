@@ -116,12 +116,24 @@ def test_without_a_word_table_ids_beyond_the_graph_are_unknown_words():
     assert_hypotheses_equal(decode_ctc(lp, lengths, g, CtcBeamOptions(beam=8)), boosted)
 
 
+def test_boost_ids_at_the_ends_of_the_word_range():
+    """A graph without a word table: its largest output label is a word to boost (the limit is
+    inclusive); on any graph, id 0 (epsilon, no word) is an unknown word, warned of."""
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert resolve_boosts({5: 2.0}, 1, None, largest_word=5) == [{(5,): np.float32(2.0)}]
+    with pytest.warns(UserWarning, match="ignored.*: 0"):
+        assert resolve_boosts({0: 1.0}, 1, WORDS) == [None]
+
+
 def test_boost_file_reads_words_and_names_bad_lines(tmp_path):
     from wfstdecode.ctc.boost_files import read_boost_file
     from wfstdecode.errors import InputFileError
 
     path = tmp_path / "boosts.txt"
-    path.write_text("# contacts\nkubernetes\t4.0\n\nnaïve\t-1.5\n new  york \t3\n")
+    path.write_text("# contacts\nkubernetes\t4.0\n\nnaïve\t-1.5\n new  york \t3\n  # ok\n")
     assert read_boost_file(path) == {"kubernetes": 4.0, "naïve": -1.5, "new york": 3.0}
     for text, line, match in [
         ("kubernetes 4.0\n", 1, "expected PHRASE<TAB>BONUS"),
@@ -129,6 +141,7 @@ def test_boost_file_reads_words_and_names_bad_lines(tmp_path):
         ("a\t1\nb\t2\na\t3\n", 3, "already on line 1"),
         ("new york\t3\nnew   york\t1\n", 2, "already on line 1"),
         ("a\t5000\n", 1, "beyond"),
+        ("a\t-5000\n", 1, "beyond"),
     ]:
         path.write_text(text)
         with pytest.raises(InputFileError, match=rf"boosts.txt:{line}: .*{match}"):

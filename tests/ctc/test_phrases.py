@@ -391,6 +391,8 @@ def test_per_utterance_boosts_on_the_command_line(tmp_path, capsys):
         ('{"id": "u1", "boosts": {"  ": 1}}\n', 1, "an empty phrase"),
         ('{"id": "u1", "boosts": {"cap": "x"}}\n', 1, "must be a number"),
         ('{"id": "u1", "boosts": {"cap": 1e9}}\n', 1, "beyond"),
+        ('{"id": "u1", "boosts": {"cap": -1e9}}\n', 1, "beyond"),
+        ('{"id": "u1", "boosts": {"cap": true}}\n', 1, "must be a number"),
         ('{"id": "u1", "boosts": {"cap pat": 1, "cap  pat": 2}}\n', 1, "given twice"),
     ],
 )

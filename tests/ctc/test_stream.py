@@ -207,6 +207,7 @@ def test_endpoint_rules(backend):
     assert d.advance({a: speech}) == {} and d.endpoint(a) is None
     assert d.advance({a: _speech_then_blank(g, "", 11)}) == {}  # 1.1 s of silence
     assert d.advance({a: _speech_then_blank(g, "", 1)}) == {a: "rule2"}  # 1.2 s
+    assert d.advance({a: _speech_then_blank(g, "", 30)}) == {}  # (reached in that call only)
     assert d.endpoint(a) == "rule2" and d.finish(a)[0].words == ("cat", "tact")
     quiet = d.open()  # no speech: only rule1's 2.4 s end it
     assert d.advance({quiet: _speech_then_blank(g, "", 23)}) == {}
@@ -216,6 +217,21 @@ def test_endpoint_rules(backend):
     s = long.open()
     assert long.advance({s: speech[:19]}) == {}
     assert long.advance({s: speech[19:21]}) == {s: "rule1"}
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_trailing_silence_counts_from_the_last_of_the_tokens_settled_together(backend):
+    """A chunk whose tokens all settle at once (a beam narrow enough for one survivor), then
+    silence frame by frame: the rule fires on the 10th frame after the last token, not counted
+    from an earlier token of the chunk."""
+    g = lexicon_graph(["cat", "tact"], word_cost=1.0)
+    d = CtcStreamDecoder(g, CtcBeamOptions(beam=0.5), backend=backend,
+                         endpoint=EndpointRules(0.1, (EndpointRule(True, 1.0),)))  # fmt: skip
+    a = d.open()
+    assert d.advance({a: _speech_then_blank(g, "cattact", 3)}) == {}
+    for _ in range(6):
+        assert d.advance({a: _speech_then_blank(g, "", 1)}) == {}
+    assert d.advance({a: _speech_then_blank(g, "", 1)}) == {a: "rule1"}  # the 10th frame
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
