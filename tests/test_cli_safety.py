@@ -5,6 +5,7 @@ with the option's name; a refused corpus directory is left as it was; ids print 
 
 import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,11 +25,12 @@ def files(tmp_path):
     arpa = tmp_path / "lm.arpa"
     arpa.write_text(random_arpa(words, order=2, seed=3, density=0.6))
     tokens = SymbolTable.from_list(["<blk>", "a", "b", "c", "|"])
-    g = build_tlg(tokens, [LexiconEntry(w, tuple(w)) for w in words], str(arpa), "compact",
-                  separator="|").graph  # fmt: skip
-    graph = tmp_path / "g"
-    graph.mkdir()
-    g.save(graph / "TLG.npz")
+    from wfstdecode.graph.output import write_graph_dir
+
+    build = build_tlg(tokens, [LexiconEntry(w, tuple(w)) for w in words], str(arpa), "compact",
+                      separator="|")  # fmt: skip
+    g, graph = build.graph, tmp_path / "g"
+    write_graph_dir(build, graph)
     g.words.write(tmp_path / "words.txt")
     seqs = [[tokens.id(c) for c in "ab|c"], [tokens.id(c) for c in "ba"]]
     lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=1, confusion_prob=0.2, noise=1.0)
@@ -58,6 +60,20 @@ def test_lattice_outputs_never_overwrite_an_input(files, capsys):
             [*files["decode"], "--write-lattices", str(files["graph"] / "TLG.npz")],
             files["graph"] / "TLG.npz",
         ),  # a file of the graph directory
+        (
+            [*files["decode"], "--write-lattices", str(files["graph"] / "words.txt")],
+            files["graph"] / "words.txt",
+        ),  # another file of the directory of the graph given as its TLG.npz
+        (
+            [
+                *rescore[:3],
+                str(files["graph"] / "words.txt"),
+                *rescore[4:],
+                "--out",
+                str(files["graph"] / "TLG.npz"),
+            ],
+            files["graph"] / "TLG.npz",
+        ),  # the words of a graph directory: the rest of it is the graph's too
         ([*rescore, "--out", str(files["ark"])], files["ark"]),
         ([*rescore, "--out", str(files["arpa"])], files["arpa"]),
     ]
@@ -71,13 +87,28 @@ def test_lattice_outputs_never_overwrite_an_input(files, capsys):
 
 
 def test_lattice_outputs_that_cannot_be_written_are_refused_first(files, capsys):
-    for out, says in ((files["dir"], "is a directory"),
-                      (files["dir"] / "nowhere" / "l.ark", "does not exist")):  # fmt: skip
+    """Refused before the decode, each named: it would fail at the end, or replace a device,
+    a pipe or the file a redirected stdout writes to."""
+    fifo = files["dir"] / "pipe"
+    os.mkfifo(fifo)
+    cases = [(files["dir"], "is a directory"),
+             (files["dir"] / "nowhere" / "l.ark", "does not exist"),
+             (fifo, "not a regular file"),
+             (files["dir"] / ("a" * 240), "file name is too long")]  # fmt: skip
+    if os.path.islink("/dev/stdout"):
+        cases.append((Path("/dev/stdout"), "not a regular file"))
+    if os.geteuid() != 0:  # (root writes any file)
+        locked = files["dir"] / "locked.ark"
+        locked.write_bytes(b"kept")
+        locked.chmod(0o444)
+        cases.append((locked, "read-only"))
+    for out, says in cases:
         capsys.readouterr()
         assert main([*files["decode"], "--write-lattices", str(out)]) == 2
         err = capsys.readouterr()
-        assert says in err.err and str(out) in err.err and not err.out
+        assert says in err.err and str(out) in err.err and not err.out, out
         assert not list(files["dir"].glob("*.partial"))
+    assert fifo.is_fifo()
 
 
 def test_a_linked_archive_path_is_written_through(files):

@@ -56,19 +56,46 @@ def check_archive_keys(keys) -> None:
 
 def check_archive_path(path: str | os.PathLike, inputs, option: str) -> None:
     """Before any work, refuse an archive path (given as ``option``) that cannot be written or
-    would destroy an input: an existing directory, a folder that does not exist, or one of
-    ``inputs`` (paths of files or directories, None skipped): the same file, through any link,
-    or a file inside an input directory (a graph's)."""
+    would destroy something: an existing directory, a device, pipe or standard stream (the
+    archive is written beside its path and renamed over it: a device would be replaced, a
+    redirected stdout's file emptied), a folder that does not exist or cannot be written, a
+    read-only file, a name too long for the temporary file beside it, or one of ``inputs``
+    (paths of files or directories, None skipped): the same file, through any link, or a file
+    inside an input directory (a graph's, also when the graph was given as its TLG.npz)."""
+    from .graph.output import is_graph_dir
+    from .safe_io import PARTIAL_SUFFIX
+
     path = Path(path)
     if path.is_dir():
         raise OptionsError(f"{option} {path}: is a directory; give the archive's file name")
-    if not path.resolve().parent.is_dir():
-        raise OptionsError(f"{option} {path}: its folder {path.parent} does not exist")
     target = path.resolve()  # (a new file's too: it may be made inside a graph directory)
+    given_at = os.path.abspath(path)  # /dev/stdout, /proc/self/fd/1: links to a stream's file
+    stream = os.path.islink(given_at) and Path(given_at).parts[1:2] in (("dev",), ("proc",))
+    if stream or (path.exists() and not target.is_file()):
+        raise OptionsError(f"{option} {path}: not a regular file (a device, pipe or standard "
+                           f"stream); give a file name: the archive is written whole, then "
+                           f"renamed into place")  # fmt: skip
+    if not target.parent.is_dir():
+        raise OptionsError(f"{option} {path}: its folder {path.parent} does not exist")
+    if not os.access(target.parent, os.W_OK | os.X_OK):
+        raise OptionsError(f"{option} {path}: its folder {target.parent} cannot be written")
+    if path.exists() and not os.access(target, os.W_OK):
+        raise OptionsError(f"{option} {path}: the file is read-only; make it writable or give "
+                           f"another file")  # fmt: skip
+    try:
+        name_max = os.pathconf(target.parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    spare = name_max - len(f"..{os.getpid()}{PARTIAL_SUFFIX}")  # (`safe_io.replacing`'s name)
+    if len(os.fsencode(target.name)) > spare:
+        raise OptionsError(f"{option} {path}: the file name is too long; at most {spare} bytes "
+                           f"here")  # fmt: skip
     for given in inputs:
         if given is None or not Path(given).exists():
             continue
         given = Path(given)
+        if given.is_file() and is_graph_dir(given.parent):
+            given = given.parent  # its graph directory: every file of it is the graph's
         inside = given.is_dir() and target.is_relative_to(given.resolve())
         same = path.exists() and not given.is_dir() and os.path.samefile(target, given)
         if inside or same:

@@ -4,6 +4,7 @@ modes follow the umask, and the leftovers of killed builds are cleaned (only our
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -25,6 +26,7 @@ from wfstdecode.graph.output import (
     MARKER_KEY,
     PARTIAL_MARKER,
     check_out_dir,
+    clean_stale_siblings,
     current_umask,
     is_graph_dir,
     process_alive,
@@ -382,6 +384,34 @@ def test_a_failed_swap_puts_the_old_graph_back(tmp_path, tiny_build, monkeypatch
     with pytest.raises(OSError, match="simulated"):
         write_graph_dir(tiny_build, out, {"new": True}, force=True)
     assert snapshot(out) == before and hidden_siblings(out) == []
+
+
+def test_a_replacement_interrupted_while_removing_the_old_graph_is_cleaned_later(
+    tmp_path, tiny_build, monkeypatch
+):
+    """Ctrl-C while the old graph is deleted: what is left keeps its marker (removed last), so
+    a later build knows it as its own and removes the rest (a multi-GB graph leaked)."""
+    out = write_graph_dir(tiny_build, tmp_path / "graph")
+    real_rmtree = shutil.rmtree
+
+    def interrupted(path, *args, **kwargs):
+        if ".old-" in str(path):
+            marker = os.path.join(path, PARTIAL_MARKER)
+            if os.path.exists(marker):
+                os.unlink(marker)  # (a removal may take it first)
+            raise KeyboardInterrupt
+        real_rmtree(path, *args, **kwargs)
+
+    monkeypatch.setattr(output_mod.shutil, "rmtree", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        write_graph_dir(tiny_build, out, {"new": True}, force=True)
+    monkeypatch.setattr(output_mod.shutil, "rmtree", real_rmtree)
+    [left] = hidden_siblings(out)
+    assert left.startswith(".graph.old-") and (tmp_path / left / PARTIAL_MARKER).exists()
+    assert is_graph_dir(out)  # the new graph is in place
+    monkeypatch.setattr(output_mod, "process_alive", lambda pid: False)  # (as if it exited)
+    assert [p.name for p in clean_stale_siblings(out)] == [left]
+    assert hidden_siblings(out) == [] and is_graph_dir(out)
 
 
 # --- demo ---------------------------------------------------------------------------------

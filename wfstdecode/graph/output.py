@@ -61,7 +61,7 @@ def write_graph_dir(build: TlgBuild, out_dir: str | os.PathLike, info: dict | No
         _check_existing(out, force)
         _swap_in(tmp, out)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        _remove_marked(tmp)
         raise
     return out
 
@@ -219,9 +219,9 @@ def _swap_in(tmp: Path, out: Path) -> None:
         os.replace(tmp, out)
     except BaseException:
         os.replace(old / out.name, out)
-        shutil.rmtree(old, ignore_errors=True)
+        _remove_marked(old)
         raise
-    shutil.rmtree(old, ignore_errors=True)
+    _remove_marked(old)
 
 
 def _make_sibling(out: Path, kind: str) -> Path:
@@ -235,6 +235,19 @@ def _make_sibling(out: Path, kind: str) -> Path:
         shutil.rmtree(path, ignore_errors=True)
         raise
     return path
+
+
+def _remove_marked(path: Path) -> None:
+    """Remove a ``.NAME.KIND-*`` sibling, its marker last: one interrupted on the way (Ctrl-C
+    in a multi-GB graph's removal) still carries it, so a later build removes the rest."""
+    with contextlib.suppress(OSError), os.scandir(path) as entries:
+        for entry in entries:
+            if entry.name != PARTIAL_MARKER:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path, ignore_errors=True)
+                else:
+                    os.unlink(entry.path)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 def clean_stale_siblings(out: Path) -> list[Path]:
@@ -251,7 +264,7 @@ def clean_stale_siblings(out: Path) -> list[Path]:
         stale = out.parent / name
         if name.startswith((f".{out.name}.partial-", f".{out.name}.old-")) and _is_stale(stale):
             _restore_old_graph(stale, out)
-            shutil.rmtree(stale, ignore_errors=True)
+            _remove_marked(stale)
             log.info("removed %s, left by a build that was killed", stale)
             removed.append(stale)
     return removed
