@@ -345,3 +345,27 @@ def test_ctm_ids_keep_their_field_and_transducer_ranks_are_always_given(files, t
         "utt0000",
         "utt0001",
     }
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGHUP"])
+def test_a_terminated_write_leaves_no_temporary_file(files, capsys, monkeypatch, sig):
+    """SIGTERM (a scheduler's stop) and SIGHUP end a command as Ctrl-C does: the temporary file
+    beside the output is removed (it stayed, named after a pid, for good), the old one kept."""
+    import signal
+
+    from wfstdecode.compact_lattice import CompactLattice
+
+    ark = files["dir"] / "kept.ark"
+    ark.write_bytes(b"old")
+    real = CompactLattice.kaldi_bytes  # (the command writes word-determinized lattices)
+
+    def signalled(self):
+        os.kill(os.getpid(), getattr(signal, sig))  # mid-write: the temporary file is open
+        return real(self)
+
+    monkeypatch.setattr(CompactLattice, "kaldi_bytes", signalled)
+    capsys.readouterr()
+    assert main([*files["decode"], "--write-lattices", str(ark)]) == 128 + getattr(signal, sig)
+    assert f"terminated ({sig})" in capsys.readouterr().err
+    assert ark.read_bytes() == b"old" and not list(files["dir"].glob(".kept.ark.*"))
+    assert signal.getsignal(getattr(signal, sig)) is signal.SIG_DFL  # put back

@@ -7,6 +7,7 @@ import dataclasses
 import json
 import logging
 import os
+import signal
 import sys
 import warnings
 from collections.abc import Callable
@@ -27,6 +28,7 @@ from .cli_rescore import add_rescore_parser, add_rescoring_arguments, rescoring
 from .cli_speech import decode_transducer_command, transcribe_command
 from .ctc import CtcBeamOptions
 from .errors import InputFileError, WfstDecodeError
+from .interrupts import Terminated, termination_raised
 from .progress import print_stage
 
 log = logging.getLogger("wfstdecode")
@@ -479,7 +481,8 @@ def run_reporting(command: Callable[[], object]) -> int:
     the exit status: the command's own if it returns an int, else 0."""
     formatted, warnings.formatwarning = warnings.formatwarning, _warning_line
     try:
-        status = command()
+        with termination_raised():
+            status = command()
     except BrokenPipeError:  # the reader left (`| head`): stop quietly, as other tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
         return 1
@@ -488,9 +491,11 @@ def run_reporting(command: Callable[[], object]) -> int:
             exc = f"{exc.filename}: {exc.strerror or exc}"  # FILE: what, like the other errors
         print(f"wfstdecode: error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("wfstdecode: interrupted; no output file was left half-written", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        what = (f"terminated ({signal.Signals(exc.signum).name})"
+                if isinstance(exc, Terminated) else "interrupted")  # fmt: skip
+        print(f"wfstdecode: {what}; no output file was left half-written", file=sys.stderr)
+        return 128 + exc.signum if isinstance(exc, Terminated) else 130
     finally:
         warnings.formatwarning = formatted
     return status if isinstance(status, int) else 0  # build-tlg returns its Path

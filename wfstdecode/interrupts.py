@@ -189,3 +189,32 @@ def interrupts_raised():
         if cause is None or cause is exc:
             raise
         raise cause from None
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP (a job scheduler, a closed terminal), raised as Ctrl-C is so that the
+    same clean-up runs: no temporary file beside an output is left behind."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _terminated(signum, _frame):
+    raise Terminated(signum)
+
+
+@contextlib.contextmanager
+def termination_raised():
+    """Within the block, SIGTERM and SIGHUP raise `Terminated` (on the main thread, for the
+    signals whose handler is still the default); the handlers are put back after."""
+    swapped = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)):
+            if sig is not None and signal.getsignal(sig) is signal.SIG_DFL:
+                swapped[sig] = signal.signal(sig, _terminated)
+    try:
+        yield
+    finally:
+        for sig, handler in swapped.items():
+            signal.signal(sig, handler)
