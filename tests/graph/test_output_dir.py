@@ -483,3 +483,12 @@ def test_a_directory_written_meanwhile_by_another_process_is_left_alone(
         write_graph_dir(tiny_build, out)
     assert (out / "TLG.npz").read_text() == "theirs"
     assert hidden_siblings(out) == []
+
+
+def test_a_name_too_long_for_the_temporary_sibling_is_refused_before_the_build(tmp_path):
+    """The build is written to ``.NAME.partial-XXXXXXXX`` first: a legal name of 238-255 bytes
+    failed only after the whole build, naming the hidden directory."""
+    spare = os.pathconf(tmp_path, "PC_NAME_MAX") - len(".partial-XXXXXXXX.")  # 237 of 255
+    check_out_dir(tmp_path / ("b" * spare))
+    with pytest.raises(WfstDecodeError, match=f"the name is too long; at most {spare} bytes"):
+        check_out_dir(tmp_path / ("b" * (spare + 1)))

@@ -169,6 +169,14 @@ def _check_parent_writable(out: Path) -> None:
         raise WfstDecodeError(f"cannot write {out}: {parent} is not a directory")
     if not os.access(parent, os.W_OK | os.X_OK):
         raise WfstDecodeError(f"cannot write {out}: no write permission in {parent}")
+    try:
+        name_max = os.pathconf(parent, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        name_max = 255
+    spare = name_max - len(".partial-") - 9  # (`_make_sibling`'s ".NAME.partial-XXXXXXXX")
+    if len(os.fsencode(out.name)) > spare:
+        raise WfstDecodeError(f"cannot write {out}: the name is too long; at most {spare} bytes "
+                              f"here (the build is written beside it first)")  # fmt: skip
 
 
 def _write_files(build: TlgBuild, tmp: Path, info: dict | None) -> None:
