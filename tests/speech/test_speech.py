@@ -16,7 +16,7 @@ import pytest
 pytest.importorskip("hama", reason="the speech tests need PyPI hama (pip install '.[speech]')")
 
 from wfstdecode import DecodingGraph, SymbolTable
-from wfstdecode.errors import DecodeInputError, InputFileError
+from wfstdecode.errors import DecodeInputError, InputFileError, WfstDecodeError
 from wfstdecode.graph.output import is_graph_dir
 from wfstdecode.metrics import edit_distance
 from wfstdecode.speech.graph import CLIPS, DATA, speech_graph_dir
@@ -127,6 +127,10 @@ def test_graph_cache_is_built_once_and_keyed_by_its_inputs(tmp_path):
     (data / "lm.arpa.gz").write_bytes(gzip.compress(arpa.replace("-1.0\the", "-0.5\the").encode()))
     second = speech_graph_dir(cache, verbose=False, data=data)
     assert second != first and is_graph_dir(first) and is_graph_dir(second)
+    (tmp_path / "a_file").write_text("mine")
+    with pytest.raises(WfstDecodeError, match="a_file is not a directory .*WFSTDECODE_CACHE"):
+        speech_graph_dir(tmp_path / "a_file", verbose=False, data=data)
+    assert (tmp_path / "a_file").read_text() == "mine"
 
 
 def _build_into(cache, data, queue):

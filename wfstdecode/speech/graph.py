@@ -58,6 +58,9 @@ def speech_graph_dir(cache: str | os.PathLike | None = None, verbose: bool = Tru
     target = Path(cache if cache is not None else cache_root()) / name
     if is_graph_dir(target):
         return target
+    if target.parent.exists() and not target.parent.is_dir():
+        raise WfstDecodeError(f"the graph cache {target.parent} is not a directory (set "
+                              f"$WFSTDECODE_CACHE to a folder)")  # fmt: skip
     target.parent.mkdir(parents=True, exist_ok=True)
     if verbose:  # on stderr: stdout is the transcripts'
         print(f"building the speech graph once, into {target} (about 20 s, 1 GB)",
