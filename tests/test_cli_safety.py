@@ -284,6 +284,8 @@ def test_outputs_say_what_they_leave_out_and_stay_valid(files, capsys):
 
 
 def test_results_and_metrics_check_what_they_are_given():
+    from fractions import Fraction
+
     from wfstdecode.metrics import word_error_rate
     from wfstdecode.results import Hypothesis
 
@@ -317,7 +319,11 @@ def test_results_and_metrics_check_what_they_are_given():
     refused = [(dict(tokens=(1.0,), timestamps=(0,)), "tokens must be integers"),
                (dict(words="ab"), "words must be strings"),
                (dict(words=("a",), word_timestamps=((1, 2, 3),)), "pairs of integers"),
-               (dict(graph_score="x"), "graph_score must be a number or None")]  # fmt: skip
+               (dict(graph_score="x"), "graph_score must be a number or None"),
+               (dict(tokens=(True,), timestamps=(0,)), "tokens must be integers"),
+               (dict(stable_words=True), "stable_words must be an integer"),
+               (dict(words={"a", "b"}), "words must be strings"),  # (a set has no order)
+               (dict(score=Fraction(10**400)), "score must be a number")]  # fmt: skip
     for kwargs, says in refused:
         with pytest.raises(ValueError, match=says):
             Hypothesis(**{**none, "score": 0.0, **kwargs})

@@ -2,8 +2,9 @@
 forward-backward in the log semiring, by arc, by word position, of one word sequence.
 
 The graphs are given as arrays: nodes numbered in topological order (``src[i] < dst[i]``), node
-0 the start, arcs sorted by ``src``, float64 costs (``-log`` probabilities) of the arcs and of
-ending at each node (inf: not final), word labels (0: none).
+0 the start, arcs sorted by ``src`` (the public functions sort them if not), float64 costs
+(``-log`` probabilities) of the arcs and of ending at each node (inf: not final), word labels
+(0: none).
 
 By word position, a forward pass runs over cells (node, words so far). A node's reachable word
 counts span a band that grows with the lattice's length (paths that split or merge words), so
@@ -34,6 +35,7 @@ def position_posteriors(src, dst, olabel, w, final) -> list[dict[int, float]]:
     n_nodes = len(final)
     if not n_nodes:
         return []
+    src, dst, olabel, w = _by_source(src, dst, olabel, w)
     pos, label, post = _position_posteriors(n_nodes, src, dst, olabel, w, final)
     out: list[dict[int, float]] = [{} for _ in range(int(pos.max(initial=-1)) + 1)]
     for k, word, x in zip(pos.tolist(), label.tolist(), post.tolist(), strict=True):
@@ -46,6 +48,7 @@ def sequence_posterior(src, dst, olabel, w, final, words) -> float:
     the paths that write exactly ``words`` (word ids)."""
     if not len(final):
         return 0.0
+    src, dst, olabel, w = _by_source(src, dst, olabel, w)
     total = log_backward(final, src, dst, w)
     if not total[0] < _INF:
         return 0.0
@@ -54,6 +57,15 @@ def sequence_posterior(src, dst, olabel, w, final, words) -> float:
     except (TypeError, ValueError):
         raise OptionsError(f"path_posterior takes word ids (ints); got {words!r:.80}") from None
     return float(np.exp(total[0] - _word_constrained_cost(src, dst, olabel, w, final, words)))
+
+
+def _by_source(src, dst, olabel, w) -> tuple:
+    """The arcs sorted by source (stable), as the passes read them; as given when they are."""
+    src = np.asarray(src)
+    if len(src) < 2 or np.all(src[1:] >= src[:-1]):
+        return src, dst, olabel, w
+    order = np.argsort(src, kind="stable")
+    return src[order], np.asarray(dst)[order], np.asarray(olabel)[order], np.asarray(w)[order]
 
 
 @njit(nogil=True, cache=True)
@@ -104,11 +116,19 @@ def _empty_rows(n_nodes):
 
 @njit(nogil=True, cache=True)
 def _covering(cells, used, row_at, lo, hi, d, k0, k1):
-    """Node ``d``'s row made to cover word counts ``k0 .. k1``: ``(cells, used)``."""
+    """Node ``d``'s row made to cover word counts ``k0 .. k1``: ``(cells, used)``. A row that
+    grows gets as many spare cells again on the side it grows (inf, dropped when the node's row
+    is narrowed): a node entered by many arcs, each reaching one word count more, moves its row
+    a logarithmic number of times, not once per arc (quadratic)."""
     has_row = hi[d] >= lo[d]
     if has_row and lo[d] <= k0 and k1 <= hi[d]:
         return cells, used
-    new_lo, new_hi = (min(lo[d], k0), max(hi[d], k1)) if has_row else (k0, k1)
+    if has_row:
+        spare = hi[d] - lo[d] + 1
+        new_lo = max(0, k0 - spare) if k0 < lo[d] else lo[d]
+        new_hi = k1 + spare if k1 > hi[d] else hi[d]
+    else:
+        new_lo, new_hi = k0, k1
     end = used + new_hi - new_lo + 1
     if end > cells.shape[0]:
         grown = np.empty(max(end, 2 * cells.shape[0]))

@@ -6,7 +6,10 @@ import dataclasses
 import math
 import numbers
 import operator
+from collections.abc import Mapping, Set
 from dataclasses import dataclass, field
+
+import numpy as np
 
 
 @dataclass(frozen=True)
@@ -55,7 +58,7 @@ class Hypothesis:
             value = getattr(self, name)
             try:
                 plain = convert(value)
-            except (TypeError, ValueError):
+            except (TypeError, ValueError, OverflowError):
                 raise ValueError(f"Hypothesis.{name} must be {meaning}; got {value!r}") from None
             if plain is not value:
                 object.__setattr__(self, name, plain)
@@ -125,12 +128,16 @@ def _maybe_number(x) -> float | None:
 
 
 def _integer(x) -> int:
-    return x if type(x) is int else operator.index(x)  # (a NumPy integer, not 3.0)
+    if type(x) is int:
+        return x
+    if isinstance(x, (bool, np.bool_)):
+        raise TypeError  # (True is 1 to operator.index)
+    return operator.index(x)  # (a NumPy integer, not 3.0)
 
 
 def _sequence(x) -> tuple:
-    if isinstance(x, (str, bytes)) or not hasattr(x, "__iter__"):
-        raise TypeError  # (a string is one word, not a sequence of letters)
+    if isinstance(x, (str, bytes, Set, Mapping)) or not hasattr(x, "__iter__"):
+        raise TypeError  # (a string is one word, not letters; a set or dict has no order)
     return x if type(x) is tuple else tuple(x)
 
 
@@ -184,7 +191,7 @@ def made_from(fields: dict) -> Hypothesis:
     a frozen dataclass's ``__init__`` sets each field through ``object.__setattr__`` and takes
     keywords (~3 us a hypothesis, against ~0.4 us here). ``fields`` holds ``tokens``,
     ``timestamps`` and ``score`` and any others (the rest take their defaults), already of the
-    types the fields document; nothing is converted or checked, as ``__init__`` does not."""
+    types the fields document: nothing is converted or checked, unlike ``__init__``."""
     hyp = object.__new__(Hypothesis)
     hyp.__dict__.update(_DEFAULTS)
     hyp.__dict__.update(fields)

@@ -333,12 +333,33 @@ assert abs(one_each / 0.999**n - 1.0) < 1e-6, one_each
 """
 
 
-@pytest.mark.parametrize("script", ["LONG_LATTICE", "SPLIT_LATTICE"])
+# a chain of words from which every node also ends at the last one: 20,000 arcs into one node,
+# each reaching one word count more (its row moved once per arc: 2.6 GB); arcs given unsorted
+FAN_IN_LATTICE = """
+import numpy as np
+from wfstdecode.posteriors import position_posteriors, sequence_posterior
+n = 20_000
+src = np.concatenate([np.arange(n - 1), np.arange(n - 2)])
+dst = np.concatenate([np.arange(1, n), np.full(n - 2, n - 1)])
+olabel = np.concatenate([np.ones(n - 1, np.int32), np.zeros(n - 2, np.int32)])
+w = np.concatenate([np.zeros(n - 1), np.full(n - 2, 12.0)])
+final = np.full(n, np.inf)
+final[n - 1] = 0.0
+posteriors = position_posteriors(src, dst, olabel, w, final)
+assert len(posteriors) == n - 1 and abs(posteriors[0][1] - 1.0) < 1e-4
+order = np.argsort(src, kind="stable")
+assert position_posteriors(src[order], dst[order], olabel[order], w[order], final) == posteriors
+assert 0.0 < sequence_posterior(src, dst, olabel, w, final, [1] * (n - 1)) <= 1.0
+"""
+
+
+@pytest.mark.parametrize("script", ["LONG_LATTICE", "SPLIT_LATTICE", "FAN_IN_LATTICE"])
 def test_word_posteriors_of_a_long_lattice_take_memory_by_its_width(script):
     """Word posteriors and a sequence's posterior over 20,000 positions: the forward passes over
     (node, words so far) keep each node's cells that matter, not nodes x (words + 1) float64
     cells (3.2 GB for LONG_LATTICE; a 50,000-frame lattice failed with MemoryError), nor the
-    node's whole band of word counts (up to 2 x 20,000 for SPLIT_LATTICE: 6.4 GB). Measured in
+    node's whole band of word counts (up to 2 x 20,000 for SPLIT_LATTICE: 6.4 GB), nor a row
+    moved once per arc into its node (FAN_IN_LATTICE). Measured in
     a process of its own, whose peak memory is this alone (its VmHWM: its ru_maxrss began at
     pytest's)."""
     import subprocess

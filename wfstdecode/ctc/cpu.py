@@ -547,6 +547,8 @@ class CpuStreams:
         state = signals_deferred(settled_prefix, state, graph)
         no_final = self._no_final_costs(p.graph)
         counts = state.counts
+        if since > counts[N_PREFIX]:  # (the prefix only grows: an earlier call's is no longer)
+            raise ValueError(f"partial: since={since} is beyond the {counts[N_PREFIX]} stable arcs")
         if since:  # the prefix from arc ``since`` on, and the frames after its arc ``since``
             counts = counts.copy()
             counts[N_PREFIX] -= since

@@ -44,7 +44,7 @@ from ..backends import CTC_BACKENDS, ctc_stream_backend, resolve_ctc_backend
 from ..decoding_graph import DecodingGraph
 from ..errors import DecodeInputError, OptionsError
 from ..interrupts import signals_deferred
-from ..results import Hypothesis, frame_shift_problem
+from ..results import Hypothesis, changed, frame_shift_problem
 from ._paths import _batch_hypotheses, to_hypotheses
 from ._problem import FINE, FrameSurvivors, PathBatch, RawResult, SearchProblem, costs_and_first_bad
 from .lattice import build_lattice
@@ -304,7 +304,7 @@ class CtcStreamDecoder:
             close = s.problem.oov.slot.close
             stable = sum(1 for w, (_, last) in zip(spelled, spans, strict=True)
                          if last < stable and (w is None or labels[last] == close))  # fmt: skip
-        return replace(hyp, stable_words=stable)
+        return changed(hyp, stable_words=stable)
 
     def endpoint(self, stream: int) -> str | None:
         """The endpoint rule the stream reached, or None."""
