@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from wfstdecode.cli import main
+from wfstdecode.errors import OptionsError
 from wfstdecode.testing import simulate_ctc
 from wfstdecode.testing.lm import random_arpa
 
@@ -375,3 +376,21 @@ def test_a_terminated_write_leaves_no_temporary_file(files, capsys, monkeypatch,
     assert f"terminated ({sig})" in capsys.readouterr().err
     assert ark.read_bytes() == b"old" and not list(files["dir"].glob(".kept.ark.*"))
     assert signal.getsignal(getattr(signal, sig)) is signal.SIG_DFL  # put back
+
+
+def test_unwritable_archive_targets_are_refused_for_any_user(tmp_path, monkeypatch):
+    """The read-only file and unwritable folder checks, whoever runs the tests (root writes
+    any file, so the command-line test above skips them there)."""
+    from wfstdecode.lattice_io import check_archive_path
+
+    locked, folder = tmp_path / "locked.ark", tmp_path / "ro"
+    locked.write_bytes(b"kept")
+    folder.mkdir()
+    denied = {str(locked.resolve()), str(folder.resolve())}
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda p, mode: str(p) not in denied and real_access(p, mode))
+    with pytest.raises(OptionsError, match="the file is read-only"):
+        check_archive_path(locked, [], "--out")
+    with pytest.raises(OptionsError, match="cannot be written"):
+        check_archive_path(folder / "new.ark", [], "--out")
+    check_archive_path(tmp_path / "fine.ark", [], "--out")

@@ -457,3 +457,27 @@ def test_archives_with_weights_that_are_not_numbers_are_refused(tmp_path):
         write_kaldi_archive({"u": replace(lat, final=final, _cache={})}, ark)
     write_kaldi_archive({"u": lat, "c": compact}, ark)  # (inf, inf) finals: not final, fine
     assert set(read_kaldi_archive(ark)) == {"u", "c"}
+
+
+def test_an_archive_is_read_at_the_acoustic_scale_given(tmp_path):
+    """Word-determinized (CompactLattice) entries as well as state-level ones rank paths by
+    ``graph + scale * acoustic`` at the scale the reader is given (an archive keeps acoustic
+    costs unscaled); a scale that is not a positive finite number is refused."""
+    from wfstdecode.compact_lattice import determinize
+    from wfstdecode.lattice_io import read_kaldi_archive, write_kaldi_archive
+
+    g, lp, lengths, _, _ = _first_pass(tmp_path, 4)
+    (lat,) = ctc_lattices(lp[:1], lengths[:1], g, CtcBeamOptions(lattice_beam=8.0))
+    state_level, compact = tmp_path / "l.ark", tmp_path / "c.ark"
+    write_kaldi_archive({"u": lat}, state_level)
+    write_kaldi_archive({"u": determinize(lat)}, compact)
+    for scale in (1.0, 0.5, 2.0):
+        want = read_kaldi_archive(state_level, acoustic_scale=scale)["u"].best_cost
+        for keep in (True, False):
+            got = read_kaldi_archive(compact, acoustic_scale=scale, keep_compact=keep)["u"]
+            assert got.acoustic_scale == scale
+            best = got.to_lattice().best_cost if keep else got.best_cost
+            assert best == pytest.approx(want, rel=1e-6), (scale, keep)
+    for bad in (0, 0.0, -1.0, math.inf, math.nan, True, "1"):
+        with pytest.raises(OptionsError, match="positive finite"):
+            read_kaldi_archive(compact, acoustic_scale=bad)

@@ -51,3 +51,13 @@ def test_greedy_ctc_texts(graph):
     for t, k in enumerate([1, 1, 0, 1, 2]):
         lp[0, t, k] = 0.0
     assert greedy_ctc_texts(lp, [5], graph.tokens) == ["aab"]
+
+
+def test_a_file_without_lengths_decodes_every_frame(tmp_path, graph):
+    """No ``lengths``: every utterance is all T frames (a final token is not cut off)."""
+    lp = np.full((1, 3, 3), -9.0, np.float32)
+    lp[0, [0, 1, 2], [1, 0, 2]] = 0.0  # a, blank, b
+    path = tmp_path / "e.npz"
+    np.savez(path, log_probs=lp)
+    res = decode_npz(path, graph, backend="cpu")
+    assert list(res.lengths) == [3] and res.greedy_texts == ["ab"] and res.texts == ["ab"]

@@ -161,6 +161,9 @@ def test_failed_replacement_keeps_the_old_directory(tmp_path, small_inputs, monk
         ("cat c a t\ndog d o g X\n", 2, "tokens \\['X'\\] of word 'dog'"),
         ("cat c a t\nlonely\n", 2, "has no tokens"),
         ("cat c a t\n#1 c a\n", 2, "reserved"),
+        ("cat c a t\n<s> c a\n", 2, "reserved"),
+        ("cat c a t\n</s> c a\n", 2, "reserved"),
+        ("<eps> c\n", 1, "reserved"),
         ("", None, "lexicon is empty"),
         ("\n\n", None, "lexicon is empty"),
     ],
@@ -181,6 +184,10 @@ def test_lexicon_probabilities(tmp_path):
     path.write_text("cat 1.0 c a t\ncat 1.5 k a t\n")
     with pytest.raises(InputFileError, match=r"lexiconp.txt:2: pronunciation probability"):
         read_lexicon(path, SymbolTable.read(TOKENS), with_probs=True)
+    for bad in ("cat 0 c a t\n", "cat -0.5 c a t\n", "cat nan c a t\n", "cat\n"):
+        path.write_text(bad)
+        with pytest.raises(InputFileError, match=r"lexiconp.txt:1: pronunciation probability"):
+            read_lexicon(path, SymbolTable.read(TOKENS), with_probs=True)
     path.write_text("cat 1.0 c a t\n")  # read without the flag: the number is named as such
     with pytest.raises(InputFileError, match=r"\['1.0'\] .* \(a pronunciation probability\? "
                        r"read it with --lexicon-probs"):  # fmt: skip
@@ -204,6 +211,7 @@ def test_a_repeated_lexicon_line_is_read_once(tmp_path):
         ("<blk> 0\na 1\nb 1\n", 3, "duplicate id 1"),
         ("<blk> 0\na\n", 2, "expected 'symbol id'"),
         ("<blk> 0\na x\n", 2, "expected 'symbol id'"),
+        ("<blk> 0\na 1 2\n", 2, "expected 'symbol id'"),  # (a file of another format)
         ("", None, "empty"),
     ],
 )
@@ -348,3 +356,24 @@ def test_symbol_ids_are_integers():
         with pytest.raises(SymbolError, match="ids are integers"):
             table.add("a", idx)
     assert table.add("a", np.int64(3)) == 3 and type(table.id("a")) is int
+
+
+def test_ids_out_of_order_keep_the_next_id_beyond_all(tmp_path):
+    """``next_id`` (the first disambiguation symbol's label in L) is above every id read, in
+    whatever order: else #0 took a token's label."""
+    path = tmp_path / "tokens.txt"
+    path.write_text("<blk> 0\nb 2\na 1\n")
+    table = SymbolTable.read(path)
+    assert table.next_id == 3 and table.add("c") == 3
+
+
+def test_only_hash_and_digits_are_disambiguation_symbols(tmp_path):
+    from wfstdecode.symbols import is_disambig
+
+    assert is_disambig("#12") and is_disambig("#0")
+    assert not any(is_disambig(s) for s in ("#", "#foo", "#1a", "a#1", "#１"))
+    tokens = tmp_path / "tokens.txt"
+    tokens.write_text("<blk> 0\nh 1\na 2\n")
+    lexicon = tmp_path / "lexicon.txt"
+    lexicon.write_text("#hashtag h a\n")  # a word, not a disambiguation symbol
+    assert [e.word for e in read_lexicon(lexicon, SymbolTable.read(tokens))] == ["#hashtag"]
