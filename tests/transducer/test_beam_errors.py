@@ -157,7 +157,8 @@ def test_bad_inputs_raise_as_for_greedy(model):
 @pytest.mark.filterwarnings("ignore:The PyTorch API of nested tensors")
 def test_unusual_enc_and_lengths_decode_or_are_named(model):
     """Every decoder, the reference ones too, takes lengths as lists and NumPy arrays of any
-    integer type and byte order, and names what it cannot take (nested or sparse enc, masked,
+    integer type and byte order (and whole numbers, as decode_ctc does), and names what it
+    cannot take (nested or sparse enc, masked,
     complex or bool lengths) instead of failing inside torch or decoding the wrong frames."""
     from wfstdecode.transducer import greedy_decode, greedy_reference
 
@@ -167,7 +168,7 @@ def test_unusual_enc_and_lengths_decode_or_are_named(model):
                 lambda m, e, n: beam_reference(m, e, n, BeamOptions(beam_size=2))]  # fmt: skip
     for decode in decoders:
         want = decode(model, enc, lengths)
-        for given in ([7, 5], np.array([7, 5], ">i8"), np.array([7, 5], np.uint8)):
+        for given in ([7, 5], np.array([7, 5], ">i8"), np.array([7, 5], np.uint8), [7.0, 5.0]):
             assert decode(model, enc, given) == want
         assert decode(model, enc[:0], []) == []
         for bad, says in [([-1, 5], r"enc_lengths must lie in \[0, T=7\]"),
@@ -175,6 +176,8 @@ def test_unusual_enc_and_lengths_decode_or_are_named(model):
                           (np.ma.masked_array([7, 5], [False, True]), "masked array"),
                           (torch.tensor([7 + 0j, 5 + 0j]), "integer tensor; got torch.complex"),
                           (np.array([2**64 - 1, 5], np.uint64), r"enc_lengths\[0\] = 18446"),
+                          ([2**64, 5], r"= 18446744073709551616 is beyond any T"),
+                          ([7.5, 5], "integers"),
                           (torch.tensor([7, 5]).to_sparse(), "dense")]:  # fmt: skip
             with pytest.raises(DecodeInputError, match=says):
                 decode(model, enc, bad)

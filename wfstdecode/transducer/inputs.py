@@ -3,6 +3,8 @@ devices, NaN / inf in valid frames, and one probe of the model for the joint's w
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import torch
 
@@ -77,7 +79,8 @@ def check_inputs(model, enc, enc_lengths):
 
 
 def _host_lengths(given, B: int) -> np.ndarray:
-    """Lengths given as a list or array, as native int64 (torch takes no other byte order)."""
+    """Lengths given as a list or array (integers, or whole numbers as `decode_ctc` takes them),
+    as native int64 (torch takes no other byte order)."""
     shown = repr(given)
     shown = shown if len(shown) <= 80 else shown[:77] + "..."
     if isinstance(given, np.ma.MaskedArray):
@@ -90,15 +93,20 @@ def _host_lengths(given, B: int) -> np.ndarray:
     except (TypeError, ValueError, RuntimeError, OverflowError):
         arr = None
     if arr is not None and arr.size == 0:
-        arr = arr.astype(np.int64)  # ([] reads as floats)
-    if arr is None or arr.dtype.kind not in "iu":
+        return np.zeros(arr.shape, np.int64)  # ([] reads as floats)
+    if arr is not None and arr.dtype.kind == "O":  # (Python ints beyond int64 make objects)
+        with contextlib.suppress(TypeError, ValueError, OverflowError):
+            arr = arr.astype(np.float64)
+    if arr is not None and arr.dtype.kind == "f" and not (
+            np.isfinite(arr).all() and (arr == np.round(arr)).all()):  # fmt: skip
+        arr = None
+    if arr is None or arr.dtype.kind not in "iuf":
         raise DecodeInputError(f"enc_lengths must be (B,) = ({B},) integers; got {shown}")
-    too_large = (
-        np.flatnonzero(arr.ravel() > np.iinfo(np.int64).max) if arr.dtype.kind == "u" else []
-    )
-    if len(too_large):
-        b = int(too_large[0])
-        raise DecodeInputError(f"enc_lengths[{b}] = {arr.ravel()[b]} is beyond any T")
+    flat = arr.ravel()
+    beyond = np.flatnonzero(np.abs(flat.astype(np.float64)) >= 2.0**63)  # (int64's range)
+    if len(beyond):
+        b = int(beyond[0])
+        raise DecodeInputError(f"enc_lengths[{b}] = {int(flat[b])} is beyond any T")
     return arr.astype(np.int64)
 
 
