@@ -252,8 +252,8 @@ def decode_corpus_command(args: argparse.Namespace) -> int:
         verify=args.verify, progress="quiet" if args.quiet else "auto",
     )  # fmt: skip
     print_summary(summary, args.out)
-    if summary.interrupted:
-        return 130
+    if summary.interrupted:  # 128 + the signal, as a shell reports a command it stopped
+        return 128 + signal.Signals[summary.interrupted_by or "SIGINT"].value
     return 0 if summary.ok else 1
 
 

@@ -134,19 +134,22 @@ INTERRUPTED_RUN = """
 import signal
 import sys
 from wfstdecode.corpus import CtcCorpusDecoder, decode_corpus
+from wfstdecode.interrupts import termination_raised
 from wfstdecode.testing.corpus import FaultyDecoder
 if __name__ == "__main__":
     # Ctrl-C as at a terminal, even when the tests run in a background job (which starts
     # with SIGINT ignored, and Python keeps that)
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
     graph, shards, out, state = sys.argv[1:]
     gated = FaultyDecoder(CtcCorpusDecoder(graph), "gated", state, seconds=60)
-    s = decode_corpus(shards, out, gated, workers=1, executor="local", progress="log")
+    with termination_raised():  # (as the command line: SIGTERM stops it as Ctrl-C does)
+        s = decode_corpus(shards, out, gated, workers=1, executor="local", progress="log")
     print("INTERRUPTED" if s.interrupted else "COMPLETE", len(s.decoded), flush=True)
 """
 
 
-@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGKILL])
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGKILL])
 def test_rerun_after_an_interrupted_run_decodes_only_the_missing_shards(corpus, tmp_path, sig):
     out, state = tmp_path / "out", tmp_path / "state"
     state.mkdir()
@@ -165,9 +168,10 @@ def test_rerun_after_an_interrupted_run_decodes_only_the_missing_shards(corpus, 
     stdout, stderr = proc.communicate(timeout=60)
     finished = sorted(p.name.removesuffix(".done.json") for p in out.glob("*.done.json"))
     assert 1 <= len(finished) < len(corpus.shards), stderr
-    if sig == signal.SIGINT:
+    if sig != signal.SIGKILL:
         assert stdout.startswith("INTERRUPTED"), (stdout, stderr)
-        assert json.loads((out / "summary.json").read_text())["interrupted"] is True
+        said = json.loads((out / "summary.json").read_text())
+        assert said["interrupted"] is True and said["interrupted_by"] == sig.name
     summary = run(corpus, out)
     assert sorted(summary.skipped) == finished
     assert sorted(summary.decoded) == sorted(set(p.stem for p in corpus.shards) - set(finished))

@@ -7,12 +7,14 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import sys
 import time
 from collections import deque
 from dataclasses import asdict, dataclass, field
 
 from ..errors import OptionsError, WfstDecodeError
+from ..interrupts import Terminated
 from .ledger import OutputDir, check_output_names
 from .manifest import read_manifest
 from .pools import Event, Job, LocalPool, RayPool
@@ -34,6 +36,7 @@ class CorpusSummary:
     failed: list[dict] = field(default_factory=list)  # {"shard", "error", "attempts", "errors"}
     retries: int = 0
     interrupted: bool = False
+    interrupted_by: str | None = None  # the signal that stopped it: SIGINT (Ctrl-C), SIGTERM...
     utterances: int = 0
     frames: int = 0
     wer: float | None = None
@@ -116,8 +119,10 @@ def decode_corpus(
                                   shard_timeout)  # fmt: skip
                 summary.executor, summary.workers = pool.kind, pool.size
                 _drive(pool, pending, max_attempts, shards, outdir, records, summary, bar)
-            except KeyboardInterrupt:
+            except KeyboardInterrupt as exc:
                 summary.interrupted = True
+                signum = exc.signum if isinstance(exc, Terminated) else signal.SIGINT
+                summary.interrupted_by = signal.Signals(signum).name
                 if pool is not None:
                     pool.close(kill=True)
             except BaseException:
@@ -250,6 +255,7 @@ def print_summary(summary: CorpusSummary, out_dir, stream=None) -> None:
         print(f"FAILED {failure['shard']} after {failure['attempts']} attempt(s): "
               f"{failure['error']}", file=stream)  # fmt: skip
     if summary.interrupted:
-        print("interrupted: finished shards are kept; run the same command again to decode "
-              "the rest", file=stream)  # fmt: skip
+        by = f" ({summary.interrupted_by})" if summary.interrupted_by else ""
+        print(f"interrupted{by}: finished shards are kept; run the same command again to "
+              f"decode the rest", file=stream)  # fmt: skip
     print(f"outputs and summary.json in {out_dir}", file=stream)
