@@ -492,3 +492,19 @@ def test_a_name_too_long_for_the_temporary_sibling_is_refused_before_the_build(t
     check_out_dir(tmp_path / ("b" * spare))
     with pytest.raises(WfstDecodeError, match=f"the name is too long; at most {spare} bytes"):
         check_out_dir(tmp_path / ("b" * (spare + 1)))
+
+
+def test_a_write_error_names_the_output_not_the_hidden_folder(tmp_path, tiny_build, monkeypatch):
+    """A full disk (or a file size limit) while a graph file is written: the error names
+    OUT/TLG.fst, the file the user asked for, and nothing is left behind."""
+    import errno
+
+    def full(_fst, path):
+        raise OSError(errno.EFBIG, "File too large", str(path))
+
+    monkeypatch.setattr(output_mod, "write_openfst", full)
+    out = tmp_path / "graph"
+    with pytest.raises(OSError, match="File too large") as info:
+        write_graph_dir(tiny_build, out)
+    assert info.value.filename == str(out / "TLG.fst") and info.value.errno == errno.EFBIG
+    assert not out.exists() and hidden_siblings(out) == []

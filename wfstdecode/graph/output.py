@@ -60,8 +60,12 @@ def write_graph_dir(build: TlgBuild, out_dir: str | os.PathLike, info: dict | No
         (tmp / PARTIAL_MARKER).unlink()
         _check_existing(out, force)
         _swap_in(tmp, out)
-    except BaseException:
+    except BaseException as exc:
         _remove_marked(tmp)
+        written = getattr(exc, "filename", None)
+        if isinstance(exc, OSError) and written and Path(written).parent == tmp:
+            # (a full disk while writing a file: named as the user's, not the hidden folder's)
+            raise OSError(exc.errno, exc.strerror, str(out / Path(written).name)) from None
         raise
     return out
 
