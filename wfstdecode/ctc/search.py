@@ -11,6 +11,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from ..array_checks import refuse_misread
 from ..backends import ctc_backend, is_device_array, is_numba_device_array, resolve_ctc_backend
 from ..compact_lattice import determinize_pruned
 from ..decoding_graph import DecodingGraph
@@ -355,8 +356,7 @@ def host_floats(x) -> np.ndarray:
             return x.numpy() if x.dtype == torch.float64 else x.to(torch.float32).numpy()
         except RuntimeError as exc:  # (a tensor subclass without storage, such as FakeTensor)
             raise DecodeInputError(f"log_probs cannot be read as an array: {exc}") from None
-    if isinstance(x, np.ma.MaskedArray):
-        raise DecodeInputError(_MASKED.format(name="log_probs"))
+    refuse_misread(x, "log_probs")
     try:
         arr = np.asarray(_gpu_to_host(x))
     except Exception as exc:
@@ -389,20 +389,10 @@ def _gpu_to_host(x):
     return x
 
 
-_MASKED = ("{name} is a masked array, whose mask the search would ignore: pass its data "
-           "(np.ma.getdata), with lengths for the frames that count")  # fmt: skip
-
-
 def _lengths(lengths, B: int, T: int) -> np.ndarray:
     if lengths is None:
         return np.full(B, T, np.int64)
-    if isinstance(lengths, np.ma.MaskedArray):
-        raise DecodeInputError(_MASKED.format(name="lengths"))
-    if isinstance(lengths, (list, tuple)):
-        flags = [b for b, n in enumerate(lengths) if isinstance(n, (bool, np.bool_))]
-        if flags:  # (NumPy would read True as 1)
-            raise DecodeInputError(f"lengths must be integers; got lengths[{flags[0]}] = "
-                                   f"{lengths[flags[0]]!r}")  # fmt: skip
+    refuse_misread(lengths, "lengths", integers=True)
     try:
         if type(lengths).__module__.startswith("torch") and hasattr(lengths, "detach"):
             lengths = lengths.detach().cpu()

@@ -8,6 +8,7 @@ import contextlib
 import numpy as np
 import torch
 
+from ..array_checks import refuse_misread
 from ..errors import DecodeInputError
 from .model import ModelAdapter
 
@@ -83,11 +84,7 @@ def _host_lengths(given, B: int) -> np.ndarray:
     as native int64 (torch takes no other byte order)."""
     shown = repr(given)
     shown = shown if len(shown) <= 80 else shown[:77] + "..."
-    if isinstance(given, np.ma.MaskedArray):
-        raise DecodeInputError("enc_lengths is a masked array, whose mask the search would "
-                               "ignore: pass its data (np.ma.getdata)")  # fmt: skip
-    if isinstance(given, (list, tuple)) and any(isinstance(n, (bool, np.bool_)) for n in given):
-        raise DecodeInputError(f"enc_lengths must be integers, not bools; got {shown}")
+    refuse_misread(given, "enc_lengths", integers=True)
     try:
         arr = np.asarray(given)
     except (TypeError, ValueError, RuntimeError, OverflowError):
