@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from wfstdecode import DecodeInputError
+from wfstdecode import DecodeInputError, DecodingGraph
 from wfstdecode.backends import available_ctc_backends
 from wfstdecode.ctc import CpuTuning, CtcBeamOptions, CudaTuning, decode_ctc
 from wfstdecode.ctc.stream import CtcStreamDecoder, EndpointRule, EndpointRules
@@ -234,15 +234,35 @@ def test_trailing_silence_counts_from_the_last_of_the_tokens_settled_together(ba
     assert d.advance({a: _speech_then_blank(g, "", 1)}) == {a: "rule1"}  # the 10th frame
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_endpoint_checks_see_the_trailing_silence_of_the_whole_best_path(backend, monkeypatch):
-    """A check reads only the best path's arcs since its stable ones last read: what it gives
-    the rules equals the silence after the last token of the whole path, traced anew."""
+def _checked_endpoint_detects(monkeypatch):
+    """Record what each endpoint check gives the rules; `check(d, sid, t1, g)` asserts the last
+    advance's record equals the silence after the last token of the whole best path, traced
+    anew."""
     seen = []
     detect = EndpointRules.detect
     monkeypatch.setattr(EndpointRules, "detect", lambda self, *args: seen.append(args) or
                         detect(self, *args))  # fmt: skip
-    never = EndpointRules(0.1, (EndpointRule(True, math.inf),))
+
+    def check(d, sid, t1, g, what):
+        stream = d._get(sid)
+        stream.state, arcs, frames, _ = d._search.partial(stream.problem, stream.state)
+        blank = stream.problem.blank_ilabel
+        tokens = (arcs < g.num_emitting_arcs) & (g.ilabel[arcs] != blank)
+        spoken_until = int(frames[tokens][-1]) + 1 if tokens.any() else 0
+        assert seen == [(t1, t1 - spoken_until, bool(tokens.any()))], what
+        seen.clear()
+
+    return seen, check
+
+
+NEVER = EndpointRules(0.1, (EndpointRule(True, math.inf),))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_endpoint_checks_see_the_trailing_silence_of_the_whole_best_path(backend, monkeypatch):
+    """A check reads only the best path's arcs since its stable ones last read: what it gives
+    the rules equals the silence after the last token of the whole path, traced anew."""
+    seen, check = _checked_endpoint_detects(monkeypatch)
     words = lexicon_graph(["cat", "tact"], word_cost=1.0)
     for seed in range(8):
         rng = np.random.default_rng(seed)
@@ -255,19 +275,48 @@ def test_endpoint_checks_see_the_trailing_silence_of_the_whole_best_path(backend
                                  _speech_then_blank(g, "cat", 30, seed)])[None]  # fmt: skip
         T = lp.shape[1]
         opts = CtcBeamOptions(beam=float(rng.choice([3.0, 6.0])))
-        d = CtcStreamDecoder(g, opts, backend=backend, endpoint=never)
+        d = CtcStreamDecoder(g, opts, backend=backend, endpoint=NEVER)
         sid = d.open({"w1 w2": 2.0} if seed % 4 == 1 else None)
         for t0, t1 in _chunked(rng, T):
             seen.clear()
             d.advance({sid: lp[0, t0:t1]})
-            if not seen:  # (an empty chunk, or the search died)
-                continue
-            stream = d._get(sid)
-            stream.state, arcs, frames, _ = d._search.partial(stream.problem, stream.state)
-            blank = stream.problem.blank_ilabel
-            tokens = (arcs < g.num_emitting_arcs) & (g.ilabel[arcs] != blank)
-            spoken_until = int(frames[tokens][-1]) + 1 if tokens.any() else 0
-            assert seen == [(t1, t1 - spoken_until, bool(tokens.any()))], (seed, t1)
+            if seen:  # (else an empty chunk, or the search died)
+                check(d, sid, t1, g, (seed, t1))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_unsettled_token_the_best_path_drops_later_does_not_end_its_silence(
+    backend, monkeypatch
+):
+    """``a`` settles; ``b`` then leads but is unsettled (a blank there survives), and the
+    silence after ``b`` costs 2 a frame, so the next frame's best path has no ``b``: the silence
+    counts from ``a`` again, not from the dropped ``b``."""
+    from wfstdecode.fstio import FstArrays
+    from wfstdecode.symbols import SymbolTable
+
+    blank, a, b = 1, 2, 3  # token ids + 1 (0: epsilon)
+    src, dst, ilabel, olabel, cost = zip(
+        (0, 0, blank, 0, 0.0), (0, 1, a, 1, 0.0), (1, 1, blank, 0, 0.0), (1, 1, a, 0, 0.0),
+        (1, 2, b, 2, 0.0), (2, 2, blank, 0, 2.0), (2, 2, b, 0, 0.0), strict=True,
+    )  # fmt: skip
+    fst = FstArrays(0, np.array([np.inf, 0.0, 0.0]), *map(np.array, (src, dst, ilabel, olabel)),
+                    np.array(cost))  # fmt: skip
+    g = DecodingGraph.from_arrays(fst, SymbolTable.from_list(["<blk>", "a", "b"]),
+                                  SymbolTable.from_list(["<eps>", "a", "b"]))  # fmt: skip
+
+    def frames(*probs):
+        return np.log(np.maximum(np.array(probs, np.float32), 1e-13)).astype(np.float32)
+
+    seen, check = _checked_endpoint_detects(monkeypatch)
+    d = CtcStreamDecoder(g, CtcBeamOptions(beam=8.0), backend=backend, endpoint=NEVER)
+    sid = d.open()
+    chunks = [frames([0, 1, 0], [1, 0, 0], [1, 0, 0]), frames([0.3, 0, 0.7]), frames([1, 0, 0])]
+    t1 = 0
+    for chunk in chunks:
+        t1 += len(chunk)
+        d.advance({sid: chunk})
+        check(d, sid, t1, g, t1)
+    assert seen == [] and d.finish(sid)[0].words == ("a",)
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
