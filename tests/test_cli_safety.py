@@ -394,3 +394,21 @@ def test_unwritable_archive_targets_are_refused_for_any_user(tmp_path, monkeypat
     with pytest.raises(OptionsError, match="cannot be written"):
         check_archive_path(folder / "new.ark", [], "--out")
     check_archive_path(tmp_path / "fine.ark", [], "--out")
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs Linux's /dev/full")
+@pytest.mark.parametrize("line_buffered", [False, True])
+def test_a_full_standard_output_is_named(files, capsys, monkeypatch, line_buffered):
+    """Results sent to a full disk (`> /dev/full`) end in ``standard output: No space left on
+    device``, status 2 (was a bare ``[Errno 28]``), whether the write or the final flush fails;
+    the stream is given back afterwards."""
+    import io
+    import sys
+
+    full = io.TextIOWrapper(io.FileIO("/dev/full", "w"), line_buffering=line_buffered)
+    monkeypatch.setattr(sys, "stdout", full)
+    assert main(files["decode"]) == 2
+    assert sys.stdout is full
+    monkeypatch.undo()
+    full.close()
+    assert "wfstdecode: error: standard output: No space left on device" in capsys.readouterr().err

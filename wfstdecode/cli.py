@@ -480,9 +480,14 @@ def run_reporting(command: Callable[[], object]) -> int:
     warnings are ``wfstdecode: warning:`` lines, Ctrl-C and a closed pipe end quietly. Returns
     the exit status: the command's own if it returns an int, else 0."""
     formatted, warnings.formatwarning = warnings.formatwarning, _warning_line
+    stdout = sys.stdout
+    if stdout is not None:
+        sys.stdout = _NamedOnError(stdout, "standard output")
     try:
         with termination_raised():
             status = command()
+            if stdout is not None:
+                sys.stdout.flush()  # (a full disk is reported here, named, not at exit)
     except BrokenPipeError:  # the reader left (`| head`): stop quietly, as other tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no error at exit
         return 1
@@ -498,7 +503,38 @@ def run_reporting(command: Callable[[], object]) -> int:
         return 128 + exc.signum if isinstance(exc, Terminated) else 130
     finally:
         warnings.formatwarning = formatted
+        if stdout is not None:
+            sys.stdout = stdout
     return status if isinstance(status, int) else 0  # build-tlg returns its Path
+
+
+class _NamedOnError:
+    """A text stream whose write errors name it (``standard output: No space left on device``,
+    not a bare ``[Errno 28]``); everything else is the stream's own."""
+
+    def __init__(self, stream, name: str):
+        self._stream, self._name = stream, name
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except OSError as exc:
+            self._name_in(exc)
+            raise
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except OSError as exc:
+            self._name_in(exc)
+            raise
+
+    def _name_in(self, exc: OSError) -> None:
+        if exc.filename is None:
+            exc.filename = self._name
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
 
 
 if __name__ == "__main__":
