@@ -168,13 +168,21 @@ def decode_command(args: argparse.Namespace) -> None:
 
         if args.lattice_beam is None:
             raise WfstDecodeError("--write-lattices needs --lattice-beam BEAM (e.g. 8)")
-        inputs = (args.log_probs, args.graph, args.boost_file, args.utterance_boosts,
-                  args.oov_lexicon, args.rescore_lm, args.first_pass_lm)  # fmt: skip
+        from .kaldi_matrices import table_files
+
+        inputs = (*table_files(args.log_probs), args.graph, args.boost_file, args.text,
+                  args.utterance_boosts, args.oov_lexicon, args.rescore_lm,
+                  args.first_pass_lm)  # fmt: skip
         check_archive_path(args.write_lattices, inputs, "--write-lattices")
+    references = None
+    if args.text is not None:
+        from .ctc import read_reference_texts
+
+        references = read_reference_texts(args.text)
     result = decode_npz(args.log_probs, graph, options, boosts, backend=args.backend,
                         utterance_boosts=per_utterance, oov_lexicon=oov_lexicon,
-                        lattices=args.write_lattices is not None,
-                        rescore=rescoring(args))  # fmt: skip
+                        lattices=args.write_lattices is not None, rescore=rescoring(args),
+                        references=references)  # fmt: skip
     if args.write_lattices is not None:
         from .lattice_io import write_kaldi_archive
 
@@ -319,7 +327,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=info_command)
 
     p = sub.add_parser(
-        "decode", help="decode CTC log-probs (.npz) against a graph directory",
+        "decode", help="decode CTC log-probs (.npz, Kaldi .ark/.scp) against a graph directory",
         description="Prints one line per hypothesis: ID<tab>SCORE<tab>TEXT (ID-RANK with "
         "--nbest > 1). In IDs, backslashes and control or line-break characters are written as "
         "Python escapes (\\\\, \\t, \\n, \\x1b, \\u2028), so every hypothesis is one line. "
@@ -329,7 +337,15 @@ def make_parser() -> argparse.ArgumentParser:
         "confidence with --lattice-beam (not on a graph with an oov slot).",
     )  # fmt: skip
     p.add_argument("graph", type=Path, help="directory from build-tlg (or a TLG.npz)")
-    p.add_argument("log_probs", type=Path, help=".npz with log_probs (B, T, V), lengths, texts")
+    p.add_argument("log_probs", type=Path,
+                   help=".npz with log_probs (B, T, V), lengths, texts; or a Kaldi table of "
+                        "(frames, tokens) log-prob matrices, keys as ids: ark:FILE, scp:FILE, "
+                        "FILE.ark or FILE.scp (binary, text or compressed; as nnet3-compute "
+                        "or copy-matrix write them)")  # fmt: skip
+    p.add_argument("--text", type=Path, metavar="FILE",
+                   help="reference transcripts, 'ID word word ...' per line (a Kaldi data "
+                        "directory's text), in place of the .npz's texts: WER is "
+                        "printed")  # fmt: skip
     defaults = {f.name: f.default for f in dataclasses.fields(CtcBeamOptions)}
     add_decode_options(p, defaults, given_only=False)
     add_boost_arguments(p)

@@ -1,4 +1,6 @@
-"""Decode log-probabilities stored in an ``.npz`` file — the library side of ``wfstdecode decode``.
+"""Decode log-probabilities stored in an ``.npz`` file or a Kaldi matrix table (``.ark``,
+``.scp``: `wfstdecode.kaldi_matrices`, keys as utterance ids) — the library side of ``wfstdecode
+decode``.
 
 File format (``np.load`` without pickle): ``log_probs`` float (B, T, V); optional ``lengths`` int
 (B,) (default: all T); optional ``tokens`` (V,) token strings, checked against the graph's token
@@ -78,6 +80,50 @@ def load_log_probs_npz(path: str | os.PathLike) -> dict:
     return out
 
 
+def load_emissions(path: str | os.PathLike) -> dict:
+    """`load_log_probs_npz`'s dict from an ``.npz``, or from a Kaldi table of (frames, tokens)
+    matrices (``ark:``/``scp:`` or a ``.ark``/``.scp`` file): padded, its keys as ids, no texts,
+    tokens or boosts. Raises `InputFileError`."""
+    from ..kaldi_matrices import is_kaldi_table, read_kaldi_matrices
+
+    if not is_kaldi_table(path):
+        return load_log_probs_npz(path)
+    matrices = read_kaldi_matrices(path)
+    if not matrices:
+        raise InputFileError(path, None, "holds no matrices")
+    spoken = [(key, m) for key, m in matrices.items() if len(m)]
+    width = spoken[0][1].shape[1] if spoken else 0
+    for key, m in spoken:
+        if m.shape[1] != width:
+            raise InputFileError(path, None, f"entry {key!r} has {m.shape[1]} columns; entry "
+                                             f"{spoken[0][0]!r} has {width}: every matrix holds "
+                                             "one column per token")  # fmt: skip
+    if width == 0:
+        raise InputFileError(path, None, "its matrices have no token columns")
+    lengths = np.array([len(m) for m in matrices.values()], np.int64)
+    log_probs = np.zeros((len(matrices), int(lengths.max()), width), np.float32)
+    for b, m in enumerate(matrices.values()):
+        if len(m):  # (an empty one is 0 x 0)
+            log_probs[b, : len(m)] = m
+    return {"log_probs": log_probs, "lengths": lengths, "ids": list(matrices), "texts": None,
+            "tokens": None, "boosts": None}  # fmt: skip
+
+
+def read_reference_texts(path: str | os.PathLike) -> dict[str, str]:
+    """A Kaldi ``text`` file: ``UTTID word word ...`` per line -> ``{id: "word word ..."}``."""
+    from ..textfiles import text_lines
+
+    out: dict[str, str] = {}
+    for line_no, line in text_lines(path, "reference text"):
+        fields = line.split(maxsplit=1)
+        if not fields:
+            continue
+        if fields[0] in out:
+            raise InputFileError(path, line_no, f"utterance {fields[0]!r} appears twice")
+        out[fields[0]] = " ".join(fields[1].split()) if len(fields) > 1 else ""
+    return out
+
+
 def _say_misspelled(path, others: list[str]) -> None:
     """Warn of an array that is not read but looks like one that would be (``lens`` for
     ``lengths``: without it the padding would be decoded)."""
@@ -152,8 +198,10 @@ def decode_npz(
     oov_lexicon=None,
     lattices: bool = False,
     rescore=None,
+    references=None,
 ) -> NpzDecodeResult:
-    """Decode every utterance of an emissions ``.npz`` against ``graph`` with `decode_ctc`.
+    """Decode every utterance of an emissions ``.npz`` (or a Kaldi matrix table:
+    `load_emissions`) against ``graph`` with `decode_ctc`.
 
     Inputs: the file (format in the module docstring), a `DecodingGraph` whose token table matches
     the file's ``tokens`` (when present), options, boosts (one mapping ``phrase -> bonus`` for
@@ -164,11 +212,19 @@ def decode_npz(
     ``utterance_boosts`` together raise (one place for an utterance's list). ``oov_lexicon``:
     pronunciations of boosted words the graph lacks (`decode_ctc`). ``lattices``: also keep each
     utterance's lattice (``options.lattice_beam`` must be set; `ctc_lattices`); ``rescore``:
-    an `LmRescoring` for the lattices (`decode_ctc`).
-    Output: `NpzDecodeResult` with graph and greedy transcripts, and their WER when the file has
-    reference ``texts``.
+    an `LmRescoring` for the lattices (`decode_ctc`). ``references``: ``{id: transcript}``
+    (`read_reference_texts`) in place of the file's ``texts``; every utterance needs one.
+    Output: `NpzDecodeResult` with graph and greedy transcripts, and their WER when there are
+    reference texts.
     """
-    data = load_log_probs_npz(path)
+    data = load_emissions(path)
+    if references is not None:
+        missing = [u for u in data["ids"] if u not in references]
+        if missing:
+            raise DecodeInputError(f"the reference texts have no utterance {missing[0]!r} of "
+                                   f"{path} ({len(missing)} of {len(data['ids'])} "
+                                   "missing)")  # fmt: skip
+        data["texts"] = [references[u] for u in data["ids"]]
     lp = data["log_probs"]
     if data["tokens"] is not None and graph.tokens is not None:
         graph_tokens = [graph.tokens.symbol(i) if _has(graph.tokens, i) else None

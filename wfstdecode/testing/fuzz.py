@@ -13,6 +13,7 @@ import gzip
 import io
 import json
 import random
+import struct
 import time
 import tracemalloc
 import zipfile
@@ -45,7 +46,7 @@ MEMORY_LIMIT = 200 << 20  # per input; the seeds are a few KB
 TARGET_NAMES = (
     "tokens", "words", "lexicon", "lexicon-probs", "arpa", "arpa-unigrams", "arpa.gz", "tlg.npz",
     "tlg-deflated.npz", "openfst-vector", "openfst-const", "build.json", "log-probs.npz",
-    "log-probs-deflated.npz",
+    "log-probs-deflated.npz", "log-probs.ark",
 )  # fmt: skip
 
 
@@ -202,6 +203,7 @@ def make_targets(workdir: Path, names: Sequence[str] | None = None) -> list[Targ
         ("log-probs.npz", "log-probs.npz", log_probs, _load_log_probs, True),
         ("log-probs-deflated.npz", "log-probs-deflated.npz", _deflated(log_probs),
          _load_log_probs, True),
+        ("log-probs.ark", "log-probs.ark", _kaldi_table(len(tokens)), _load_log_probs, False),
     ]  # fmt: skip
     targets = [Target(n, workdir / f, seed, load, npz) for n, f, seed, load, npz in seeds]
     assert tuple(t.name for t in targets) == TARGET_NAMES
@@ -214,11 +216,11 @@ def make_targets(workdir: Path, names: Sequence[str] | None = None) -> list[Targ
 def _load_log_probs(path: Path):
     import warnings
 
-    from ..ctc.npz import load_log_probs_npz
+    from ..ctc.npz import load_emissions
 
     with warnings.catch_warnings():  # (a mutated member name may look misspelled: said, fine)
         warnings.simplefilter("ignore", UserWarning)
-        return load_log_probs_npz(path)
+        return load_emissions(path)
 
 
 def _info(path: Path) -> None:
@@ -245,6 +247,31 @@ def _log_probs_npz(tokens: list[str], texts: list[str]) -> bytes:
     np.savez(buf, log_probs=lp, lengths=np.array([6, 4]), texts=np.array(texts),
              ids=np.array(["utt-a", "utt-b"]), tokens=np.array(tokens))  # fmt: skip
     return buf.getvalue()
+
+
+def _kaldi_table(width: int) -> bytes:
+    """A Kaldi archive holding each kind of matrix it may: binary float and double, compressed
+    with column percentiles (CM), two-byte (CM2) and one-byte (CM3) codes, text."""
+    rng = np.random.default_rng(0)
+    lp = random_log_probs(0, 1, 6, width)[0]
+
+    def entry(key: str, kind: bytes, body: bytes) -> bytes:
+        return key.encode() + b" \0B" + kind + body
+
+    def dims(rows: int, cols: int) -> bytes:
+        return b"\x04" + struct.pack("<i", rows) + b"\x04" + struct.pack("<i", cols)
+
+    head = struct.pack("<ffii", -30.0, 30.0, 6, width)
+    percentiles = np.sort(rng.integers(0, 65536, (width, 4)), axis=1).astype("<u2")
+    text = " [\n" + "".join(" " + " ".join(f"{v:g}" for v in row) + " \n" for row in lp) + "]\n"
+    return b"".join([
+        entry("float", b"FM ", dims(6, width) + lp.astype("<f4").tobytes()),
+        entry("double", b"DM ", dims(4, width) + lp[:4].astype("<f8").tobytes()),
+        entry("cm", b"CM ", head + percentiles.tobytes() + rng.bytes(6 * width)),
+        entry("cm2", b"CM2 ", head + rng.bytes(2 * 6 * width)),
+        entry("cm3", b"CM3 ", head + rng.bytes(6 * width)),
+        b"text" + text.encode(),
+    ])  # fmt: skip
 
 
 def _deflated(npz: bytes) -> bytes:

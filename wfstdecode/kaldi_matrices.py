@@ -1,0 +1,280 @@
+"""Kaldi matrix tables read into NumPy: what ``nnet3-compute``, ``copy-matrix`` and
+``copy-feats`` write, so that a Kaldi or k2 user's network outputs decode without a conversion.
+
+A table is named as Kaldi names one (an rspecifier) or by its file's suffix:
+
+* ``ark:PATH`` or ``PATH.ark`` — an archive: ``KEY`` then a matrix, one after another;
+* ``scp:PATH`` or ``PATH.scp`` — a script: lines ``KEY FILE[:OFFSET]`` (Kaldi's ``ark,scp:``
+  writers give ``OFFSET``, the byte of the matrix in ``FILE``); a relative ``FILE`` is read
+  from the current directory, as Kaldi does.
+
+Options before the colon (``ark,t:``, ``scp,s,cs:``) are accepted and change nothing: text and
+binary matrices are told apart per entry. Matrices may be binary float (``FM``) or double
+(``DM``), compressed (``CM``, ``CM2``, ``CM3``: ``copy-feats --compress=true``), or text
+(``[ 1 2 \\n 3 4 ]``). Pipes (``ark:cmd |``, ``ark:-``) and row ranges (``FILE:OFFSET[0:9]``)
+are refused: write the table to a file first. Every size read from a file is checked against
+the bytes that hold it before anything is allocated; errors are `InputFileError` naming the
+file, the entry and its byte (or the script's line).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import re
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from .errors import InputFileError
+
+__all__ = ["is_kaldi_table", "read_kaldi_matrices", "table_files"]
+
+_SPECIFIER = re.compile(r"^(ark|scp)((?:,[a-z]+)*):(.*)$", re.DOTALL)
+_BINARY_TYPES = {b"FM ": np.dtype("<f4"), b"DM ": np.dtype("<f8")}
+_COMPRESSED = (b"CM ", b"CM2 ", b"CM3 ")  # one byte with column percentiles; two bytes; one byte
+_GLOBAL_HEADER_BYTES = 16  # float32 min, float32 range, int32 rows, int32 cols
+_UINT16_STEP = np.float32(1.52590218966964e-05)  # 1 / 65535, as Kaldi writes it
+
+
+def is_kaldi_table(spec: str | os.PathLike) -> bool:
+    """Whether ``spec`` names a Kaldi table (``ark:``/``scp:`` or a ``.ark``/``.scp`` file)."""
+    text = os.fspath(spec)
+    return bool(_SPECIFIER.match(text)) or Path(text).suffix.lower() in (".ark", ".scp")
+
+
+def table_files(spec: str | os.PathLike) -> list[str]:
+    """The files a read of ``spec`` opens (the script and the archives it names), for checks
+    that an output would not overwrite an input; ``[spec]`` when it is not a Kaldi table."""
+    if not is_kaldi_table(spec):
+        return [os.fspath(spec)]
+    kind, path = _parsed(os.fspath(spec))
+    if kind == "ark":
+        return [path]
+    try:
+        return [path, *dict.fromkeys(target for _, _, target, _ in _script_lines(path))]
+    except InputFileError:
+        return [path]  # (the read says what is wrong)
+
+
+def read_kaldi_matrices(spec: str | os.PathLike) -> dict[str, np.ndarray]:
+    """``{key: float32 (rows, cols) matrix}`` of the Kaldi table ``spec`` (module docstring), in
+    the table's order. Raises `InputFileError`."""
+    kind, path = _parsed(os.fspath(spec))
+    if kind == "ark":
+        with _Bytes(path) as data:
+            return _archive(data, path)
+    out: dict[str, np.ndarray] = {}
+    with contextlib.ExitStack() as files:
+        opened: dict[str, _Bytes] = {}
+        for line_no, key, target, offset in _script_lines(path):
+            if key in out:
+                raise InputFileError(path, line_no, f"the key {key!r} appears twice (keys name "
+                                                    "utterances)")  # fmt: skip
+            if target not in opened:
+                try:
+                    opened[target] = files.enter_context(_Bytes(target))
+                except InputFileError as exc:
+                    raise InputFileError(path, line_no, str(exc)) from None
+            data = opened[target].bytes
+            if offset >= len(data):
+                raise InputFileError(path, line_no, f"offset {offset} is beyond the end of "
+                                                    f"{target} ({len(data)} bytes)")  # fmt: skip
+            out[key] = _matrix(data, offset, target, key)[0]
+    return out
+
+
+def _parsed(spec: str) -> tuple[str, str]:
+    """``("ark" | "scp", path)``; pipes and standard input refused."""
+    match = _SPECIFIER.match(spec)
+    kind, path = (match.group(1), match.group(3)) if match else (None, spec)
+    if kind is None:
+        kind = "scp" if Path(spec).suffix.lower() == ".scp" else "ark"
+    if path.strip() in ("", "-") or path.rstrip().endswith("|"):
+        raise InputFileError(spec, None, "pipes and standard input are not read: write the "
+                                         "table to a file (ark:out.ark) and give that")  # fmt: skip
+    return kind, path
+
+
+class _Bytes:
+    """A file's bytes, memory-mapped (an archive of network outputs may hold gigabytes)."""
+
+    def __init__(self, path: str):
+        self.path, self.bytes, self._map = path, b"", None
+
+    def __enter__(self) -> _Bytes:
+        try:
+            with open(self.path, "rb") as f:
+                if os.fstat(f.fileno()).st_size:
+                    self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+                    self.bytes = self._map
+                else:  # (mmap refuses an empty file; a pipe is not a table either)
+                    self.bytes = f.read()
+        except (OSError, ValueError) as exc:
+            raise InputFileError(self.path, None, f"cannot read: {exc}") from None
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._map is not None:
+            with contextlib.suppress(BufferError):  # an array on it lives on in a traceback:
+                self._map.close()  # (then unmapped with it)
+
+
+def _archive(data: _Bytes, path: str) -> dict[str, np.ndarray]:
+    out: dict[str, np.ndarray] = {}
+    raw, pos = data.bytes, 0
+    while True:
+        while pos < len(raw) and raw[pos : pos + 1].isspace():
+            pos += 1  # whitespace before a key and at the end, as Kaldi's readers skip it
+        if pos == len(raw):
+            return out
+        end = pos
+        while end < len(raw) and not raw[end : end + 1].isspace():
+            end += 1
+        if end == len(raw) or raw[end : end + 1] != b" ":
+            raise InputFileError(path, None, f"byte {pos}: expected 'KEY ' and a matrix (a Kaldi "
+                                             "archive entry)")  # fmt: skip
+        try:
+            key = bytes(raw[pos:end]).decode("utf-8")
+        except UnicodeDecodeError:
+            raise InputFileError(path, None, f"byte {pos}: the key {bytes(raw[pos:end])!r} is "
+                                             "not UTF-8") from None  # fmt: skip
+        if key in out:
+            raise InputFileError(path, None, f"byte {pos}: the key {key!r} appears twice (keys "
+                                             "name utterances)")  # fmt: skip
+        out[key], pos = _matrix(raw, end + 1, path, key)
+
+
+def _matrix(raw, pos: int, path: str, key: str) -> tuple[np.ndarray, int]:
+    """The matrix at byte ``pos`` (binary after ``\\0B``, else text) and the byte after it;
+    values beyond float32 become infinite (as the decoders' checks then name), quietly."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _any_matrix(raw, pos, path, key)
+
+
+def _any_matrix(raw, pos: int, path: str, key: str) -> tuple[np.ndarray, int]:
+    start = pos
+
+    def fail(message: str) -> InputFileError:
+        return InputFileError(path, None, f"entry {key!r} (byte {start}): {message}")
+
+    if raw[pos : pos + 2] != b"\0B":
+        return _text_matrix(raw, pos, fail)
+    pos += 2
+    kind = next((t for t in (*_BINARY_TYPES, *_COMPRESSED) if raw[pos : pos + len(t)] == t), None)
+    if kind is None:
+        found = bytes(raw[pos : pos + 4]).split(b" ")[0]
+        raise fail(f"holds a {found.decode('latin-1')!r} object, not a matrix (FM, DM, CM, CM2, "
+                   "CM3)")  # fmt: skip
+    pos += len(kind)
+    if kind in _BINARY_TYPES:
+        dims = bytes(raw[pos : pos + 10])
+        if len(dims) < 10 or dims[0] != 4 or dims[5] != 4:
+            raise fail("truncated or corrupt matrix header (expected two 4-byte sizes)")
+        rows, cols = (int.from_bytes(dims[i : i + 4], "little", signed=True) for i in (1, 6))
+        dtype, pos = _BINARY_TYPES[kind], pos + 10
+        count = _checked_size(rows, cols, dtype.itemsize, len(raw) - pos, fail)
+        values = np.frombuffer(raw, dtype, count, pos).astype(np.float32)
+        return values.reshape(rows, cols), pos + count * dtype.itemsize
+    if len(raw) - pos < _GLOBAL_HEADER_BYTES:
+        raise fail("truncated compressed-matrix header")
+    low, span, rows, cols = struct.unpack_from("<ffii", raw, pos)
+    low, span, pos = np.float32(low), np.float32(span), pos + _GLOBAL_HEADER_BYTES
+    if cols == 0:  # Kaldi writes an empty one's whole in-memory header, 4 bytes more (and its
+        return np.zeros((0, 0), np.float32), min(pos + 4, len(raw))  # own reader then misreads)
+    if kind == b"CM ":  # per column: 4 percentiles (uint16), then the rows' bytes by column
+        _checked_size(rows, cols, 1, len(raw) - pos - 8 * max(cols, 0), fail)
+        percentiles = np.frombuffer(raw, "<u2", 4 * cols, pos).reshape(cols, 4)
+        codes = np.frombuffer(raw, np.uint8, rows * cols, pos + 8 * cols).reshape(cols, rows)
+        values = _one_byte_with_percentiles(low + span * _UINT16_STEP * percentiles, codes).T
+        return np.ascontiguousarray(values), pos + cols * (8 + rows)
+    dtype = np.dtype("<u2") if kind == b"CM2 " else np.dtype(np.uint8)
+    step = np.float32(float(span) / (65535.0 if kind == b"CM2 " else 255.0))  # (as Kaldi: double)
+    count = _checked_size(rows, cols, dtype.itemsize, len(raw) - pos, fail)
+    codes = np.frombuffer(raw, dtype, count, pos).reshape(rows, cols)
+    return low + codes.astype(np.float32) * step, pos + count * dtype.itemsize
+
+
+def _one_byte_with_percentiles(p: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """Kaldi's one-byte codes (cols, rows), read against their column's 0/25/75/100th
+    percentiles ``p`` (cols, 4): codes 0-64 span [p0, p25], 64-192 [p25, p75], 192-255 [p75,
+    p100]. Rounded as Kaldi rounds (a float32 product, scaled and added in double)."""
+    part = (codes > 64).astype(np.intp) + (codes > 192)
+    low, high = np.take_along_axis(p, part, 1), np.take_along_axis(p, part + 1, 1)
+    first = np.array([0, 64, 192], np.float32)[part]
+    scale = np.array([1 / 64, 1 / 128, 1 / 63])[part]  # (Kaldi multiplies by these doubles)
+    step = ((high - low) * (codes.astype(np.float32) - first)).astype(np.float64) * scale
+    return (low + step).astype(np.float32)
+
+
+def _checked_size(rows: int, cols: int, itemsize: int, available: int, fail) -> int:
+    """``rows * cols``, refused where negative, or more than the ``available`` bytes hold (a
+    corrupt size must not become an allocation)."""
+    if rows < 0 or cols < 0:
+        raise fail(f"a matrix of {rows} x {cols}: sizes must not be negative")
+    if rows * cols * itemsize > available:
+        raise fail(f"a matrix of {rows} x {cols} needs {rows * cols * itemsize} bytes; the file "
+                   f"holds {available} after its header (truncated?)")  # fmt: skip
+    return rows * cols
+
+
+def _text_matrix(raw, pos: int, fail) -> tuple[np.ndarray, int]:
+    """``[ row \\n row ... ]``: rows end at line breaks, all of one width."""
+    start = pos
+    while start < len(raw) and raw[start : start + 1] in (b" ", b"\t"):
+        start += 1
+    if raw[start : start + 1] != b"[":
+        raise fail("expected a matrix: '\\0B' and a binary one, or '[' and a text one")
+    end = raw.find(b"]", start)
+    if end < 0:
+        raise fail("a text matrix with no closing ']'")
+    rows = []
+    for line in bytes(raw[start + 1 : end]).split(b"\n"):
+        fields = line.split()
+        if not fields:
+            continue
+        try:
+            rows.append(np.array([float(f) for f in fields], np.float32))
+        except ValueError:
+            bad = next(f for f in fields if not _is_float(f))
+            raise fail(f"text matrix row {len(rows)}: {bad.decode('latin-1')!r} is not a "
+                       "number") from None  # fmt: skip
+        if len(rows[-1]) != len(rows[0]):
+            raise fail(f"text matrix row {len(rows) - 1} has {len(rows[-1])} values; row 0 has "
+                       f"{len(rows[0])}")  # fmt: skip
+    matrix = np.stack(rows) if rows else np.zeros((0, 0), np.float32)
+    return matrix, end + 1
+
+
+def _is_float(text: bytes) -> bool:
+    try:
+        float(text)
+    except ValueError:
+        return False
+    return True
+
+
+def _script_lines(path: str):
+    """``(line_no, key, file, byte offset)`` per line of a script."""
+    from .textfiles import text_lines
+
+    for line_no, line in text_lines(path, "Kaldi script"):
+        fields = line.split(maxsplit=1)
+        if not fields:
+            continue
+        if len(fields) < 2:
+            raise InputFileError(path, line_no, f"expected 'KEY FILE[:OFFSET]'; got {line!r}")
+        key, target = fields[0], fields[1].strip()
+        if target.endswith("|") or target == "-":
+            raise InputFileError(path, line_no, f"{target!r} is a pipe or standard input, which "
+                                                "is not read: write it to a file")  # fmt: skip
+        if target.endswith("]"):
+            raise InputFileError(path, line_no, f"{target!r}: row and column ranges are not "
+                                                "read; give whole matrices")  # fmt: skip
+        file, colon, offset = target.rpartition(":")
+        if colon and offset.isdigit():
+            yield line_no, key, file, int(offset)
+        else:
+            yield line_no, key, target, 0
