@@ -134,6 +134,9 @@ class SymbolTable:
         except KeyError:
             raise SymbolError(f"id {idx} is not in the table") from None
 
+    def has_id(self, idx: int) -> bool:
+        return idx in self._symbol_of
+
     def symbols_of(self, ids: Iterable[int]) -> list[str]:
         """The symbol of each id, looked up in bulk; an id not in the table raises."""
         try:

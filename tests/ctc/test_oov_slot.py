@@ -547,3 +547,123 @@ def test_a_list_through_the_slot_is_recalled_by_the_next_call(tmp_path):
     fresh = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=8.0), hotwords)
     assert_hypotheses_equal(fresh, recalled)
     clear_phrase_cache()
+
+
+@pytest.fixture(scope="module")
+def slot_graph(tmp_path_factory):
+    """`_slot_graph`'s graph of seed 4, built once for the tests that only read it."""
+    return _slot_graph(tmp_path_factory.mktemp("slot"), 4)
+
+
+def test_a_tuple_of_a_word_id_and_an_oov_word_is_spelled_as_the_words_are(slot_graph):
+    """A boost key may name words by id: one mixed with an oov word was left out with a "nor
+    spelled" warning, though the same phrase by words is spelled and boosted."""
+    g, words = slot_graph
+    by_words = resolve_boosts({(words[0], "ebbed"): 1.0}, 1, g.words, OovSpeller(g))[0]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        by_id = resolve_boosts({(g.words.id(words[0]), "ebbed"): 1.0}, 1, g.words,
+                               OovSpeller(g))[0]  # fmt: skip
+    assert by_id == by_words and by_id is not None
+    for unknown in (0, -1, g.words.next_id + 5, True):  # (epsilon, not ids, or no such word)
+        assert OovSpeller(g).phrase_labels([unknown, "ebbed"], g.words) is None
+
+
+def test_a_phrase_with_more_than_max_spellings_is_refused(slot_graph):
+    """O1 (the combinations' check as ``> MAX_SPELLINGS + 1``: never true after the islice, so a
+    phrase of 32 spellings was silently cut to 17). 2**4 spellings are fine, 2**5 refused."""
+    from wfstdecode.ctc.oov import MAX_SPELLINGS, OovSpeller
+
+    g, _ = slot_graph
+    names = ["Xa", "Xb", "Xc", "Xd", "Xe"]
+    lexicon = {n: ["a b", "c d"] for n in names}  # two pronunciations each
+    speller = OovSpeller(g, lexicon)
+    assert len(speller.phrase_labels(names[:4], g.words)) == 16 == MAX_SPELLINGS
+    with pytest.raises(DecodeInputError, match="more than 16 spellings"):
+        speller.phrase_labels(names, g.words)
+    with pytest.raises(DecodeInputError, match="more than 16 spellings"):
+        resolve_boosts({" ".join(names): 1.0}, 1, g.words, OovSpeller(g, lexicon))
+
+
+def test_a_word_with_more_than_max_spellings_pronunciations_is_refused():
+    """O2 (`checked_lexicon`'s limit as ``> MAX_SPELLINGS + 1``): 16 pronunciations are
+    accepted, 17 refused."""
+    from wfstdecode.ctc.oov import MAX_SPELLINGS, checked_lexicon
+
+    prons = [f"a{'b' * k}" for k in range(MAX_SPELLINGS + 1)]
+    assert len(checked_lexicon({"w": prons[:MAX_SPELLINGS]})["w"]) == MAX_SPELLINGS
+    with pytest.raises(DecodeInputError, match="more than 16 pronunciations"):
+        checked_lexicon({"w": prons})
+
+
+def test_the_epsilon_symbol_is_not_a_word_of_a_phrase_spelled_through_the_slot(slot_graph):
+    """O3 (`phrase_labels` taking any id the table gives, ``if wid is not None``): "<eps>" is
+    id 0 of the word table, never a word: a phrase holding it is left out, with a warning, as
+    on a graph without a slot — not boosted as the label 0."""
+    from wfstdecode.ctc.oov import OovSpeller
+
+    g, words = slot_graph
+    speller = OovSpeller(g)
+    assert speller.phrase_labels(["<eps>"], g.words) is None
+    assert speller.phrase_labels(["<eps>", words[0]], g.words) is None
+    with pytest.warns(UserWarning, match="<eps>"):
+        (resolved,) = resolve_boosts({"<eps>": 1.0, f"<eps> {words[0]}": 2.0}, 1, g.words,
+                                     OovSpeller(g))  # fmt: skip
+    assert resolved is None
+
+
+def test_a_pronunciation_given_twice_spells_the_word_once(slot_graph):
+    """O6 (`spellings` without ``ids not in out``): an oov lexicon that lists a word's
+    pronunciation twice (one as a string, one as a tuple; or a word on two lines of a lexicon
+    file) boosts the one spelling, rather than refusing the word as 'the same phrase' twice."""
+    from wfstdecode.ctc.oov import OovSpeller
+
+    g, _ = slot_graph
+    lexicon = {"Xa": ["a b", ("a", "b")]}
+    assert OovSpeller(g, lexicon).spellings("Xa") == [(TOKENS.id("a"), TOKENS.id("b"))]
+    (resolved,) = resolve_boosts({"Xa": 1.0}, 1, g.words, OovSpeller(g, lexicon))
+    assert len(resolved) == 1
+
+
+@pytest.mark.parametrize("word", ["new york", "tab\there", " lead", ""])
+def test_an_oov_lexicon_word_with_whitespace_is_refused(word):
+    """O10 (`checked_lexicon` without the whitespace check): a boost key is split at
+    whitespace, so an entry "new york" could never spell anything; it is refused by name
+    rather than silently unused."""
+    from wfstdecode.ctc.oov import checked_lexicon
+
+    with pytest.raises(DecodeInputError, match="is not a word"):
+        checked_lexicon({word: "a b"})
+
+
+def test_the_slot_log10_probability_may_be_zero_but_not_above_or_not_finite(tmp_path):
+    """S3 (``unk_logprob < 0``): --oov-logprob 0 (probability 1) is a valid log10 probability,
+    as the error message says (<= 0); above 0, inf and NaN are refused."""
+    from wfstdecode import GraphError
+    from wfstdecode.graph.grammar import read_arpa
+    from wfstdecode.graph.oov_slot import OPEN, with_slot_word
+    from wfstdecode.testing.lm import random_arpa
+
+    (tmp_path / "lm.arpa").write_text(random_arpa(["ab", "cd"], order=2, seed=0, unk=False))
+    model = read_arpa(tmp_path / "lm.arpa")
+    assert with_slot_word(model, 0.0).ngrams[0][(OPEN,)] == (0.0, 0.0)
+    assert with_slot_word(model, -4.0).ngrams[0][(OPEN,)] == (-4.0, 0.0)
+    for bad in (0.5, math.inf, -math.inf, math.nan):
+        with pytest.raises(GraphError, match="finite log10 probability <= 0"):
+            with_slot_word(model, bad)
+
+
+def test_a_path_cannot_end_inside_a_spelling(slot_graph):
+    """S5 (`insert_spelling_loops` making the loop's states final): the slot is open for the
+    boosted spellings, whole; audio that stops part way through one ("ebb" of "ebbed") must
+    not come back as a word the caller never boosted ("ebb", a spelling cut short)."""
+    from wfstdecode.ctc import CtcBeamOptions, decode_ctc
+    from wfstdecode.testing import simulate_ctc
+
+    g, words = slot_graph
+    wide = CtcBeamOptions(beam=math.inf, max_active=1_000_000)
+    for text in (f"{words[0]} ebb", "ebbe"):
+        seq = [TOKENS.id(c) for c in "|".join(text.split())]
+        lp, lengths = simulate_ctc([seq], TOKENS.next_id, seed=3)
+        h = decode_ctc(lp, lengths, g, wide, {"ebbed": 5.0})[0][0]
+        assert set(h.words) <= {*words, "ebbed"}, (text, h.words)

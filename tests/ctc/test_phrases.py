@@ -565,3 +565,53 @@ def test_a_long_list_of_words_on_a_graph_without_a_word_table_is_refused_clearly
     for n in (63, 64):
         with pytest.raises(DecodeInputError, match="the graph has no word table"):
             decode_ctc(lp, None, g, CtcBeamOptions(), {f"w{i}": 1.0 for i in range(n)})
+
+
+def test_the_phrase_cache_drops_the_least_recently_used_list_not_the_oldest(monkeypatch):
+    """C8 (`resolved_list` without `move_to_end`: FIFO, not LRU). A list recalled since is
+    more recent than one kept after it: a third list evicts the one not used since."""
+    from wfstdecode.ctc import clear_phrase_cache, phrase_cache
+
+    clear_phrase_cache()
+    g = random_graph(2, num_words=5)
+    a, b, c = (_big_list(g, seed=s) for s in range(3))
+    monkeypatch.setattr(phrase_cache, "MAX_KEPT_PHRASES", len(a) + len(b))
+    kept_a = resolve_boosts(a, 1, g.words)[0]
+    kept_b = resolve_boosts(b, 1, g.words)[0]
+    assert resolve_boosts(dict(a), 1, g.words)[0] is kept_a  # a used again: b is now the LRU
+    resolve_boosts(c, 1, g.words)  # over the limit: b goes, a stays
+    assert resolve_boosts(dict(a), 1, g.words)[0] is kept_a
+    assert resolve_boosts(dict(b), 1, g.words)[0] is not kept_b
+    clear_phrase_cache()
+
+
+def test_a_list_kept_again_under_its_key_is_counted_once():
+    """C4 (`keep_resolved` replacing an entry without `_forget`): two threads that miss the
+    same list at once both keep it; the second replaces the first, and the phrases held
+    (which decide evictions) count it once."""
+    from wfstdecode.ctc import clear_phrase_cache, phrase_cache
+
+    clear_phrase_cache()
+    g = random_graph(0, num_words=5)
+    table = _big_list(g)
+    key = phrase_cache.list_key(table, g.words, None)
+    (first,) = resolve_boosts(table, 1, g.words)
+    phrase_cache.keep_resolved(key, g.words, None, dict(first), [], [])  # the other thread
+    assert phrase_cache._KEPT[0] == len(table)
+    assert len(phrase_cache._BY_RESOLVED) == len(phrase_cache._ENTRIES) == 1
+    clear_phrase_cache()
+
+
+def test_worst_bounds_every_step_even_when_a_phrase_ends_on_the_slots_first_label():
+    """P17 (`forbids` as ``max word > slot_label``). A phrase whose largest label is the slot's
+    first one (a boost of "w5 <oov>", the label being a word of the table) leaves a context
+    state in which the other slot labels are forbidden: `worst`, the most reading a word may
+    add to an arc's cost, must then be infinite."""
+    slot = 20
+    a = PhraseAutomaton({(5, slot): 1.0, (7,): 0.5}, slot_label=slot)
+    states = [x for x in range(a.num_nodes) if a.enter[x] == x]
+    assert len(states) > 1
+    for x in states:
+        for w in range(1, 30):
+            _, bonus = a.step(x, w)
+            assert -float(bonus) <= float(a.worst), (x, w)

@@ -391,7 +391,7 @@ def phrase_ids(key, words, b: int = 0, unknown: list | None = None) -> tuple[int
     for part in parts:
         if isinstance(part, (int, np.integer)) and not isinstance(part, bool):
             wid = int(part)  # known when the word table has it (any positive id without one)
-            known = wid > 0 and (words is None or _symbol_or_none(words, wid) is not None)
+            known = wid > 0 and (words is None or words.has_id(wid))
         elif isinstance(part, str) and part and not part.isspace():
             if words is None:
                 raise DecodeInputError(
@@ -424,13 +424,6 @@ def unknown_note(part, key, words) -> str:
     if len(_words_of(key)) > 1:
         note += f" (in {key!r})"
     return note
-
-
-def _symbol_or_none(words, wid):
-    try:
-        return words.symbol(wid)
-    except Exception:
-        return None
 
 
 def build_boost_tables(

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import itertools
+import numbers
 from collections.abc import Mapping, Sequence
 
 from ..errors import DecodeInputError, InputFileError
@@ -121,6 +122,8 @@ class OovSpeller:
         choices = []
         for part in parts:
             wid = words.get(part) if isinstance(part, str) and words is not None else None
+            if isinstance(part, numbers.Integral) and not isinstance(part, bool):
+                wid = int(part) if part > 0 and (words is None or words.has_id(int(part))) else None
             if wid:
                 choices.append([(wid,)])
                 continue
