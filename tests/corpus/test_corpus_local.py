@@ -381,3 +381,27 @@ def test_a_shard_that_changes_while_it_is_decoded_is_not_recorded(tmp_path):
 
     with pytest.raises(ShardChangedError, match="changed while it was being decoded"):
         decode_shard(path, "s", run_and_change, None)
+
+
+def test_kaldi_archives_are_shards_as_their_npz_are(corpus, tmp_path):
+    """A directory of Kaldi archives (``.ark``, as nnet3-compute writes) decodes as the same
+    emissions in ``.npz`` shards, keys as ids; a script (``.scp``) is refused as a shard (its
+    matrices live in files the resume check would not see); transducer shards stay ``.npz``."""
+    kio = pytest.importorskip("kaldi_native_io", reason="writes the archives")
+    from wfstdecode.corpus import TransducerCorpusDecoder
+
+    arks = tmp_path / "arks"
+    arks.mkdir()
+    for path in corpus.shards:
+        with np.load(path) as z, kio.FloatMatrixWriter(f"ark:{arks / path.stem}.ark") as w:
+            for i, (lp, n) in enumerate(zip(z["log_probs"], z["lengths"], strict=True)):
+                w.write(f"{path.stem}-{i}", lp[:n])
+    summary = run(corpus, tmp_path / "out", manifest=arks)
+    assert summary.ok and sorted(summary.decoded) == sorted(p.stem for p in corpus.shards)
+    assert_outputs_match(corpus, tmp_path / "out")
+    assert read_manifest(arks / f"{corpus.shards[0].stem}.ark", (".npz", ".ark"))
+    with pytest.raises(WfstDecodeError, match="no .npz file in this directory"):
+        read_manifest(arks, TransducerCorpusDecoder.shard_suffixes)
+    (arks / "all.scp").write_text("x shard00.ark:9\n")
+    with pytest.raises(WfstDecodeError, match="all.scp: a Kaldi script is not a shard"):
+        read_manifest(arks / "all.scp", (".npz", ".ark"))

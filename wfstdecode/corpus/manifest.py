@@ -1,8 +1,9 @@
 """Which shards a corpus decode covers: a manifest (JSONL), a directory, a glob or one file.
 
 Every shard gets an output name: its path relative to the deepest directory holding all shards,
-without ``.npz``, so that ``a/part0.npz`` and ``b/part0.npz`` write ``OUT/a/part0.jsonl`` and
-``OUT/b/part0.jsonl`` rather than one file twice.
+without its suffix (``.npz``; ``.ark``, a Kaldi archive of CTC log-probs), so that
+``a/part0.npz`` and ``b/part0.npz`` write ``OUT/a/part0.jsonl`` and ``OUT/b/part0.jsonl`` rather
+than one file twice.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from ..errors import InputFileError, WfstDecodeError
 from ..safe_io import json_object
 from ..textfiles import text_lines
 
-SHARD_SUFFIX = ".npz"
+SHARD_SUFFIXES = (".npz",)  # what a decoder reads unless it says (`CtcCorpusDecoder`: ".ark")
 
 
 @dataclass(frozen=True)
@@ -28,13 +29,15 @@ class Shard:
     name: str
 
 
-def read_manifest(spec: str | os.PathLike) -> list[Shard]:
+def read_manifest(
+    spec: str | os.PathLike, suffixes: tuple[str, ...] = SHARD_SUFFIXES
+) -> list[Shard]:
     """The shards ``spec`` lists, in order:
 
     * a ``.jsonl`` file: one JSON object per line with ``"shard": PATH`` (relative paths are
       relative to the manifest's directory; blank lines are skipped);
-    * a directory: every ``*.npz`` below it, sorted;
-    * an ``.npz`` file: that one shard;
+    * a directory: every file below it with one of the ``suffixes``, sorted;
+    * a file with one of them: that one shard;
     * otherwise a glob pattern (``**`` recursive), sorted.
 
     A path listed twice, or a pattern or directory that matches nothing, raises; a listed file
@@ -42,12 +45,16 @@ def read_manifest(spec: str | os.PathLike) -> list[Shard]:
     bad entry does not stop the others."""
     text = os.fspath(spec)
     path = Path(text)
+    kinds = " or ".join(suffixes)
     if path.is_dir():
-        paths = sorted(p for p in path.rglob(f"*{SHARD_SUFFIX}") if p.is_file())
+        paths = sorted(p for p in path.rglob("*") if p.suffix in suffixes and p.is_file())
         if not paths:
-            raise WfstDecodeError(f"{path}: no {SHARD_SUFFIX} file in this directory")
-    elif path.is_file() and path.suffix == SHARD_SUFFIX:
+            raise WfstDecodeError(f"{path}: no {kinds} file in this directory")
+    elif path.is_file() and path.suffix in suffixes:
         paths = [path]
+    elif path.suffix == ".scp":  # (its matrices may change in files no ledger would check)
+        raise WfstDecodeError(f"{path}: a Kaldi script is not a shard: give the archives it "
+                              "names (a directory, a glob or a manifest of them)")  # fmt: skip
     elif path.is_file():
         paths = _read_jsonl(path)
     else:
@@ -55,7 +62,7 @@ def read_manifest(spec: str | os.PathLike) -> list[Shard]:
         if not paths:
             what = "no such file" if not glob.has_magic(text) else "no file matches this pattern"
             raise WfstDecodeError(f"{text}: {what}")
-    return _name_shards([p.absolute() for p in paths], text)
+    return _name_shards([p.absolute() for p in paths], text, suffixes)
 
 
 def _read_jsonl(path: Path) -> list[Path]:
@@ -83,7 +90,7 @@ def _read_jsonl(path: Path) -> list[Path]:
     return paths
 
 
-def _name_shards(paths: list[Path], spec: str) -> list[Shard]:
+def _name_shards(paths: list[Path], spec: str, suffixes: tuple[str, ...]) -> list[Shard]:
     normalized = [Path(os.path.normpath(p)) for p in paths]
     if len(set(normalized)) != len(normalized):
         dup = next(p for p in normalized if normalized.count(p) > 1)
@@ -92,10 +99,10 @@ def _name_shards(paths: list[Path], spec: str) -> list[Shard]:
     shards = []
     for p in normalized:
         rel = p.relative_to(root)
-        name = rel.with_suffix("") if rel.suffix == SHARD_SUFFIX else rel
+        name = rel.with_suffix("") if rel.suffix in suffixes else rel
         shards.append(Shard(p, name.as_posix()))
     names = [s.name for s in shards]
-    if len(set(names)) != len(names):  # e.g. "x.npz" beside "x"
+    if len(set(names)) != len(names):  # e.g. "x.npz" beside "x" or "x.ark"
         dup = next(n for n in names if names.count(n) > 1)
         raise WfstDecodeError(f"{spec}: two shards would both write {dup}.jsonl; rename one")
     return shards

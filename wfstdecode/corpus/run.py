@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field
 from ..errors import OptionsError, WfstDecodeError
 from ..interrupts import Terminated
 from .ledger import OutputDir, check_output_names
-from .manifest import read_manifest
+from .manifest import SHARD_SUFFIXES, read_manifest
 from .pools import Event, Job, LocalPool, RayPool
 from .progress import Progress
 
@@ -97,7 +97,7 @@ def decode_corpus(
                            f"{shard_timeout}")  # fmt: skip
     if workers is not None and workers < 1:
         raise OptionsError(f"workers must be at least 1; got {workers}")
-    shards = read_manifest(manifest)
+    shards = read_manifest(manifest, getattr(decoder, "shard_suffixes", SHARD_SUFFIXES))
     check_output_names(shards)
     started = time.perf_counter()
     summary = CorpusSummary(shards=len(shards))

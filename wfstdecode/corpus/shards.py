@@ -18,6 +18,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from ..errors import DecodeInputError, InputFileError, OptionsError
 from ..metrics import edit_distance
@@ -61,7 +62,8 @@ class ShardOutput:
 
 @dataclass(frozen=True)
 class CtcCorpusDecoder:
-    """Decode ``.npz`` log-prob shards (as ``wfstdecode decode`` reads them) against a graph.
+    """Decode ``.npz`` log-prob shards, or Kaldi archives (``.ark``), as ``wfstdecode decode``
+    reads them, against a graph.
 
     graph:       a graph directory or ``TLG.npz``;
     options:     `CtcBeamOptions` (None = defaults); boosts: one ``phrase -> bonus`` mapping (a
@@ -143,6 +145,8 @@ class CtcCorpusDecoder:
             "frame_shift": self.frame_shift,
         }
 
+    shard_suffixes: ClassVar[tuple[str, ...]] = (".npz", ".ark")
+
     def load(self) -> Callable[[Path], ShardOutput]:
         """Load the graph (once per worker) and return the shard decoder."""
         from ..decoding_graph import DecodingGraph
@@ -212,6 +216,9 @@ def utterance_record(
 
 def _has_ids(path: Path) -> bool:
     from ..safe_io import NpzArchive
+
+    if path.suffix != ".npz":  # (a Kaldi archive's keys)
+        return True
 
     with NpzArchive(path, ("ids",), lambda m: InputFileError(path, None, m)) as z:
         return "ids" in z.names

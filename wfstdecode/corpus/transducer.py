@@ -8,6 +8,7 @@ import dataclasses
 import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import ClassVar
 
 from ..errors import OptionsError
 from ..results import frame_shift_problem
@@ -24,6 +25,7 @@ class TransducerCorpusDecoder:
     Each line carries the hypothesis' tokens, their frames (and TDT durations), and the words a
     character model spells with their first and last character frames."""
 
+    shard_suffixes: ClassVar[tuple[str, ...]] = (".npz",)
     model: str
     beam: object = None
     num_threads: int | None = 1
