@@ -513,3 +513,56 @@ def test_the_first_call_warms_up_on_the_users_frames(monkeypatch):
         options = BeamOptions(algorithm, beam_size=4)
         got = beam_decode(model, enc, lengths, options)
         assert_same(got, beam_reference(model, enc, lengths, options))
+
+
+@pytest.mark.parametrize("algorithm", ["alsd", "wind"])
+def test_max_tokens_zero_decodes_only_the_empty_hypothesis(algorithm):
+    """max_tokens=0 is a valid bound: only the empty hypothesis may come out."""
+    options = BeamOptions(algorithm, beam_size=2, max_tokens=0)
+    model, enc = tiny(0, vocab=5, frames=7, batch=3)
+    lengths = torch.tensor([7, 4, 0])
+    got = beam_decode(model, enc, lengths, options)
+    assert [[h.tokens for h in u] for u in got] == [[()], [()], [()]]
+    assert_same(got, beam_reference(model, enc, lengths, options))
+
+
+def test_expansion_gamma_zero_searches():
+    """expansion_gamma=0 is allowed (">= 0"): MAES keeps only labels at least as probable as
+    the best expansion."""
+    options = BeamOptions("maes", beam_size=3, nbest=2, expansion_gamma=0)
+    model, enc = tiny(1, vocab=5, frames=7, batch=3)
+    lengths = torch.tensor([7, 5, 6])
+    assert_same(beam_decode(model, enc, lengths, options),
+                beam_reference(model, enc, lengths, options))  # fmt: skip
+
+
+def test_standard_is_maes_without_its_extras():
+    """ "standard" and "tokenwise" extend by the beam_size best labels (expansion_beta is
+    MAES's): MAES with beta 0, no gamma pruning and maes_steps = max_symbols_per_frame is
+    "standard"."""
+    assert BeamOptions("standard", beam_size=4).expansions == 4
+    assert BeamOptions("tokenwise", beam_size=4).expansions == 4
+    assert BeamOptions("maes", beam_size=4).expansions == 6
+    for seed in range(4):
+        model, enc = tiny(seed, vocab=6, frames=9, batch=4)
+        lengths = torch.tensor([9, 6, 8, 3])
+        for size in (1, 2, 3):
+            standard = BeamOptions("standard", beam_size=size, nbest=size,
+                                   max_symbols_per_frame=2, length_norm=False)  # fmt: skip
+            maes = BeamOptions("maes", beam_size=size, nbest=size, maes_steps=2,
+                               expansion_beta=0, expansion_gamma=math.inf,
+                               length_norm=False)  # fmt: skip
+            assert_same(beam_decode(model, enc, lengths, standard),
+                        beam_decode(model, enc, lengths, maes))  # fmt: skip
+
+
+def test_the_wind_reference_applies_graves_rule_as_the_search_does():
+    """Graves' rule (an earliest-frame hypothesis goes on only while fewer than beam_size at
+    later frames beat it) decides this n-best; no other wind case here reaches it (found by
+    fuzzing the reference without the rule)."""
+    model = random_transducer(3, 6, 5, 7, seed=27936)
+    enc = torch.randn(1, 8, 6, generator=torch.Generator().manual_seed(27936))
+    options = BeamOptions("wind", beam_size=4, nbest=4, window=2, length_norm=False)
+    lengths = torch.tensor([8])
+    assert_same(beam_decode(model, enc, lengths, options),
+                beam_reference(model, enc, lengths, options))  # fmt: skip

@@ -279,3 +279,28 @@ def test_search_bodies_never_sync(options, monkeypatch):
         got = beam_decode(model, pb.enc, pb.lengths, options)
     want = beam_reference(model, pb.enc, pb.lengths, options)
     assert [[h.tokens for h in hyps] for hyps in got] == [[h.tokens for h in hyps] for hyps in want]
+
+
+@pytest.mark.parametrize("algorithm", ["tokenwise", "wind"])
+def test_for_model_names_searches_that_do_not_decode_tdt(algorithm):
+    with pytest.raises(OptionsError, match="does not decode TDT models"):
+        BeamOptions(algorithm).for_model((0, 1, 2))
+    assert BeamOptions(algorithm).for_model(()).durations is None
+
+
+def test_a_blank_id_naming_a_duration_column_is_refused():
+    """A TDT joint is vocab + len(durations) wide: blank_id == vocab passes a width check but
+    names the first duration column."""
+    model = random_transducer(5, 6, 5, 7, n_durations=2, seed=0, blank_id=4)  # joint width 7
+    model.vocab_size = None  # (the width decides the vocabulary: 7 - 3 durations = 4)
+    with pytest.raises(DecodeInputError, match=r"blank_id 4 is outside the vocabulary \[0, 4\)"):
+        beam_decode(model, torch.randn(1, 4, 6), [4], BeamOptions("alsd", durations=(0, 1, 2)))
+
+
+@pytest.mark.parametrize("search", [beam_decode, beam_reference])
+def test_bool_length_tensors_are_refused(search):
+    """True would read as 1 frame (bool lists are refused by refuse_misread; tensors here)."""
+    model = random_transducer(5, 6, 5, 7, seed=0)
+    with pytest.raises(DecodeInputError, match="enc_lengths must be an integer tensor"):
+        search(model, torch.randn(2, 7, 6), torch.tensor([True, True]),
+               BeamOptions("alsd", beam_size=2))  # fmt: skip
