@@ -12,7 +12,7 @@ import pytest
 from wfstdecode import OptionsError
 from wfstdecode.compact_lattice import CompactLattice, compact_from_fst, determinize
 from wfstdecode.ctc import CtcBeamOptions, ctc_lattices
-from wfstdecode.errors import InputFileError
+from wfstdecode.errors import GraphError, InputFileError
 from wfstdecode.lattice import _NOTHING
 from wfstdecode.lattice_io import read_kaldi_archive, write_kaldi_archive
 from wfstdecode.testing import random_graph, random_log_probs
@@ -301,3 +301,83 @@ def test_a_lowered_determinization_beam_is_noted_on_the_hypotheses(monkeypatch):
     (hyps,) = decode_ctc(lp, None, g, options)
     for h in hyps:
         assert h.notes[-1].startswith("determinized at lattice beam")
+
+
+def _text(s: str) -> bytes:
+    return struct.pack("<i", len(s)) + s.encode()
+
+
+def test_a_final_acoustic_cost_survives_the_expansion_to_a_state_level_lattice():
+    """Mutant K3 (`to_lattice` chains a final weight only when it has a string): a final weight
+    ``(0.5, 0.75)`` with no string loses its acoustic part (a `Lattice` keeps graph final
+    costs only), so the expanded lattice's paths are cheaper than the CompactLattice's."""
+    from wfstdecode.compact_lattice import compact_from_fst
+
+    c = compact_from_fst(dict(
+        start=0, src=np.array([0], np.int32), dst=np.array([1], np.int32),
+        word=np.array([7], np.int32), graph_cost=np.array([1.0]), acoustic_cost=np.array([2.0]),
+        string=np.array([3], np.int32), string_start=np.array([0, 1]),
+        final_graph=np.array([np.inf, 0.5]), final_acoustic=np.array([np.inf, 0.75]),
+        final_string=np.zeros(0, np.int32), final_string_start=np.array([0, 0, 0]),
+    ), 0.5)  # fmt: skip
+    lat = c.to_lattice()
+    assert lat.best_cost == pytest.approx(1.0 + 0.5 + 0.5 * (2.0 + 0.75))
+    assert float(lat.acoustic_cost.sum()) == pytest.approx(2.75)
+
+
+def test_kaldi_lattice_file_layout():
+    """Mutant F1 (a non-final state written as ``(inf, 0)``: Kaldi's zero is ``(inf, inf)``;
+    Kaldi would take ``(inf, 0)`` for a final weight, and it is not a LatticeWeight member)."""
+    from wfstdecode.fstio import write_lattice_bytes
+
+    got = write_lattice_bytes(np.array([np.inf, 0.5], np.float32), np.array([0]), np.array([1]),
+                              np.array([3]), np.array([7]), np.array([1.5], np.float32),
+                              np.array([2.0], np.float32))  # fmt: skip
+    want = (struct.pack("<i", 2125659606) + _text("vector") + _text("lattice4")
+            + struct.pack("<iiQqqq", 2, 0, 3, 0, 2, 1)
+            + struct.pack("<ffq", np.inf, np.inf, 1) + struct.pack("<iiffi", 3, 7, 1.5, 2.0, 1)
+            + struct.pack("<ffq", 0.5, 0.0, 0))  # fmt: skip
+    assert got == want
+
+
+def test_a_lattice_starting_outside_its_states_is_refused():
+    """Mutant F4 (the lattice header's start state not checked)."""
+    from wfstdecode.fstio import read_lattice_bytes
+
+    for arcs, start in (("lattice4", 2), ("compactlattice44", 5), ("lattice4", -1)):
+        data = (struct.pack("<i", 2125659606) + _text("vector") + _text(arcs)
+                + struct.pack("<iiQqqq", 2, 0, 3, start, 1, 0))  # fmt: skip
+        data += (
+            struct.pack("<ffq", 0.0, 0.0, 0)
+            if arcs == "lattice4"
+            else struct.pack("<ffiq", 0.0, 0.0, 0, 0)
+        )
+        with pytest.raises(GraphError, match=f"starts at state {start}"):
+            read_lattice_bytes(data)
+
+
+def test_a_half_infinite_final_weight_is_refused_in_either_lattice_kind(tmp_path):
+    """``(g, inf)`` is no Kaldi lattice weight (its Member() is false): a CompactLattice read it
+    as not final, a Lattice as final with the infinite acoustic part dropped (a finite path).
+    Both refuse it now, naming the state; writing one is refused too."""
+    from wfstdecode.compact_lattice import compact_from_fst
+    from wfstdecode.fstio import FST_MAGIC, read_lattice_bytes
+    from wfstdecode.lattice_io import write_kaldi_archive
+
+    half = compact_from_fst(dict(
+        start=0, src=np.array([0], np.int32), dst=np.array([1], np.int32),
+        word=np.array([7], np.int32), graph_cost=np.array([1.0]), acoustic_cost=np.array([1.0]),
+        string=np.zeros(0, np.int32), string_start=np.array([0, 0]),
+        final_graph=np.array([np.inf, 0.0]), final_acoustic=np.array([np.inf, np.inf]),
+        final_string=np.zeros(0, np.int32), final_string_start=np.array([0, 0, 0]),
+    ), 1.0)  # fmt: skip
+    with pytest.raises(GraphError, match=r"state 1 has the final weight \(0.0, inf\)"):
+        read_lattice_bytes(half.kaldi_bytes())
+    with pytest.raises(OptionsError, match=r"state 1 has the final weight \(0.0, inf\)"):
+        write_kaldi_archive({"u": half}, tmp_path / "x.ark")
+    lattice4 = (struct.pack("<i", FST_MAGIC) + _text("vector") + _text("lattice4")
+                + struct.pack("<iiQqqq", 2, 0, 3, 0, 2, 1)
+                + struct.pack("<ffq", np.inf, np.inf, 1) + struct.pack("<iiffi", 3, 7, 1.5, 2.0, 1)
+                + struct.pack("<ffq", 0.5, np.inf, 0))  # fmt: skip
+    with pytest.raises(GraphError, match=r"state 1 has the final weight \(0.5, inf\)"):
+        read_lattice_bytes(lattice4)

@@ -4,6 +4,7 @@ word sequence's cost by exactly ``lm_scale * new - old`` (KenLM's sentence costs
 alignment kept; the pruned composition keeps the best path; `decode_ctc(rescore=)` and
 `wfstdecode decode --rescore-lm` give the rescored lattice's n best; bad requests are refused."""
 
+import argparse
 import math
 
 import numpy as np
@@ -481,3 +482,154 @@ def test_an_archive_is_read_at_the_acoustic_scale_given(tmp_path):
     for bad in (0, 0.0, -1.0, math.inf, math.nan, True, "1"):
         with pytest.raises(OptionsError, match="positive finite"):
             read_kaldi_archive(compact, acoustic_scale=bad)
+
+
+def test_rescore_refuses_max_nodes_below_one(tmp_path):
+    """Mutant R8 (``max_nodes < 0`` refused, 0 accepted): max_nodes=0 then imposes no limit at
+    all (the compiled loop never reaches node 0)."""
+    from wfstdecode.ctc import CtcBeamOptions, ctc_lattices
+    from wfstdecode.rescore import NgramLm, rescore
+
+    g, lp, lengths, old, new = _first_pass(tmp_path, 1)
+    (lat,) = ctc_lattices(lp[:1], lengths[:1], g, CtcBeamOptions(lattice_beam=8.0))
+    for bad in (0, -1):
+        with pytest.raises(OptionsError, match="max_nodes must be an int >= 1"):
+            rescore(lat, g.words, NgramLm(new), NgramLm(old), max_nodes=bad)
+
+
+def test_the_pruning_limit_is_the_first_pass_best_path_rescored_with_its_end(tmp_path):
+    """Mutant R6 (`_rescored_best` leaves out the new and old LMs' ``</s>`` costs): the limit
+    the pruned composition keeps to moves by their difference. The cost must be that of the
+    path's word sequence rescored whole, ``</s>`` included."""
+    from wfstdecode.ctc import CtcBeamOptions, ctc_lattices
+    from wfstdecode.rescore import NgramLm, _rescored_best
+
+    g, lp, lengths, old, new = _first_pass(tmp_path, 4)
+    new_lm, old_lm = NgramLm(new), NgramLm(old)
+
+    def step(state, word):
+        c_new, s_new = new_lm.step(state[1], word)
+        c_old, s_old = old_lm.step(state[0], word)
+        return 0.7 * c_new - c_old, (s_old, s_new)
+
+    for lat in ctc_lattices(lp, lengths, g, CtcBeamOptions(lattice_beam=8.0)):
+        names = {w: g.words.symbol(w) for w in np.unique(lat.olabel).tolist() if w}
+        best, arcs = _rescored_best(lat, names, step, (old_lm.start, new_lm.start))
+        words = [names[w] for w in lat.olabel[arcs].tolist() if w]
+        want = (lat.best_cost - old_lm.sentence_cost(words)
+                + 0.7 * new_lm.sentence_cost(words))  # fmt: skip
+        assert best == pytest.approx(want, rel=1e-6, abs=1e-4)
+
+
+def test_a_pruned_rescoring_keeps_no_dead_ends(tmp_path):
+    """Mutant R7 (the pruned composition returned as composed): the split nodes it did not
+    follow stay in the lattice as dead ends (nodes on no complete path), growing the rescored
+    lattice and the --out archive."""
+    from wfstdecode.ctc import CtcBeamOptions, ctc_lattices
+    from wfstdecode.rescore import NgramLm, rescore
+
+    g, lp, lengths, old, new = _first_pass(tmp_path, 0)
+    for lat in ctc_lattices(lp, lengths, g, CtcBeamOptions(lattice_beam=8.0)):
+        for beam in (0.5, 2.0):
+            out = rescore(lat, g.words, NgramLm(new), NgramLm(old), lm_scale=0.7, beam=beam)
+            through = out.forward() + out.backward()
+            assert np.isfinite(through).all(), beam
+
+
+def test_a_split_node_exactly_at_the_limit_is_followed():
+    """Mutant C5 (the compiled loop prunes at ``alpha + beta >= limit``, the reference at
+    ``>``): node 2 (alpha 2, beta 0) lies exactly at limit 2 and off the best path 0-1-3."""
+    from wfstdecode.rescore_compose import compose, compose_reference
+
+    first = np.array([0, 2, 3, 4, 4], np.int64)
+    dst = np.array([1, 2, 3, 3], np.int32)
+    olabel = np.zeros(4, np.int32)
+    w_arc = np.array([1.0, 2.0, 0.0, 0.0])
+    beta = np.array([1.0, 0.0, 0.0, 0.0])
+    args = (first, dst, olabel, w_arc, beta, 2.0, np.array([0, 2]), (), None)
+    arc_of = compose(*args, 100)[5]
+    assert arc_of.tolist() == [0, 1, 2, 3]
+    assert arc_of.tolist() == compose_reference(*args, 100)[4].tolist()
+
+
+def test_max_nodes_is_the_most_split_nodes_allowed():
+    """Mutant C4 (``r > max_nodes``: one split node more than max_nodes passes). A chain of 3
+    nodes splits into 3: max_nodes 3 composes it, 2 is refused, as the reference loop does."""
+    from wfstdecode.rescore_compose import compose, compose_reference
+
+    first = np.array([0, 1, 2, 2], np.int64)
+    dst, olabel = np.array([1, 2], np.int32), np.zeros(2, np.int32)
+    args = (first, dst, olabel, np.zeros(2), np.zeros(3), math.inf, np.zeros(0, np.int64), (),
+            None)  # fmt: skip
+    for fn in (compose, compose_reference):
+        assert fn(*args, 3)[0].tolist() == [0, 1, 2]
+        with pytest.raises(OptionsError, match="more than 2 nodes"):
+            fn(*args, 2)
+
+
+def _decode_args(**kw):
+    args = dict(rescore_lm=None, first_pass_lm=None, lm_scale=1.0, rescore_beam=None,
+                lattice_beam=8.0)  # fmt: skip
+    args.update(kw)
+    return argparse.Namespace(**args)
+
+
+def test_decode_rescore_beam_overrides_the_lattice_beam(tmp_path):
+    """Mutant L1 (--rescore-beam ignored: the lattice beam always prunes the composition)."""
+    from wfstdecode.cli_rescore import rescoring
+    from wfstdecode.testing.lm import random_arpa
+
+    lm = tmp_path / "lm.arpa"
+    lm.write_text(random_arpa(["a", "b"], order=2, seed=0))
+    assert rescoring(_decode_args(rescore_lm=lm, first_pass_lm=lm)).beam == 8.0
+    assert rescoring(_decode_args(rescore_lm=lm, first_pass_lm=lm, rescore_beam=3.0)).beam == 3.0
+    assert (
+        rescoring(_decode_args(rescore_lm=lm, first_pass_lm=lm, rescore_beam=math.inf)).beam is None
+    )
+
+
+def test_first_pass_lm_without_rescore_lm_is_refused(tmp_path):
+    """Mutant L3 (decode --first-pass-lm without --rescore-lm silently ignored)."""
+    from wfstdecode.cli_rescore import rescoring
+    from wfstdecode.errors import WfstDecodeError
+
+    with pytest.raises(WfstDecodeError, match="--first-pass-lm goes with --rescore-lm"):
+        rescoring(_decode_args(first_pass_lm=tmp_path / "lm.arpa"))
+    assert rescoring(_decode_args()) is None
+
+
+def test_rescore_out_is_determinized_at_the_rescoring_beam(tmp_path, monkeypatch, capsys):
+    """Mutant L2 (--out determinized unpruned whatever --beam says)."""
+    import wfstdecode.compact_lattice as cl
+    from wfstdecode.cli import main
+    from wfstdecode.ctc import CtcBeamOptions, ctc_lattices
+    from wfstdecode.lattice_io import write_kaldi_archive
+
+    g, lp, lengths, old, new = _first_pass(tmp_path, 6)
+    g.words.write(tmp_path / "words.txt")
+    lattices = ctc_lattices(lp, lengths, g, CtcBeamOptions(lattice_beam=8.0))
+    write_kaldi_archive(dict(zip(["u1", "u2"], lattices, strict=True)), tmp_path / "lat.ark")
+    limits = []
+    real = cl.determinize_pruned
+    monkeypatch.setattr(
+        cl,
+        "determinize_pruned",
+        lambda lat, beam, *a, **k: limits.append(beam) or real(lat, beam, *a, **k),
+    )
+    argv = [
+        "rescore",
+        str(tmp_path / "lat.ark"),
+        "--words",
+        str(tmp_path / "words.txt"),
+        "--new-lm",
+        str(new),
+        "--old-lm",
+        str(old),
+        "--out",
+        str(tmp_path / "r.ark"),
+    ]
+    assert main([*argv, "--beam", "3"]) == 0
+    assert limits == [3.0, 3.0]
+    limits.clear()
+    assert main(argv) == 0
+    assert limits == [math.inf, math.inf]

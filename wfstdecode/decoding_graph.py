@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import GraphError, WfstDecodeError
-from .fstio import FstArrays, read_openfst, write_openfst
+from .fstio import FstArrays, checked_array, read_openfst, write_openfst
 from .safe_io import MAX_JSON_BYTES, NpzArchive, json_object, replacing, write_aligned_npz
 from .symbols import SymbolTable
 
@@ -55,7 +55,8 @@ class Pronunciations:
 
     def __post_init__(self):  # integers that do not fit raise, never wrap
         for name, dtype in (("word", np.int32), ("offsets", np.int64), ("tokens", np.int32)):
-            object.__setattr__(self, name, _as_field(f"pron_{name}", getattr(self, name), dtype))
+            value = checked_array(f"pron_{name}", getattr(self, name), dtype)
+            object.__setattr__(self, name, value)
 
     @classmethod
     def from_lexicon(cls, entries, tokens: SymbolTable, words: SymbolTable) -> Pronunciations:
@@ -280,7 +281,7 @@ class DecodingGraph:
 
     def _validate(self) -> None:
         for name, dtype in _ARRAY_FIELDS.items():
-            object.__setattr__(self, name, _as_field(name, getattr(self, name), dtype))
+            object.__setattr__(self, name, checked_array(name, getattr(self, name), dtype))
         meta = self.metadata
         if not isinstance(meta, dict) or not all(isinstance(k, str) for k in meta):
             raise GraphError("metadata must be a dict with string keys (it is saved as JSON)")
@@ -339,26 +340,6 @@ class DecodingGraph:
         _first_bad("final_cost", final, ~(np.abs(final) <= MAX_COST) & ~np.isposinf(final),
                    f"final costs must be at most {MAX_COST:g} in magnitude, or +inf for a "
                    "non-final state")  # fmt: skip
-
-
-def _as_field(name: str, value, dtype) -> np.ndarray:
-    """``value`` as a 1-D contiguous array of ``dtype``; integers must fit it (no wrap-around)."""
-    try:
-        arr = np.asarray(value)
-    except (ValueError, TypeError) as exc:
-        raise GraphError(f"{name} is not an array ({exc})") from None
-    if arr.ndim != 1:
-        raise GraphError(f"{name} must be 1-D; got shape {arr.shape}")
-    target = np.dtype(dtype)
-    allowed = "f" if target.kind == "f" else ""
-    if arr.size and (arr.dtype.kind not in "iu" + allowed):
-        raise GraphError(f"{name} must hold {target.name} values; got dtype {arr.dtype}")
-    if target.kind == "i" and arr.size and arr.dtype != target:
-        info = np.iinfo(target)
-        lo, hi = int(arr.min()), int(arr.max())
-        if lo < info.min or hi > info.max:
-            raise GraphError(f"{name} holds {lo if lo < info.min else hi}, outside {target.name}")
-    return np.ascontiguousarray(arr, dtype=target)
 
 
 def _first_bad(name: str, values: np.ndarray, bad: np.ndarray, why: str) -> None:

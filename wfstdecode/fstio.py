@@ -37,6 +37,26 @@ _CONST_STATE_DTYPE = np.dtype(
 _VECTOR_STATE_HEADER = np.dtype([("final", "<f4"), ("narcs", "<i8")])
 
 
+def checked_array(name: str, value, dtype) -> np.ndarray:
+    """``value`` as a 1-D contiguous array of ``dtype``; integers must fit it (no wrap-around)."""
+    try:
+        arr = np.asarray(value)
+    except (ValueError, TypeError) as exc:
+        raise GraphError(f"{name} is not an array ({exc})") from None
+    if arr.ndim != 1:
+        raise GraphError(f"{name} must be 1-D; got shape {arr.shape}")
+    target = np.dtype(dtype)
+    allowed = "f" if target.kind == "f" else ""
+    if arr.size and (arr.dtype.kind not in "iu" + allowed):
+        raise GraphError(f"{name} must hold {target.name} values; got dtype {arr.dtype}")
+    if target.kind == "i" and arr.size and arr.dtype != target:
+        info = np.iinfo(target)
+        lo, hi = int(arr.min()), int(arr.max())
+        if lo < info.min or hi > info.max:
+            raise GraphError(f"{name} holds {lo if lo < info.min else hi}, outside {target.name}")
+    return np.ascontiguousarray(arr, dtype=target)
+
+
 @dataclass
 class FstArrays:
     """A weighted FST as flat arrays; costs are OpenFst tropical costs (lower is better).
@@ -52,11 +72,11 @@ class FstArrays:
     olabel: np.ndarray  # int32 [A]
     weight: np.ndarray  # float32 [A]
 
-    def __post_init__(self):
-        self.final = np.ascontiguousarray(self.final, dtype=np.float32)
+    def __post_init__(self):  # integers that do not fit raise, never wrap
+        self.final = checked_array("final", self.final, np.float32)
         for name in ("src", "dst", "ilabel", "olabel"):
-            setattr(self, name, np.ascontiguousarray(getattr(self, name), dtype=np.int32))
-        self.weight = np.ascontiguousarray(self.weight, dtype=np.float32)
+            setattr(self, name, checked_array(name, getattr(self, name), np.int32))
+        self.weight = checked_array("weight", self.weight, np.float32)
         n = len(self.src)
         if any(len(a) != n for a in (self.dst, self.ilabel, self.olabel, self.weight)):
             raise GraphError("arc arrays differ in length")
@@ -398,15 +418,16 @@ def read_lattice_bytes(data, offset: int = 0, path: str = "<bytes>") -> tuple[di
 
 
 def check_weights(what: str, arc_parts, final_parts) -> None:
-    """Arc weights (graph, acoustic) must be finite and final weights neither NaN nor -inf
-    (+inf is Kaldi's zero: not final). Searches silently skip a NaN arc, and a -inf one makes
-    every score through it -inf. ``what`` names the lattice in the message."""
+    """Arc weights (graph, acoustic) must be finite and final weights finite or (+inf, +inf),
+    Kaldi's zero (not final): no NaN, no -inf, not one part infinite (read as final, a lattice
+    dropped the infinite part). Searches silently skip a NaN arc, and a -inf one makes every
+    score through it -inf. ``what`` names the lattice in the message."""
     arc_bad = ~np.isfinite(arc_parts[0]) | ~np.isfinite(arc_parts[1])
     if arc_bad.any():
         i = int(np.flatnonzero(arc_bad)[0])
         weight = (float(arc_parts[0][i]), float(arc_parts[1][i]))
         raise GraphError(f"{what}: arc {i} weighs {weight}; arc weights must be finite")
-    final_bad = np.zeros(len(final_parts[0]), bool)
+    final_bad = np.isinf(final_parts[0]) != np.isinf(final_parts[1])  # (Kaldi's Member())
     for part in final_parts:
         final_bad |= np.isnan(part) | (part == -np.inf)
     if final_bad.any():

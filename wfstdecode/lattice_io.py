@@ -29,8 +29,8 @@ def write_kaldi_archive(lattices, path: str | os.PathLike | io.BufferedIOBase) -
             raise OptionsError(f"lattice {key!r} is {type(lat).__name__}, not a Lattice or "
                                "CompactLattice (leave out utterances without one)")  # fmt: skip
         compact = hasattr(lat, "final_graph")
-        finals = ((lat.final_graph, lat.final_acoustic) if compact
-                  else (lat.final, np.zeros_like(lat.final)))  # fmt: skip
+        finals = ((lat.final_graph, lat.final_acoustic) if compact  # (not final: (inf, inf))
+                  else (lat.final, np.where(np.isinf(lat.final), np.inf, 0.0)))  # fmt: skip
         try:  # what read_kaldi_archive would refuse is not written
             check_weights(f"lattice {key!r}", (lat.graph_cost, lat.acoustic_cost), finals)
         except GraphError as exc:

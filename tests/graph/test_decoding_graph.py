@@ -1,6 +1,7 @@
 """DecodingGraph: CSR layout, .npz save/load, OpenFst binary files in and out."""
 
 import dataclasses
+import struct
 
 import numpy as np
 import pynini
@@ -298,3 +299,106 @@ def test_pronunciations_round_trip_and_are_checked(demo_build, tmp_path):
             DecodingGraph.load(tmp_path / "bad.npz")
     with pytest.raises(GraphError, match="outside int32"):
         Pronunciations(p.word, p.offsets, p.tokens.astype(np.int64) + 2**40)
+
+
+def test_const_fst_epsilon_counts_are_openfsts(tmp_path):
+    """Mutant F2 (the ConstFst state records' input-epsilon count counts output epsilons):
+    OpenFst answers NumInputEpsilons / NumOutputEpsilons from these records."""
+    pywrapfst = pytest.importorskip("pywrapfst")
+    from wfstdecode.fstio import FstArrays, write_openfst
+
+    fst = FstArrays(0, [np.inf, np.inf, 0.0], [0, 0, 0, 1], [1, 2, 2, 2], [0, 0, 3, 4],
+                    [5, 6, 0, 6], [0.5, 1.0, 1.5, 2.0])  # fmt: skip
+    path = tmp_path / "c.fst"
+    write_openfst(fst, path, "const")
+    f = pywrapfst.Fst.read(str(path))
+    assert f.fst_type() == "const"
+    assert [f.num_input_epsilons(s) for s in range(3)] == [2, 0, 0]
+    assert [f.num_output_epsilons(s) for s in range(3)] == [1, 0, 0]
+
+
+def test_a_const_fst_whose_state_block_is_not_a_multiple_of_16_bytes_reads_back(tmp_path):
+    """Mutant F8 (no alignment to 16 bytes before the arcs of an aligned ConstFst): 3 state
+    records are 60 bytes, so the arcs start after 4 bytes of padding, ours and OpenFst's."""
+    pywrapfst = pytest.importorskip("pywrapfst")
+    from wfstdecode.fstio import FstArrays, read_openfst, write_openfst
+
+    fst = FstArrays(0, [np.inf, np.inf, 0.0], [0, 0, 0, 1], [1, 2, 2, 2], [0, 0, 3, 4],
+                    [5, 6, 0, 6], [0.5, 1.0, 1.5, 2.0])  # fmt: skip
+    write_openfst(fst, tmp_path / "ours.fst", "const")
+    vector = tmp_path / "v.fst"
+    write_openfst(fst, vector)
+    pywrapfst.convert(pywrapfst.Fst.read(str(vector)), "const").write(str(tmp_path / "theirs.fst"))
+    for name in ("ours.fst", "theirs.fst"):
+        back = read_openfst(tmp_path / name)
+        for field in ("final", "src", "dst", "ilabel", "olabel", "weight"):
+            np.testing.assert_array_equal(getattr(back, field), getattr(fst, field), name)
+
+
+def test_const_fst_state_records_must_point_at_their_arcs(tmp_path):
+    """Mutant F3 (a ConstFst state's ``pos`` not checked): OpenFst finds a state's arcs at
+    ``pos``; a file whose records disagree with the arc counts is read otherwise by OpenFst
+    and must be refused, not read by the counts."""
+    from wfstdecode.fstio import FstArrays, read_openfst_bytes, write_openfst_bytes
+
+    fst = FstArrays(0, [np.inf, 0.0], [0, 1], [1, 1], [1, 2], [0, 0], [0.5, 1.0])
+    data = bytearray(write_openfst_bytes(fst, "const"))
+    header = 4 + (4 + 5) + (4 + 8) + struct.calcsize("<iiQqqq")
+    records = -(-header // 16) * 16
+    assert struct.unpack_from("<fIIII", data, records + 20) == (0.0, 1, 1, 0, 1)  # state 1
+    struct.pack_into("<I", data, records + 24, 0)  # state 1's arcs "at" arc 0
+    with pytest.raises(GraphError, match="state records do not match"):
+        read_openfst_bytes(bytes(data), "x.fst")
+
+
+def test_arcs_between_the_emitting_and_the_epsilon_blocks_are_refused():
+    """Mutant D2 (``e_offsets[-1] == ne_offsets[0]`` not checked): an arc in neither block
+    belongs to no state and would silently never be taken."""
+    from wfstdecode.decoding_graph import DecodingGraph
+
+    fields = dict(start=0, final_cost=[0.0], next_state=[0], weight=[0.0], ilabel=[1],
+                  olabel=[0])  # fmt: skip
+    assert DecodingGraph(e_offsets=[0, 1], ne_offsets=[1, 1], **fields).num_emitting_arcs == 1
+    with pytest.raises(GraphError, match="not a valid CSR layout"):
+        DecodingGraph(e_offsets=[0, 0], ne_offsets=[1, 1], **fields)
+
+
+def test_a_word_table_with_gaps_and_no_epsilon_entry_accepts_epsilon_outputs():
+    """Mutant D3 (``listed[0] = True`` dropped): olabel 0 is the epsilon whether or not the
+    table lists id 0."""
+    from wfstdecode import SymbolTable
+    from wfstdecode.decoding_graph import DecodingGraph
+    from wfstdecode.fstio import FstArrays
+
+    words = SymbolTable()
+    words.add("a", 1), words.add("c", 3)
+    fst = FstArrays(0, [np.inf, 0.0], [0, 0], [1, 1], [1, 0], [0, 3], [0.0, 0.0])
+    g = DecodingGraph.from_arrays(fst, words=words)
+    assert sorted(g.olabel.tolist()) == [0, 3]
+
+
+def test_an_empty_pronunciation_is_refused():
+    """Mutant D4 (offsets only need to be non-decreasing: an empty spelling passes)."""
+    from wfstdecode import SymbolTable
+    from wfstdecode.decoding_graph import DecodingGraph, Pronunciations
+    from wfstdecode.fstio import FstArrays
+
+    fst = FstArrays(0, [np.inf, 0.0], [0, 0], [1, 1], [1, 0], [1, 0], [0.0, 0.0])
+    tokens, words = SymbolTable.from_list(["<blk>", "a"]), SymbolTable.from_list(["<eps>", "w"])
+    ok = Pronunciations(np.array([1]), np.array([0, 1]), np.array([1]))
+    assert DecodingGraph.from_arrays(fst, tokens, words, pronunciations=ok).pronunciations is ok
+    empty = Pronunciations(np.array([1, 1]), np.array([0, 1, 1]), np.array([1]))
+    with pytest.raises(GraphError, match="not a valid layout of non-empty spellings"):
+        DecodingGraph.from_arrays(fst, tokens, words, pronunciations=empty)
+
+
+def test_integers_below_the_field_type_are_refused_not_wrapped():
+    """Mutant D5 (only values above the type's range are refused): -2**40 as int32 wraps to 0,
+    a valid state, and the graph would silently lead there."""
+    from wfstdecode.decoding_graph import DecodingGraph
+
+    fields = dict(start=0, final_cost=[0.0], e_offsets=[0, 1], ne_offsets=[1, 1],
+                  weight=[0.0], ilabel=[1], olabel=[0])  # fmt: skip
+    assert DecodingGraph(next_state=np.array([0], np.int64), **fields).next_state.tolist() == [0]
+    with pytest.raises(GraphError, match="next_state holds -1099511627776, outside int32"):
+        DecodingGraph(next_state=np.array([-(2**40)], np.int64), **fields)
