@@ -229,15 +229,17 @@ def decode_command(args: argparse.Namespace) -> None:
 
 def decode_corpus_command(args: argparse.Namespace) -> int:
     from .corpus import CtcCorpusDecoder, TransducerCorpusDecoder, decode_corpus, print_summary
+    from .ctc import read_reference_texts
 
     if (args.graph is None) == (args.transducer is None):
         raise WfstDecodeError("give --graph (CTC log-probs) or --transducer MODEL, not both")
     if args.transducer is not None:
         ctc_given = [n for n in DECODE_OPTIONS if n != "nbest" and getattr(args, n) is not None]
         if (ctc_given or args.boost or args.boost_file or args.oov_lexicon or args.backend != "cpu"
-                or args.no_mmap):  # fmt: skip
+                or args.no_mmap or args.text):  # fmt: skip
             raise WfstDecodeError("--transducer decodes without a graph: --beam, --boost, "
-                                  "--backend, --no-mmap and the like do not apply")  # fmt: skip
+                                  "--backend, --no-mmap, --text and the like do not "
+                                  "apply")  # fmt: skip
         nbest = 1 if args.nbest is None else args.nbest
         decoder = TransducerCorpusDecoder(args.transducer, transducer_beam_options(args, nbest),
                                           args.threads_per_worker, args.frame_shift)  # fmt: skip
@@ -252,6 +254,7 @@ def decode_corpus_command(args: argparse.Namespace) -> int:
             str(args.graph), CtcBeamOptions(**given), boosts_of(args),
             backend=args.backend, num_threads=args.threads_per_worker, mmap=not args.no_mmap,
             frame_shift=args.frame_shift, oov_lexicon=oov_lexicon_of(args),
+            references=None if args.text is None else read_reference_texts(args.text),
         )  # fmt: skip
     summary = decode_corpus(
         args.manifest, args.out, decoder, workers=args.workers, executor=args.executor,
@@ -413,6 +416,9 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard-timeout", type=float, metavar="SECONDS",
                    help="stop a worker that holds a shard this long; retry the shard")  # fmt: skip
     p.add_argument("--frame-shift", type=float, help="seconds per frame: word times, RTFx")
+    p.add_argument("--text", type=Path, metavar="FILE",
+                   help="reference transcripts, 'ID word word ...' per line (a Kaldi data "
+                        "directory's text), in place of the shards' texts: WER")  # fmt: skip
     p.add_argument("--no-mmap", action="store_true",
                    help="read the graph in each worker (default: map, share pages)")  # fmt: skip
     p.add_argument("--verify", action="store_true",

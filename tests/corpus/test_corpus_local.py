@@ -405,3 +405,32 @@ def test_kaldi_archives_are_shards_as_their_npz_are(corpus, tmp_path):
     (arks / "all.scp").write_text("x shard00.ark:9\n")
     with pytest.raises(WfstDecodeError, match="all.scp: a Kaldi script is not a shard"):
         read_manifest(arks / "all.scp", (".npz", ".ark"))
+
+
+def test_reference_texts_give_kaldi_archives_their_wer(corpus, tmp_path, capsys):
+    """decode-corpus --text (a Kaldi data directory's text) scores archives, which carry no
+    texts, as the .npz shards' own texts score them; a shard without ids cannot be matched to
+    references and fails by name; a changed text file is a changed config."""
+    kio = pytest.importorskip("kaldi_native_io", reason="writes the archives")
+    arks, lines = tmp_path / "arks", []
+    arks.mkdir()
+    for path in corpus.shards:
+        with np.load(path) as z, kio.FloatMatrixWriter(f"ark:{arks / path.stem}.ark") as w:
+            for i, (lp, n, text) in enumerate(zip(z["log_probs"], z["lengths"], z["texts"],
+                                                  strict=True)):  # fmt: skip
+                w.write(f"{path.stem}-{i}", lp[:n])
+                lines.append(f"{path.stem}-{i} {text}\n")
+    (tmp_path / "text").write_text("".join(lines))
+    want = run(corpus, tmp_path / "npz_out")
+    argv = ["decode-corpus", str(arks), "--graph", str(corpus.graph_path), "--out",
+            str(tmp_path / "out"), "--executor", "local", "--workers", "1", "--quiet",
+            "--text", str(tmp_path / "text")]  # fmt: skip
+    assert main(argv) == 0
+    got = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert got["wer"] == pytest.approx(want.wer) and got["failed"] == []
+    (tmp_path / "text").write_text("".join(lines[1:]))
+    assert main(argv) == 2 and "--force" in capsys.readouterr().err  # (another config)
+    decoder = CtcCorpusDecoder(str(corpus.graph_path), references={"x": "a"})
+    summary = run(corpus, tmp_path / "no_ids", decoder, workers=1)
+    assert len(summary.failed) == len(corpus.shards)
+    assert "has no 'ids': the reference texts name utterances by id" in summary.failed[0]["error"]

@@ -73,7 +73,10 @@ class CtcCorpusDecoder:
     mmap:        map the graph file (pages shared by the workers of a node) instead of reading it;
     frame_shift: seconds per frame: word times in seconds besides frames, and RTFx;
     oov_lexicon: pronunciations of boosted words the graph lacks, for a graph with an oov slot
-                 (`decode_ctc`).
+                 (`decode_ctc`);
+    references:  ``{utterance id: transcript}`` (`wfstdecode.ctc.read_reference_texts`) in place
+                 of the shards' ``texts``: every utterance of a shard needs one, and the shard
+                 ids (an ``.npz`` without ``ids`` fails: its utterances have no names).
     """
 
     graph: str
@@ -84,6 +87,7 @@ class CtcCorpusDecoder:
     mmap: bool = True
     frame_shift: float | None = None
     oov_lexicon: Mapping | None = None
+    references: Mapping[str, str] | None = None
     _graph_id: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self):
@@ -143,7 +147,9 @@ class CtcCorpusDecoder:
             "boosts": {str(k): v for k, v in self.boosts.items()} if self.boosts else None,
             "oov_lexicon": lexicon,
             "frame_shift": self.frame_shift,
-        }
+            "references_sha256": None if self.references is None else hashlib.sha256(
+                json.dumps(sorted(self.references.items())).encode()).hexdigest(),
+        }  # fmt: skip
 
     shard_suffixes: ClassVar[tuple[str, ...]] = (".npz", ".ark")
 
@@ -162,8 +168,12 @@ class CtcCorpusDecoder:
         threads = self.num_threads if self.backend in ("cpu", "auto") else None
 
         def run(path):
+            if self.references is not None and not _has_ids(path):
+                raise InputFileError(path, None, "has no 'ids': the reference texts name "
+                                                 "utterances by id")  # fmt: skip
             r = decode_npz(path, graph, self.options, self.boosts, backend=self.backend,
-                           num_threads=threads, oov_lexicon=self.oov_lexicon)  # fmt: skip
+                           num_threads=threads, oov_lexicon=self.oov_lexicon,
+                           references=self.references)  # fmt: skip
             return r.ids, r.hypotheses, r.lengths, r.references
 
         return decode_shard(path, name, run, self.frame_shift, nbest=self.options.nbest)
