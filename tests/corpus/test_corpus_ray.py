@@ -2,6 +2,9 @@
 or duplicated when an actor crashes or is killed from outside mid-shard."""
 
 import json
+import os
+import signal
+import sys
 import threading
 import time
 from pathlib import Path
@@ -16,9 +19,32 @@ ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'wfst
 
 @pytest.fixture(scope="module", autouse=True)
 def local_ray():
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    """A local Ray, started as decode-corpus starts one: the SIGTERM handler ray.init sets
+    (SystemExit) is put back, as it was, for the tests this process runs next."""
+    from wfstdecode.corpus.pools import _keeping_sigterm
+
+    before = signal.getsignal(signal.SIGTERM)
+    _keeping_sigterm(ray.init, num_cpus=2, include_dashboard=False, log_to_driver=False)
+    assert signal.getsignal(signal.SIGTERM) is before
     yield
     ray.shutdown()
+
+
+def test_a_sigterm_during_a_ray_run_is_the_commands_to_handle():
+    """ray.init makes SIGTERM raise SystemExit(15): a decode-corpus run on Ray, stopped by a
+    scheduler, would end without saying so (or keeping its summary) and exit 15, not 143."""
+    from wfstdecode.corpus.pools import _keeping_sigterm
+    from wfstdecode.interrupts import Terminated, termination_raised
+
+    def init_as_ray_does():
+        signal.signal(signal.SIGTERM, lambda signum, frame: sys.exit(signum))
+
+    with termination_raised():
+        _keeping_sigterm(init_as_ray_does)
+        with pytest.raises(Terminated):
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+    assert signal.getsignal(signal.SIGTERM) is signal.SIG_DFL
 
 
 def run(corpus, out, decoder, **kw):

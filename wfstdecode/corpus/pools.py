@@ -23,6 +23,7 @@ import logging
 import multiprocessing
 import multiprocessing.connection
 import signal
+import threading
 import time
 import uuid
 import warnings
@@ -253,7 +254,8 @@ class RayPool:
         import ray
 
         if not ray.is_initialized():
-            ray.init(address=address, log_to_driver=False, include_dashboard=False)
+            _keeping_sigterm(ray.init, address=address, log_to_driver=False,
+                             include_dashboard=False)  # fmt: skip
         elif address is not None:
             log.warning("Ray is already initialised in this process; --address %s is ignored",
                         address)  # fmt: skip
@@ -329,3 +331,16 @@ class RayPool:
         for actor in self._actors:
             self._ray.kill(actor, no_restart=True)
         self._busy.clear()
+
+
+def _keeping_sigterm(init, **kwargs) -> None:
+    """``init(**kwargs)`` (`ray.init`, which makes SIGTERM exit the process with SystemExit)
+    with this process's SIGTERM handler put back: the command's own (`interrupts.Terminated`,
+    so a stopped run keeps its shards and says it was stopped), or the default."""
+    main = threading.current_thread() is threading.main_thread()
+    before = signal.getsignal(signal.SIGTERM) if main else None
+    try:
+        init(**kwargs)
+    finally:
+        if before is not None:
+            signal.signal(signal.SIGTERM, before)
