@@ -37,8 +37,10 @@ _CONST_STATE_DTYPE = np.dtype(
 _VECTOR_STATE_HEADER = np.dtype([("final", "<f4"), ("narcs", "<i8")])
 
 
-def checked_array(name: str, value, dtype) -> np.ndarray:
-    """``value`` as a 1-D contiguous array of ``dtype``; integers must fit it (no wrap-around)."""
+def checked_array(name: str, value, dtype, whole_floats: bool = False) -> np.ndarray:
+    """``value`` as a 1-D contiguous array of ``dtype``; integers must fit it (no wrap-around).
+    ``whole_floats``: an integer ``dtype`` takes floats that are whole numbers (``np.zeros(n)``
+    as labels), never rounding one that is not."""
     try:
         arr = np.asarray(value)
     except (ValueError, TypeError) as exc:
@@ -46,9 +48,15 @@ def checked_array(name: str, value, dtype) -> np.ndarray:
     if arr.ndim != 1:
         raise GraphError(f"{name} must be 1-D; got shape {arr.shape}")
     target = np.dtype(dtype)
-    allowed = "f" if target.kind == "f" else ""
+    allowed = "f" if target.kind == "f" or whole_floats else ""
     if arr.size and (arr.dtype.kind not in "iu" + allowed):
         raise GraphError(f"{name} must hold {target.name} values; got dtype {arr.dtype}")
+    if target.kind == "i" and arr.dtype.kind == "f" and arr.size:
+        with np.errstate(invalid="ignore"):
+            fractional = ~np.isfinite(arr) | (arr != np.round(arr))
+        if fractional.any():
+            i = int(np.argmax(fractional))
+            raise GraphError(f"{name}[{i}] is {arr[i]}: not a whole number")
     if target.kind == "i" and arr.size and arr.dtype != target:
         info = np.iinfo(target)
         lo, hi = int(arr.min()), int(arr.max())
@@ -75,7 +83,7 @@ class FstArrays:
     def __post_init__(self):  # integers that do not fit raise, never wrap
         self.final = checked_array("final", self.final, np.float32)
         for name in ("src", "dst", "ilabel", "olabel"):
-            setattr(self, name, checked_array(name, getattr(self, name), np.int32))
+            setattr(self, name, checked_array(name, getattr(self, name), np.int32, True))
         self.weight = checked_array("weight", self.weight, np.float32)
         n = len(self.src)
         if any(len(a) != n for a in (self.dst, self.ilabel, self.olabel, self.weight)):

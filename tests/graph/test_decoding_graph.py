@@ -402,3 +402,16 @@ def test_integers_below_the_field_type_are_refused_not_wrapped():
     assert DecodingGraph(next_state=np.array([0], np.int64), **fields).next_state.tolist() == [0]
     with pytest.raises(GraphError, match="next_state holds -1099511627776, outside int32"):
         DecodingGraph(next_state=np.array([-(2**40)], np.int64), **fields)
+
+
+def test_arc_lists_take_whole_numbers_and_never_wrap_or_round():
+    """FstArrays cast its labels and states to int32: 2**32 + 1 became 1 and 1.5 became 1, a
+    graph silently other than the one given. Whole floats (np.zeros as labels) are taken."""
+    arcs = dict(src=[0], ilabel=[1], olabel=np.zeros(1), weight=[0.0])
+    fst = FstArrays(0, [np.inf, 0.0], dst=np.array([1.0]), **arcs)
+    assert fst.dst.tolist() == [1] and fst.olabel.dtype == np.int32
+    for dst, says in ((np.array([2**32 + 1]), "dst holds 4294967297, outside int32"),
+                      (np.array([1.5]), r"dst\[0\] is 1.5: not a whole number"),
+                      (np.array([np.nan]), r"dst\[0\] is nan: not a whole number")):  # fmt: skip
+        with pytest.raises(GraphError, match=says):
+            FstArrays(0, [np.inf, 0.0], dst=dst, **arcs)
