@@ -201,3 +201,42 @@ def test_lattices_never_overwrite_a_table_the_script_names(tables, capsys):
     assert main(argv) == 2
     assert "would overwrite the input" in capsys.readouterr().err
     assert (tables / "e.ark").read_bytes() == before
+
+
+@pytest.mark.parametrize("after_key", [b"\t", b"\n"])
+def test_a_key_must_end_with_one_space(tmp_path, after_key):
+    """Kaldi's archive reader wants exactly ' ' after a key (mutant K1: any whitespace)."""
+    ark = tmp_path / "a.ark"
+    ark.write_bytes(b"a" + after_key + b"[ 1 2 ]\n")
+    with pytest.raises(InputFileError, match=r"byte 0: expected 'KEY ' and a matrix"):
+        read_kaldi_matrices(ark)
+
+
+def test_a_corrupt_second_size_marker_is_refused(tmp_path):
+    """Both sizes of a binary header carry a 4 (their byte count) (mutant K2: the second not
+    checked)."""
+    ark = tmp_path / "a.ark"
+    data = bytearray(_binary("a", 1, 1, bytes(4)))
+    assert data[7] == data[12] == 4  # (the byte counts before rows and before cols)
+    data[12] = 8
+    ark.write_bytes(bytes(data))
+    with pytest.raises(InputFileError, match=r"entry 'a' .*truncated or corrupt matrix header"):
+        read_kaldi_matrices(ark)
+
+
+def test_a_script_offset_at_the_end_of_its_file_is_named_by_line(tmp_path, monkeypatch):
+    """An offset equal to the file's size points past its last byte (mutant K9: ``>``)."""
+    monkeypatch.chdir(tmp_path)
+    data = _binary("a", 1, 1, bytes(4))
+    (tmp_path / "m.ark").write_bytes(data)
+    (tmp_path / "m.scp").write_text(f"a m.ark:{len(data)}\n")
+    with pytest.raises(InputFileError, match=rf"m.scp:1: offset {len(data)} is beyond the end"):
+        read_kaldi_matrices("m.scp")
+
+
+def test_a_tab_before_a_text_matrix_is_skipped(tmp_path):
+    """Whitespace between 'KEY ' and '[' may be tabs too (mutant K13: spaces only)."""
+    ark = tmp_path / "a.ark"
+    ark.write_bytes(b"a \t[ 1 2\n 3 4 ]\n")
+    got = read_kaldi_matrices(ark)
+    assert np.array_equal(got["a"], np.array([[1, 2], [3, 4]], np.float32))

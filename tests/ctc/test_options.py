@@ -58,3 +58,25 @@ def test_numpy_scalars_are_taken_as_pythons_own():
     assert CpuTuning(first_room=np.int64(64)) == CpuTuning(first_room=64)
     with pytest.raises(OptionsError, match="nbest must be an int"):
         CtcBeamOptions(nbest=np.bool_(True))
+
+
+def test_bounds_themselves_are_allowed():
+    """MAX_COST_TERM and MAX_COUNT are inclusive bounds (mutants O4: ``<``; O5: one more)."""
+    from wfstdecode import CtcBeamOptions, OptionsError
+    from wfstdecode.ctc.options import MAX_COST_TERM, MAX_COUNT
+
+    CtcBeamOptions(blank_penalty=MAX_COST_TERM, word_insertion_penalty=-MAX_COST_TERM)
+    CtcBeamOptions(max_active=MAX_COUNT, nbest=MAX_COUNT)
+    for name in ("max_active", "nbest", "max_candidates", "mbr_candidates"):
+        kwargs = {name: MAX_COUNT + 1}
+        with pytest.raises(OptionsError, match=rf"{name} must be at most {MAX_COUNT}"):
+            CtcBeamOptions(**kwargs, lattice_beam=4.0)
+
+
+@pytest.mark.parametrize("value", ["x", "Lattice", None])
+def test_unknown_posteriors_are_refused(value):
+    """(mutant O8: a value outside 'determinized' / 'lattice' taken)."""
+    from wfstdecode import CtcBeamOptions, OptionsError
+
+    with pytest.raises(OptionsError, match="posteriors must be 'determinized' or 'lattice'"):
+        CtcBeamOptions(posteriors=value)

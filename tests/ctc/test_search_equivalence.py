@@ -366,3 +366,32 @@ def test_the_work_counter_hands_out_every_item_once():
         taken_by, counter = take_all(n_items, n_workers)
         assert (taken_by >= 0).all()  # none left out; a second take would not show, so:
         assert counter[0] == n_items + n_workers  # each worker's last take found nothing
+
+
+def _two_word_tie_graph():
+    """Start 0 -x:a-> 1 and -y:b-> 2, both final at cost 0: on a frame where x and y are equally
+    likely, the two paths' costs tie exactly."""
+    from wfstdecode.decoding_graph import DecodingGraph
+    from wfstdecode.fstio import FstArrays
+    from wfstdecode.symbols import BLANK, EPSILON, SymbolTable
+
+    tokens = SymbolTable.from_list([BLANK, "x", "y"])
+    words = SymbolTable.from_list([EPSILON, "a", "b"])
+    fst = FstArrays(0, np.array([np.inf, 0, 0], np.float32), np.array([0, 0, 0, 1, 2]),
+                    np.array([0, 1, 2, 1, 2]), np.array([1, 2, 3, 1, 1]),
+                    np.array([0, 1, 2, 0, 0]), np.zeros(5))  # fmt: skip
+    return DecodingGraph.from_arrays(fst, tokens, words, {})
+
+
+@pytest.mark.parametrize("nbest", [1, 2])
+def test_exact_ties_rank_by_state_as_the_reference_does(nbest):
+    """Survivors of equal cost rank by graph state (finish_paths; mutant T1: reversed)."""
+    from wfstdecode import CtcBeamOptions, decode_ctc
+
+    g = _two_word_tie_graph()
+    lp = np.log(np.array([[[0.2, 0.4, 0.4]]], np.float32))
+    opts = CtcBeamOptions(nbest=nbest)
+    want = [("a",), ("b",)][:nbest]
+    for backend in ("reference", "cpu"):
+        got = decode_ctc(lp, None, g, opts, backend=backend)[0]
+        assert [h.words for h in got] == want, backend

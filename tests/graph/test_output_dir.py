@@ -508,3 +508,30 @@ def test_a_write_error_names_the_output_not_the_hidden_folder(tmp_path, tiny_bui
         write_graph_dir(tiny_build, out)
     assert info.value.filename == str(out / "TLG.fst") and info.value.errno == errno.EFBIG
     assert not out.exists() and hidden_siblings(out) == []
+
+
+def test_a_boolean_marker_is_not_ours(tmp_path):
+    """``"wfstdecode_graph_dir": true`` is no format version (mutant W1: bool taken as int)."""
+    import json
+
+    from wfstdecode.graph.output import MARKER_KEY, is_graph_dir
+
+    (tmp_path / "build.json").write_text(json.dumps({MARKER_KEY: True}))
+    assert not is_graph_dir(tmp_path)
+    (tmp_path / "build.json").write_text(json.dumps({MARKER_KEY: 1}))
+    assert is_graph_dir(tmp_path)
+
+
+def test_an_output_name_too_long_in_bytes_is_refused(tmp_path):
+    """The limit is on the encoded name (mutant W2: characters counted): 120 'é' are 240 bytes,
+    more than fit beside '.partial-XXXXXXXX' in a 255-byte name."""
+    import os
+
+    from wfstdecode.errors import WfstDecodeError
+    from wfstdecode.graph.output import check_out_dir
+
+    if os.pathconf(tmp_path, "PC_NAME_MAX") != 255:
+        pytest.skip("a filesystem with 255-byte names")
+    with pytest.raises(WfstDecodeError, match="the name is too long"):
+        check_out_dir(tmp_path / ("é" * 120))
+    check_out_dir(tmp_path / ("e" * 120))
