@@ -615,3 +615,32 @@ def test_worst_bounds_every_step_even_when_a_phrase_ends_on_the_slots_first_labe
         for w in range(1, 30):
             _, bonus = a.step(x, w)
             assert -float(bonus) <= float(a.worst), (x, w)
+
+
+@pytest.mark.parametrize("backend", ["reference", *fast_backends()])
+def test_an_exact_tie_on_one_arc_keeps_the_token_from_the_smaller_context_state(backend):
+    """Two tokens take one arc into one (graph state, context state) at exactly equal cost:
+    ``a`` earned a partial match of "a w" and gives it back at ``b``, ``c`` earned nothing. The
+    recombination rule's last key, the source context state, decides (root 0 < "a" 1): every
+    backend keeps ``c``. Costs are exact in float32 (0.5 per frame, a bonus of 1)."""
+    from wfstdecode.decoding_graph import DecodingGraph
+    from wfstdecode.fstio import FstArrays
+
+    tokens = SymbolTable.from_list(["<blk>", "x", "y", "z"])
+    words = SymbolTable.from_list(["<eps>", "a", "c", "b", "w"])
+    fst = FstArrays(
+        0,
+        [np.inf, np.inf, 0.0],
+        src=[0, 0, 1],
+        dst=[1, 1, 2],
+        ilabel=[2, 3, 4],
+        olabel=[1, 2, 3],
+        weight=np.zeros(3),
+    )  # (0 -x:a,y:c-> 1 -z:b-> 2)
+    g = DecodingGraph.from_arrays(fst, tokens, words, {})
+    lp = np.full((1, 2, 4), -30.0, np.float32)
+    lp[0, 0, 1] = lp[0, 0, 2] = lp[0, 1, 3] = -0.5
+    plain = decode_ctc(lp, None, g, CtcBeamOptions(), None, backend=backend)[0][0]
+    assert plain.words == ("a", "b")  # (no context: the smaller arc)
+    tied = decode_ctc(lp, None, g, CtcBeamOptions(), {"a w": 1.0}, backend=backend)[0][0]
+    assert tied.words == ("c", "b") and tied.score == plain.score == -1.0
