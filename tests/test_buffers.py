@@ -70,3 +70,18 @@ def test_reorder_copies_whole_rows_and_appends_continue():
     assert lengths == [2, 2, 3] and scores == [-2.0, -1.0, -1.0]
     assert fields["labels"] == [[2, 7], [1, 11], [1, 11, 7]]
     assert fields["timestamps"] == [[0, 5], [0, 1], [0, 1, 5]]
+
+
+def test_reset_buffer_does_not_grow_again():
+    """buffers.py:85 reset_ without `_bound = 0`: a reset buffer reused for as many appends as
+    before must not grow (else reuse across batches grows the storage without bound)."""
+    buf = BatchedSequences(2, 4, {"labels": torch.long})
+    for _ in range(4):
+        buf.append_(torch.tensor([True, False]), labels=1)
+    assert buf.capacity == 4
+    for _ in range(3):
+        buf.reset_()
+        for _ in range(4):
+            buf.append_(torch.tensor([True, True]), labels=2)
+        assert buf.capacity == 4
+        assert buf.to_lists()[2]["labels"] == [[2] * 4, [2] * 4]

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from wfstdecode.metrics import alignment, edit_distance
+from wfstdecode.results import Hypothesis
 
 
 @pytest.mark.parametrize("seed", range(20))
@@ -38,3 +39,26 @@ def test_alignment_ties_put_the_insertion_first():
     not move between runs): here the insertion before the matches, the deletion after."""
     assert alignment(list("aba"), list("bab")) == [(None, "b"), ("a", "a"), ("b", "b"),
                                                    ("a", None)]  # fmt: skip
+
+
+def test_hypothesis_refuses_durations_not_aligned_with_tokens():
+    """results.py:283 the durations check dropped."""
+    with pytest.raises(ValueError, match="2 tokens but 2 timestamps and 1 durations"):
+        Hypothesis((1, 2), (0, 1), 0.0, durations=(1,))
+    assert Hypothesis((1, 2), (0, 1), 0.0, durations=(1, 0)).durations == (1, 0)
+
+
+def test_hypothesis_refuses_a_word_ending_one_frame_before_it_starts():
+    """results.py:291 `start > end` -> `start > end + 1`."""
+    with pytest.raises(ValueError, match="start <= end"):
+        Hypothesis((), (), 0.0, words=("a",), word_timestamps=((3, 2),))
+    Hypothesis((), (), 0.0, words=("a",), word_timestamps=((3, 3),))
+
+
+def test_word_times_end_at_the_end_of_the_last_frame():
+    """results.py:313 `(end + 1) * frame_shift` -> `end * frame_shift`."""
+    hyp = Hypothesis((), (), 0.0, words=("a", "b"), word_timestamps=((0, 0), (2, 4)))
+    assert hyp.record(0.04)["words"] == [
+        {"word": "a", "start_frame": 0, "end_frame": 0, "start": 0.0, "end": 0.04},
+        {"word": "b", "start_frame": 2, "end_frame": 4, "start": 0.08, "end": 0.2},
+    ]

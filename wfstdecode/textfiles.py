@@ -41,9 +41,9 @@ def text_lines(path: str | os.PathLike, what: str) -> Iterator[tuple[int, str]]:
             # being returned, so only a per-line check can say which line holds the bad byte.
             f = io.TextIOWrapper(binary, encoding="utf-8-sig", errors="surrogateescape")
             readline = f.readline
-            while line := readline(MAX_LINE_CHARS + 1):
+            while line := readline(MAX_LINE_CHARS + 2):  # (the limit, one more, its newline)
                 line_no += 1
-                if len(line) > MAX_LINE_CHARS:
+                if len(line) - line.endswith("\n") > MAX_LINE_CHARS:
                     raise InputFileError(
                         path,
                         line_no,

@@ -434,3 +434,33 @@ def test_reference_texts_give_kaldi_archives_their_wer(corpus, tmp_path, capsys)
     summary = run(corpus, tmp_path / "no_ids", decoder, workers=1)
     assert len(summary.failed) == len(corpus.shards)
     assert "has no 'ids': the reference texts name utterances by id" in summary.failed[0]["error"]
+
+
+class _DiesWhileLoading:
+    """A corpus decoder whose worker process exits while loading it (as a script without an
+    ``if __name__ == "__main__":`` guard does under spawn)."""
+
+    def load(self):
+        import os
+
+        os._exit(3)
+
+
+def test_a_local_worker_that_dies_while_loading_raises_not_retries():
+    """pools.py:195 `if not w.ready: raise` dropped: a worker that never loaded the decoder
+    must stop the run with the __main__-guard advice, not count as a shard's crash."""
+    from pathlib import Path
+
+    from wfstdecode.corpus.pools import Job, LocalPool
+    from wfstdecode.errors import WfstDecodeError
+
+    pool = LocalPool(_DiesWhileLoading(), 1)
+    try:
+        pool.submit(Job(0, Path("a.npz"), "a"))
+        deadline = time.monotonic() + 120
+        with pytest.raises(WfstDecodeError, match="exited while loading the decoder .*exit code 3"):
+            while time.monotonic() < deadline:  # None: nothing happened yet (as the driver loops)
+                event = pool.next_event(timeout=5)
+                assert event is None, event  # the mutant: a "died" event, to be retried
+    finally:
+        pool.close(kill=True)

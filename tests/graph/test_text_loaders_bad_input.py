@@ -2,6 +2,7 @@
 accepted, everything else wrong is an `InputFileError` naming the file and the 1-based line."""
 
 import gzip
+import io
 import logging
 
 import pytest
@@ -367,3 +368,48 @@ def test_a_separator_the_model_never_emits_is_refused(tmp_path, separator):
     with pytest.raises(GraphError, match="is not a token the model emits"):
         build_tlg(tokens, lexicon, _arpa_file(tmp_path, random_arpa(["ab", "ba"], seed=1)),
                   "compact", separator=separator)  # fmt: skip
+
+
+class _FailingRaw(io.RawIOBase):
+    """A file whose first read gives one line and whose next read fails (EIO)."""
+
+    def __init__(self):
+        self.reads = 0
+
+    def readable(self):
+        return True
+
+    def readinto(self, b):
+        self.reads += 1
+        if self.reads > 1:
+            raise OSError(5, "Input/output error")
+        data = b"first line\n"
+        b[: len(data)] = data
+        return len(data)
+
+
+def test_a_read_error_names_the_line_that_could_not_be_read(monkeypatch):
+    """textfiles.py:211 `line_no + 1` -> `line_no`: an I/O error after line 1 names line 2."""
+    from wfstdecode import textfiles
+
+    monkeypatch.setattr(
+        textfiles, "open", lambda path, mode: io.BufferedReader(_FailingRaw()), raising=False
+    )
+    lines = textfiles.text_lines("some.lex", "lexicon")
+    assert next(lines) == (1, "first line")
+    with pytest.raises(InputFileError, match=r"some.lex:2: cannot read the lexicon") as err:
+        next(lines)
+    assert err.value.line_no == 2
+
+
+def test_a_line_of_exactly_the_limit_is_read_with_or_without_its_newline(tmp_path):
+    """A line of MAX_LINE_CHARS was refused when a newline followed it (the newline counted),
+    read when it ended the file; one character more is refused either way."""
+    from wfstdecode.textfiles import text_lines
+
+    for ending in ("\nb\n", ""):
+        (tmp_path / "a.txt").write_text("a" * MAX_LINE_CHARS + ending)
+        assert len(next(text_lines(tmp_path / "a.txt", "lexicon"))[1]) == MAX_LINE_CHARS
+        (tmp_path / "a.txt").write_text("a" * (MAX_LINE_CHARS + 1) + ending)
+        with pytest.raises(InputFileError, match=r"a.txt:1: line longer than"):
+            list(text_lines(tmp_path / "a.txt", "lexicon"))
