@@ -9,6 +9,8 @@ import pytest
 from wfstdecode.ctc import CtcBeamOptions, decode_ctc
 from wfstdecode.ctc.cpu import decode_cpu
 from wfstdecode.ctc.reference import decode_reference
+from wfstdecode.decoding_graph import DecodingGraph
+from wfstdecode.fstio import FstArrays
 from wfstdecode.testing import (
     assert_hypotheses_equal,
     fast_backends,
@@ -395,3 +397,120 @@ def test_exact_ties_rank_by_state_as_the_reference_does(nbest):
     for backend in ("reference", "cpu"):
         got = decode_ctc(lp, None, g, opts, backend=backend)[0]
         assert [h.words for h in got] == want, backend
+
+
+ALL_BACKENDS = ["reference", *fast_backends()]
+
+
+def _hand_graph(src, dst, ilabel, olabel, weight, final, tokens=None, words=None, metadata=None):
+    fst = FstArrays(
+        0,
+        np.array(final, np.float32),
+        np.array(src),
+        np.array(dst),
+        np.array(ilabel),
+        np.array(olabel),
+        np.array(weight, np.float64),
+    )
+    return DecodingGraph.from_arrays(fst, tokens, words, metadata or {})
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_arc_cost_cache_tells_word_insertion_penalties_apart(backend):
+    """One graph decoded with one word insertion penalty, then another: the second decode must
+    use its own penalty (the per-graph arc-cost cache is keyed on every penalty), i.e. equal a
+    decode of a fresh copy of the graph."""
+    lp = random_log_probs(7, 2, 10, random_graph(4).num_tokens)
+    shared = random_graph(4)
+    decode_ctc(lp, None, shared, CtcBeamOptions(beam=8.0), backend=backend)  # fills the cache
+    opts = CtcBeamOptions(beam=8.0, word_insertion_penalty=2.5)
+    got = decode_ctc(lp, None, shared, opts, backend=backend)
+    want = decode_ctc(lp, None, random_graph(4), opts, backend=backend)
+    assert_hypotheses_equal(want, got, 1e-6)
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_blank_penalty_without_token_table_falls_on_token_0(backend):
+    """A graph with no token table and no ``blank_id`` metadata: the blank is token 0
+    (ilabel 1), so blank_penalty is charged on the ilabel-1 arcs and nowhere else."""
+    # state 0: blank self-loop (ilabel 1) and token-1 self-loop (ilabel 2), both final
+    g = _hand_graph([0, 0], [0, 0], [1, 2], [0, 0], [0.0, 0.0], [0.0])
+    lp = np.log(np.full((1, 3, 2), 0.5, np.float32))
+    lp[0, :, 0] = np.log(0.9)  # blank is likelier...
+    lp[0, :, 1] = np.log(0.1)
+    plain = decode_ctc(lp, None, g, CtcBeamOptions(), backend=backend)[0][0]
+    assert plain.tokens == ()  # (blanks only)
+    pen = decode_ctc(lp, None, g, CtcBeamOptions(blank_penalty=5.0), backend=backend)[0][0]
+    # ...but at 5 per blank frame token 1 wins every frame, at its own acoustic cost
+    assert pen.tokens == (1,)
+    assert pen.score == pytest.approx(3 * np.log(0.1), abs=1e-4)
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_early_pruning_keeps_a_candidate_exactly_at_best_plus_beam(backend):
+    """The cpu backend's early bound in `expand` drops only candidates strictly beyond
+    ``best + beam``: one exactly at it survives (reference step 5: ties at the cutoff survive)."""
+    # 0 -t1-> 1 (cost 0, not final), 0 -t1:w1-> 2 (cost 4 = beam, final)
+    g = _hand_graph([0, 0], [1, 2], [1, 1], [0, 1], [0.0, 4.0], [0.0, np.inf, 0.0])
+    lp = np.zeros((1, 1, 1), np.float32)
+    opts = CtcBeamOptions(beam=4.0)
+    hyp = decode_ctc(lp, None, g, opts, backend=backend)[0][0]
+    assert hyp.word_ids == (1,) and hyp.notes == () and hyp.score == -4.0, backend
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_epsilon_closure_keeps_a_target_exactly_at_the_cutoff(backend):
+    """Step 4 keeps epsilon targets with ``cost <= C`` (C = best + beam): one reached at exactly
+    C is a token, survives pruning and here is the only final one."""
+    # 0 -t1-> 1 (cost 0, not final), 1 -eps:w1-> 2 (cost 4 = beam, final)
+    g = _hand_graph([0, 1], [1, 2], [1, 0], [0, 1], [0.0, 4.0], [0.0, np.inf, 0.0])
+    lp = np.zeros((1, 1, 1), np.float32)
+    opts = CtcBeamOptions(beam=4.0)
+    hyp = decode_ctc(lp, None, g, opts, backend=backend)[0][0]
+    assert hyp.word_ids == (1,) and hyp.notes == () and hyp.score == -4.0, backend
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_recombination_at_equal_cost_keeps_the_smaller_arc(backend):
+    """Two emitting arcs reach one state at exactly the same cost: recombination keeps the
+    lower arc index (reference step 2), in every backend."""
+    # 0 -t1:w1-> 1 and 0 -t1:w2-> 1, both cost 0.5; 1 final
+    g = _hand_graph([0, 0], [1, 1], [1, 1], [1, 2], [0.5, 0.5], [np.inf, 0.0])
+    lp = np.zeros((1, 1, 1), np.float32)
+    hyp = decode_ctc(lp, None, g, CtcBeamOptions(), backend=backend)[0][0]
+    assert hyp.word_ids == (1,), backend
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_log_probs_narrower_than_the_columns_the_graph_reads_raise(backend):
+    """A graph without a token table whose arcs read column 2 (ilabel 3): log-probs with 2
+    columns are refused naming that column (not read out of bounds); 3 columns decode."""
+    from wfstdecode import DecodeInputError
+
+    g = _hand_graph([0, 0, 0], [0, 0, 0], [1, 2, 3], [0, 0, 0], [0.0, 0.0, 0.0], [0.0])
+    with pytest.raises(DecodeInputError, match="V=2 columns but the graph reads column 2"):
+        decode_ctc(np.zeros((1, 2, 2), np.float32), None, g, backend=backend)
+    assert decode_ctc(np.zeros((1, 2, 3), np.float32), None, g, backend=backend)[0][0].notes == ()
+
+
+@pytest.mark.parametrize("backend", ALL_BACKENDS)
+def test_closure_cutoff_with_exactly_max_active_emitting_tokens(backend):
+    """Exactly ``max_active`` emitting tokens (costs 0 and 1, max_active=2): the closure cutoff
+    C is lowered to the 2nd smallest cost, 1 ("at least", reference step 3), so the epsilon
+    arc 1 -> 3 (cost 3 > C) is not taken and the cheap path 3 -> 4 (final, word 1) never
+    exists. Both backends must agree on that."""
+    #      0 -t1-> 1 (0), 0 -t1-> 2 (1); 1 -eps-> 3 (3); 3 -eps:w1-> 4 (-2.5); 1, 2 final 10
+    g = _hand_graph(
+        [0, 0, 1, 3],
+        [1, 2, 3, 4],
+        [1, 1, 0, 0],
+        [0, 0, 0, 1],
+        [0.0, 1.0, 3.0, -2.5],
+        [np.inf, 10.0, 10.0, np.inf, 0.0],
+    )
+    lp = np.zeros((1, 1, 1), np.float32)
+    opts = CtcBeamOptions(beam=5.0, max_active=2)
+    hyp = decode_ctc(lp, None, g, opts, backend=backend)[0][0]
+    assert hyp.word_ids == () and hyp.score == pytest.approx(-10.0), backend
+    wider = decode_ctc(lp, None, g, CtcBeamOptions(beam=5.0, max_active=3), backend="reference")
+    assert wider[0][0].word_ids == (1,)  # (the path exists when the cutoff allows it)
