@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from wfstdecode.errors import DecodeInputError
-from wfstdecode.testing.transducer_models import planted_batch, planted_transducer
+from wfstdecode.testing.transducer_models import BareProtocol, planted_batch, planted_transducer
 from wfstdecode.transducer import GreedyOptions, greedy_decode
 from wfstdecode.transducer.greedy import make_program, run_eager
 from wfstdecode.transducer.model import ModelAdapter
@@ -47,24 +47,6 @@ def test_fixed_buffers_hold_max_symbols_on_every_frame(algorithm, max_symbols):
     assert [h.timestamps for h in got] == [h.timestamps for h in want]
 
 
-class _Plain:
-    """The bare protocol around a reference model (no projections, LSTM state dim 1)."""
-
-    state_batch_dim = 1
-
-    def __init__(self, inner):
-        self.inner, self.blank_id, self.vocab_size = inner, inner.blank_id, inner.vocab_size
-
-    def init_state(self, batch_size, device):
-        return self.inner.init_state(batch_size, device)
-
-    def predict(self, labels, state):
-        return self.inner.predict(labels, state)
-
-    def joint(self, enc, pred):
-        return self.inner.joint(enc, pred)
-
-
 @pytest.fixture(scope="module")
 def small():
     model = planted_transducer(30, 64, 64, 64, seed=5)
@@ -76,7 +58,7 @@ def test_state_batch_dim_past_the_state_rank_is_a_decode_input_error(small):
     """model.py:122 `like.dim() <= dim` -> `<`: a state_batch_dim equal to the state's rank
     must give the clear DecodeInputError, not an IndexError from torch."""
     inner, enc, lengths = small
-    model = _Plain(inner)
+    model = BareProtocol(inner)
     model.state_batch_dim = 3  # the LSTM state is 3-D: (layers, B, H)
     with pytest.raises(DecodeInputError, match=r"state_batch_dim = 3"):
         greedy_decode(model, enc, lengths, GreedyOptions("frame_looping"))
@@ -86,9 +68,9 @@ def test_a_partial_set_of_projection_hooks_is_not_used(small):
     """model.py:152 all(...) -> any(...): projections are used only when all three hooks exist;
     a model with just ``project_encoder`` decodes through its plain ``joint``."""
     inner, enc, lengths = small
-    plain = _Plain(inner)
+    plain = BareProtocol(inner)
     want = greedy_decode(plain, enc, lengths, GreedyOptions("label_looping"))
-    partial = _Plain(inner)
+    partial = BareProtocol(inner)
     partial.project_encoder = lambda e: torch.zeros_like(e)  # would change every result
     got = greedy_decode(partial, enc, lengths, GreedyOptions("label_looping"))
     assert [h.tokens for h in got] == [h.tokens for h in want]

@@ -7,7 +7,12 @@ import pytest
 import torch
 
 from wfstdecode.errors import DecodeInputError
-from wfstdecode.testing.transducer_models import greedy_variants, planted_batch, planted_transducer
+from wfstdecode.testing.transducer_models import (
+    BareProtocol,
+    greedy_variants,
+    planted_batch,
+    planted_transducer,
+)
 from wfstdecode.transducer import GreedyOptions, graphs, greedy_decode, greedy_reference
 
 pytestmark = [
@@ -99,20 +104,9 @@ def test_no_host_sync_in_hot_loops(mode, algorithm):
     _same(program.hypotheses(), greedy_reference(model, enc, lengths))
 
 
-class _MarkerPoisonedJoint:
+class _MarkerPoisonedJoint(BareProtocol):
     """A model whose joint returns NaN on encoder rows marked by a large (finite) feature 0:
     data-dependent, so the NaN also appears in graph replays, where Python does not run."""
-
-    state_batch_dim = 1
-
-    def __init__(self, inner):
-        self.inner, self.blank_id, self.vocab_size = inner, inner.blank_id, inner.vocab_size
-
-    def init_state(self, batch_size, device):
-        return self.inner.init_state(batch_size, device)
-
-    def predict(self, labels, state):
-        return self.inner.predict(labels, state)
 
     def joint(self, enc, pred):
         return torch.where(enc[:, :1] > 1e3, float("nan"), self.inner.joint(enc, pred))

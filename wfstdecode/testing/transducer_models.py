@@ -54,6 +54,25 @@ def random_transducer(
     return model.eval()
 
 
+class BareProtocol:
+    """Another model seen through the bare `TransducerModel` protocol only (no projection or
+    state hooks; LSTM state, batch dim 1): what a user's own model offers at the least."""
+
+    state_batch_dim = 1
+
+    def __init__(self, inner):
+        self.inner, self.blank_id, self.vocab_size = inner, inner.blank_id, inner.vocab_size
+
+    def init_state(self, batch_size, device):
+        return self.inner.init_state(batch_size, device)
+
+    def predict(self, labels, state):
+        return self.inner.predict(labels, state)
+
+    def joint(self, enc, pred):
+        return self.inner.joint(enc, pred)
+
+
 @dataclass
 class _Plant:
     codes: torch.Tensor  # (V, m) float 0/1, blank row zero
