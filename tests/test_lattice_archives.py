@@ -60,6 +60,17 @@ def test_keys_are_read_exactly(tmp_path, keys, says):
         read_kaldi_archive(ark)
 
 
+@pytest.mark.parametrize("content, says", [
+    (b"u1 0 1 2 3 1.5,2.0,\n", r"byte 3: entry 'u1' is not binary .*text-mode entries are not"),
+    (b"u1\n\0B", r"byte 0: expected 'KEY ' and a binary lattice"),
+])  # fmt: skip
+def test_an_entry_that_is_no_binary_lattice_is_named(tmp_path, content, says):
+    ark = tmp_path / "text.ark"
+    ark.write_bytes(content)
+    with pytest.raises(InputFileError, match=says):
+        read_kaldi_archive(ark)
+
+
 def test_a_key_that_cannot_be_written_is_refused(tmp_path):
     ark = tmp_path / "k.ark"
     ark.write_bytes(b"utt1 \0B" + _kaldi_lattice(tmp_path))

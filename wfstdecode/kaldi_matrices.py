@@ -30,7 +30,7 @@ import numpy as np
 
 from .errors import InputFileError
 
-__all__ = ["is_kaldi_table", "read_kaldi_matrices", "table_files"]
+__all__ = ["archive_key", "is_kaldi_table", "read_kaldi_matrices", "table_files"]
 
 _SPECIFIER = re.compile(r"^(ark|scp)((?:,[a-z]+)*):(.*)$", re.DOTALL)
 _BINARY_TYPES = {b"FM ": np.dtype("<f4"), b"DM ": np.dtype("<f8")}
@@ -125,26 +125,36 @@ class _Bytes:
 def _archive(data: _Bytes, path: str) -> dict[str, np.ndarray]:
     out: dict[str, np.ndarray] = {}
     raw, pos = data.bytes, 0
-    while True:
-        while pos < len(raw) and raw[pos : pos + 1].isspace():
-            pos += 1  # whitespace before a key and at the end, as Kaldi's readers skip it
-        if pos == len(raw):
-            return out
-        end = pos
-        while end < len(raw) and not raw[end : end + 1].isspace():
-            end += 1
-        if end == len(raw) or raw[end : end + 1] != b" ":
-            raise InputFileError(path, None, f"byte {pos}: expected 'KEY ' and a matrix (a Kaldi "
-                                             "archive entry)")  # fmt: skip
-        try:
-            key = bytes(raw[pos:end]).decode("utf-8")
-        except UnicodeDecodeError:
-            raise InputFileError(path, None, f"byte {pos}: the key {bytes(raw[pos:end])!r} is "
-                                             "not UTF-8") from None  # fmt: skip
-        if key in out:
-            raise InputFileError(path, None, f"byte {pos}: the key {key!r} appears twice (keys "
-                                             "name utterances)")  # fmt: skip
-        out[key], pos = _matrix(raw, end + 1, path, key)
+    while (entry := archive_key(raw, pos, path, out, "a matrix")) is not None:
+        key, start = entry
+        out[key], pos = _matrix(raw, start, path, key)
+    return out
+
+
+def archive_key(raw, pos: int, path, seen, what: str) -> tuple[str, int] | None:
+    """The key of the Kaldi archive entry at byte ``pos`` (after any whitespace, as Kaldi's
+    readers skip it) and the byte of its object, or None at the end. A key ends at one space,
+    is UTF-8 and not in ``seen``; else `InputFileError` naming the byte (``what``: the object
+    expected after the key)."""
+    while pos < len(raw) and raw[pos : pos + 1].isspace():
+        pos += 1
+    if pos == len(raw):
+        return None
+    end = pos
+    while end < len(raw) and not raw[end : end + 1].isspace():
+        end += 1
+    if end == len(raw) or raw[end : end + 1] != b" ":
+        raise InputFileError(path, None, f"byte {pos}: expected 'KEY ' and {what} (a Kaldi "
+                                         "archive entry)")  # fmt: skip
+    try:
+        key = bytes(raw[pos:end]).decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputFileError(path, None, f"byte {pos}: the key {bytes(raw[pos:end])!r} is not "
+                                         "UTF-8") from None  # fmt: skip
+    if key in seen:
+        raise InputFileError(path, None, f"byte {pos}: the key {key!r} appears twice (keys name "
+                                         "utterances)")  # fmt: skip
+    return key, end + 1
 
 
 def _matrix(raw, pos: int, path: str, key: str) -> tuple[np.ndarray, int]:

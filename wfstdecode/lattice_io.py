@@ -14,6 +14,7 @@ import numpy as np
 from .compact_lattice import compact_from_fst
 from .errors import GraphError, InputFileError, OptionsError
 from .fstio import check_weights, read_lattice_bytes
+from .kaldi_matrices import archive_key
 from .lattice import lattice_from_fst
 from .safe_io import replacing
 
@@ -121,27 +122,14 @@ def read_kaldi_archive(path: str | os.PathLike, acoustic_scale: float = 1.0,
     except OSError as exc:
         raise InputFileError(path, None, f"cannot read: {exc}") from None
     out, pos = {}, 0
-    while True:
-        while pos < len(data) and data[pos : pos + 1].isspace():
-            pos += 1  # whitespace before a key, and at the end, as Kaldi's readers skip it
-        if pos == len(data):
-            break
-        space = data.find(b" ", pos)
-        if space < 0 or data[space + 1 : space + 3] != b"\0B":
-            text = " (text-mode entries are not read: write the archive in binary)" if (
-                space > 0 and b"\n" not in data[pos:space]) else ""  # fmt: skip
-            raise InputFileError(path, None, f"byte {pos}: expected 'KEY \\0B' (a binary Kaldi "
-                                             f"archive entry){text}")  # fmt: skip
+    while (entry := archive_key(data, pos, path, out, "a binary lattice")) is not None:
+        key, start = entry
+        if data[start : start + 2] != b"\0B":
+            raise InputFileError(path, None, f"byte {start}: entry {key!r} is not binary ('\\0B'"
+                                             "): text-mode entries are not read, write the "
+                                             "archive in binary")  # fmt: skip
         try:
-            key = data[pos:space].decode("utf-8")
-        except UnicodeDecodeError:
-            raise InputFileError(path, None, f"byte {pos}: the key {data[pos:space]!r} is not "
-                                             "UTF-8") from None  # fmt: skip
-        if key in out:
-            raise InputFileError(path, None, f"byte {pos}: the key {key!r} appears twice "
-                                             "(keys name utterances)")  # fmt: skip
-        try:
-            arrays, pos = read_lattice_bytes(data, space + 3, str(path))
+            arrays, pos = read_lattice_bytes(data, start + 2, str(path))
             if arrays.get("compact"):
                 compact = compact_from_fst(arrays, acoustic_scale)
                 out[key] = compact if keep_compact else compact.to_lattice()
