@@ -18,6 +18,7 @@ from .cli_common import (
     DECODE_OPTIONS,
     add_boost_arguments,
     add_decode_options,
+    add_text_argument,
     add_transducer_beam_arguments,
     boosts_of,
     escaped_id,
@@ -345,10 +346,7 @@ def make_parser() -> argparse.ArgumentParser:
                         "(frames, tokens) log-prob matrices, keys as ids: ark:FILE, scp:FILE, "
                         "FILE.ark or FILE.scp (binary, text or compressed; as nnet3-compute "
                         "or copy-matrix write them)")  # fmt: skip
-    p.add_argument("--text", type=Path, metavar="FILE",
-                   help="reference transcripts, 'ID word word ...' per line (a Kaldi data "
-                        "directory's text), in place of the .npz's texts: WER is "
-                        "printed")  # fmt: skip
+    add_text_argument(p, "the .npz's texts")
     defaults = {f.name: f.default for f in dataclasses.fields(CtcBeamOptions)}
     add_decode_options(p, defaults, given_only=False)
     add_boost_arguments(p)
@@ -416,9 +414,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--shard-timeout", type=float, metavar="SECONDS",
                    help="stop a worker that holds a shard this long; retry the shard")  # fmt: skip
     p.add_argument("--frame-shift", type=float, help="seconds per frame: word times, RTFx")
-    p.add_argument("--text", type=Path, metavar="FILE",
-                   help="reference transcripts, 'ID word word ...' per line (a Kaldi data "
-                        "directory's text), in place of the shards' texts: WER")  # fmt: skip
+    add_text_argument(p, "the shards' texts")
     p.add_argument("--no-mmap", action="store_true",
                    help="read the graph in each worker (default: map, share pages)")  # fmt: skip
     p.add_argument("--verify", action="store_true",

@@ -52,6 +52,13 @@ def parse_boost(text: str) -> tuple[str, float]:
     return phrase, bonus
 
 
+def add_text_argument(p: argparse.ArgumentParser, replaced: str) -> None:
+    """--text, Kaldi-style references by utterance id, as decode and decode-corpus take it."""
+    p.add_argument("--text", type=Path, metavar="FILE",
+                   help="reference transcripts, 'ID word word ...' per line (a Kaldi data "
+                        f"directory's text), in place of {replaced}: WER")  # fmt: skip
+
+
 def add_boost_arguments(p: argparse.ArgumentParser) -> None:
     """--boost and --boost-file, as decode, decode-corpus and transcribe take them."""
     p.add_argument("--boost", type=parse_boost, action="append", metavar="PHRASE=BONUS",
