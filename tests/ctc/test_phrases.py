@@ -644,3 +644,21 @@ def test_an_exact_tie_on_one_arc_keeps_the_token_from_the_smaller_context_state(
     assert plain.words == ("a", "b")  # (no context: the smaller arc)
     tied = decode_ctc(lp, None, g, CtcBeamOptions(), {"a w": 1.0}, backend=backend)[0][0]
     assert tied.words == ("c", "b") and tied.score == plain.score == -1.0
+
+
+def test_penalised_words_leave_the_cpu_early_bound_an_upper_bound():
+    """The cpu search's pre-pass bound (``min_active == 1``, more than 8 tokens alive) adds the
+    most a phrase can add to an arc's cost (`PhraseAutomaton.worst`): with penalised words the
+    frame's best may be a penalised arc, and a bound from static costs alone would drop
+    candidates the frame's cutoff keeps. Tight beams, most of 24 words penalised: cpu ==
+    reference."""
+    words = [a + b for a in "abcdef" for b in "ghij"]
+    g = lexicon_graph(words)
+    for seed in range(40):
+        rng = np.random.default_rng(seed)
+        lp = random_log_probs(seed, 2, 12, g.num_tokens, peaky=1.0)
+        boosts = {w: -float(rng.uniform(2, 6)) for w in words if rng.random() < 0.7}
+        opts = CtcBeamOptions(beam=float(rng.uniform(1.0, 4.0)))
+        ref = decode_ctc(lp, None, g, opts, [boosts, boosts], backend="reference")
+        got = decode_ctc(lp, None, g, opts, [boosts, boosts], backend="cpu")
+        assert_hypotheses_equal(ref, got, 1e-5, f"seed {seed}")
