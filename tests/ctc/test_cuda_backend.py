@@ -115,31 +115,47 @@ def test_cuda_memory_of_a_batch_and_the_largest_batch_that_fits():
     assert max_cuda_batch_size(g, opts, memory_bytes=2**60) == (2**31 - 3) // (4 * H)
     with pytest.raises(ValueError, match="batch_size and frames must be >= 0; got -1, 0"):
         cuda_memory_bytes(g, opts, -1)
+    with pytest.raises(ValueError, match="contexts must be an integer >= 1; got 0"):
+        max_cuda_batch_size(g, opts, memory_bytes=2**30, contexts=0)
+    lattices = CtcBeamOptions(max_active=500, lattice_beam=6.0)
+    assert cuda_memory_bytes(g, lattices, 2) - cuda_memory_bytes(g, lattices, 1) > per_utterance
+    assert max_cuda_batch_size(g, lattices, memory_bytes=budget) < 37
 
 
 @needs_cuda
-@pytest.mark.parametrize("batch", [1, 3])
-def test_cuda_memory_bytes_counts_what_the_search_allocates(batch):
+@pytest.mark.parametrize(
+    ("batch", "lattice", "phrases"), [(1, False, False), (3, False, False), (2, True, False),
+                                      (2, False, True), (2, True, True)],
+)  # fmt: skip
+def test_cuda_memory_bytes_counts_what_the_search_allocates(batch, lattice, phrases):
     """cuda_memory_bytes against the device arrays a search really allocates (the graph's, and
     every per-search buffer, host log-probs uploaded): equal up to a few small control arrays,
-    so a buffer added to the search without its bytes in the sizing fails here."""
+    so a buffer added to the search without its bytes in the sizing fails here. A lattice
+    search keeps each record's lane, state and context state (48 bytes a slot an utterance);
+    phrases widen the tables of a graph with fewer states than the candidate capacity."""
     from wfstdecode.ctc import cuda_memory_bytes
     from wfstdecode.ctc.cuda.buffers import allocate, device_graph
     from wfstdecode.ctc.cuda.memory import record_capacity, table_size
     from wfstdecode.ctc.search import prepare_problem
     from wfstdecode.testing import random_log_probs
 
-    g = random_graph(1, num_states=3000, num_tokens=6)
-    opts = CtcBeamOptions(max_active=500)
-    H = table_size(g.num_states, opts)
+    g = random_graph(1, num_states=40 if phrases else 3000, num_tokens=6)
+    opts = CtcBeamOptions(max_active=500, lattice_beam=4.0 if lattice else None)
+    boosts = {"w1 w2": 1.0, "w1 w3 w2": 2.0, "w2 w3": 1.0} if phrases else None
     lp = random_log_probs(1, batch, 7, g.num_tokens)
-    p = prepare_problem(lp, None, g, opts, None)
-    d = allocate(p, H, record_capacity(batch, H), 16, cuda.stream())
-    arrays = [*(a for bundle in d for a in bundle), *device_graph(p)]
+    p = prepare_problem(lp, None, g, opts, boosts)
+    contexts = int(p.boosts.contexts.max())
+    assert (contexts > 1) == phrases
+    H = table_size(g.num_states, opts, contexts)
+    d = allocate(p, H, record_capacity(batch, H), 16, cuda.stream(), keep_survivors=lattice)
+    # (the phrase tables, which the sizing cannot know, aside: bytes per phrase word)
+    arrays = [*(a for bundle in d if bundle is not d.boosts for a in bundle), *device_graph(p)]
     info = d.control.info
     allocated = sum(a.nbytes for a in arrays if hasattr(a, "copy_to_host") and a is not info)
-    expected = cuda_memory_bytes(g, opts, batch, frames=7)
-    assert H >= 1024 and abs(allocated - expected) <= 64 * batch + 256, (allocated, expected)
+    expected = cuda_memory_bytes(g, opts, batch, frames=7, contexts=contexts)
+    assert H >= 256 and abs(allocated - expected) <= 64 * batch + 256, (allocated, expected)
+    if phrases:
+        assert cuda_memory_bytes(g, opts, batch, frames=7) < expected  # contexts counted
 
 
 @needs_cuda

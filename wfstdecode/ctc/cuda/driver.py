@@ -29,7 +29,7 @@ from .._problem import SearchProblem
 from ..tuning import CudaTuning
 from .buffers import SearchBuffers, allocate, device_graph
 from .launch import Launch, note_ran, ran_before
-from .memory import cuda_memory_bytes, int32_records_fit, record_capacity, table_size
+from .memory import int32_records_fit, record_capacity, search_bytes, table_size
 from .records import RecordCopier, keep_record_buffer, take_record_buffer
 
 log = logging.getLogger(__name__)
@@ -53,14 +53,15 @@ def run_search(problem: SearchProblem, tuning: CudaTuning | None = None, restore
     _check_prune_threads(prune_threads)
     B = problem.batch_size
     T = int(problem.lengths.max(initial=0))
-    H = table_size(g.num_states, opts, int(problem.boosts.contexts.max(initial=1)))
+    contexts = int(problem.boosts.contexts.max(initial=1))
+    H = table_size(g.num_states, opts, contexts)
     cap = record_capacity(B, H)
     if not int32_records_fit(B, H):
         raise DeviceMemoryError(
             f"a batch of {B} utterances with token tables of {H} slots needs {2 * cap} record "
             "slots, beyond int32 indexing: lower the batch size or CtcBeamOptions.max_candidates"
         )
-    needed = cuda_memory_bytes(g, opts, B)
+    needed = search_bytes(g, opts, B, 0, contexts, keep_survivors)
     frames = B * (problem.ac if problem.ac is not None else problem.device_lp).shape[1]
     uploads = 4 * frames + (0 if problem.ac is None else problem.ac.nbytes)  # maxima, costs
     _check_free_memory(needed + uploads, B, H)

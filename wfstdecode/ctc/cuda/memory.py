@@ -33,12 +33,15 @@ def int32_records_fit(batch_size: int, H: int) -> bool:
     return 2 * record_capacity(batch_size, H) <= _INT32_RECORDS
 
 
-def _per_utterance_and_fixed(graph: DecodingGraph, options: CtcBeamOptions, frames: int):
-    H = table_size(graph.num_states, options)
+def _per_utterance_and_fixed(graph: DecodingGraph, options: CtcBeamOptions, frames: int,
+                             contexts: int, lattice: bool):  # fmt: skip
+    H = table_size(graph.num_states, options, contexts)
     # two tables: token, key, source context, prev, mark, slot, queue
     tables = 2 * H * (8 + 8 + 4 + 4 + 4 + 4 + 4)
     survivors = H * (4 + 4 + 4 + 4) + (H + 1) * 4
     records = 2 * 2 * H * (4 + 4)  # per utterance's share of the two record buffers
+    if lattice:  # each record's lane, state and context state too (`Records`)
+        records += 2 * 2 * H * (4 + 4 + 4)
     log_probs = frames * (graph.num_tokens + 1) * 4  # float32 upload of host log-probs, maxima
     # the graph's arrays (`bundles.SearchGraph`): 5 of int32/float32 per arc, the two int64
     # offsets and the float32 final cost per state
@@ -46,25 +49,42 @@ def _per_utterance_and_fixed(graph: DecodingGraph, options: CtcBeamOptions, fram
     return tables + survivors + records + log_probs + 64, fixed
 
 
+def _checked_contexts(contexts) -> int:
+    if isinstance(contexts, bool) or not isinstance(contexts, int) or contexts < 1:
+        raise ValueError(f"contexts must be an integer >= 1; got {contexts!r}")
+    return contexts
+
+
 def cuda_memory_bytes(
     graph: DecodingGraph, options: CtcBeamOptions | None = None, batch_size: int = 1,
-    frames: int = 0,
+    frames: int = 0, *, contexts: int = 1,
 ) -> int:  # fmt: skip
     """Device bytes ``decode_ctc(..., backend="cuda")`` allocates for ``batch_size``
-    utterances: token tables, survivors, backpointer record buffers and the graph's arrays
-    (uploaded once per graph), plus, with ``frames`` > 0, the float32 upload of log-probs given
-    on the host (``frames`` per utterance, ``graph.num_tokens`` columns, and each frame's maximum;
-    log-probs already on the GPU are read in place, with 4 bytes per frame for the maxima)."""
+    utterances: token tables, survivors, backpointer record buffers (with ``options.lattice_beam``
+    each record's lane, state and context state as well) and the graph's arrays (uploaded once
+    per graph), plus, with ``frames`` > 0, the float32 upload of log-probs given on the host
+    (``frames`` per utterance, ``graph.num_tokens`` columns, and each frame's maximum; log-probs
+    already on the GPU are read in place, with 4 bytes per frame for the maxima). ``contexts``:
+    the most context states an utterance's boosted phrases give (`PhraseAutomaton.num_contexts`;
+    1 for words alone), which can widen the tables of a graph with few states."""
     options = CtcBeamOptions() if options is None else options
     if batch_size < 0 or frames < 0:
         raise ValueError(f"batch_size and frames must be >= 0; got {batch_size}, {frames}")
-    per_utterance, fixed = _per_utterance_and_fixed(graph, options, frames)
+    return search_bytes(graph, options, batch_size, frames, _checked_contexts(contexts),
+                        options.lattice_beam is not None)  # fmt: skip
+
+
+def search_bytes(graph: DecodingGraph, options: CtcBeamOptions, batch_size: int, frames: int,
+                 contexts: int, lattice: bool) -> int:  # fmt: skip
+    """`cuda_memory_bytes` of a search that keeps every record's survivor (``lattice``) or not,
+    whatever the options say (the driver's own sizing)."""
+    per_utterance, fixed = _per_utterance_and_fixed(graph, options, frames, contexts, lattice)
     return batch_size * per_utterance + fixed
 
 
 def max_cuda_batch_size(
     graph: DecodingGraph, options: CtcBeamOptions | None = None, *, memory_bytes: int,
-    frames: int = 0,
+    frames: int = 0, contexts: int = 1,
 ) -> int:  # fmt: skip
     """The largest batch whose `cuda_memory_bytes` fits in ``memory_bytes`` (e.g. the free
     memory of the GPU, less what the model keeps), within the search's int32 record indices;
@@ -72,8 +92,11 @@ def max_cuda_batch_size(
     options = CtcBeamOptions() if options is None else options
     if frames < 0:
         raise ValueError(f"frames must be >= 0; got {frames}")
-    per_utterance, fixed = _per_utterance_and_fixed(graph, options, frames)
-    H = table_size(graph.num_states, options)
+    contexts = _checked_contexts(contexts)
+    per_utterance, fixed = _per_utterance_and_fixed(
+        graph, options, frames, contexts, options.lattice_beam is not None
+    )
+    H = table_size(graph.num_states, options, contexts)
     by_index = _INT32_RECORDS // (2 * record_capacity(1, H))
     return max(0, min((memory_bytes - fixed) // per_utterance, by_index))
 
