@@ -11,6 +11,7 @@ import importlib.util
 from collections.abc import Callable
 
 from .errors import BackendUnavailableError, OptionsError
+from .interrupts import signals_deferred
 
 CTC_BACKENDS = ("reference", "cpu", "cuda")
 _CTC_MODULES = {
@@ -107,7 +108,7 @@ def ctc_backend(name: str) -> Callable:
     """The decode function of a resolved CTC backend name."""
     module, func = _CTC_MODULES[name]
     try:
-        return getattr(importlib.import_module(module), func)
+        return getattr(_imported(module), func)
     except ImportError as exc:
         raise BackendUnavailableError(f"backend {name!r} cannot be imported: {exc}") from exc
 
@@ -117,4 +118,11 @@ def ctc_stream_backend(name: str) -> type:
     ``advance([(problem, state, costs), ...])``, ``partial(problem, state)`` and
     ``end(problem, state)``."""
     module, cls = _CTC_STREAM_MODULES[name]
-    return getattr(importlib.import_module(module), cls)
+    return getattr(_imported(module), cls)
+
+
+def _imported(module: str):
+    """A backend's module, imported with Ctrl-C held back until the import ends: one stopped
+    half way leaves Numba's registries half filled, and every later import of it failed
+    ("duplicate registration")."""
+    return signals_deferred(importlib.import_module, module)

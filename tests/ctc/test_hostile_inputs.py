@@ -232,12 +232,15 @@ def python_sigint():
 def test_keyboard_interrupt_cancels_the_search_on_the_worker(monkeypatch, python_sigint):
     """Ctrl-C (simulated with interrupt_main) while the worker runs a search: the main thread
     raises KeyboardInterrupt and the search is told to stop (the stand-in search below only
-    returns once it sees the cancel flag, or after a minute, so a broken wiring fails)."""
+    returns once it sees the cancel flag, or after a minute, so a broken wiring fails). The
+    stand-in sends the Ctrl-C itself, once it runs (a timer raced the first decode's loading
+    of compiled code on a loaded machine)."""
     from wfstdecode.ctc import cpu
 
     seen = {}
 
     def search_until_cancelled(problem, lanes, rows, tuning, cancel):
+        _thread.interrupt_main()
         deadline = time.monotonic() + 60
         while not cancel[0] and time.monotonic() < deadline:
             time.sleep(0.01)
@@ -247,12 +250,36 @@ def test_keyboard_interrupt_cancels_the_search_on_the_worker(monkeypatch, python
     lp, lengths = np.repeat(lp, 8, axis=0), np.repeat(lengths, 8)  # more than DIRECT_FRAMES
     assert lengths.sum() > cpu.DIRECT_FRAMES
     monkeypatch.setattr(cpu, "_run", search_until_cancelled)
-    timer = threading.Timer(0.2, _thread.interrupt_main)
-    timer.start()
     with pytest.raises(KeyboardInterrupt):
         decode_ctc(lp, lengths, g, backend="cpu")
-    timer.join()
     assert seen == {"cancelled": True}
+
+
+def test_a_keyboard_interrupt_while_the_inputs_are_prepared_comes_after_them(
+    monkeypatch, python_sigint
+):
+    """The input pass is compiled code, loaded on a process's first call, where a Ctrl-C was
+    swallowed (the decode went on) or left Numba half initialised (`wfstdecode.interrupts`):
+    one arriving during the preparation is held back until it ends, then raised; the next
+    decode gives the same answer as one never interrupted."""
+    from wfstdecode.ctc import search
+
+    g, lp, lengths = _lexicon_case(0)
+    want = decode_ctc(lp, lengths, g, backend="cpu")
+    real, ended = search.costs_and_first_bad, []
+
+    def interrupted_pass(*args, **kwargs):
+        _thread.interrupt_main()
+        out = real(*args, **kwargs)
+        ended.append(True)
+        return out
+
+    monkeypatch.setattr(search, "costs_and_first_bad", interrupted_pass)
+    with pytest.raises(KeyboardInterrupt):
+        decode_ctc(lp, lengths, g, backend="cpu")
+    assert ended == [True]
+    monkeypatch.undo()
+    assert_hypotheses_equal(want, decode_ctc(lp, lengths, g, backend="cpu"), 0.0)
 
 
 def test_short_searches_run_on_the_calling_thread_and_long_ones_on_the_worker(monkeypatch):
