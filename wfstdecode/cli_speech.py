@@ -50,8 +50,17 @@ def transcribe_command(args: argparse.Namespace) -> int:
     defaults = dataclasses.asdict(SPEECH_OPTIONS)
     given = {n: v for n in DECODE_OPTIONS if (v := getattr(args, n)) is not None}
     options = CtcBeamOptions(**{**defaults, **given})
-    model = HamaPhoneModel()
     boosts = boosts_of(args)
+    if args.transducer:  # (refused before the phone model loads)
+        ctc_given = [n for n in DECODE_OPTIONS if n != "nbest" and getattr(args, n) is not None]
+        if args.graph or boosts or ctc_given:
+            raise WfstDecodeError("--transducer decodes without a graph: --graph, --boost and "
+                                  "the CTC search options do not apply")  # fmt: skip
+        beam = transducer_beam_options(args, 1 if args.nbest is None else args.nbest)
+    elif args.beam_size is not None or args.beam_algorithm is not None:
+        raise WfstDecodeError("--beam-size is the transducer beam search (with --transducer); "
+                              "the graph search's width is --beam / --max-active")  # fmt: skip
+    model = HamaPhoneModel()
     unreadable: list[InputFileError] = []  # files left out, said as they come and counted
 
     def report(error: InputFileError) -> None:
@@ -59,17 +68,10 @@ def transcribe_command(args: argparse.Namespace) -> int:
         unreadable.append(error)
 
     if args.transducer:
-        if args.graph or boosts or any(getattr(args, n) is not None for n in DECODE_OPTIONS):
-            raise WfstDecodeError("--transducer decodes without a graph: --graph, --boost and "
-                                  "the CTC search options do not apply")  # fmt: skip
         frame_seconds = TRANSDUCER_FRAME_SECONDS
-        beam = transducer_beam_options(args)
         results = iter_transcribe(args.audio, model=model, kind=args.transducer, beam=beam,
                                   on_error=report)  # fmt: skip
     else:
-        if args.beam_size is not None or args.beam_algorithm is not None:
-            raise WfstDecodeError("--beam-size is the transducer beam search (with --transducer); "
-                                  "the graph search's width is --beam / --max-active")  # fmt: skip
         graph = DecodingGraph.load(args.graph) if args.graph else None
         frame_seconds = model.frame_seconds
         results = iter_transcribe(args.audio, graph, options, backend=args.backend, model=model,

@@ -231,6 +231,14 @@ def test_transcribe_cli_transducer_beam():
               capture_output=True, text=True)  # fmt: skip
     assert bad.returncode != 0 and "'wind' does not decode TDT" in bad.stderr
     assert "Traceback" not in bad.stderr
+    # n-best of the beam search, ranked as the graph search's: the best line is the 1-best's
+    out = run([*cmd, "--transducer", "rnnt", "--beam-size", "3", "--nbest", "2"],
+              capture_output=True, text=True, check=True)  # fmt: skip
+    lines = [line.split("\t") for line in out.stdout.splitlines()]
+    assert [line[:2] for line in lines] == [[str(WAVS[0]), "1"], [str(WAVS[0]), "2"]]
+    assert lines[0][2] == record["text"] and lines[1][2] != lines[0][2]
+    bad = run([*cmd, "--transducer", "rnnt", "--nbest", "2"], capture_output=True, text=True)
+    assert bad.returncode != 0 and "--nbest and --beam-algorithm need --beam-size" in bad.stderr
 
 
 def test_synthetic_speech_from_flite(model, speech_graph):

@@ -108,7 +108,9 @@ def decode_log_probs(rows, graph, options=None, *, backend="auto", model=None, b
     """`transcribe` after the phone model: a list of (T, V) log-prob arrays; ``boosts`` one
     ``phrase -> bonus`` mapping for all (`decode_ctc`), ``oov_lexicon`` the pronunciations of
     boosted words the graph lacks."""
-    num_tokens = len(model.tokens) if model is not None else rows[0].shape[1] if rows else 0
+    if not rows:
+        return []
+    num_tokens = len(model.tokens) if model is not None else rows[0].shape[1]
     if graph.tokens is not None and graph.num_tokens != num_tokens:
         raise DecodeInputError(
             f"the graph has {graph.num_tokens} tokens but the phone model {num_tokens}: "
