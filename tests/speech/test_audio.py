@@ -1,13 +1,14 @@
 """Audio reading and resampling (no model needed): every PCM width and channel count the standard
 library writes, soundfile formats, clear errors, and a band-limited resampler."""
 
+import math
 import wave
 
 import numpy as np
 import pytest
 
 from wfstdecode.errors import InputFileError
-from wfstdecode.speech.audio import load_audio, read_audio, resample
+from wfstdecode.speech.audio import MAX_RATE, MIN_RATE, load_audio, read_audio, resample
 
 
 def write_wav(path, pcm: np.ndarray, rate: int, width: int, channels: int) -> None:
@@ -106,3 +107,71 @@ def test_a_truncated_wav_is_read_and_said_and_a_corrupt_rate_refused(tmp_path):
         write_wav(tmp_path / "r.wav", pcm, rate, 2, 1)
         with pytest.raises(InputFileError, match=f"r.wav: sample rate {rate} Hz is outside"):
             read_audio(tmp_path / "r.wav")
+
+
+def test_the_rate_bounds_themselves_are_read(tmp_path):
+    """The limits are inclusive, as the error message ("outside 1,000..768,000 Hz") says."""
+    pcm = np.arange(-50, 50, dtype="<i2")
+    for rate in (MIN_RATE, MAX_RATE):
+        write_wav(tmp_path / "a.wav", pcm, rate, 2, 1)
+        samples, got = read_audio(tmp_path / "a.wav")
+        assert got == rate and samples.shape == (100,)
+
+
+def test_a_truncated_wav_is_said_even_one_frame_short(tmp_path):
+    write_wav(tmp_path / "a.wav", np.arange(100, dtype="<i2"), 16000, 2, 1)
+    data = (tmp_path / "a.wav").read_bytes()
+    (tmp_path / "cut.wav").write_bytes(data[:-2])  # one 16-bit frame short
+    with pytest.warns(UserWarning, match="truncated WAV: .*100 frames.*99"):
+        samples, _ = read_audio(tmp_path / "cut.wav")
+    assert samples.shape == (99,)
+
+
+def test_float_audio_is_clipped_and_nan_refused(tmp_path):
+    soundfile = pytest.importorskip("soundfile", reason="soundfile (the speech extra)")
+    x = np.array([0.0, 1.5, -2.0, 0.25] * 50, np.float32)
+    soundfile.write(tmp_path / "loud.wav", x, 16000, subtype="FLOAT")
+    samples, _ = read_audio(tmp_path / "loud.wav")
+    np.testing.assert_array_equal(samples, np.clip(x, -1.0, 1.0))
+    x[7] = np.nan
+    soundfile.write(tmp_path / "nan.wav", x, 16000, subtype="FLOAT")
+    with pytest.raises(InputFileError, match="nan.wav: the audio holds NaN or infinite"):
+        read_audio(tmp_path / "nan.wav")
+
+
+def test_a_stereo_soundfile_is_mixed_down(tmp_path):
+    soundfile = pytest.importorskip("soundfile", reason="soundfile (the speech extra) reads FLAC")
+    left = (0.5 * np.sin(np.arange(4000) / 7.0)).astype(np.float32)
+    right = (0.25 * np.cos(np.arange(4000) / 3.0)).astype(np.float32)
+    soundfile.write(tmp_path / "st.flac", np.stack([left, right], 1), 16000)
+    samples, _ = read_audio(tmp_path / "st.flac")
+    np.testing.assert_allclose(samples, (left + right) / 2, atol=1e-4)
+
+
+def _reference_resample(x: np.ndarray, rate: int, new_rate: int) -> np.ndarray:
+    """The documented resampler, written plainly (one output sample at a time, float64): a
+    Hann-windowed sinc at the lower Nyquist rate, the signal outside the input zero."""
+    ratio = new_rate / rate
+    cutoff = min(1.0, ratio)
+    half = math.ceil(24 / cutoff)
+    n_out = max(1, round(len(x) * ratio))
+    out = np.zeros(n_out)
+    for j in range(n_out):
+        t = j / ratio
+        for i in range(math.floor(t) - half + 1, math.floor(t) + half + 1):
+            if 0 <= i < len(x):
+                d = t - i
+                w = 0.5 + 0.5 * math.cos(math.pi * min(1.0, abs(d) / (half + 1)))
+                out[j] += x[i] * cutoff * np.sinc(cutoff * d) * w
+    return out
+
+
+@pytest.mark.parametrize("rate,new_rate,n", [(8000, 16000, 301), (22050, 16000, 339),
+                                             (16000, 8000, 257), (44100, 16000, 500)])  # fmt: skip
+def test_resample_matches_the_formula_to_the_last_sample(rate, new_rate, n):
+    """Every output sample (the edges too, which the tone test leaves out), and the length
+    rounded (not truncated) from n * new_rate / rate."""
+    x = np.random.default_rng(n).uniform(-0.5, 0.5, n).astype(np.float32)
+    out = resample(x, rate, new_rate)
+    assert out.shape == (round(n * new_rate / rate),)
+    np.testing.assert_allclose(out, _reference_resample(x, rate, new_rate), atol=2e-5)
