@@ -622,3 +622,47 @@ def test_a_call_back_into_a_stream_from_its_own_call_raises():
     assert decoder.frames(other) == 3
     want = decode_ctc(lp[None], [10], g, CtcBeamOptions(beam=20.0), backend="cpu")[0]
     assert decoder.finish(sid) == want
+
+
+@pytest.mark.parametrize("shift", [0.01, 0.03, 0.04, 0.1])
+def test_endpoints_fire_at_whole_frame_counts_with_a_float32_frame_shift(shift):
+    """A frame shift given as np.float32 (accepted: test_options_are_checked) is the same frame
+    shift: n frames of it last n * shift seconds, as with a Python float (0.01 as float32 is
+    0.0099999998: 10 frames were 0.099999998 s, short of a 0.1 s rule by more than the 1e-9
+    tolerance, and the endpoint came a frame late)."""
+    for frames in range(1, 200):
+        seconds = round(frames * shift, 6)
+        for rule in (EndpointRule(False, seconds), EndpointRule(False, 0.0, seconds)):
+            rules = EndpointRules(np.float32(shift), (rule,))
+            assert rules.detect(frames, frames, False) == "rule1", (shift, frames, rule)
+            assert rules.detect(frames - 1, frames - 1, False) is None, (shift, frames, rule)
+    # end to end, with the default rules' 1.2 s after speech at 0.04 s a frame: 30 frames
+    g = lexicon_graph(["cat"])
+    silence = np.full((30, g.num_tokens), -30.0, np.float32)
+    silence[:, 0] = 0.0
+    d = CtcStreamDecoder(g, endpoint=EndpointRules(np.float32(0.04),
+                                                   (EndpointRule(False, 1.2),)))  # fmt: skip
+    s = d.open()
+    assert d.advance({s: silence[:29]}) == {}
+    assert d.advance({s: silence[29:]}) == {s: "rule1"}
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_a_zero_width_chunk_is_refused_as_decode_ctc_refuses_it(backend):
+    """A graph with no arcs and no token table reads no column: decode_ctc refuses (1, T, 0)
+    log-probs (every column of a frame is -inf, vacuously); a stream took the same frames and
+    its finish said the search died."""
+    from wfstdecode.fstio import FstArrays
+
+    none = np.zeros(0, np.int64)
+    empty = DecodingGraph.from_arrays(
+        FstArrays(0, np.array([0.0], np.float32), none, none, none, none, np.zeros(0))
+    )
+    lp = np.zeros((2, 0), np.float32)
+    with pytest.raises(DecodeInputError, match="-inf in every column"):
+        decode_ctc(lp[None], None, empty, backend="reference")
+    d = CtcStreamDecoder(empty, backend=backend)
+    s = d.open()
+    with pytest.raises(DecodeInputError, match=rf"stream {s}: chunk frame 0 contains -inf"):
+        d.advance({s: lp})
+    assert d.frames(s) == 0

@@ -113,8 +113,10 @@ class EndpointRules:
 
     def _lasts(self, frames: int, seconds: float) -> bool:
         """``frames`` last ``seconds``, within rounding (30 frames of 0.03 s are 0.9 s, though
-        ``30 * 0.03`` is 0.8999999999999999)."""
-        return frames * self.frame_shift >= seconds * (1 - 1e-9)
+        ``30 * 0.03`` is 0.8999999999999999; a float32 frame shift is off by up to 6e-8 of
+        itself: 10 frames of ``np.float32(0.01)`` are 0.0999999977 s). The tolerance, 1e-6 of
+        the length, is below a frame for lengths under a million frames."""
+        return frames * float(self.frame_shift) >= seconds * (1 - 1e-6)
 
 
 class _Stream:
@@ -453,7 +455,7 @@ def _check_values(sid: int, lp: np.ndarray, given: np.ndarray) -> None:
     """Raise naming the first frame of stream ``sid``'s chunk ``lp`` (float32; ``given``: as
     given) with a NaN or +inf, else the first whose every column is -inf."""
     bad = np.isnan(lp).any(axis=1) | (lp == np.inf).any(axis=1)
-    dead = (lp == -np.inf).all(axis=1) if lp.shape[1] else np.zeros(len(lp), bool)
+    dead = (lp == -np.inf).all(axis=1)  # (vacuously for no columns, as decode_ctc says)
     for what, rows in (("NaN or +inf", bad), ("-inf in every column", dead)):
         if rows.any():
             t = int(np.flatnonzero(rows)[0])
