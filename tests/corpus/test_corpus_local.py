@@ -93,9 +93,9 @@ def test_corrupt_and_missing_shards_are_reported_not_fatal(corpus, tmp_path):
     good = corpus.shards[0].read_bytes()
     (shards / "truncated.npz").write_bytes(good[: len(good) // 2])
     np.savez(shards / "wrong_width.npz", log_probs=np.zeros((1, 4, 3), np.float32))
-    manifest = tmp_path / "manifest.jsonl"
-    lines = [{"shard": f"shards/{p.name}"} for p in sorted(shards.iterdir())]
-    lines.append({"shard": "shards/missing.npz"})
+    manifest = shards / "manifest.jsonl"  # (names are relative to the manifest's directory)
+    lines = [{"shard": p.name} for p in sorted(shards.iterdir())]
+    lines.append({"shard": "missing.npz"})
     manifest.write_text("".join(json.dumps(x) + "\n" for x in lines))
     summary = run(corpus, tmp_path / "out", manifest=manifest)
     failed = {f["name"]: f for f in summary.failed}

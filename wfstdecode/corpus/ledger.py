@@ -38,8 +38,16 @@ FORMAT_VERSION = 1
 
 def check_output_names(shards) -> None:
     """Refuse, before anything is decoded, a shard whose output files' names would be longer
-    than a file name may be (255 bytes): the longest is its done record's temporary file."""
+    than a file name may be (255 bytes): the longest is its done record's temporary file; or
+    whose name is not UTF-8 (bytes Python could not decode), which no record could hold."""
     for shard in shards:
+        try:
+            shard.name.encode("utf-8")
+        except UnicodeEncodeError:
+            raise WfstDecodeError(
+                f"{os.fsencode(shard.path)!r}: the shard's name is not UTF-8, "
+                "which its output's records cannot hold; rename it"
+            ) from None
         longest = f".{Path(shard.name).name}{DONE_SUFFIX}.{os.getpid()}{PARTIAL_SUFFIX}"
         if len(os.fsencode(longest)) > 255:
             raise WfstDecodeError(f"{shard.path}: its output files' names would be "
@@ -52,7 +60,7 @@ class OutputDir:
 
     def __init__(self, out: str | os.PathLike, config: dict, force: bool = False):
         self.path = Path(out)
-        self.config = config
+        self.config = json.loads(json.dumps(config))  # as run.json holds it (tuples as lists)
         self.digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
         if self.path.exists() and not self.path.is_dir():
             raise WfstDecodeError(f"{self.path}: exists and is not a directory")
@@ -115,6 +123,14 @@ class OutputDir:
             return record if input_id(shard.path).sha256 == record["input"]["sha256"] else None
         except (OSError, WfstDecodeError, KeyError, TypeError):
             return None  # unreadable: decode again (and the error, if lasting, shows then)
+
+    def forget(self, shard: Shard) -> None:
+        """Remove what an earlier run wrote for ``shard`` (its done record first, then its
+        output), before it is decoded again: if it now fails, no output of the input it had
+        then stays beside a summary that lists it as failed."""
+        for path in (self.done_path(shard), self.output_path(shard)):
+            with contextlib.suppress(FileNotFoundError):
+                path.unlink()
 
     def write(self, shard: Shard, output: ShardOutput, attempts: int) -> dict:
         """Write a decoded shard's output, then its done record; returns the record."""

@@ -1,9 +1,11 @@
 """Which shards a corpus decode covers: a manifest (JSONL), a directory, a glob or one file.
 
-Every shard gets an output name: its path relative to the deepest directory holding all shards,
-without its suffix (``.npz``; ``.ark``, a Kaldi archive of CTC log-probs), so that
-``a/part0.npz`` and ``b/part0.npz`` write ``OUT/a/part0.jsonl`` and ``OUT/b/part0.jsonl`` rather
-than one file twice.
+Every shard gets an output name: its path relative to the directory the spec names (the
+directory itself, the manifest's directory, a glob's directory before its first wildcard, a
+file's directory), without its suffix (``.npz``; ``.ark``, a Kaldi archive of CTC log-probs), so
+that ``a/part0.npz`` and ``b/part0.npz`` write ``OUT/a/part0.jsonl`` and ``OUT/b/part0.jsonl``
+rather than one file twice, and shards added later (a new ``day2/``) leave the names of those
+done alone. A manifest entry outside its directory moves the base up to a directory holding both.
 """
 
 from __future__ import annotations
@@ -47,22 +49,48 @@ def read_manifest(
     path = Path(text)
     kinds = " or ".join(suffixes)
     if path.is_dir():
-        paths = sorted(p for p in path.rglob("*") if p.suffix in suffixes and p.is_file())
+        paths, base = _files_below(path, suffixes), path
         if not paths:
             raise WfstDecodeError(f"{path}: no {kinds} file in this directory")
     elif path.is_file() and path.suffix in suffixes:
-        paths = [path]
+        paths, base = [path], path.parent
     elif path.suffix == ".scp":  # (its matrices may change in files no ledger would check)
         raise WfstDecodeError(f"{path}: a Kaldi script is not a shard: give the archives it "
                               "names (a directory, a glob or a manifest of them)")  # fmt: skip
     elif path.is_file():
-        paths = _read_jsonl(path)
+        paths, base = _read_jsonl(path), path.parent
     else:
         paths = sorted(Path(p) for p in glob.glob(text, recursive=True) if Path(p).is_file())
         if not paths:
             what = "no such file" if not glob.has_magic(text) else "no file matches this pattern"
             raise WfstDecodeError(f"{text}: {what}")
-    return _name_shards([p.absolute() for p in paths], text, suffixes)
+        base = Path(*_prefix(Path(text).parts) or ".")
+    return _name_shards([p.absolute() for p in paths], text, suffixes, base.absolute())
+
+
+def _prefix(parts: tuple[str, ...]) -> list[str]:
+    """A glob's directory parts before its first wildcard (not the last part: a file name)."""
+    out = []
+    for part in parts[:-1]:
+        if glob.has_magic(part):
+            break
+        out.append(part)
+    return out
+
+
+def _files_below(root: Path, suffixes: tuple[str, ...]) -> list[Path]:
+    """The files with one of ``suffixes`` below ``root``, sorted, through symlinked directories
+    too (`Path.rglob` skips them before Python 3.13), each real directory once (a link back up
+    would loop)."""
+    found, seen = [], set()
+    for top, dirs, files in os.walk(root, followlinks=True):
+        real = os.path.realpath(top)
+        if real in seen:
+            dirs[:] = []
+            continue
+        seen.add(real)
+        found += [Path(top, f) for f in files if Path(f).suffix in suffixes]
+    return sorted(p for p in found if p.is_file())
 
 
 def _read_jsonl(path: Path) -> list[Path]:
@@ -90,12 +118,13 @@ def _read_jsonl(path: Path) -> list[Path]:
     return paths
 
 
-def _name_shards(paths: list[Path], spec: str, suffixes: tuple[str, ...]) -> list[Shard]:
+def _name_shards(paths: list[Path], spec: str, suffixes: tuple[str, ...],
+                 base: Path) -> list[Shard]:  # fmt: skip
     normalized = [Path(os.path.normpath(p)) for p in paths]
     if len(set(normalized)) != len(normalized):
         dup = next(p for p in normalized if normalized.count(p) > 1)
         raise WfstDecodeError(f"{spec}: {dup} is listed twice")
-    root = Path(os.path.commonpath([p.parent for p in normalized]))
+    root = Path(os.path.commonpath([os.path.normpath(base), *(p.parent for p in normalized)]))
     shards = []
     for p in normalized:
         rel = p.relative_to(root)

@@ -106,6 +106,7 @@ def decode_corpus(
         for i, shard in enumerate(shards):
             record = outdir.finished(shard, verify)
             if record is None:
+                outdir.forget(shard)
                 pending.append(Job(i, shard.path, shard.name))
             else:
                 records[i] = record

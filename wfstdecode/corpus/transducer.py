@@ -60,6 +60,9 @@ class TransducerCorpusDecoder:
             "model_content": self._model_id,
             "beam": dataclasses.asdict(self.beam) if self.beam is not None else None,
             "frame_shift": self.frame_shift,
+            # torch's threads split its sums differently (scores differ in the 7th digit): a run
+            # resumed with another count would mix the two
+            "num_threads": self.num_threads,
         }
 
     def load(self):

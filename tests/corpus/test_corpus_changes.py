@@ -1,0 +1,125 @@
+"""decode-corpus when the corpus around a finished run changes: shard names that are not UTF-8,
+shards under symlinked directories, a new subdirectory of shards, a shard that changes and now
+fails, a resumed transducer run with other threads, and a config with tuples reopening its own
+output directory."""
+
+import os
+import shutil
+
+import numpy as np
+import pytest
+
+from wfstdecode.corpus import CtcCorpusDecoder, decode_corpus, read_manifest
+from wfstdecode.errors import WfstDecodeError
+
+
+def run(corpus, out, decoder=None, manifest=None, **kw):
+    decoder = decoder or CtcCorpusDecoder(str(corpus.graph_path), backend="reference")
+    kw.setdefault("workers", 1)
+    return decode_corpus(manifest or corpus.shard_dir, out, decoder, executor="local",
+                         progress="quiet", **kw)  # fmt: skip
+
+
+def test_a_shard_name_that_is_not_utf8_is_refused_before_anything_is_decoded(corpus, tmp_path):
+    """A Latin-1 file name (surrogate-escaped by Python) reached `output.text.encode("utf-8")`
+    in OutputDir.write: UnicodeEncodeError, no summary, every rerun the same. It is refused up
+    front, by name, before anything is decoded."""
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    shutil.copy(corpus.shards[0], shards / "plain.npz")
+    shutil.copy(corpus.shards[1], os.path.join(os.fsencode(shards), b"caf\xe9.npz"))
+    with pytest.raises(WfstDecodeError, match=r"caf\\xe9.npz'?: the shard's name is not UTF-8"):
+        run(corpus, tmp_path / "out", manifest=shards)
+    assert not (tmp_path / "out").exists() or not list((tmp_path / "out").glob("*.jsonl"))
+
+
+def test_a_directory_manifest_follows_symlinked_subdirectories(corpus, tmp_path):
+    """Shards under a symlinked subdirectory were silently left out of a directory manifest
+    (Path.rglob does not follow directory links before Python 3.13); a glob took them."""
+    root, elsewhere = tmp_path / "corpus", tmp_path / "elsewhere"
+    (root / "local").mkdir(parents=True)
+    elsewhere.mkdir()
+    shutil.copy(corpus.shards[0], root / "local" / "a.npz")
+    shutil.copy(corpus.shards[1], elsewhere / "b.npz")
+    (root / "linked").symlink_to(elsewhere, target_is_directory=True)
+    by_glob = [s.name for s in read_manifest(str(root / "**" / "*.npz"))]
+    assert sorted(by_glob) == ["linked/b", "local/a"]
+    assert [s.name for s in read_manifest(root)] == ["linked/b", "local/a"]
+
+
+def test_adding_a_subdirectory_of_shards_does_not_rename_the_finished_ones(corpus, tmp_path):
+    """Names were relative to the deepest directory holding every shard: a directory with only
+    day1/ named its shards 'shard00', ...; adding day2/ renamed them 'day1/shard00', so the
+    whole corpus was decoded again and the first outputs stayed beside the new ones."""
+    root = tmp_path / "corpus"
+    (root / "day1").mkdir(parents=True)
+    for p in corpus.shards[:3]:
+        shutil.copy(p, root / "day1" / p.name)
+    out = tmp_path / "out"
+    assert len(run(corpus, out, manifest=root).decoded) == 3
+    (root / "day2").mkdir()
+    shutil.copy(corpus.shards[3], root / "day2" / corpus.shards[3].name)
+    again = run(corpus, out, manifest=root)
+    assert len(again.skipped) == 3 and len(again.decoded) == 1
+    assert len(list(out.rglob("*.jsonl"))) == 4
+
+
+def test_a_config_holding_a_tuple_reopens_its_own_directory(tmp_path):
+    """run.json's JSON list never equalled the config's tuple (a TransducerCorpusDecoder with
+    BeamOptions(durations=...)): the same run started again was refused as another config."""
+    from wfstdecode.corpus.ledger import OutputDir
+
+    config = {"decoder": "transducer", "beam": {"durations": (0, 1, 2, 3, 4)}}
+    with OutputDir(tmp_path / "out", config):
+        pass
+    with OutputDir(tmp_path / "out", config):  # raised WfstDecodeError "differing: beam"
+        pass
+
+
+def test_a_transducer_run_resumed_with_other_threads_equals_an_uninterrupted_one(tmp_path):
+    """torch's thread count changes the float sums (scores differ in the 7th digit), but
+    TransducerCorpusDecoder.config() left num_threads out: a run resumed with other threads
+    skipped the first run's shards, and its directory matched neither uninterrupted run. Now
+    the thread count is part of the config: such a resume asks for --force."""
+    pytest.importorskip("torch")
+    from wfstdecode.corpus import TransducerCorpusDecoder
+    from wfstdecode.transducer import BeamOptions
+
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    rng = np.random.default_rng(0)
+    for s, size in enumerate((3, 2, 4)):
+        logits = rng.normal(size=(size, 40, 191)) * 3
+        lp = (logits - np.log(np.exp(logits).sum(-1, keepdims=True))).astype(np.float32)
+        np.savez(shards / f"t{s}.npz", log_probs=lp, lengths=rng.integers(10, 41, size))
+    beam = BeamOptions("alsd", beam_size=2)
+
+    def go(out, threads):
+        decoder = TransducerCorpusDecoder("tdt", beam, num_threads=threads)
+        try:
+            return decode_corpus(shards, out, decoder, workers=1, executor="local",
+                                 progress="quiet")  # fmt: skip
+        except WfstDecodeError as exc:
+            assert "differing: num_threads" in str(exc)
+            return None
+
+    go(tmp_path / "resumed", 1)
+    assert go(tmp_path / "resumed", 2) is None  # another config: --force needed
+    go(tmp_path / "fresh", 1)
+    for p in sorted((tmp_path / "fresh").glob("*.jsonl")):
+        assert (tmp_path / "resumed" / p.name).read_bytes() == p.read_bytes(), p.name
+
+
+def test_a_changed_shard_that_now_fails_keeps_no_stale_output(corpus, tmp_path):
+    """Its earlier OUT/NAME.jsonl (and done record) stayed: output of data that no longer
+    exists, beside a summary that lists the shard as failed."""
+    shards = tmp_path / "shards"
+    shutil.copytree(corpus.shard_dir, shards)
+    out = tmp_path / "out"
+    run(corpus, out, manifest=shards)
+    victim = corpus.shards[4].stem
+    (shards / f"{victim}.npz").write_bytes(b"garbage")
+    summary = run(corpus, out, manifest=shards)
+    assert [f["name"] for f in summary.failed] == [victim]
+    assert not (out / f"{victim}.jsonl").exists()
+    assert not (out / f"{victim}.done.json").exists()
