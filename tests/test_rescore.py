@@ -11,7 +11,9 @@ import numpy as np
 import pytest
 
 from wfstdecode import OptionsError
+from wfstdecode.cli import main
 from wfstdecode.ctc import CtcBeamOptions, ctc_lattices, decode_ctc
+from wfstdecode.lattice_io import read_kaldi_archive, write_kaldi_archive
 from wfstdecode.rescore import LmRescoring, NgramLm, rescore
 from wfstdecode.testing import fast_backends, simulate_ctc
 from wfstdecode.testing.lm import random_arpa
@@ -633,3 +635,97 @@ def test_rescore_out_is_determinized_at_the_rescoring_beam(tmp_path, monkeypatch
     limits.clear()
     assert main(argv) == 0
     assert limits == [math.inf, math.inf]
+
+
+# --- the rescore / decode command lines: keys, arguments and warnings ---------------------
+
+
+def _archive_keyed(tmp_path, key: bytes):
+    """A one-lattice archive under ``key``, the words table beside it, the two LMs."""
+    g, lp, lengths, old, new = _first_pass(tmp_path, 6)
+    g.words.write(tmp_path / "words.txt")
+    lats = ctc_lattices(lp, lengths, g, CtcBeamOptions(lattice_beam=8.0))
+    write_kaldi_archive({"u1": lats[0]}, tmp_path / "a.ark")
+    data = (tmp_path / "a.ark").read_bytes()
+    (tmp_path / "k.ark").write_bytes(key + data[2:])
+    return tmp_path / "k.ark", old, new
+
+
+def _rescore_args(tmp_path, old, new):
+    return ["--words", str(tmp_path / "words.txt"), "--new-lm", str(new), "--old-lm", str(old)]
+
+
+def test_a_key_the_reader_accepts_is_written_back_by_rescore_out(tmp_path):
+    """'utt\\u00a0x' (a no-break space: no ASCII whitespace, so Kaldi and read_kaldi_archive
+    read it as one key) was refused by write_kaldi_archive, after all the rescoring."""
+    ark, old, new = _archive_keyed(tmp_path, "utt\u00a0x".encode())
+    assert list(read_kaldi_archive(ark)) == ["utt\u00a0x"]
+    out = tmp_path / "o.ark"
+    assert main(["rescore", str(ark), *_rescore_args(tmp_path, old, new), "--out", str(out)]) == 0
+    assert list(read_kaldi_archive(out)) == ["utt\u00a0x"]
+
+
+def test_decode_refuses_unwritable_lattice_keys_before_decoding(tmp_path, monkeypatch, capsys):
+    """An id with a space (no archive key can hold it) was refused only after the whole decode,
+    with nothing printed: now before any search."""
+    from wfstdecode.ctc import npz
+
+    g, lp, lengths, _, _ = _first_pass(tmp_path, 6)
+    g.save(tmp_path / "TLG.npz")
+    np.savez(tmp_path / "e.npz", log_probs=lp, lengths=lengths, ids=np.array(["utt 1", "u2"]))
+    searched = []
+    real = npz.prepared
+    monkeypatch.setattr(npz, "prepared", lambda *a, **k: searched.append(1) or real(*a, **k))
+    rc = main(["decode", str(tmp_path / "TLG.npz"), str(tmp_path / "e.npz"), "--backend", "cpu",
+               "--lattice-beam", "8", "--write-lattices", str(tmp_path / "d.ark")])  # fmt: skip
+    assert rc == 2 and "'utt 1'" in capsys.readouterr().err
+    assert not searched and not (tmp_path / "d.ark").exists()
+
+
+def test_rescore_says_which_lattices_have_no_path(tmp_path, capsys):
+    """A lattice with no complete path (no final state reached) printed nothing and no
+    warning; now a warning names it."""
+    from wfstdecode.compact_lattice import compact_from_fst
+
+    g, _, _, old, new = _first_pass(tmp_path, 6)
+    g.words.write(tmp_path / "words.txt")
+    never = np.array([np.inf, np.inf])
+    nopath = compact_from_fst(
+        dict(start=0, src=np.array([0], np.int32), dst=np.array([1], np.int32),
+             word=np.array([1], np.int32), graph_cost=np.array([1.0]),
+             acoustic_cost=np.array([1.0]), string=np.array([1], np.int32),
+             string_start=np.array([0, 1]), final_graph=never, final_acoustic=never,
+             final_string=np.zeros(0, np.int32), final_string_start=np.zeros(3, np.int64)),
+        1.0,
+    )  # fmt: skip
+    write_kaldi_archive({"nf": nopath}, tmp_path / "nf.ark")
+    assert main(["rescore", str(tmp_path / "nf.ark"), *_rescore_args(tmp_path, old, new)]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "lattice 'nf': no complete path" in captured.err
+
+
+def test_bad_lm_scale_and_beam_are_refused_up_front(tmp_path, capsys):
+    """--lm-scale nan (or --beam nan / -1) was reported as lattice 'u1''s problem, and taken
+    silently for an archive with no lattices."""
+    ark, old, new = _archive_keyed(tmp_path, b"u1")
+    (tmp_path / "empty.ark").write_bytes(b"")
+    for bad, message in ((["--lm-scale", "nan"], "--lm-scale must be a finite number"),
+                         (["--beam", "nan"], "--beam must be > 0"),
+                         (["--beam", "-1"], "--beam must be > 0")):  # fmt: skip
+        for archive in (ark, tmp_path / "empty.ark"):
+            assert main(["rescore", str(archive), *_rescore_args(tmp_path, old, new), *bad]) == 2
+            err = capsys.readouterr().err
+            assert message in err and "lattice 'u1'" not in err, err
+
+
+def test_rescore_warns_about_words_the_new_lm_lacks(tmp_path, capsys):
+    """A new LM without some lattice words (and no <unk>) costs each -100 log10 (as KenLM),
+    which may reorder the n-best: the warning names them."""
+    ark, old, _ = _archive_keyed(tmp_path, b"u1")
+    small = tmp_path / "small.arpa"
+    small.write_text(random_arpa(["a", "c"], order=2, seed=1, unk=False))
+    assert main(["rescore", str(ark), *_rescore_args(tmp_path, old, small)]) == 0
+    err = capsys.readouterr().err
+    assert "warning: --new-lm lacks" in err and "log10 -100 each" in err
+    assert "'bab'" in err and "--old-lm" not in err

@@ -175,6 +175,9 @@ def decode_command(args: argparse.Namespace) -> None:
                   args.utterance_boosts, args.oov_lexicon, args.rescore_lm,
                   args.first_pass_lm)  # fmt: skip
         check_archive_path(args.write_lattices, inputs, "--write-lattices")
+    keys_check = None
+    if args.write_lattices is not None:
+        from .lattice_io import check_archive_keys as keys_check
     references = None
     if args.text is not None:
         from .ctc import read_reference_texts
@@ -183,7 +186,7 @@ def decode_command(args: argparse.Namespace) -> None:
     result = decode_npz(args.log_probs, graph, options, boosts, backend=args.backend,
                         utterance_boosts=per_utterance, oov_lexicon=oov_lexicon,
                         lattices=args.write_lattices is not None, rescore=rescoring(args),
-                        references=references)  # fmt: skip
+                        references=references, check_ids=keys_check)  # fmt: skip
     if args.write_lattices is not None:
         from .lattice_io import write_kaldi_archive
 
@@ -370,7 +373,9 @@ def make_parser() -> argparse.ArgumentParser:
                    help="write each utterance's lattice (--lattice-beam) to a binary Kaldi "
                         "archive of CompactLattice, determinized on words as Kaldi's decoders "
                         "write them (graph and unscaled acoustic costs; the string: token id + "
-                        "1 per frame); lattice-copy ark:ARK ark,t:- reads it")  # fmt: skip
+                        "1 per frame); lattice-copy ark:ARK ark,t:- reads it. With --rescore-lm "
+                        "the lattices written are the rescored ones (their graph costs hold the "
+                        "new LM times --lm-scale in place of the first pass's)")  # fmt: skip
     p.add_argument("--determinize-lattice", action=argparse.BooleanOptionalAction, default=True,
                    help="--no-determinize-lattice writes the state-level Lattice instead (one "
                         "path per alignment; token id + 1 : word id arcs)")  # fmt: skip

@@ -96,8 +96,13 @@ def rescoring(args: argparse.Namespace):
 
 def rescore_command(args: argparse.Namespace) -> None:
     from .ctc.options import ACOUSTIC_SCALE_RANGE, MAX_COUNT
-    from .lattice_io import check_archive_path, read_kaldi_archive, write_kaldi_archive
-    from .rescore import NgramLm, rescore
+    from .lattice_io import (
+        check_archive_keys,
+        check_archive_path,
+        read_kaldi_archive,
+        write_kaldi_archive,
+    )
+    from .rescore import MISSING_WORD_LOG10, NgramLm, rescore
     from .symbols import SymbolTable
 
     if args.max_nodes < 1:
@@ -108,6 +113,10 @@ def rescore_command(args: argparse.Namespace) -> None:
     if not lo <= args.acoustic_scale <= hi:  # also NaN
         raise WfstDecodeError(f"--acoustic-scale must be in [{lo:g}, {hi:g}]; got "
                               f"{args.acoustic_scale}")  # fmt: skip
+    if not math.isfinite(args.lm_scale):  # (checked here, not blamed on the first lattice)
+        raise WfstDecodeError(f"--lm-scale must be a finite number; got {args.lm_scale}")
+    if args.beam is not None and not args.beam > 0:
+        raise WfstDecodeError(f"--beam must be > 0 (inf: exact); got {args.beam}")
     if args.out is not None:
         inputs = (args.lattices, args.words, args.new_lm, args.old_lm)
         check_archive_path(args.out, inputs, "--out")
@@ -120,6 +129,8 @@ def rescore_command(args: argparse.Namespace) -> None:
     else:
         words = SymbolTable.read(args.words)
     lattices = read_kaldi_archive(args.lattices, args.acoustic_scale)
+    if args.out is not None:  # (before the work: keys --out could not hold)
+        check_archive_keys(lattices)
     new_lm, old_lm = NgramLm(args.new_lm), NgramLm(args.old_lm)
     beam = None if args.beam is None or math.isinf(args.beam) else args.beam
     if not lattices:
@@ -132,7 +143,11 @@ def rescore_command(args: argparse.Namespace) -> None:
             hint = ": raise --max-nodes, or prune (--beam 8)" if "max_nodes" in str(exc) else ""
             raise WfstDecodeError(f"{args.lattices}, lattice {key!r}: {exc}{hint}") from None
         out[key] = rescored
-        for rank, (arcs, cost) in enumerate(rescored.nbest(args.nbest)):
+        best = rescored.nbest(args.nbest)
+        if not best:
+            print(f"warning: {args.lattices}, lattice {key!r}: no complete path (no final state "
+                  "is reached): no hypothesis", file=sys.stderr)  # fmt: skip
+        for rank, (arcs, cost) in enumerate(best):
             text = " ".join(words.symbol(w) for w in rescored.olabel[arcs].tolist() if w)
             tag = key if args.nbest == 1 else f"{key}-{rank + 1}"
             try:
@@ -142,6 +157,13 @@ def rescore_command(args: argparse.Namespace) -> None:
                 if args.out is None:
                     raise
                 reader_left = True
+    for lm, option in ((new_lm, "--new-lm"), (old_lm, "--old-lm")):
+        if lm.missing:  # (scored as KenLM scores them: the n-best order may change)
+            listed = ", ".join(map(repr, list(lm.missing)[:10]))
+            more = f" and {len(lm.missing) - 10} more" if len(lm.missing) > 10 else ""
+            how = "as <unk>" if lm.has_unk else f"log10 {MISSING_WORD_LOG10:g} each, as KenLM does"
+            print(f"warning: {option} lacks {len(lm.missing)} word(s) of the lattices, scored "
+                  f"{how}: {listed}{more}", file=sys.stderr)  # fmt: skip
     if args.out is not None:
         if args.determinize_lattice:
             from .compact_lattice import determinize_pruned

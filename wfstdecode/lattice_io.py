@@ -44,10 +44,15 @@ def write_kaldi_archive(lattices, path: str | os.PathLike | io.BufferedIOBase) -
         write_kaldi_archive(lattices, f)
 
 
+_ASCII_SPACE = frozenset(" \t\n\r\v\f")  # what bytes.isspace() is, as the reader splits
+
+
 def check_archive_keys(keys) -> None:
-    """Archive keys are non-empty strings without whitespace (Kaldi ends a key at a space)."""
+    """Archive keys are non-empty strings without ASCII whitespace (Kaldi ends a key at a space
+    and skips the others before one; other characters, a no-break space too, are the key's, as
+    `read_kaldi_archive` reads them)."""
     for key in keys:
-        if not isinstance(key, str) or not key or any(c.isspace() for c in key):
+        if not isinstance(key, str) or not key or any(c in _ASCII_SPACE for c in key):
             raise OptionsError(f"lattice key {key!r} must be non-empty, without whitespace")
         try:
             key.encode("utf-8")

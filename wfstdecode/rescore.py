@@ -50,7 +50,7 @@ class NgramLm:
         self._cache: dict[tuple[tuple[str, ...], str], float] = {}
         self._steps: dict[tuple[tuple[str, ...], str], tuple[float, tuple[str, ...]]] = {}
         self.missing: dict[str, int] = {}
-        self._unk = (UNK,) in self.model.ngrams[0]
+        self.has_unk = (UNK,) in self.model.ngrams[0]  # (missing words score as <unk>)
         # histories some longer n-gram extends: the states `step` keeps
         self._contexts = {k[:-1] for level in self.model.ngrams[1:] for k in level}
 
@@ -72,7 +72,7 @@ class NgramLm:
             if word == EOS:  # nothing follows: no state, nothing to charge
                 hit = self._steps[key] = (cost, ())
                 return hit
-            if self._unk and (word,) not in self.model.ngrams[0]:
+            if self.has_unk and (word,) not in self.model.ngrams[0]:
                 word = UNK  # the model's contexts know it as <unk>
             history = (*state, word)[-(self.order - 1) :] if self.order > 1 else ()
             extra, nxt = self._reduced(history)
@@ -94,7 +94,7 @@ class NgramLm:
         key = (history, word)
         cost = self._cache.get(key)
         if cost is None:
-            if self._unk:
+            if self.has_unk:
                 unigrams = self.model.ngrams[0]
                 history = tuple(w if (w,) in unigrams else UNK for w in history)
             cost = self._cache[key] = -LN10 * self._log10(history, word)
@@ -113,7 +113,7 @@ class NgramLm:
         unigram = ngrams[0].get((word,))
         if unigram is None:  # backs off to a unigram of <unk> or MISSING_WORD_LOG10, as KenLM
             self.missing[word] = self.missing.get(word, 0) + 1
-            if self._unk:
+            if self.has_unk:
                 word = UNK
                 unigram = ngrams[0][(UNK,)]
         total = 0.0

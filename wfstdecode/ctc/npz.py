@@ -199,6 +199,7 @@ def decode_npz(
     lattices: bool = False,
     rescore=None,
     references=None,
+    check_ids=None,
 ) -> NpzDecodeResult:
     """Decode every utterance of an emissions ``.npz`` (or a Kaldi matrix table:
     `load_emissions`) against ``graph`` with `decode_ctc`.
@@ -214,10 +215,14 @@ def decode_npz(
     utterance's lattice (``options.lattice_beam`` must be set; `ctc_lattices`); ``rescore``:
     an `LmRescoring` for the lattices (`decode_ctc`). ``references``: ``{id: transcript}``
     (`read_reference_texts`) in place of the file's ``texts``; every utterance needs one.
+    ``check_ids``: called with the utterance ids once the file is read, before any decoding
+    (the CLI refuses there ids a lattice archive cannot hold).
     Output: `NpzDecodeResult` with graph and greedy transcripts, and their WER when there are
     reference texts.
     """
     data = load_emissions(path)
+    if check_ids is not None:
+        check_ids(data["ids"])
     if references is not None:
         missing = [u for u in data["ids"] if u not in references]
         if missing:
