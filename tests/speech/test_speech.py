@@ -4,7 +4,6 @@ CLI, the recipe, and errors that name what is wrong."""
 
 import gzip
 import json
-import shutil
 import subprocess
 import sys
 import wave
@@ -28,6 +27,7 @@ from wfstdecode.speech.lexicon import (
 )
 from wfstdecode.speech.phone_model import HamaPhoneModel, hama_token_names
 from wfstdecode.speech.transcribe import read_transcripts, transcribe
+from wfstdecode.testing.speech import tiny_speech_data
 
 REFS = read_transcripts(CLIPS / "transcripts.tsv")
 WAVS = [CLIPS / f"{utt}.wav" for utt in REFS]
@@ -98,21 +98,6 @@ def test_transcribe_the_librivox_clips(model, speech_graph):
     for hyp in (h[0] for h in hyps):
         starts = [s for s, _ in hyp.word_timestamps]
         assert starts == sorted(starts) and all(s <= e for s, e in hyp.word_timestamps)
-
-
-def tiny_speech_data(data: Path) -> str:
-    """A copy of the shipped speech data with a 5-word LM, so that a build takes a second;
-    returns the ARPA text."""
-    data.mkdir()
-    shutil.copy(DATA / "tokens.txt", data)
-    words = ["he", "was", "not", "a", "man"]
-    with gzip.open(DATA / "lexicon.txt.gz", "rt", encoding="utf-8") as f:
-        lex = [line for line in f if line.split()[0] in words]
-    (data / "lexicon.txt.gz").write_bytes(gzip.compress("".join(lex).encode()))
-    uni = "\n".join(f"-1.0\t{w}" for w in [*words, "</s>"])
-    arpa = f"\\data\\\nngram 1={len(words) + 2}\n\n\\1-grams:\n-99\t<s>\n{uni}\n\n\\end\\\n"
-    (data / "lm.arpa.gz").write_bytes(gzip.compress(arpa.encode()))
-    return arpa
 
 
 def test_graph_cache_is_built_once_and_keyed_by_its_inputs(tmp_path):

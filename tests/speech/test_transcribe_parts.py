@@ -263,23 +263,14 @@ def test_transcribe_cli_search_options_are_the_apis(tmp_path):
     lines are `transcribe`'s n-best with the same options over the speech defaults."""
     pytest.importorskip("hama", reason="the speech tests need PyPI hama")
     import dataclasses
-    import gzip
-    import shutil
 
     from wfstdecode import DecodingGraph
-    from wfstdecode.speech.graph import DATA, speech_graph_dir
+    from wfstdecode.speech.graph import speech_graph_dir
     from wfstdecode.speech.transcribe import SPEECH_OPTIONS, transcribe
+    from wfstdecode.testing.speech import tiny_speech_data
 
     data = tmp_path / "data"  # a 5-word graph: builds in a second
-    data.mkdir()
-    shutil.copy(DATA / "tokens.txt", data)
-    words = ["he", "was", "not", "a", "man"]
-    with gzip.open(DATA / "lexicon.txt.gz", "rt", encoding="utf-8") as f:
-        lex = [line for line in f if line.split()[0] in words]
-    (data / "lexicon.txt.gz").write_bytes(gzip.compress("".join(lex).encode()))
-    uni = "\n".join(f"-1.0\t{w}" for w in [*words, "</s>"])
-    arpa = f"\\data\\\nngram 1={len(words) + 2}\n\n\\1-grams:\n-99\t<s>\n{uni}\n\n\\end\\\n"
-    (data / "lm.arpa.gz").write_bytes(gzip.compress(arpa.encode()))
+    tiny_speech_data(data)
     graph_dir = speech_graph_dir(tmp_path / "cache", verbose=False, data=data)
 
     argv = ["transcribe", "--graph", str(graph_dir), "--nbest", "2", "--lattice-beam", "8",

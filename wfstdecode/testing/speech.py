@@ -4,6 +4,7 @@ SNR). Callers skip when `missing_synthesizers` names what they need."""
 
 from __future__ import annotations
 
+import gzip
 import shutil
 import subprocess
 import tempfile
@@ -47,3 +48,20 @@ def perturb(samples: np.ndarray, rng: np.random.Generator, speed: float = 1.0,
         noise = rng.standard_normal(out.size) * np.sqrt(power / 10 ** (snr_db / 10))
         out = np.clip(out + noise, -1.0, 1.0).astype(np.float32)
     return out
+
+
+def tiny_speech_data(data: Path) -> str:
+    """A copy of the shipped speech data with a 5-word LM, so that a build takes a second;
+    returns the ARPA text."""
+    from ..speech.graph import DATA
+
+    data.mkdir()
+    shutil.copy(DATA / "tokens.txt", data)
+    words = ["he", "was", "not", "a", "man"]
+    with gzip.open(DATA / "lexicon.txt.gz", "rt", encoding="utf-8") as f:
+        lex = [line for line in f if line.split()[0] in words]
+    (data / "lexicon.txt.gz").write_bytes(gzip.compress("".join(lex).encode()))
+    uni = "\n".join(f"-1.0\t{w}" for w in [*words, "</s>"])
+    arpa = f"\\data\\\nngram 1={len(words) + 2}\n\n\\1-grams:\n-99\t<s>\n{uni}\n\n\\end\\\n"
+    (data / "lm.arpa.gz").write_bytes(gzip.compress(arpa.encode()))
+    return arpa
