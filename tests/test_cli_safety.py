@@ -281,7 +281,7 @@ def test_outputs_say_what_they_leave_out_and_stay_valid(files, capsys):
     assert "gone: no words (search died" in out.err and "gone" not in out.out
     assert "WER" not in out.err  # no reference word: no rate
     assert main([*argv, "--json", "--frame-shift", "1e307"]) == 2
-    assert "--frame-shift must be in (0, 10] seconds" in capsys.readouterr().err
+    assert "--frame-shift must be in [0.001, 10] seconds" in capsys.readouterr().err
 
 
 def test_results_and_metrics_check_what_they_are_given():

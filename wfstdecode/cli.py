@@ -31,6 +31,7 @@ from .ctc import CtcBeamOptions
 from .errors import InputFileError, WfstDecodeError
 from .interrupts import Terminated, termination_raised
 from .progress import print_stage
+from .safe_io import json_line
 
 log = logging.getLogger("wfstdecode")
 
@@ -212,7 +213,7 @@ def decode_command(args: argparse.Namespace) -> None:
                 record = {"id": utt, **hyp.record(args.frame_shift)}
                 if args.nbest > 1:
                     record["rank"] = rank + 1
-                print(json.dumps(record, ensure_ascii=False))
+                print(json_line(record))
             elif args.ctm:  # utterance, channel, start, duration, word (NIST CTM)
                 field = "".join(  # fields are split at any whitespace (no-break spaces too)
                     "\\x20" if c == " " else c.encode("unicode_escape").decode("ascii")

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import sys
 
 from .cli_common import DECODE_OPTIONS, boosts_of, escaped_id, transducer_beam_options
 from .ctc import CtcBeamOptions
 from .errors import InputFileError, WfstDecodeError
 from .results import finite_or_none
+from .safe_io import json_line
 
 
 def decode_transducer_command(args: argparse.Namespace) -> None:
@@ -33,7 +33,7 @@ def decode_transducer_command(args: argparse.Namespace) -> None:
                     record["notes"] = list(hyp.notes)
                 if args.nbest > 1:  # as decode: every record ranked, one hypothesis or several
                     record["rank"] = rank + 1
-                print(json.dumps(record, ensure_ascii=False), flush=True)
+                print(json_line(record), flush=True)
             else:
                 tag = escaped_id(utt) if args.nbest == 1 else f"{escaped_id(utt)}-{rank + 1}"
                 print(f"{tag}\t{hyp.score:.3f}\t{text}", flush=True)
@@ -85,7 +85,7 @@ def transcribe_command(args: argparse.Namespace) -> int:
                           "words": hyp.word_entries(frame_seconds)}  # fmt: skip
                 if ranked:
                     record["rank"] = rank + 1
-                print(json.dumps(record, ensure_ascii=False), flush=True)
+                print(json_line(record), flush=True)
             else:
                 rank_field = f"{rank + 1}\t" if ranked else ""
                 print(f"{escaped_id(str(path))}\t{rank_field}{hyp.text}", flush=True)

@@ -268,10 +268,10 @@ def _is_float(text: bytes) -> bool:
 
 def _script_lines(path: str):
     """``(line_no, key, file, byte offset)`` per line of a script."""
-    from .textfiles import text_lines
+    from .textfiles import kaldi_fields, text_lines
 
     for line_no, line in text_lines(path, "Kaldi script"):
-        fields = line.split(maxsplit=1)
+        fields = kaldi_fields(line)
         if not fields:
             continue
         if len(fields) < 2:

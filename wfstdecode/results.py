@@ -209,13 +209,18 @@ _DEFAULTS = {f.name: f.default for f in dataclasses.fields(Hypothesis)
 
 
 MAX_FRAME_SHIFT = 10.0  # seconds per frame: well above any model's, and times stay finite
+MIN_FRAME_SHIFT = 0.001  # times are written to the millisecond: a shorter frame would vanish
 
 
 def frame_shift_problem(shift) -> str | None:
-    """Why ``shift`` is no frame shift (seconds per frame), or None: a number in (0, 10]."""
+    """Why ``shift`` is no frame shift (seconds per frame), or None: a number in [0.001, 10]
+    (a CTM line of a one-frame word under a millisecond would say it lasts 0.000 s)."""
     if (isinstance(shift, bool) or not isinstance(shift, numbers.Real)
-            or not 0 < shift <= MAX_FRAME_SHIFT):  # also NaN  # fmt: skip
-        return f"must be in (0, {MAX_FRAME_SHIFT:g}] seconds; got {shift!r}"
+            or not MIN_FRAME_SHIFT <= shift <= MAX_FRAME_SHIFT):  # also NaN  # fmt: skip
+        return (
+            f"must be in [{MIN_FRAME_SHIFT:g}, {MAX_FRAME_SHIFT:g}] seconds (times are "
+            f"written to the millisecond); got {shift!r}"
+        )
     return None
 
 

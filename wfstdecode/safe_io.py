@@ -250,6 +250,14 @@ class NpzArchive:
         return f"not an .npz archive ({type(exc).__name__}: {exc})"
 
 
+def json_line(value) -> str:
+    """``value`` as one line of JSON (non-ASCII kept) that every line splitter reads as one line:
+    the line separators JSON leaves raw in strings (U+2028, U+2029, U+0085; `str.splitlines`
+    splits at them) escaped."""
+    text = json.dumps(value, ensure_ascii=False)
+    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").replace("\x85", "\\u0085")
+
+
 def _read_npy_header(f) -> tuple[tuple[int, ...], bool, np.dtype]:
     version = np.lib.format.read_magic(f)
     readers = {(1, 0): np.lib.format.read_array_header_1_0,

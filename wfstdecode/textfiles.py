@@ -69,3 +69,16 @@ def text_lines(path: str | os.PathLike, what: str) -> Iterator[tuple[int, str]]:
 def quoted(text: str, limit: int = 80) -> str:
     """``repr(text)``, cut to about ``limit`` characters: messages echo lines of any length."""
     return repr(text) if len(text) <= limit else repr(text[:limit]) + "…"
+
+
+_KALDI_SPACE = " \t\n\r\v\f"  # what Kaldi's readers split at (a no-break space is a key's)
+
+
+def kaldi_fields(line: str) -> list[str]:
+    """A Kaldi table line (a script's, a ``text`` file's) as ``[key, rest]``, ``[key]`` or
+    ``[]``: split once at ASCII whitespace, as Kaldi and the archive reader split keys."""
+    stripped = line.strip(_KALDI_SPACE)
+    for i, c in enumerate(stripped):
+        if c in _KALDI_SPACE:
+            return [stripped[:i], stripped[i:].lstrip(_KALDI_SPACE)]
+    return [stripped] if stripped else []

@@ -3,12 +3,14 @@ half-written output directory."""
 
 import json
 
+import numpy as np
 import pytest
 
 from wfstdecode import DecodingGraph, InputFileError, SymbolTable
 from wfstdecode.cli import main
 from wfstdecode.graph import read_lexicon
 from wfstdecode.graph.lexicon import add_disambig_symbols
+from wfstdecode.testing.ctc import lexicon_graph, simulate_ctc
 from wfstdecode.testing.data import PACKAGE_DATA
 from wfstdecode.testing.lm import random_arpa
 
@@ -377,3 +379,76 @@ def test_only_hash_and_digits_are_disambiguation_symbols(tmp_path):
     lexicon = tmp_path / "lexicon.txt"
     lexicon.write_text("#hashtag h a\n")  # a word, not a disambiguation symbol
     assert [e.word for e in read_lexicon(lexicon, SymbolTable.read(tokens))] == ["#hashtag"]
+
+
+@pytest.fixture
+def small_decode(tmp_path):
+    graph = lexicon_graph(["ab", "ba", "a"])
+    gdir = tmp_path / "g"
+    gdir.mkdir()
+    graph.save(gdir / "TLG.npz")
+    tok = graph.tokens
+    seqs = [[tok.id("a"), tok.id("b"), tok.id("b"), tok.id("a")], [tok.id("a")]]
+    lp, lengths = simulate_ctc(seqs, graph.num_tokens, seed=1)
+    return tmp_path, gdir, lp, lengths
+
+
+def _npz(path, lp, lengths, ids):
+    np.savez(path, log_probs=lp, lengths=lengths, ids=np.array(ids))
+    return path
+
+
+def test_json_lines_stay_one_line_for_any_line_splitter(small_decode, capsys):
+    """Plain output escapes U+2028/U+0085 in ids 'so every hypothesis is one line'; --json
+    writes them raw (ensure_ascii=False), so str.splitlines() (and editors, many JSONL tools)
+    split one record into two invalid halves."""
+    tmp, gdir, lp, lengths = small_decode
+    f = _npz(tmp / "e.npz", lp, lengths, ["x\u2028y", "p\x85q"])
+    assert main(["decode", str(gdir), str(f), "--json"]) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert len(lines) == 2
+    assert [json.loads(line)["id"] for line in lines] == ["x\u2028y", "p\x85q"]
+
+
+def test_a_frame_shift_under_a_millisecond_is_refused(small_decode, capsys):
+    """Times are written to the millisecond: at --frame-shift 0.0004 a one-frame word's CTM
+    line said it lasted 0.000 s (start and end rounded apart). Refused with the range."""
+    tmp, gdir, lp, lengths = small_decode
+    f = _npz(tmp / "e.npz", lp, lengths, ["u1", "u2"])
+    assert main(["decode", str(gdir), str(f), "--ctm", "--frame-shift", "0.0004"]) == 2
+    assert "--frame-shift must be in [0.001, 10] seconds" in capsys.readouterr().err
+    assert main(["decode", str(gdir), str(f), "--ctm", "--frame-shift", "0.001"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+    assert rows and all(float(r[3]) > 0 for r in rows), rows
+
+
+def _write_ark_and_scp(tmp, lp, lengths, keys):
+    kio = pytest.importorskip("kaldi_native_io")
+    spec = f"ark,scp:{tmp / 'e.ark'},{tmp / 'e.scp'}"
+    with kio.FloatMatrixWriter(spec) as w:
+        for b, key in enumerate(keys):
+            w[key] = lp[b, : lengths[b]]
+    return tmp / "e.ark", tmp / "e.scp"
+
+
+def test_scp_reads_keys_as_the_ark_reader_and_kaldi_do(small_decode, capsys):
+    """Kaldi keys end at ASCII whitespace; the .ark reader agrees, but .scp (and --text) split
+    at any Unicode whitespace: the .scp Kaldi wrote for an archive that decodes fine is refused."""
+    tmp, gdir, lp, lengths = small_decode
+    ark, scp = _write_ark_and_scp(tmp, lp, lengths, ["k\u00a0one", "k2"])
+    assert main(["decode", str(gdir), str(ark)]) == 0
+    from_ark = capsys.readouterr().out
+    assert main(["decode", str(gdir), str(scp)]) == 0
+    assert capsys.readouterr().out == from_ark
+
+
+def test_text_references_keyed_as_kaldi_keys(small_decode, capsys):
+    """A Kaldi text file's id ends at ASCII whitespace, as an archive key does: an ideographic
+    space is part of the id."""
+    tmp, gdir, lp, lengths = small_decode
+    f = _npz(tmp / "e.npz", lp, lengths, ["k\u3000one", "k2"])
+    text = tmp / "text"
+    text.write_text("k\u3000one ab ba\nk2 a\n", encoding="utf-8")
+    assert main(["decode", str(gdir), str(f), "--text", str(text)]) == 0
+    assert "WER" in capsys.readouterr().err

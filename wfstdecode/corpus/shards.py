@@ -23,7 +23,7 @@ from typing import ClassVar
 from ..errors import DecodeInputError, InputFileError, OptionsError
 from ..metrics import edit_distance
 from ..results import Hypothesis, finite_or_none, frame_shift_problem
-from ..safe_io import file_sha256
+from ..safe_io import file_sha256, json_line
 
 # Errors a shard raises on every attempt: retrying cannot help, so it fails at once.
 PERMANENT_ERRORS = (InputFileError, DecodeInputError, OptionsError)
@@ -196,7 +196,7 @@ def decode_shard(path: Path, name: str, run, frame_shift, tokens: bool = False,
         utterance_record(utt, hyps, frames, ref, frame_shift, tokens, nbest > 1)
         for utt, hyps, frames, ref in zip(ids, hypotheses, lengths, refs, strict=True)
     ]
-    lines = "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records)
+    lines = "".join(json_line(r) + "\n" for r in records)
     counted = references is not None
     return ShardOutput(
         text=lines, utterances=len(records), frames=sum(lengths), input=before,

@@ -111,11 +111,11 @@ def load_emissions(path: str | os.PathLike) -> dict:
 
 def read_reference_texts(path: str | os.PathLike) -> dict[str, str]:
     """A Kaldi ``text`` file: ``UTTID word word ...`` per line -> ``{id: "word word ..."}``."""
-    from ..textfiles import text_lines
+    from ..textfiles import kaldi_fields, text_lines
 
     out: dict[str, str] = {}
     for line_no, line in text_lines(path, "reference text"):
-        fields = line.split(maxsplit=1)
+        fields = kaldi_fields(line)
         if not fields:
             continue
         if fields[0] in out:
