@@ -123,3 +123,33 @@ def test_a_changed_shard_that_now_fails_keeps_no_stale_output(corpus, tmp_path):
     assert [f["name"] for f in summary.failed] == [victim]
     assert not (out / f"{victim}.jsonl").exists()
     assert not (out / f"{victim}.done.json").exists()
+
+
+def test_a_ctrl_c_once_every_shard_is_settled_still_writes_the_summary(
+    corpus, tmp_path, monkeypatch
+):
+    """A Ctrl-C (or SIGTERM) that lands while the totals are counted waited for nothing: the
+    run ended without a summary.json (an earlier run's stayed). Now it comes after the summary,
+    which holds this run's shards."""
+    import _thread
+    import json
+    import signal
+
+    from wfstdecode.corpus import run as corpus_run
+
+    real = corpus_run._totals
+
+    def interrupted(*args):
+        _thread.interrupt_main()
+        real(*args)
+
+    monkeypatch.setattr(corpus_run, "_totals", interrupted)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            run(corpus, tmp_path / "out")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary["shards"] == len(corpus.shards)
+    assert len(summary["decoded"]) == len(corpus.shards)

@@ -14,7 +14,7 @@ from collections import deque
 from dataclasses import asdict, dataclass, field
 
 from ..errors import OptionsError, WfstDecodeError
-from ..interrupts import Terminated
+from ..interrupts import Terminated, signals_deferred
 from .ledger import OutputDir, check_output_names
 from .manifest import SHARD_SUFFIXES, read_manifest
 from .pools import Event, Job, LocalPool, RayPool
@@ -133,9 +133,13 @@ def decode_corpus(
             else:
                 pool.close()
         bar.close()
-        _totals(summary, records, time.perf_counter() - started, decoder)
-        _repeated_ids(summary, outdir, shards, records)
-        outdir.write_summary(summary.as_dict())
+
+        def summarize():  # (a signal now waits for the summary: every shard is settled)
+            _totals(summary, records, time.perf_counter() - started, decoder)
+            _repeated_ids(summary, outdir, shards, records)
+            outdir.write_summary(summary.as_dict())
+
+        signals_deferred(summarize)
     return summary
 
 
