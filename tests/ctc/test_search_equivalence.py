@@ -447,26 +447,26 @@ def test_blank_penalty_without_token_table_falls_on_token_0(backend):
 
 
 @pytest.mark.parametrize("backend", ALL_BACKENDS)
-def test_early_pruning_keeps_a_candidate_exactly_at_best_plus_beam(backend):
-    """The cpu backend's early bound in `expand` drops only candidates strictly beyond
-    ``best + beam``: one exactly at it survives (reference step 5: ties at the cutoff survive)."""
-    # 0 -t1-> 1 (cost 0, not final), 0 -t1:w1-> 2 (cost 4 = beam, final)
-    g = _hand_graph([0, 0], [1, 2], [1, 1], [0, 1], [0.0, 4.0], [0.0, np.inf, 0.0])
+@pytest.mark.parametrize(
+    "arcs",
+    [
+        # 0 -t1-> 1 (cost 0, not final), 0 -t1:w1-> 2 (cost 4 = beam, final): the cpu
+        # backend's early bound in `expand` drops only candidates strictly beyond best + beam
+        ([0, 0], [1, 2], [1, 1]),
+        # 0 -t1-> 1 (cost 0, not final), 1 -eps:w1-> 2 (cost 4 = beam, final): step 4 keeps
+        # epsilon targets with cost <= C (C = best + beam)
+        ([0, 1], [1, 2], [1, 0]),
+    ],
+    ids=["emitting", "epsilon"],
+)
+def test_a_token_exactly_at_best_plus_beam_survives(backend, arcs):
+    """Ties at the cutoff survive (reference steps 4 and 5): a candidate reached at exactly
+    best + beam, by an emitting arc or through the epsilon closure, is a token and here the only
+    final one."""
+    src, dst, ilabel = arcs
+    g = _hand_graph(src, dst, ilabel, [0, 1], [0.0, 4.0], [0.0, np.inf, 0.0])
     lp = np.zeros((1, 1, 1), np.float32)
-    opts = CtcBeamOptions(beam=4.0)
-    hyp = decode_ctc(lp, None, g, opts, backend=backend)[0][0]
-    assert hyp.word_ids == (1,) and hyp.notes == () and hyp.score == -4.0, backend
-
-
-@pytest.mark.parametrize("backend", ALL_BACKENDS)
-def test_epsilon_closure_keeps_a_target_exactly_at_the_cutoff(backend):
-    """Step 4 keeps epsilon targets with ``cost <= C`` (C = best + beam): one reached at exactly
-    C is a token, survives pruning and here is the only final one."""
-    # 0 -t1-> 1 (cost 0, not final), 1 -eps:w1-> 2 (cost 4 = beam, final)
-    g = _hand_graph([0, 1], [1, 2], [1, 0], [0, 1], [0.0, 4.0], [0.0, np.inf, 0.0])
-    lp = np.zeros((1, 1, 1), np.float32)
-    opts = CtcBeamOptions(beam=4.0)
-    hyp = decode_ctc(lp, None, g, opts, backend=backend)[0][0]
+    hyp = decode_ctc(lp, None, g, CtcBeamOptions(beam=4.0), backend=backend)[0][0]
     assert hyp.word_ids == (1,) and hyp.notes == () and hyp.score == -4.0, backend
 
 

@@ -6,27 +6,13 @@ import numpy as np
 import pytest
 import torch
 
-from wfstdecode.testing.transducer_models import random_transducer
+from wfstdecode.testing.transducer_models import BareProtocol, random_transducer
 from wfstdecode.transducer.beam.predictor_slots import PredictorSlots
 from wfstdecode.transducer.model import ModelAdapter
 
 
-class OwnRows(torch.nn.Module):
+class OwnRows(BareProtocol):
     """The same model, picking its state rows itself: no indirection."""
-
-    def __init__(self, inner):
-        super().__init__()
-        self.inner = inner
-        self.blank_id, self.vocab_size = inner.blank_id, inner.vocab_size
-
-    def init_state(self, n, device):
-        return self.inner.init_state(n, device)
-
-    def predict(self, labels, state):
-        return self.inner.predict(labels, state)
-
-    def joint(self, enc, pred):
-        return self.inner.joint(enc, pred)
 
     def index_state(self, state, rows):
         return tuple(s.index_select(1, rows) for s in state)
