@@ -77,6 +77,10 @@ def _read_inputs(args: argparse.Namespace) -> tuple:
     if args.lexicon:
         lexicon = read_lexicon(args.lexicon, tokens, with_probs=args.lexicon_probs)
     else:
+        if Path(args.arpa).exists() and not Path(args.arpa).is_file():
+            raise WfstDecodeError(f"{args.arpa} is not a regular file (a pipe?): --chars and --spm "
+                                  "read the ARPA twice, its words and then the model; give the "
+                                  "file (gzip is read as it is)")  # fmt: skip
         vocabulary = arpa_words(args.arpa)
         if args.spm:
             lexicon, skipped = sentencepiece_lexicon(

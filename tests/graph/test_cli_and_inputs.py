@@ -104,6 +104,29 @@ def test_chars_and_spm_lexicons_from_the_arpa(tmp_path, small_inputs):
     assert "dog" in words and "kat" in words
 
 
+def test_chars_from_a_piped_arpa_is_refused_saying_why(tmp_path, small_inputs, capsys):
+    """--chars and --spm read the ARPA twice (its words, then the model). From a pipe
+    (``--arpa <(zcat lm.gz)``, ``--arpa /dev/stdin``) the second read got nothing and the build
+    said "the file is empty" of a file that was not; a named FIFO hung on the second open. The
+    pipe is refused up front, saying why."""
+    import os
+    import threading
+
+    _, arpa = small_inputs
+    r, w = os.pipe()
+    writer = threading.Thread(target=lambda: (os.write(w, arpa.read_bytes()), os.close(w)))
+    writer.start()
+    try:
+        code = main(["build-tlg", "--tokens", str(TOKENS), "--chars", "--separator", "|",
+                     "--arpa", f"/dev/fd/{r}", "--out", str(tmp_path / "graph")])  # fmt: skip
+    finally:
+        os.close(r)
+        writer.join()
+    err = capsys.readouterr().err
+    assert code != 0 and "not a regular file" in err and "empty" not in err, err
+    assert not (tmp_path / "graph").exists()
+
+
 def test_interrupted_build_leaves_no_output(tmp_path, small_inputs, monkeypatch, capsys):
     lexicon, arpa = small_inputs
     out = tmp_path / "graph"

@@ -393,3 +393,23 @@ def test_a_blank_named_blank_builds_the_graph_blk_would(tmp_path):
     assert built[1].graph.metadata["blank_id"] == 1
     with pytest.raises(GraphError, match=r"no blank symbol: name the blank's column '<blk>'"):
         build_tlg(SymbolTable.from_list(["<eps>", "a", "b"]), lexicon, str(path), "compact")
+
+
+def test_an_n_gram_predicting_bos_after_a_word_is_left_out_with_a_warning(tmp_path, caplog):
+    """``a <s>`` means nothing (<s> only starts a sentence): G has no arc for it, as for other
+    n-grams that cannot be used, and says so; the unigram <s> every ARPA lists is not warned of."""
+    plain, with_bos = tmp_path / "plain.arpa", tmp_path / "bos.arpa"
+    plain.write_text(_MISSING_CONTEXT)
+    with_bos.write_text(
+        _MISSING_CONTEXT.replace(f"ngram 2={2 + len(_FILLER)}", f"ngram 2={3 + len(_FILLER)}")
+        .replace("-0.4\tb c", "-0.4\tb c\n-0.3\ta <s>")
+    )  # fmt: skip
+    arcs = []
+    for path, warned in ((with_bos, True), (plain, False)):
+        caplog.clear()
+        model = read_arpa(path)
+        with caplog.at_level("WARNING"):
+            arcs.append(build_grammar(model, word_table(model)).num_arcs)
+        assert ("n-grams that predict <s>" in caplog.text) == warned, caplog.text
+        assert "skipped 1 n-grams that predict <s> after a word" in caplog.text or not warned
+    assert arcs[0] == arcs[1]

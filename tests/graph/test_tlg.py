@@ -204,3 +204,22 @@ def test_same_best_path_as_the_kaldi_recipe_on_a_real_lm(tmp_path):
     lexicon = [LexiconEntry(w, tuple(w)) for w in words]
     agree = compare_with_kaldi_recipe(tmp_path, tokens, lexicon, arpa, np.random.default_rng(5), 60)
     assert agree >= 59
+
+
+def test_icefall_token_tables_lose_their_trailing_disambiguation_symbols(tmp_path, caplog):
+    """icefall's prepare_lang*.py append #0, #1, … to tokens.txt after the model's tokens. Kept as
+    tokens, they gave the graph V + k columns and every decode of the model's V columns was
+    refused; they are left out (said in a warning) and the graph is the one the model's own
+    table builds. Between the model's tokens such a symbol is refused, naming it."""
+    lexicon, arpa = random_setup(tmp_path, 3)
+    icefall = SymbolTable.from_list([*TOKENS.symbols(), "#0", "#1"])
+    with caplog.at_level("WARNING", logger="wfstdecode.graph.tlg"):
+        graph = build_tlg(icefall, lexicon, arpa, "compact").graph
+    assert "disambiguation symbols" in caplog.text and "#0" in caplog.text
+    plain = build_tlg(TOKENS, lexicon, arpa, "compact").graph
+    assert graph.tokens == TOKENS and graph.summary() == plain.summary()
+    for name in ("ilabel", "olabel", "weight", "next_state"):
+        assert np.array_equal(getattr(graph, name), getattr(plain, name)), name
+    interleaved = SymbolTable([("<blk>", 0), ("#0", 1), ("|", 2), ("a", 3), ("b", 4), ("c", 5)])
+    with pytest.raises(Exception, match="'#0' \\(id 1\\)"):
+        build_tlg(interleaved, lexicon, arpa, "compact")

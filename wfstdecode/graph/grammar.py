@@ -338,12 +338,13 @@ def build_grammar(model: ArpaModel, words: SymbolTable) -> FstArrays:
 
     final = np.full(len(state_of), np.inf, np.float32)
     src, dst, lab, weight = [], [], [], []
-    skipped = 0
+    skipped = inner_bos = 0
     for d in model.ngrams:
         for key, (logprob, _) in d.items():
             h, w = key[:-1], key[-1]
             if h not in state_of or w == BOS:
                 skipped += w != BOS  # an n-gram whose history is not a context (e.g. after </s>)
+                inner_bos += w == BOS and bool(h)  # (the unigram <s> is every ARPA's; no word)
                 continue
             cost = -logprob * LN10
             if w == EOS:
@@ -365,6 +366,9 @@ def build_grammar(model: ArpaModel, words: SymbolTable) -> FstArrays:
             weight.append(-backoff.get(h, 0.0) * LN10 + extra)
     if skipped:
         log.warning("G: skipped %d n-grams whose history cannot occur", skipped)
+    if inner_bos:
+        log.warning("G: skipped %d n-grams that predict <s> after a word: <s> only starts a "
+                    "sentence", inner_bos)  # fmt: skip
     olabel = np.array(lab, np.int32)
     olabel[n_word_arcs:] = 0
     start = state_of[(BOS,)] if order > 1 else state_of[()]
