@@ -99,10 +99,13 @@ class Hypothesis:
             entries.append(entry)
         return entries
 
-    def record(self, frame_shift: float | None = None, tokens: bool = False) -> dict:
+    def record(
+        self, frame_shift: float | None = None, tokens: bool = False, durations: bool = False
+    ) -> dict:
         """A JSON-ready dict: ``text``, ``words`` (`word_entries`), ``score`` (null when no path
         survived: see ``notes``), the acoustic and graph scores where the decoder keeps them
-        apart, with ``tokens`` the tokens, their frames and TDT durations, and ``notes``."""
+        apart, with ``tokens`` the tokens, their frames and TDT durations (with ``durations``
+        even when there are none: a TDT model's empty hypothesis), and ``notes``."""
         out = {"text": self.text, "words": self.word_entries(frame_shift),
                "score": finite_or_none(self.score)}  # fmt: skip
         if self.acoustic_score is not None or self.graph_score is not None:
@@ -111,7 +114,7 @@ class Hypothesis:
         if tokens:
             out["tokens"] = list(self.tokens)
             out["timestamps"] = list(self.timestamps)
-            if self.durations:
+            if self.durations or durations:
                 out["durations"] = list(self.durations)
         out["notes"] = list(self.notes)
         return out

@@ -63,6 +63,7 @@ class NpzArchive:
 
     def __init__(self, path: str | os.PathLike, members: Iterable[str], fail: Fail):
         self.path, self.fail = str(path), fail
+        self._requested = tuple(members)
         try:
             self._zip = zipfile.ZipFile(path)
         except (IsADirectoryError, FileNotFoundError, PermissionError) as exc:
@@ -86,6 +87,18 @@ class NpzArchive:
     def names(self) -> set[str]:
         """The requested members this archive holds."""
         return set(self._infos)
+
+    def say_misspelled(self, stacklevel: int = 2) -> None:
+        """Warn of a member not requested that looks like one that is (``lens`` for ``lengths``:
+        without it the padding would be decoded). ``stacklevel`` counts from the caller."""
+        import difflib
+
+        for name in self.others:
+            close = difflib.get_close_matches(name, self._requested, n=1, cutoff=0.7)
+            if close and close[0][0] == name[0]:  # (not 'logits', 'targets', 'posts')
+                warnings.warn(f"{self.path}: array {name!r} is not read (the arrays read are "
+                              f"named {', '.join(self._requested)}): did you mean {close[0]!r}?",
+                              stacklevel=stacklevel + 1)  # fmt: skip
 
     def read(
         self, name: str, kinds: str, *, shape: tuple[int, ...] | None = None,

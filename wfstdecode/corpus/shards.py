@@ -180,10 +180,11 @@ class CtcCorpusDecoder:
 
 
 def decode_shard(path: Path, name: str, run, frame_shift, tokens: bool = False,
-                 nbest: int = 1) -> ShardOutput:  # fmt: skip
+                 nbest: int = 1, durations: bool = False) -> ShardOutput:  # fmt: skip
     """A shard's `ShardOutput` from ``run(path) -> (ids, hypotheses, frames, references)`` (a
     decoder's reading of the file); ``tokens``: the lines carry the tokens, their frames and
-    durations too (token-level decoders); ``nbest`` > 1: every line has its n-best list."""
+    durations too (token-level decoders; ``durations``: a TDT model's, the key even when empty);
+    ``nbest`` > 1: every line has its n-best list."""
     before = input_id(path)
     wall, cpu = time.perf_counter(), time.process_time()
     ids, hypotheses, lengths, references = run(path)
@@ -193,7 +194,7 @@ def decode_shard(path: Path, name: str, run, frame_shift, tokens: bool = False,
     ids = ids if _has_ids(path) else [f"{name}-{i}" for i in range(len(ids))]
     refs = references or [None] * len(ids)
     records = [
-        utterance_record(utt, hyps, frames, ref, frame_shift, tokens, nbest > 1)
+        utterance_record(utt, hyps, frames, ref, frame_shift, tokens, nbest > 1, durations)
         for utt, hyps, frames, ref in zip(ids, hypotheses, lengths, refs, strict=True)
     ]
     lines = "".join(json_line(r) + "\n" for r in records)
@@ -210,12 +211,13 @@ def decode_shard(path: Path, name: str, run, frame_shift, tokens: bool = False,
 def utterance_record(
     utt: str, hyps: list[Hypothesis], frames: int, reference: str | None,
     frame_shift: float | None, tokens: bool = False, ranked: bool = False,
+    durations: bool = False,
 ) -> dict:  # fmt: skip
     """One output line: the utterance's id, its best hypothesis (`Hypothesis.record`), its
     frames, with ``ranked`` its n-best list (however long), and the reference with the word
     errors when the shard has one."""
     best = hyps[0] if hyps else Hypothesis((), (), -math.inf, notes=("no hypothesis",))
-    record = {"id": utt, **best.record(frame_shift, tokens), "frames": frames}
+    record = {"id": utt, **best.record(frame_shift, tokens, durations), "frames": frames}
     if ranked:
         record["nbest"] = [{"text": h.text, "score": finite_or_none(h.score)} for h in hyps]
     if reference is not None:

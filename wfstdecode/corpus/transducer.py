@@ -78,6 +78,7 @@ class TransducerCorpusDecoder:
             self.frame_shift,
             tokens=True,
             nbest=self.beam.nbest if self.beam is not None else 1,
+            durations=bool(getattr(model, "durations", ())),
         )
 
     def _load(self):

@@ -13,9 +13,7 @@ per-utterance boost lists that travel with the emissions (`decode_npz`, ``decode
 
 from __future__ import annotations
 
-import difflib
 import os
-import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -70,7 +68,7 @@ def load_log_probs_npz(path: str | os.PathLike) -> dict:
         for key, size in (("texts", B), ("tokens", V)):
             out[key] = z.read_texts(key, size)
         out["boosts"] = _read_boosts(z, fail) if "boosts" in z.names else None
-        _say_misspelled(path, z.others)
+        z.say_misspelled()
     if out["ids"] is None:
         out["ids"] = [f"utt{b:04d}" for b in range(B)]
     if out["boosts"] is not None:
@@ -122,18 +120,6 @@ def read_reference_texts(path: str | os.PathLike) -> dict[str, str]:
             raise InputFileError(path, line_no, f"utterance {fields[0]!r} appears twice")
         out[fields[0]] = " ".join(fields[1].split()) if len(fields) > 1 else ""
     return out
-
-
-def _say_misspelled(path, others: list[str]) -> None:
-    """Warn of an array that is not read but looks like one that would be (``lens`` for
-    ``lengths``: without it the padding would be decoded)."""
-    known = ("log_probs", "lengths", *_TEXT_ARRAYS, "boosts")
-    for name in others:
-        close = difflib.get_close_matches(name, known, n=1, cutoff=0.7)
-        if close and close[0][0] == name[0]:  # (not 'logits', 'targets', 'posts')
-            warnings.warn(f"{path}: array {name!r} is not read (the arrays read are named "
-                          f"{', '.join(known)}): did you mean {close[0]!r}?",
-                          stacklevel=3)  # fmt: skip
 
 
 def _read_boosts(z, fail) -> dict[str, dict[str, float]]:

@@ -18,7 +18,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..errors import DecodeInputError, InputFileError
+from ..errors import DecodeInputError, InputFileError, OptionsError
 from ..safe_io import NpzArchive, json_object, replacing
 from ..symbols import SymbolTable
 from .transducer import LstmTransducer
@@ -158,6 +158,13 @@ class SpeechTransducer(LstmTransducer):
             type(d) is not int or d < 0 for d in durations
         ) or len(set(durations)) != len(durations):  # fmt: skip
             raise fail(f"its durations {durations!r} are not distinct non-negative ints")
+        if durations:  # what a decode takes: one positive, none beyond MAX_COUNT
+            from ..transducer.options import check_durations
+
+            try:
+                check_durations(durations)
+            except OptionsError as exc:
+                raise fail(f"its {exc}") from None
         for key in ("in_dim", "enc_dim", "pred_dim", "joint_dim", "enc_layers"):
             if key in config and (type(config[key]) is not int or config[key] < 1):
                 raise fail(f"its {key} {config[key]!r} is not an int >= 1")

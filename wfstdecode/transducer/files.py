@@ -117,4 +117,5 @@ def _read(path) -> dict:
             raise fail(f"{name}[{b}, {t}] contains {what} (a frame within lengths[{b}])")
         out["texts"] = z.read_texts("texts", B)
         out["ids"] = z.read_ids(B) or [f"utt{b:04d}" for b in range(B)]
+        z.say_misspelled(stacklevel=3)
     return out
