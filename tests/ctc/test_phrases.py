@@ -631,12 +631,13 @@ def test_an_exact_tie_on_one_arc_keeps_the_token_from_the_smaller_context_state(
     fst = FstArrays(
         0,
         [np.inf, np.inf, 0.0],
-        src=[0, 0, 1],
-        dst=[1, 1, 2],
-        ilabel=[2, 3, 4],
-        olabel=[1, 2, 3],
-        weight=np.zeros(3),
-    )  # (0 -x:a,y:c-> 1 -z:b-> 2)
+        src=[0, 0, 1, 2],
+        dst=[1, 1, 2, 2],
+        ilabel=[2, 3, 4, 4],
+        olabel=[1, 2, 3, 4],
+        weight=np.zeros(4),
+    )  # (0 -x:a,y:c-> 1 -z:b-> 2, and 2 -z:w-> 2, which no path of 2 frames takes: "w" is a
+    # word of the graph, so "a w" is a phrase to boost, not one left out as unknown)
     g = DecodingGraph.from_arrays(fst, tokens, words, {})
     lp = np.full((1, 2, 4), -30.0, np.float32)
     lp[0, 0, 1] = lp[0, 0, 2] = lp[0, 1, 3] = -0.5

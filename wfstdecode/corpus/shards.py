@@ -112,7 +112,7 @@ class CtcCorpusDecoder:
         words warn once, not per shard."""
         from ..ctc.boost import resolve_boosts, resolve_phrase
         from ..ctc.oov import OovSpeller
-        from ..ctc.search import largest_label
+        from ..ctc.search import largest_label, output_words
         from ..decoding_graph import DecodingGraph
 
         graph = DecodingGraph.load(self.graph, mmap=True)
@@ -123,10 +123,11 @@ class CtcCorpusDecoder:
         oov = OovSpeller(graph, self.oov_lexicon) if "oov_slot" in graph.metadata else None
         # without a word table, ids beyond the graph's output labels are unknown words
         largest = None if graph.words is not None else largest_label(graph, "olabel")
-        resolve_boosts(self.boosts, 1, graph.words, oov, largest)  # raises, or warns once
+        words = output_words(graph)  # (the words a boost can name, as decode_ctc has them)
+        resolve_boosts(self.boosts, 1, words, oov, largest)  # raises, or warns once
 
         def known(key) -> bool:
-            ids = resolve_phrase(key, graph.words, oov)
+            ids = resolve_phrase(key, words, oov)
             return ids is not None and (largest is None or max(ids) <= largest)
 
         return {k: float(v) for k, v in self.boosts.items() if known(k)} or None

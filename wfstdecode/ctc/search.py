@@ -268,7 +268,8 @@ def prepare_problem(
     largest_word = None  # without a word table, ids beyond the graph's labels are unknown
     if boosts is not None and graph.words is None:
         largest_word = largest_label(graph, "olabel")
-    per_utt = resolve_boosts(boosts, B, graph.words, oov, largest_word)
+    words = output_words(graph) if boosts is not None else graph.words
+    per_utt = resolve_boosts(boosts, B, words, oov, largest_word)
     slot_label = oov.slot.open if oov is not None else NO_SLOT
     blank = blank_id(graph)
     common = dict(
@@ -318,6 +319,33 @@ def largest_label(graph: DecodingGraph, field: str) -> int:
     if field not in known:
         known[field] = int(getattr(graph, field).max(initial=0))
     return known[field]
+
+
+_OUTPUT_WORDS_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def output_words(graph: DecodingGraph):
+    """The part of ``graph.words`` a boost can name: the words some arc outputs (and the
+    epsilon, refused as a word where it is named), without the oov slot's own labels. A word of
+    words.txt on no arc (a lexicon word the LM lacks; ``<s>``, ``#0``) is then a word the graph
+    lacks: warned of, or spelled through the slot, not silently boosted to no effect. Cached
+    per graph (the same table object for every call, as `phrase_cache` keys on it)."""
+    if graph.words is None:
+        return None
+    kept = _OUTPUT_WORDS_CACHE.get(graph)
+    if kept is None:
+        from ..graph.oov_slot import OovSlot
+        from ..symbols import SymbolTable
+
+        present = np.zeros(max(graph.words.next_id, largest_label(graph, "olabel") + 1), bool)
+        present[np.asarray(graph.olabel)] = True
+        present[0] = True
+        slot = OovSlot.of(graph)
+        if slot is not None:
+            present[slot.open :] = False
+        kept = SymbolTable((s, i) for s, i in graph.words if present[i])
+        _OUTPUT_WORDS_CACHE[graph] = kept
+    return kept
 
 
 def arc_costs(graph: DecodingGraph, options: CtcBeamOptions, blank: int) -> np.ndarray:

@@ -89,8 +89,11 @@ def _unknown_words(boosts, graph) -> list[str]:
     """The words of the boosted phrases that ``graph`` lacks."""
     if not boosts or graph.words is None:
         return []
+    from ..ctc.search import output_words
+
+    known = output_words(graph)  # (a word of words.txt on no arc is one the graph lacks)
     words = {w for key in boosts if isinstance(key, str) for w in key.split()}
-    return sorted(w for w in words if w not in graph.words)
+    return sorted(w for w in words if w not in known)
 
 
 def _pronounced(words: list[str], graph) -> dict | None:
