@@ -1,5 +1,5 @@
-"""Bug hunt (boosting / oov slot): words of the word table that no arc of the graph outputs, and
-the oov slot's own labels, boosted as words."""
+"""Boosted words the graph cannot output although its word table lists them (a lexicon word the
+ARPA lacks, <s>, #0, the oov slot's own labels): warned of, or spelled through the slot."""
 
 import warnings
 

@@ -1,4 +1,4 @@
-"""Found by a bug hunt: transducer .npz and model files whose mistakes went unsaid."""
+"""Transducer .npz and model files with a mistake a decode would not show: said or refused."""
 
 import json
 
