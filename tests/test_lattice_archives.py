@@ -62,7 +62,8 @@ def test_keys_are_read_exactly(tmp_path, keys, says):
 
 @pytest.mark.parametrize("content, says", [
     (b"u1 0 1 2 3 1.5,2.0,\n", r"byte 3: entry 'u1' is not binary .*text-mode entries are not"),
-    (b"u1\n\0B", r"byte 0: expected 'KEY ' and a binary lattice"),
+    (b"u1\n\0B", r"byte 2: entry 'u1' is not binary"),  # (a newline ends a key: text follows)
+    (b"u1\r\0B", r"byte 0: expected 'KEY ' and a binary lattice"),
 ])  # fmt: skip
 def test_an_entry_that_is_no_binary_lattice_is_named(tmp_path, content, says):
     ark = tmp_path / "text.ark"

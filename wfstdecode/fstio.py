@@ -21,6 +21,7 @@ SYMBOL_TABLE_MAGIC = 2125658996
 _HAS_ISYMBOLS, _HAS_OSYMBOLS, _IS_ALIGNED = 1, 2, 4
 _FILE_ALIGN = 16
 _PROPS_EXPANDED_MUTABLE = 0x3  # claims nothing else, so OpenFst recomputes what it needs
+_PROPS_EXPANDED = 0x1  # a ConstFst's: kMutable would have OpenFst treat it as a MutableFst
 
 ARC_DTYPE = np.dtype(
     [("ilabel", "<i4"), ("olabel", "<i4"), ("weight", "<f4"), ("nextstate", "<i4")]
@@ -264,7 +265,8 @@ def _openfst_parts(fst: FstArrays, fst_type: str) -> list:
     version, flags = (2, 0) if fst_type == "vector" else (2, _IS_ALIGNED)
     header = (
         struct.pack("<i", FST_MAGIC) + _pack_string(fst_type) + _pack_string("standard")
-        + struct.pack("<iiQqqq", version, flags, _PROPS_EXPANDED_MUTABLE,
+        + struct.pack("<iiQqqq", version, flags,
+                      _PROPS_EXPANDED_MUTABLE if fst_type == "vector" else _PROPS_EXPANDED,
                       fst.start if n_states else -1, n_states, n_arcs)
     )  # fmt: skip
     counts = np.bincount(fst.src, minlength=n_states).astype(np.int64)

@@ -133,9 +133,9 @@ def _archive(data: _Bytes, path: str) -> dict[str, np.ndarray]:
 
 def archive_key(raw, pos: int, path, seen, what: str) -> tuple[str, int] | None:
     """The key of the Kaldi archive entry at byte ``pos`` (after any whitespace, as Kaldi's
-    readers skip it) and the byte of its object, or None at the end. A key ends at one space,
-    is UTF-8 and not in ``seen``; else `InputFileError` naming the byte (``what``: the object
-    expected after the key)."""
+    readers skip it) and the byte of its object, or None at the end. A key ends, as Kaldi's, at
+    a space or a tab (taken) or a newline (left: a text object may follow); it is UTF-8 and not
+    in ``seen``; else `InputFileError` naming the byte (``what``: the object expected after it)."""
     while pos < len(raw) and raw[pos : pos + 1].isspace():
         pos += 1
     if pos == len(raw):
@@ -143,7 +143,8 @@ def archive_key(raw, pos: int, path, seen, what: str) -> tuple[str, int] | None:
     end = pos
     while end < len(raw) and not raw[end : end + 1].isspace():
         end += 1
-    if end == len(raw) or raw[end : end + 1] != b" ":
+    after = raw[end : end + 1]  # Kaldi's reader takes ' ' or a tab (consumed), or a newline
+    if after not in (b" ", b"\t", b"\n"):  # (left: a text object may follow it)
         raise InputFileError(path, None, f"byte {pos}: expected 'KEY ' and {what} (a Kaldi "
                                          "archive entry)")  # fmt: skip
     try:
@@ -154,7 +155,7 @@ def archive_key(raw, pos: int, path, seen, what: str) -> tuple[str, int] | None:
     if key in seen:
         raise InputFileError(path, None, f"byte {pos}: the key {key!r} appears twice (keys name "
                                          "utterances)")  # fmt: skip
-    return key, end + 1
+    return key, end + (after != b"\n")
 
 
 def _matrix(raw, pos: int, path: str, key: str) -> tuple[np.ndarray, int]:
@@ -192,8 +193,11 @@ def _any_matrix(raw, pos: int, path: str, key: str) -> tuple[np.ndarray, int]:
         raise fail("truncated compressed-matrix header")
     low, span, rows, cols = struct.unpack_from("<ffii", raw, pos)
     low, span, pos = np.float32(low), np.float32(span), pos + _GLOBAL_HEADER_BYTES
-    if cols == 0:  # Kaldi writes an empty one's whole in-memory header, 4 bytes more (and its
-        return np.zeros((0, 0), np.float32), min(pos + 4, len(raw))  # own reader then misreads)
+    if cols == 0:  # Kaldi writes an empty one as "CM " and its whole 20-byte in-memory header
+        # (its own reader then misreads the next key): the 4 bytes more are that header's last
+        # size, 0. Other writers (kaldiio's CM2, CM3) write the 16 bytes read, and nothing more.
+        kaldi_empty = kind == b"CM " and rows == 0 and raw[pos : pos + 4] == bytes(4)
+        return np.zeros((0, 0), np.float32), pos + 4 * kaldi_empty
     if kind == b"CM ":  # per column: 4 percentiles (uint16), then the rows' bytes by column
         _checked_size(rows, cols, 1, len(raw) - pos - 8 * max(cols, 0), fail)
         percentiles = np.frombuffer(raw, "<u2", 4 * cols, pos).reshape(cols, 4)
@@ -231,9 +235,9 @@ def _checked_size(rows: int, cols: int, itemsize: int, available: int, fail) -> 
 
 
 def _text_matrix(raw, pos: int, fail) -> tuple[np.ndarray, int]:
-    """``[ row \\n row ... ]``: rows end at line breaks, all of one width."""
+    """``[ row \\n row ... ]``: rows end at line breaks or ';', all of one width."""
     start = pos
-    while start < len(raw) and raw[start : start + 1] in (b" ", b"\t"):
+    while start < len(raw) and raw[start : start + 1].isspace():  # (Kaldi: ``is >> str``)
         start += 1
     if raw[start : start + 1] != b"[":
         raise fail("expected a matrix: '\\0B' and a binary one, or '[' and a text one")
@@ -241,12 +245,12 @@ def _text_matrix(raw, pos: int, fail) -> tuple[np.ndarray, int]:
     if end < 0:
         raise fail("a text matrix with no closing ']'")
     rows = []
-    for line in bytes(raw[start + 1 : end]).split(b"\n"):
+    for line in re.split(rb"[\n;]", bytes(raw[start + 1 : end])):  # (Kaldi ends rows at both)
         fields = line.split()
         if not fields:
             continue
         try:
-            rows.append(np.array([float(f) for f in fields], np.float32))
+            rows.append(np.array([_number(f) for f in fields], np.float32))
         except ValueError:
             bad = next(f for f in fields if not _is_float(f))
             raise fail(f"text matrix row {len(rows)}: {bad.decode('latin-1')!r} is not a "
@@ -258,9 +262,16 @@ def _text_matrix(raw, pos: int, fail) -> tuple[np.ndarray, int]:
     return matrix, end + 1
 
 
+def _number(text: bytes) -> float:
+    """A number as Kaldi reads one (Python's float() also takes ``1_0``, as 10: not here)."""
+    if b"_" in text:
+        raise ValueError(text)
+    return float(text)
+
+
 def _is_float(text: bytes) -> bool:
     try:
-        float(text)
+        _number(text)
     except ValueError:
         return False
     return True
