@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from wfstdecode.corpus import CtcCorpusDecoder, decode_corpus
+from wfstdecode.errors import WfstDecodeError
 from wfstdecode.testing.corpus import FaultyDecoder, assert_outputs_match
 
 ray = pytest.importorskip("ray", reason="Ray is not installed (pip install 'wfstdecode[ray]')")
@@ -127,3 +128,17 @@ def test_more_workers_than_the_cluster_holds_run_as_many_as_fit(corpus, tmp_path
         summary = run(corpus, tmp_path / "out", CtcCorpusDecoder(str(corpus.graph_path)),
                       workers=4)  # fmt: skip
     assert len(summary.decoded) == len(corpus.shards) and not summary.failed
+
+
+def test_actors_that_die_while_starting_end_the_run_saying_so(corpus, tmp_path):
+    """A Ray actor dying as it loads the decoder is replaced; one that always does (a crash or
+    out-of-memory on load) must not be replaced forever: after twice the pool's size of such
+    deaths the run stops with an error that says so."""
+    state = tmp_path / "state"
+    state.mkdir()
+    base = CtcCorpusDecoder(str(corpus.graph_path))
+    crash = FaultyDecoder(base, "crash_on_load", str(state))
+    with pytest.raises(WfstDecodeError, match=r"Ray workers died 3 times while starting"):
+        decode_corpus(corpus.shard_dir, tmp_path / "out", crash, executor="ray", workers=1,
+                      progress="quiet")  # fmt: skip
+    assert not list((tmp_path / "out").glob("*.jsonl"))

@@ -7,7 +7,9 @@ dataset when a task gives up (and needs pyarrow and pandas besides).
 
 Both keep one shard in flight per worker, so when a worker dies the driver knows exactly which
 shard it was decoding (that shard is retried; no other is touched), and both replace a dead worker
-with a fresh one. Each worker loads the decoder (the graph) once, when it starts.
+with a fresh one. Each worker loads the decoder (the graph) once, when it starts. A Ray actor
+gets a shard only once it has started: on a cluster busy with other work an actor may wait for
+its CPU, and a shard given to it would wait as long while started actors sat idle.
 
 ``next_event`` reports what happened to a shard: ``done`` (its `ShardOutput`), ``error`` (an
 exception in the decoder; ``permanent`` when retrying cannot help, e.g. a corrupt file) or
@@ -159,6 +161,9 @@ class LocalPool:
     def idle(self) -> int:
         return sum(w.job is None for w in self._workers)
 
+    def in_flight(self) -> int:
+        return sum(w.job is not None for w in self._workers)
+
     def submit(self, job: Job) -> None:
         worker = next(w for w in self._workers if w.job is None)
         worker.job = job
@@ -284,30 +289,65 @@ class RayPool:
         self._shard_timeout = shard_timeout
         self._run_id = uuid.uuid4().hex[:8]
         self._started = 0
-        self._actors = [self._start() for _ in range(self.size)]
+        self._placed: set[int] = set()  # slots whose actor has started (loaded the decoder)
+        self._starting: dict = {}  # actor.__ray_ready__ ObjectRef -> slot
+        self._start_deaths = 0
+        self._since, self._said_waiting = time.monotonic(), False
+        self._actors = [None] * self.size
+        for slot in range(self.size):
+            self._actors[slot] = self._start(slot)
         self._busy: dict = {}  # ObjectRef -> (actor slot, job)
 
-    def _start(self):
+    def _start(self, slot: int):
         name = f"wfstdecode-corpus-{self._run_id}-{self._started}"
         self._started += 1
         remote = self._ray.remote(_RayWorker).options(name=name, **self._options)
-        return remote.remote(self._decoder)
+        actor = remote.remote(self._decoder)
+        # A shard goes only to an actor the cluster has placed: one that waits for resources
+        # held by others (a shared or busy cluster) would keep its shard forever.
+        self._placed.discard(slot)
+        self._starting[actor.__ray_ready__.remote()] = slot
+        return actor
 
     def idle(self) -> int:
-        return self.size - len(self._busy)
+        taken = {slot for slot, _ in self._busy.values()}
+        return len(self._placed - taken)
+
+    def in_flight(self) -> int:
+        return len(self._busy)
 
     def submit(self, job: Job) -> None:
         taken = {slot for slot, _ in self._busy.values()}
-        slot = next(i for i in range(self.size) if i not in taken)
+        slot = min(self._placed - taken)
         job.submitted = time.monotonic()
         self._busy[self._actors[slot].run.remote(job.path, job.name)] = (slot, job)
 
     def next_event(self, timeout: float | None) -> Event | None:
         ray = self._ray
-        if not self._busy:
+        if not self._busy and not self._starting:
             return None
         wait = _wait_time([job for _, job in self._busy.values()], self._shard_timeout, timeout)
-        ready, _ = ray.wait(list(self._busy), num_returns=1, timeout=wait)
+        ready, _ = ray.wait([*self._starting, *self._busy], num_returns=1, timeout=wait)
+        if ready and ready[0] in self._starting:
+            slot = self._starting.pop(ready[0])
+            try:
+                ray.get(ready[0])
+            except ray.exceptions.RayError as exc:  # died while starting: a fresh one in its place
+                self._start_deaths += 1
+                if self._start_deaths > 2 * self.size:  # (not one a shard could be blamed for)
+                    reason = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+                    raise WfstDecodeError(
+                        f"Ray workers died {self._start_deaths} times while "
+                        f"starting ({type(exc).__name__}: {reason})"
+                    ) from None
+                self._replace(slot)
+            else:
+                self._placed.add(slot)
+            return None
+        if not self._placed and not self._said_waiting and time.monotonic() - self._since > 60:
+            self._said_waiting = True  # (a shared cluster's CPUs held by other jobs: say so)
+            log.warning("no Ray worker has started after 60 s: the cluster's free CPUs or GPUs "
+                        "may be held by other work; waiting for them")  # fmt: skip
         if not ready:
             for ref, (slot, job) in list(self._busy.items()):
                 if _overdue(job, self._shard_timeout):
@@ -325,12 +365,15 @@ class RayPool:
 
     def _replace(self, slot: int) -> None:
         self._ray.kill(self._actors[slot], no_restart=True)
-        self._actors[slot] = self._start()
+        for ref in [r for r, s in self._starting.items() if s == slot]:
+            del self._starting[ref]
+        self._actors[slot] = self._start(slot)
 
     def close(self, kill: bool = False) -> None:
         for actor in self._actors:
             self._ray.kill(actor, no_restart=True)
         self._busy.clear()
+        self._starting.clear()
 
 
 def _keeping_sigterm(init, **kwargs) -> None:

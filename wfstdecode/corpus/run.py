@@ -77,8 +77,9 @@ def decode_corpus(
                   cores);
     max_attempts: tries per shard when its worker dies or it fails with a transient error (a
                   corrupt shard fails at once);
-    shard_timeout: seconds a worker may hold a shard (from handing it over, the worker's
-                  start-up included for its first) before it is stopped and the shard retried;
+    shard_timeout: seconds a worker may hold a shard (from handing it over; local workers'
+                  start-up included for their first, while Ray's actors get shards only once
+                  started) before it is stopped and the shard retried;
     force:        reuse an output directory written with another config (every shard is decoded
                   again); verify: hash every input instead of trusting unchanged size and mtime;
     progress:     ``"bar"`` (a terminal line), ``"log"`` (a line per shard), ``"quiet"`` or
@@ -165,7 +166,7 @@ def _make_pool(executor, decoder, workers, address, at_most: int, shard_timeout)
 def _drive(pool, pending, max_attempts, shards, outdir, records, summary, bar) -> None:
     queue = deque(pending)
     errors: dict[int, list[str]] = {}
-    while queue or pool.idle() < pool.size:
+    while queue or pool.in_flight():
         while queue and pool.idle():
             job = queue.popleft()
             job.attempts += 1

@@ -31,7 +31,9 @@ def read_audio(path: str | os.PathLike) -> tuple[np.ndarray, int]:
     if head[:4] == b"RIFF" and head[8:12] == b"WAVE":
         try:
             return _read_wav(path)
-        except wave.Error as exc:  # float samples, WAVE_FORMAT_EXTENSIBLE: soundfile's
+        except (wave.Error, RuntimeError) as exc:  # float samples, WAVE_FORMAT_EXTENSIBLE:
+            # soundfile's; RuntimeError: wave's chunk walk ran past the RIFF chunk (Python 3.11)
+            exc = exc if str(exc) else "its chunks run past the RIFF chunk"
             what = f"not a readable PCM WAV file ({exc}), nor a WAV soundfile reads"
             soundfile = _soundfile(path, f"this WAV ({exc}) needs soundfile")
     else:
@@ -61,9 +63,11 @@ def _read_wav(path) -> tuple[np.ndarray, int]:
             declared = w.getnframes()
             raw = w.readframes(declared)
     except EOFError as exc:
-        raise InputFileError(path, None, f"not a readable PCM WAV file: {exc}") from None
+        why = str(exc) or "it ends inside its header"
+        raise InputFileError(path, None, f"not a readable PCM WAV file: {why}") from None
     frames = len(raw) // (width * channels)
-    if frames < declared:  # cut short (a copy that did not finish): decoded, but said
+    streamed = declared == 0xFFFFFFFF // (width * channels)  # a writer that could not seek back
+    if frames < declared and not streamed:  # cut short (a copy that did not finish): said
         warnings.warn(f"{path}: truncated WAV: its header declares {declared:,} frames, the "
                       f"file holds {frames:,}", UserWarning, stacklevel=3)  # fmt: skip
     raw = raw[: frames * width * channels]

@@ -88,6 +88,7 @@ class FaultyDecoder:
     * ``"wait_for_kill"``: the first time, it writes its Ray actor's name to ``state_dir/started``
       and sleeps (up to a minute) for the test to kill it; later attempts decode;
     * ``"hang"``: it sleeps an hour, every time (for shard timeouts);
+    * ``"crash_on_load"``: the worker process exits while it loads the decoder, every time;
     * ``"gated"``: the first shard decodes at once, every later one first waits (up to
       ``seconds``) for ``state_dir/go`` to exist, so that a test can interrupt a run midway
       without racing it (a run of shards that merely sleep could finish, on a loaded machine,
@@ -105,6 +106,8 @@ class FaultyDecoder:
         return self.base.config()
 
     def load(self):
+        if self.mode == "crash_on_load":
+            os._exit(3)
         decode = self.base.load()
 
         def faulty(path, name):
