@@ -24,6 +24,7 @@ import json
 import math
 import os
 import struct
+import threading
 import tokenize
 import warnings
 import zipfile
@@ -271,14 +272,19 @@ def json_line(value) -> str:
     return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").replace("\x85", "\\u0085")
 
 
+_HEADER_WARNINGS = threading.Lock()
+
+
 def _read_npy_header(f) -> tuple[tuple[int, ...], bool, np.dtype]:
     version = np.lib.format.read_magic(f)
     readers = {(1, 0): np.lib.format.read_array_header_1_0,
                (2, 0): np.lib.format.read_array_header_2_0}  # fmt: skip
     if version not in readers:
         raise ValueError(f".npy format version {version} is not supported")
-    with warnings.catch_warnings():  # e.g. "created on Python 2": the header is still checked
-        warnings.simplefilter("ignore")
+    # catch_warnings swaps the process-wide filter list: two threads' blocks overlapping left
+    # the "ignore" in place for good (every thread's warnings lost); one block at a time
+    with _HEADER_WARNINGS, warnings.catch_warnings():  # e.g. "created on Python 2": the header
+        warnings.simplefilter("ignore")  # is still checked
         return readers[version](f, max_header_size=_MAX_NPY_HEADER)
 
 

@@ -10,13 +10,15 @@ RNN-T" §3.2: a one-thread kernel copies the loop's device flag into the node's 
 the node and again at the end of its body, so the GPU runs the loops without the host.
 
 The captured programs are cached per (model, batch size, frames rounded up to a multiple of 64,
-dtype, device, options): a new shape captures anew. cuda-python is imported lazily; everything
-here runs on CUDA tensors only.
+dtype, device, options): a new shape captures anew. A program is out of the cache while a
+decode uses it, so threads decoding at once never share one. cuda-python is imported lazily;
+everything here runs on CUDA tensors only.
 """
 
 from __future__ import annotations
 
 import contextlib
+import threading
 from collections import OrderedDict
 from functools import cache
 
@@ -24,11 +26,12 @@ import torch
 
 from ..errors import BackendUnavailableError
 
-__all__ = ["conditional_nodes_unavailable_reason", "resolve_mode", "run"]
+__all__ = ["conditional_nodes_unavailable_reason", "resolve_mode", "run", "running"]
 
 MIN_DRIVER = (12, 6)  # as NeMo requires for conditional nodes
 _CACHE: OrderedDict = OrderedDict()
 _CACHE_SIZE = 8
+_LOCK = threading.Lock()  # (around the cache's own changes only)
 TIME_BUCKET = 64
 
 _SET_CONDITION_SRC = r"""
@@ -82,8 +85,12 @@ def conditional_nodes_unavailable_reason() -> str | None:
     return None
 
 
-def run(mode: str, adapter, enc, lengths, options, vocab):
-    """Decode with a cached captured program; returns the program (its buffers hold results)."""
+@contextlib.contextmanager
+def running(mode: str, adapter, enc, lengths, options, vocab):
+    """Decode with a cached captured program; yields the program (its buffers hold results),
+    held by the caller until the block ends. A program is taken out of the cache while in use:
+    another thread decoding a batch of the same key meanwhile captures its own (it reloaded
+    and replayed the shared one, and the first thread read the second's results)."""
     from .programs import make_program
 
     # Pad time to a multiple of TIME_BUCKET so that ragged batches share captured graphs; padded
@@ -92,19 +99,30 @@ def run(mode: str, adapter, enc, lengths, options, vocab):
     if pad:
         enc = torch.nn.functional.pad(enc, (0, 0, 0, pad))
     key = (id(adapter.model), mode, tuple(enc.shape), enc.dtype, enc.device, options, vocab)
-    entry = _CACHE.get(key)
+    with _LOCK:
+        entry = _CACHE.pop(key, None)
     if entry is None or entry[0]() is not adapter.model:
         program = make_program(adapter, enc, lengths, options, vocab, fixed=True)
         runner = _FullGraph(program) if mode == "full" else _BodyGraphs(program)
         entry = (_ref(adapter.model), runner)
-        _CACHE[key] = entry
-        while len(_CACHE) > _CACHE_SIZE:
-            _CACHE.popitem(last=False)
-    _CACHE.move_to_end(key)
     runner = entry[1]
-    runner.program.load_(enc, lengths)
-    runner.replay()
-    return runner.program
+    try:
+        runner.program.load_(enc, lengths)
+        runner.replay()
+        yield runner.program
+    finally:
+        with _LOCK:  # (the most recently used; one another thread put back meanwhile goes)
+            _CACHE[key] = entry
+            _CACHE.move_to_end(key)
+            while len(_CACHE) > _CACHE_SIZE:
+                _CACHE.popitem(last=False)
+
+
+def run(mode: str, adapter, enc, lengths, options, vocab):
+    """`running`'s program, returned: its buffers hold the results until the next decode of
+    the same key (one thread; `greedy_decode` reads them within `running`)."""
+    with running(mode, adapter, enc, lengths, options, vocab) as program:
+        return program
 
 
 def _ref(obj):

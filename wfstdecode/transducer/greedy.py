@@ -56,9 +56,9 @@ def greedy_decode(model, enc, enc_lengths, options: GreedyOptions | None = None)
         return []
     with torch.inference_mode():
         vocab = check_joint(adapter, enc, options.durations)
-        if mode == "off":
-            program = make_program(adapter, enc, lengths, options, vocab, fixed=False)
-            run_eager(program)
-        else:
-            program = graphs.run(mode, adapter, enc, lengths, options, vocab)
+        if mode != "off":  # (a captured program is shared: read while this call holds it)
+            with graphs.running(mode, adapter, enc, lengths, options, vocab) as program:
+                return program.hypotheses(notes)
+        program = make_program(adapter, enc, lengths, options, vocab, fixed=False)
+        run_eager(program)
         return program.hypotheses(notes)
