@@ -3,10 +3,13 @@
 and CPU, three rounds. For A/B runs of two trees: ``PYTHONPATH=TREE python
 tools/bench_stream_call.py``."""
 
+import argparse
 import time
 
 from wfstdecode.ctc import CpuTuning, CtcBeamOptions, CtcStreamDecoder
 from wfstdecode.testing import lexicon_graph, simulate_ctc
+
+argparse.ArgumentParser(description=__doc__).parse_args()  # (--help: say, not run)
 
 words = ["ant", "bee", "cat", "dog", "elk", "pig", "rat"]
 g = lexicon_graph(words)

@@ -4,11 +4,14 @@ fires (so every call checks) and without rules; CPU microseconds per call, avera
 calls before each stream length. For A/B runs of two trees: ``PYTHONPATH=TREE python
 tools/bench_stream_endpoint.py``."""
 
+import argparse
 import time
 
 from wfstdecode.ctc import CpuTuning, CtcBeamOptions, CtcStreamDecoder
 from wfstdecode.ctc.stream import EndpointRule, EndpointRules
 from wfstdecode.testing import lexicon_graph, simulate_ctc
+
+argparse.ArgumentParser(description=__doc__).parse_args()  # (--help: say, not run)
 
 words = ["ant", "bee", "cat", "dog", "elk", "pig", "rat"]
 g = lexicon_graph(words)

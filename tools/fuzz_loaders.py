@@ -7,7 +7,7 @@ but exit 2 with one error line), or when it allocates more than 200 MB; each is 
 --out for `--replay`. Exits 1 if anything escaped.
 
     python tools/fuzz_loaders.py --n 100000 --seed 0
-    python tools/fuzz_loaders.py --replay fuzz-escapes/arpa-000123-IndexError.bin --target arpa
+    python tools/fuzz_loaders.py --replay fuzz-escapes/arpa-000123-IndexError.bin --targets arpa
 """
 
 from __future__ import annotations

@@ -5,6 +5,7 @@
 #   run(command="bash tools/gpu_run.sh ctc", carry=[".gpu"])          # bench_ctc --backend cuda
 #   run(command="bash tools/gpu_run.sh ctcprofile", carry=[".gpu"])   # kernel times, profile_ctc_cuda
 #   run(command="bash tools/gpu_run.sh transducer", carry=[".gpu"])   # bench_transducer on cuda
+#   run(command="bash tools/gpu_run.sh transducerbeam", carry=[".gpu"])  # beams vs greedy, cuda
 #   run(command="bash tools/gpu_run.sh streaming", carry=[".gpu"])    # bench_streaming on cuda
 #   run(command="bash tools/gpu_run.sh threads", carry=[".gpu"])      # cpu search, 2 idle cores
 # (one stage per call: each must end inside the tool's 10-minute limit; bench/gpu_h200.md says
