@@ -18,6 +18,8 @@ reported is affected: the smallest reported is 1e-12) or that any path reaches a
 
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 from numba import njit
 
@@ -53,8 +55,10 @@ def sequence_posterior(src, dst, olabel, w, final, words) -> float:
     if not total[0] < _INF:
         return 0.0
     try:
-        words = np.asarray([int(x) for x in words], np.int64)
-    except (TypeError, ValueError):
+        if isinstance(words, (str, bytes)):
+            raise TypeError  # (read character by character: "12" as words 1, 2)
+        words = np.asarray([operator.index(x) for x in words], np.int64)  # (int(1.9) is 1)
+    except (TypeError, ValueError, OverflowError):
         raise OptionsError(f"path_posterior takes word ids (ints); got {words!r:.80}") from None
     return float(np.exp(total[0] - _word_constrained_cost(src, dst, olabel, w, final, words)))
 

@@ -4,8 +4,9 @@ Tokens: the path takes exactly one emitting arc per frame. Frame ``t`` emits its
 arc is blank, or it is a repeat — the arc is a self-loop and frame ``t-1`` had the same input
 label (the CTC topology's "stay on the same token" loop). So ``a a`` through a self-loop is one
 token, while ``a <blk> a`` — or ``a a`` through two different arcs, as the compact topology allows —
-are two. ``timestamps`` holds the frame of each token's first frame; a token lasts through its
-repeats (the frames of its self-loop).
+are two. In the ``minimal`` topology (the graph's ``metadata["topology"]``) there are no repeats:
+every non-blank frame is a token. ``timestamps`` holds the frame of each token's first frame; a
+token lasts through its repeats (the frames of its self-loop).
 
 Words: the non-epsilon output labels along the path. ``word_timestamps[i] = (start, end)``
 (inclusive frames) is the first frame of word ``i``'s first token and the last frame of its last
@@ -63,6 +64,13 @@ def to_hypotheses(problem: SearchProblem, results) -> list[list[Hypothesis]]:
             notes = batch.notes[b] if final[b] else (*batch.notes[b], NOTE_NO_FINAL)
             out[b].append(_with_notes(hyp, notes) if notes else hyp)
     return out
+
+
+def merges_repeats(graph) -> bool:
+    """Whether a self-loop reading the previous frame's token is a CTC repeat: not in the
+    ``minimal`` topology, where every non-blank frame emits its token (a TLG self-loop there is
+    a one-token word returning to its state, a new token)."""
+    return graph.metadata.get("topology") != "minimal"
 
 
 def separator_id(graph) -> int | None:
@@ -168,7 +176,7 @@ def _collapse_spelled(oov, labels: list, spans: list, offsets: list, utterances:
 
 @njit(nogil=True, cache=True)
 def _path_arrays(arc, frame, offsets, ilabel, arc_source, next_state, olabel, num_emitting,
-                 blank, separator):  # fmt: skip
+                 blank, separator, merge_repeats=True):  # fmt: skip
     """Tokens and words of every path (paths one after the other, path ``k``'s arcs at
     ``offsets[k]:offsets[k + 1]``), as the module docstring defines them, in one compiled call:
 
@@ -199,7 +207,7 @@ def _path_arrays(arc, frame, offsets, ilabel, arc_source, next_state, olabel, nu
             n_e += 1
             if il != blank:
                 # a new token unless a self-loop repeat of the previous frame's token
-                if not (arc_source[a] == next_state[a] and il == prev):
+                if not (merge_repeats and arc_source[a] == next_state[a] and il == prev):
                     tok_id[n_tok], tok_first[n_tok], tok_pos[n_tok] = il - 1, frame[i], i
                     n_tok += 1
                 tok_last[n_tok - 1] = frame[i]  # a blank ends a token: these are its repeats
@@ -268,7 +276,8 @@ def _batch_hypotheses(problem: SearchProblem, batch: PathBatch) -> list[Hypothes
     runs_of = -1 if separator is None or problem.oov is not None else separator
     (tok_id, tok_first, tok_last, tok_off, e_path, e_frame, e_col, w_id, w_start, w_end, w_off,
      split) = _path_arrays(arc, frame, offsets, g.ilabel, g.arc_source, g.next_state, g.olabel,
-                           g.num_emitting_arcs, problem.blank_ilabel, runs_of)  # fmt: skip
+                           g.num_emitting_arcs, problem.blank_ilabel, runs_of,
+                           merges_repeats(g))  # fmt: skip
     tok_ids, tok_frames, tok_ends = tok_id.tolist(), tok_first.tolist(), tok_last.tolist()
     tok_off = tok_off.tolist()
     label_ids = word_ids = w_id.tolist()

@@ -162,10 +162,13 @@ def greedy_ctc_texts(log_probs, lengths, tokens: SymbolTable, blank: int = 0) ->
     and ``|`` becomes a space (character models); otherwise tokens are joined by spaces."""
     arg = np.asarray(log_probs).argmax(-1)
     chars = all(len(s) == 1 or s == WORD_SEPARATOR for s, i in tokens if i != blank)
+    pieces = not chars and any(s.startswith("\u2581") for s, i in tokens if i != blank)
     texts = []
     for b, L in enumerate(np.asarray(lengths)):
         syms = [tokens.symbol(int(i)) for i in ctc_collapse(arg[b, : int(L)], blank)]
-        if chars:
+        if pieces:  # SentencePiece: "\u2581" starts a word
+            texts.append(" ".join("".join(syms).replace("\u2581", " ").split()))
+        elif chars:
             texts.append(" ".join("".join(syms).replace(WORD_SEPARATOR, " ").split()))
         else:
             texts.append(" ".join(syms))
