@@ -1,12 +1,13 @@
 """From a backend's arc paths to `Hypothesis` objects (shared by every backend).
 
 Tokens: the path takes exactly one emitting arc per frame. Frame ``t`` emits its token unless the
-arc is blank, or it is a repeat — the arc is a self-loop and frame ``t-1`` had the same input
-label (the CTC topology's "stay on the same token" loop). So ``a a`` through a self-loop is one
-token, while ``a <blk> a`` — or ``a a`` through two different arcs, as the compact topology allows —
-are two. In the ``minimal`` topology (the graph's ``metadata["topology"]``) there are no repeats:
-every non-blank frame is a token. ``timestamps`` holds the frame of each token's first frame; a
-token lasts through its repeats (the frames of its self-loop).
+arc is blank, or it is a repeat — the arc is a self-loop writing no word and frame ``t-1`` had
+the same input label (the CTC topology's "stay on the same token" loop, which outputs epsilon).
+So ``a a`` through a self-loop is one token, while ``a <blk> a`` — or ``a a`` through two
+different arcs, as the compact topology allows — are two. In the ``minimal`` topology (the
+graph's ``metadata["topology"]``) there are no repeats: every non-blank frame is a token.
+``timestamps`` holds the frame of each token's first frame; a token lasts through its repeats
+(the frames of its self-loop).
 
 Words: the non-epsilon output labels along the path. ``word_timestamps[i] = (start, end)``
 (inclusive frames) is the first frame of word ``i``'s first token and the last frame of its last
@@ -206,8 +207,15 @@ def _path_arrays(arc, frame, offsets, ilabel, arc_source, next_state, olabel, nu
             e_path[n_e], e_frame[n_e], e_col[n_e] = k, frame[i], il - 1
             n_e += 1
             if il != blank:
-                # a new token unless a self-loop repeat of the previous frame's token
-                if not (merge_repeats and arc_source[a] == next_state[a] and il == prev):
+                # a new token unless a self-loop repeat of the previous frame's token (a
+                # repeat writes no word: T's repeat loop outputs epsilon, so a self-loop with
+                # a word is a new token in any topology, metadata or not)
+                if not (
+                    merge_repeats
+                    and arc_source[a] == next_state[a]
+                    and il == prev
+                    and olabel[a] == 0
+                ):
                     tok_id[n_tok], tok_first[n_tok], tok_pos[n_tok] = il - 1, frame[i], i
                     n_tok += 1
                 tok_last[n_tok - 1] = frame[i]  # a blank ends a token: these are its repeats

@@ -24,6 +24,7 @@ from ..metrics import word_error_rate
 from ..results import Hypothesis
 from ..safe_io import NpzArchive
 from ..symbols import SymbolTable
+from ._paths import merges_repeats
 from .options import CtcBeamOptions
 from .search import blank_id, decode_ctc, lattice_decode, prepared
 
@@ -150,26 +151,39 @@ def _read_boosts(z, fail) -> dict[str, dict[str, float]]:
 _TEXT_ARRAYS = ("texts", "ids", "tokens")  # (B,), (B,), (V,)
 
 
-def ctc_collapse(ids, blank: int = 0) -> np.ndarray:
-    """Per-frame token ids as CTC reads them: repeats merged, then blanks dropped."""
+def ctc_collapse(ids, blank: int = 0, merge_repeats: bool = True) -> np.ndarray:
+    """Per-frame token ids as CTC reads them: repeats merged (unless not ``merge_repeats``: the
+    ``minimal`` topology), then blanks dropped."""
     ids = np.asarray(ids)
-    keep = (ids != blank) & np.concatenate(([True], ids[1:] != ids[:-1]))
+    keep = ids != blank
+    if merge_repeats:
+        keep &= np.concatenate(([True], ids[1:] != ids[:-1]))
     return ids[keep]
 
 
-def greedy_ctc_texts(log_probs, lengths, tokens: SymbolTable, blank: int = 0) -> list[str]:
-    """Best-path CTC transcripts: argmax per frame, merge repeats, drop blanks; tokens are joined
-    and ``|`` becomes a space (character models); otherwise tokens are joined by spaces."""
+def greedy_ctc_texts(
+    log_probs,
+    lengths,
+    tokens: SymbolTable,
+    blank: int = 0,
+    separator: str | None = None,
+    merge_repeats: bool = True,
+) -> list[str]:
+    """Best-path CTC transcripts: argmax per frame, merge repeats (``merge_repeats``), drop
+    blanks; tokens are joined and the word separator (``separator``, else ``|``) becomes a space
+    (character models); otherwise tokens are joined by spaces."""
+    sep = WORD_SEPARATOR if separator is None else separator
     arg = np.asarray(log_probs).argmax(-1)
-    chars = all(len(s) == 1 or s == WORD_SEPARATOR for s, i in tokens if i != blank)
+    chars = all(len(s) == 1 or s == sep for s, i in tokens if i != blank)
     pieces = not chars and any(s.startswith("\u2581") for s, i in tokens if i != blank)
     texts = []
     for b, L in enumerate(np.asarray(lengths)):
-        syms = [tokens.symbol(int(i)) for i in ctc_collapse(arg[b, : int(L)], blank)]
+        ids = ctc_collapse(arg[b, : int(L)], blank, merge_repeats)
+        syms = [tokens.symbol(int(i)) for i in ids]
         if pieces:  # SentencePiece: "\u2581" starts a word
             texts.append(" ".join("".join(syms).replace("\u2581", " ").split()))
         elif chars:
-            texts.append(" ".join("".join(syms).replace(WORD_SEPARATOR, " ").split()))
+            texts.append(" ".join("".join(" " if s == sep else s for s in syms).split()))
         else:
             texts.append(" ".join(syms))
     return texts
@@ -262,7 +276,14 @@ def decode_npz(
         raise DecodeInputError(f"{path}: {exc}") from None
     texts = [h[0].text for h in hyps]
     greedy = (
-        greedy_ctc_texts(lp, lengths, graph.tokens, blank_id(graph))
+        greedy_ctc_texts(
+            lp,
+            lengths,
+            graph.tokens,
+            blank_id(graph),
+            graph.metadata.get("separator"),
+            merges_repeats(graph),
+        )
         if graph.tokens is not None
         else [""] * len(hyps)
     )

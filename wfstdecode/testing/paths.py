@@ -26,7 +26,8 @@ def path_hypothesis(problem, b, arcs, frames, final=True, notes=()) -> Hypothesi
     blank = problem.blank_ilabel
     same_as_prev = np.zeros(len(em_arcs), bool)
     same_as_prev[1:] = ilab[1:] == ilab[:-1]
-    new_token = (ilab != blank) & ~(self_loop & same_as_prev)
+    writes_word = g.olabel[em_arcs] != 0  # a CTC repeat never writes a word
+    new_token = (ilab != blank) & ~(self_loop & same_as_prev & ~writes_word)
     if g.metadata.get("topology") == "minimal":  # every non-blank frame is a token
         new_token = ilab != blank
     tokens = tuple(int(x) for x in ilab[new_token] - 1)
