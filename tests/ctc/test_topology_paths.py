@@ -37,18 +37,33 @@ def _frames(tokens, labels, width):
     return lp
 
 
-@pytest.mark.parametrize("backend", ["reference", "cpu"])
-def test_minimal_graph_from_openfst_counts_every_token_frame(tmp_path, backend):
-    tokens = SymbolTable.from_list(["<blk>", "a", "b"])
-    lexicon = [LexiconEntry("ab", ("a", "b")), LexiconEntry("b", ("b",))]
+TOKENS = SymbolTable.from_list(["<blk>", "a", "b"])
+LEXICON = [LexiconEntry("ab", ("a", "b")), LexiconEntry("b", ("b",))]
+A_B_B = ["a", "b", "b", "<blk>"]  # one token per frame: the only parse is "ab b"
+
+
+def _minimal_graph(tmp_path, via_openfst: bool) -> DecodingGraph:
+    """The minimal TLG of ``LEXICON``, as built, or written to OpenFst and read back (then it
+    has no metadata: nothing says "minimal")."""
     (tmp_path / "lm.arpa").write_text(ARPA)
-    built = build_tlg(tokens, lexicon, str(tmp_path / "lm.arpa"), "minimal").graph
+    built = build_tlg(TOKENS, LEXICON, str(tmp_path / "lm.arpa"), "minimal").graph
+    if not via_openfst:
+        return built
     built.to_openfst(tmp_path / "TLG.fst")
-    g = DecodingGraph.from_openfst(tmp_path / "TLG.fst", built.tokens, built.words)
-    lp = _frames(tokens, ["a", "b", "b", "<blk>"], g.num_tokens)
+    return DecodingGraph.from_openfst(tmp_path / "TLG.fst", built.tokens, built.words)
+
+
+@pytest.mark.parametrize("via_openfst", [False, True], ids=["built", "from-openfst"])
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_a_minimal_graph_counts_every_token_frame(tmp_path, backend, via_openfst):
+    """The minimal topology emits a token on every non-blank frame (``b b`` is two tokens); in
+    its TLG a one-token word returning to its state is a self-loop, once taken for a CTC repeat:
+    the second ``b`` vanished and ``ab`` started a frame late."""
+    g = _minimal_graph(tmp_path, via_openfst)
+    lp = _frames(TOKENS, A_B_B, g.num_tokens)
     (h,) = decode_ctc(lp, None, g, CtcBeamOptions(beam=20.0), backend=backend)[0]
     assert h.words == ("ab", "b")
-    assert h.tokens == (tokens.id("a"), tokens.id("b"), tokens.id("b"))
+    assert h.tokens == (TOKENS.id("a"), TOKENS.id("b"), TOKENS.id("b"))
     assert h.timestamps == (0, 1, 2)
     assert h.word_timestamps == ((0, 1), (2, 2))
 
@@ -58,13 +73,8 @@ def test_paths_oracle_agrees_on_a_minimal_graph_from_openfst(tmp_path):
     from wfstdecode.ctc.search import prepare_problem
     from wfstdecode.testing.paths import path_hypothesis
 
-    tokens = SymbolTable.from_list(["<blk>", "a", "b"])
-    lexicon = [LexiconEntry("ab", ("a", "b")), LexiconEntry("b", ("b",))]
-    (tmp_path / "lm.arpa").write_text(ARPA)
-    built = build_tlg(tokens, lexicon, str(tmp_path / "lm.arpa"), "minimal").graph
-    built.to_openfst(tmp_path / "TLG.fst")
-    g = DecodingGraph.from_openfst(tmp_path / "TLG.fst", built.tokens, built.words)
-    p = prepare_problem(_frames(tokens, ["a", "b", "b", "<blk>"], g.num_tokens), None, g,
+    g = _minimal_graph(tmp_path, via_openfst=True)
+    p = prepare_problem(_frames(TOKENS, A_B_B, g.num_tokens), None, g,
                         CtcBeamOptions(beam=20.0), None)  # fmt: skip
     ((arcs, frames, _),) = decode_cpu(p)[0].paths
     assert path_hypothesis(p, 0, arcs, frames).tokens == (1, 2, 2)
@@ -78,11 +88,8 @@ def _npz(path, tokens, labels):
 
 
 def test_greedy_baseline_of_a_minimal_graph_keeps_every_token_frame(tmp_path):
-    tokens = SymbolTable.from_list(["<blk>", "a", "b"])
-    lexicon = [LexiconEntry("ab", ("a", "b")), LexiconEntry("b", ("b",))]
-    (tmp_path / "lm.arpa").write_text(ARPA)
-    g = build_tlg(tokens, lexicon, str(tmp_path / "lm.arpa"), "minimal").graph
-    path = _npz(tmp_path / "e.npz", tokens, ["a", "b", "b", "<blk>"])
+    g = _minimal_graph(tmp_path, via_openfst=False)
+    path = _npz(tmp_path / "e.npz", TOKENS, A_B_B)
     result = decode_npz(path, g, CtcBeamOptions(beam=20.0), backend="cpu")
     assert result.texts == ["ab b"]
     assert result.greedy_texts == ["abb"]  # every frame a token: a b b (was "ab")
@@ -90,9 +97,8 @@ def test_greedy_baseline_of_a_minimal_graph_keeps_every_token_frame(tmp_path):
 
 def test_greedy_baseline_reads_the_graphs_separator(tmp_path):
     tokens = SymbolTable.from_list(["<blk>", "a", "b", "<wb>"])
-    lexicon = [LexiconEntry("ab", ("a", "b")), LexiconEntry("b", ("b",))]
     (tmp_path / "lm.arpa").write_text(ARPA)
-    g = build_tlg(tokens, lexicon, str(tmp_path / "lm.arpa"), separator="<wb>").graph
+    g = build_tlg(tokens, LEXICON, str(tmp_path / "lm.arpa"), separator="<wb>").graph
     path = _npz(tmp_path / "e.npz", tokens, ["a", "b", "<blk>", "<wb>", "b", "<blk>"])
     result = decode_npz(path, g, CtcBeamOptions(beam=20.0), backend="cpu")
     assert result.texts == ["ab b"]
