@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from .errors import InputFileError
+from .textfiles import is_float, strict_float
 
 __all__ = ["archive_key", "is_kaldi_table", "read_kaldi_matrices", "table_files"]
 
@@ -250,9 +251,9 @@ def _text_matrix(raw, pos: int, fail) -> tuple[np.ndarray, int]:
         if not fields:
             continue
         try:
-            rows.append(np.array([_number(f) for f in fields], np.float32))
+            rows.append(np.array([strict_float(f) for f in fields], np.float32))
         except ValueError:
-            bad = next(f for f in fields if not _is_float(f))
+            bad = next(f for f in fields if not is_float(f))
             raise fail(f"text matrix row {len(rows)}: {bad.decode('latin-1')!r} is not a "
                        "number") from None  # fmt: skip
         if len(rows[-1]) != len(rows[0]):
@@ -260,21 +261,6 @@ def _text_matrix(raw, pos: int, fail) -> tuple[np.ndarray, int]:
                        f"{len(rows[0])}")  # fmt: skip
     matrix = np.stack(rows) if rows else np.zeros((0, 0), np.float32)
     return matrix, end + 1
-
-
-def _number(text: bytes) -> float:
-    """A number as Kaldi reads one (Python's float() also takes ``1_0``, as 10: not here)."""
-    if b"_" in text:
-        raise ValueError(text)
-    return float(text)
-
-
-def _is_float(text: bytes) -> bool:
-    try:
-        _number(text)
-    except ValueError:
-        return False
-    return True
 
 
 def _script_lines(path: str):

@@ -82,3 +82,20 @@ def kaldi_fields(line: str) -> list[str]:
         if c in _KALDI_SPACE:
             return [stripped[:i], stripped[i:].lstrip(_KALDI_SPACE)]
     return [stripped] if stripped else []
+
+
+def strict_float(text: str | bytes) -> float:
+    """``float(text)`` for a number as the files read here write one: Python's float() also takes
+    ``1_000`` (as 1000), which Kaldi and ARPA readers refuse; `ValueError` for it."""
+    if ("_" if isinstance(text, str) else b"_") in text:
+        raise ValueError(f"not a number: {text!r}")
+    return float(text)
+
+
+def is_float(text: str | bytes) -> bool:
+    """Whether `strict_float` reads ``text``."""
+    try:
+        strict_float(text)
+    except ValueError:
+        return False
+    return True

@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import InputFileError
 from ..fstio import FstArrays
 from ..symbols import BACKOFF_DISAMBIG, EPSILON, SymbolTable, is_disambig
-from ..textfiles import quoted, text_lines
+from ..textfiles import is_float, quoted, text_lines
 
 log = logging.getLogger(__name__)
 LN10 = math.log(10.0)
@@ -281,7 +281,7 @@ def _parse_ngram(
         raise InputFileError(path, line_no, f"a {order}-gram line needs {order + 1} or "
                              f"{order + 2} fields; got {quoted(line)}")  # fmt: skip
     numbers = (fields[0], fields[order + 1]) if len(fields) == order + 2 else (fields[0],)
-    bad = next((x for x in numbers if not _is_float(x)), None)
+    bad = next((x for x in numbers if not is_float(x)), None)
     if bad is not None:
         raise InputFileError(path, line_no, f"bad number {quoted(bad)} in {quoted(line)}")
     logprob = float(fields[0])
@@ -297,17 +297,6 @@ def _parse_ngram(
         raise InputFileError(path, line_no, f"{quoted(words[0])} is reserved (the epsilon or a "
                              "disambiguation symbol) and cannot be an LM word")  # fmt: skip
     return words, (logprob, backoff)
-
-
-def _is_float(text: str) -> bool:
-    """A number as ARPA writers write it (Python's float() also takes ``1_000``: not here)."""
-    if "_" in text:
-        return False
-    try:
-        float(text)
-    except ValueError:
-        return False
-    return True
 
 
 def build_grammar(model: ArpaModel, words: SymbolTable) -> FstArrays:
