@@ -24,6 +24,7 @@ from .cli_common import (
     escaped_id,
     oov_lexicon_of,
     transducer_beam_options,
+    transducer_flags_given,
 )
 from .cli_rescore import add_rescore_parser, add_rescoring_arguments, rescoring
 from .cli_speech import decode_transducer_command, transcribe_command
@@ -253,8 +254,8 @@ def decode_corpus_command(args: argparse.Namespace) -> int:
         decoder = TransducerCorpusDecoder(args.transducer, transducer_beam_options(args, nbest),
                                           args.threads_per_worker, args.frame_shift)  # fmt: skip
     else:
-        if args.beam_size is not None or args.beam_algorithm is not None:
-            raise WfstDecodeError("--beam-size is the transducer beam search (with "
+        if flags := transducer_flags_given(args):
+            raise WfstDecodeError(f"{', '.join(flags)}: the transducer beam search's (with "
                                   "--transducer); the graph search's width is --beam")  # fmt: skip
         defaults = {f.name: f.default for f in dataclasses.fields(CtcBeamOptions)}
         given = {n: v if (v := getattr(args, n)) is not None else defaults[n]

@@ -111,18 +111,48 @@ def escaped_id(utt: str) -> str:
     )
 
 
+# BeamOptions' own parameters as flags: (field, type, help); each is given only when set, so the
+# defaults and the refusals (a parameter of another algorithm) stay BeamOptions' own.
+BEAM_PARAMETERS = {
+    "window": (int, "wind: frames scored per step (default 8)"),
+    "segment_size": (int, "tokenwise: frames per segment (default 3)"),
+    "max_tokens": (int, "alsd, wind: no hypothesis grows longer (ALSD's u_max)"),
+    "max_symbols_per_frame": (int, "labels one hypothesis may emit at one frame (default 10)"),
+    "maes_steps": (int, "maes: labels per frame (default 2)"),
+    "expansion_beta": (int, "maes: label expansions beyond the beam per round (default 2)"),
+    "expansion_gamma": (float, "maes: labels within this of the best expansion (default 2.3)"),
+}
+
+
+def transducer_flags_given(args: argparse.Namespace) -> list[str]:
+    """The transducer beam search's flags given (--beam-size, --beam-algorithm, its parameters):
+    commands decoding with a graph refuse them rather than ignore them."""
+    names = ["beam_size", "beam_algorithm", *BEAM_PARAMETERS]
+    given = [n for n in names if getattr(args, n, None) is not None]
+    given += ["no_length_norm"] if getattr(args, "no_length_norm", False) else []
+    return [f"--{n.replace('_', '-')}" for n in given]
+
+
 def transducer_beam_options(args: argparse.Namespace, nbest: int = 1):
-    """`BeamOptions` from --beam-size / --beam-algorithm (default ALSD) and ``nbest``, or None
-    for greedy decoding; the beam search's options without --beam-size are refused."""
+    """`BeamOptions` from --beam-size / --beam-algorithm (default ALSD), the algorithms'
+    parameters (`BEAM_PARAMETERS`, --no-length-norm) and ``nbest``, or None for greedy
+    decoding; the beam search's options without --beam-size are refused."""
     if nbest < 1:
         raise WfstDecodeError(f"--nbest must be >= 1; got {nbest}")
+    given = {n: v for n in BEAM_PARAMETERS if (v := getattr(args, n, None)) is not None}
     if args.beam_size is None:
         if args.beam_algorithm is not None or nbest != 1:
             raise WfstDecodeError("--nbest and --beam-algorithm need --beam-size")
+        if given or getattr(args, "no_length_norm", False):
+            flags = [f"--{n.replace('_', '-')}" for n in given] or ["--no-length-norm"]
+            raise WfstDecodeError(f"{', '.join(flags)}: beam search options; they need "
+                                  "--beam-size")  # fmt: skip
         return None
     from .transducer import BeamOptions
 
-    return BeamOptions(args.beam_algorithm or "alsd", beam_size=args.beam_size, nbest=nbest)
+    return BeamOptions(args.beam_algorithm or "alsd", beam_size=args.beam_size, nbest=nbest,
+                       length_norm=not getattr(args, "no_length_norm", False),
+                       **given)  # fmt: skip
 
 
 def add_transducer_beam_arguments(p: argparse.ArgumentParser, when: str = "") -> None:
@@ -130,3 +160,13 @@ def add_transducer_beam_arguments(p: argparse.ArgumentParser, when: str = "") ->
                    help=f"{when}beam search of K hypotheses (default: greedy)")  # fmt: skip
     p.add_argument("--beam-algorithm", default=None, metavar="NAME",
                    help=f"{when}standard, tokenwise, maes, alsd (default), wind")  # fmt: skip
+    group = p.add_argument_group(
+        "transducer beam search parameters",
+        f"{when}with --beam-size; each belongs to the algorithms it names (another's is refused)",
+    )
+    for name, (kind, text) in BEAM_PARAMETERS.items():
+        group.add_argument(f"--{name.replace('_', '-')}", type=kind, default=None, help=text,
+                           metavar="N" if kind is int else "X")  # fmt: skip
+    group.add_argument("--no-length-norm", action="store_true",
+                       help="rank the final hypotheses by their whole score, not score per "
+                            "token (NeMo's score_norm=False)")  # fmt: skip

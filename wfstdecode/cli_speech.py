@@ -7,7 +7,13 @@ import argparse
 import dataclasses
 import sys
 
-from .cli_common import DECODE_OPTIONS, boosts_of, escaped_id, transducer_beam_options
+from .cli_common import (
+    DECODE_OPTIONS,
+    boosts_of,
+    escaped_id,
+    transducer_beam_options,
+    transducer_flags_given,
+)
 from .ctc import CtcBeamOptions
 from .errors import InputFileError, WfstDecodeError
 from .results import finite_or_none
@@ -57,9 +63,10 @@ def transcribe_command(args: argparse.Namespace) -> int:
             raise WfstDecodeError("--transducer decodes without a graph: --graph, --boost and "
                                   "the CTC search options do not apply")  # fmt: skip
         beam = transducer_beam_options(args, 1 if args.nbest is None else args.nbest)
-    elif args.beam_size is not None or args.beam_algorithm is not None:
-        raise WfstDecodeError("--beam-size is the transducer beam search (with --transducer); "
-                              "the graph search's width is --beam / --max-active")  # fmt: skip
+    elif flags := transducer_flags_given(args):
+        raise WfstDecodeError(f"{', '.join(flags)}: the transducer beam search's (with "
+                              "--transducer); the graph search's width is --beam / "
+                              "--max-active")  # fmt: skip
     model = HamaPhoneModel()
     unreadable: list[InputFileError] = []  # files left out, said as they come and counted
 

@@ -78,6 +78,9 @@ def test_transducer_cli_and_refusals(shards, tmp_path, capsys):
         code = main(["decode-corpus", str(shards), "--transducer", "rnnt", "--out",
                      str(tmp_path / "o2"), *bad])  # fmt: skip
         assert code == 2 and message in capsys.readouterr().err
+    code = main(["decode-corpus", str(shards), "--graph", str(shards), "--out",
+                 str(tmp_path / "o3"), "--segment-size", "2"])  # fmt: skip
+    assert code == 2 and "--segment-size: the transducer beam search's" in capsys.readouterr().err
     with pytest.raises(WfstDecodeError, match="BeamOptions"):
         TransducerCorpusDecoder("tdt", beam="alsd")
     with pytest.raises(WfstDecodeError, match="'tokenwise' does not decode TDT models"):

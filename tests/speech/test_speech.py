@@ -208,7 +208,9 @@ def test_transcribe_cli_transducer_beam():
     record = json.loads(out.stdout)
     assert record["path"] == str(WAVS[0]) and record["text"] and record["words"]
     bad = run([*cmd, "--beam-size", "3"], capture_output=True, text=True)
-    assert bad.returncode != 0 and "--beam-size is the transducer beam search" in bad.stderr
+    assert bad.returncode != 0 and "--beam-size: the transducer beam search's" in bad.stderr
+    bad = run([*cmd, "--window", "4"], capture_output=True, text=True)  # not ignored
+    assert bad.returncode != 0 and "--window: the transducer beam search's" in bad.stderr
     bad = run([*cmd, "--transducer", "rnnt", "--boost", "nice today=2"], capture_output=True,
               text=True)  # fmt: skip
     assert bad.returncode != 0 and "--boost" in bad.stderr and "Traceback" not in bad.stderr

@@ -109,3 +109,44 @@ def test_a_shipped_name_in_another_case_and_a_closed_stdout_are_said(tmp_path):
     closed = subprocess.run(["sh", "-c", shell, sys.executable, str(path)], capture_output=True,
                             text=True)  # fmt: skip
     assert closed.returncode == 2 and "standard output is closed" in closed.stderr
+
+
+@pytest.mark.parametrize(
+    "flags, options",
+    [
+        (["--beam-algorithm", "wind", "--window", "2"], dict(algorithm="wind", window=2)),
+        (["--beam-algorithm", "tokenwise", "--segment-size", "5", "--no-length-norm"],
+         dict(algorithm="tokenwise", segment_size=5, length_norm=False)),
+        (["--max-tokens", "3", "--max-symbols-per-frame", "1"],
+         dict(algorithm="alsd", max_tokens=3, max_symbols_per_frame=1)),
+        (["--beam-algorithm", "maes", "--maes-steps", "1", "--expansion-beta", "0",
+          "--expansion-gamma", "0.5"],
+         dict(algorithm="maes", maes_steps=1, expansion_beta=0, expansion_gamma=0.5)),
+    ],
+)  # fmt: skip
+def test_beam_parameters_on_the_command_line_are_the_librarys(tmp_path, flags, options):
+    model = load_speech_transducer("rnnt")
+    log_probs, lengths = posteriors(2)
+    with torch.inference_mode():
+        enc, enc_len = model.encode(torch.from_numpy(log_probs), torch.from_numpy(lengths))
+    np.savez(tmp_path / "enc.npz", enc=enc.numpy(), lengths=enc_len.numpy())
+    want = beam_decode(model, enc, enc_len, BeamOptions(beam_size=3, nbest=3, **options))
+    out = run("rnnt", tmp_path / "enc.npz", "--beam-size", 3, "--nbest", 3, "--json", *flags)
+    assert out.returncode == 0, out.stderr
+    got = [json.loads(line) for line in out.stdout.splitlines()]
+    assert [(r["tokens"], r["score"]) for r in got] == [
+        (list(h.tokens), round(h.score, 4)) for hyps in want for h in hyps
+    ]
+
+
+def test_beam_parameters_need_the_beam_and_their_algorithm(tmp_path):
+    np.savez(tmp_path / "enc.npz", enc=np.zeros((1, 5, 4), np.float32))
+    out = run("rnnt", tmp_path / "enc.npz", "--window", 4)
+    assert out.returncode != 0 and "--window: beam search options; they need --beam-size" in (
+        out.stderr
+    )
+    out = run("rnnt", tmp_path / "enc.npz", "--no-length-norm")
+    assert out.returncode != 0 and "--no-length-norm: beam search" in out.stderr
+    out = run("rnnt", tmp_path / "enc.npz", "--beam-size", 2, "--window", 4)
+    assert out.returncode != 0 and "window=4 is only used by algorithm 'wind'" in out.stderr
+    assert "Traceback" not in out.stderr
