@@ -26,6 +26,7 @@ from .cli_common import (
     transducer_beam_options,
     transducer_flags_given,
 )
+from .cli_import import add_import_parser
 from .cli_rescore import add_rescore_parser, add_rescoring_arguments, rescoring
 from .cli_speech import decode_transducer_command, transcribe_command
 from .ctc import CtcBeamOptions
@@ -387,6 +388,7 @@ def make_parser() -> argparse.ArgumentParser:
                         "path per alignment; token id + 1 : word id arcs)")  # fmt: skip
     p.set_defaults(func=decode_command)
 
+    add_import_parser(sub)
     add_rescore_parser(sub)
 
     p = sub.add_parser(

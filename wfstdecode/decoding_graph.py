@@ -160,15 +160,35 @@ class DecodingGraph:
     @classmethod
     def from_openfst(
         cls, path: str | os.PathLike, tokens: SymbolTable | str | os.PathLike | None = None,
-        words: SymbolTable | str | os.PathLike | None = None,
+        words: SymbolTable | str | os.PathLike | None = None, *,
+        topology: str | None = None, separator: str | None = None,
     ) -> DecodingGraph:  # fmt: skip
         """Load an OpenFst binary graph (e.g. a TLG.fst / HLG.fst from Kaldi, icefall or riva
-        scripts) whose input labels are token id + 1 and output labels are word ids."""
+        scripts) whose input labels are token id + 1 and output labels are word ids.
+
+        An OpenFst file does not say how its T was built; what the paths need to know is given
+        here: ``topology`` "minimal" (every non-blank frame a token: a self-loop is no CTC
+        repeat; default: "normal"/"compact" behaviour) and ``separator``, the word-separator
+        token (word times from the token runs between separators; needs ``tokens``)."""
+        from .graph.topo import TOPOLOGIES
+
         tokens = SymbolTable.read(tokens) if isinstance(tokens, (str, os.PathLike)) else tokens
         words = SymbolTable.read(words) if isinstance(words, (str, os.PathLike)) else words
+        metadata = {"source": str(path)}
+        if topology is not None:
+            if topology not in TOPOLOGIES:
+                raise GraphError(f"topology must be one of {TOPOLOGIES}; got {topology!r}")
+            metadata["topology"] = topology
+        if separator is not None:
+            if tokens is None or separator not in tokens:
+                raise GraphError(f"separator {separator!r} is not in the token table"
+                                 + (" (none given)" if tokens is None else ""))  # fmt: skip
+            if tokens.id(separator) == 0:
+                raise GraphError(f"separator {separator!r} is token 0, the blank")
+            metadata["separator"] = separator
         fst = read_openfst(path)
         try:
-            return cls.from_arrays(fst, tokens, words, {"source": str(path)})
+            return cls.from_arrays(fst, tokens, words, metadata)
         except GraphError as exc:
             raise GraphError(f"{path}: {exc}") from None
 

@@ -1,0 +1,100 @@
+"""A TLG built elsewhere, read from OpenFst: what the file cannot say (its T's topology, the word
+separator) given by the user — `DecodingGraph.from_openfst(topology=, separator=)` and
+``wfstdecode import-graph``, which writes the graph directory ``decode`` reads."""
+
+import itertools
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from wfstdecode import DecodingGraph, SymbolTable
+from wfstdecode.ctc import CtcBeamOptions, decode_ctc
+from wfstdecode.errors import GraphError
+from wfstdecode.graph import build_tlg
+from wfstdecode.graph.lexicon import LexiconEntry
+
+ARPA = "\\data\\\nngram 1=4\n\n\\1-grams:\n-1.0 <s>\n-0.5 </s>\n-0.3 ab\n-0.3 b\n\n\\end\\\n"
+TOKENS = SymbolTable.from_list(["<blk>", "|", "a", "b"])
+LEXICON = [LexiconEntry("ab", ("a", "b")), LexiconEntry("b", ("b",))]
+
+
+@pytest.fixture
+def minimal(tmp_path):
+    """A minimal-topology TLG with a separator, as built, and its OpenFst file and tables."""
+    (tmp_path / "lm.arpa").write_text(ARPA)
+    g = build_tlg(TOKENS, LEXICON, str(tmp_path / "lm.arpa"), "minimal", separator="|").graph
+    g.to_openfst(tmp_path / "TLG.fst")
+    g.tokens.write(tmp_path / "tokens.txt")
+    g.words.write(tmp_path / "words.txt")
+    return g
+
+
+def _best(graph, labels):
+    lp = np.full((1, len(labels), len(TOKENS)), -15.0, np.float32)
+    for t, c in enumerate(labels):
+        lp[0, t, TOKENS.id(c)] = 0.0
+    (h, *_) = decode_ctc(lp, None, graph, CtcBeamOptions(beam=20.0))[0]
+    return h.words, h.tokens, h.timestamps, h.word_timestamps, round(h.score, 4)
+
+
+def test_topology_and_separator_given_decode_as_the_built_graph(tmp_path, minimal):
+    fst = tmp_path / "TLG.fst"
+    told = DecodingGraph.from_openfst(fst, minimal.tokens, minimal.words, topology="minimal",
+                                      separator="|")  # fmt: skip
+    untold = DecodingGraph.from_openfst(fst, minimal.tokens, minimal.words)
+    differ = 0
+    for n in range(1, 5):  # every frame sequence of up to 4 one-hot frames
+        for labels in itertools.product(TOKENS.symbols(), repeat=n):
+            want = _best(minimal, labels)
+            assert _best(told, labels) == want, labels
+            differ += _best(untold, labels) != want
+    assert differ > 100  # without them: "| |" one separator, "b |" a word ending at the "|"
+
+
+def test_what_cannot_be_given(tmp_path, minimal):
+    fst = tmp_path / "TLG.fst"
+    with pytest.raises(GraphError, match="topology must be one of"):
+        DecodingGraph.from_openfst(fst, minimal.tokens, topology="ctc")
+    with pytest.raises(GraphError, match="separator '@' is not in the token table"):
+        DecodingGraph.from_openfst(fst, minimal.tokens, separator="@")
+    with pytest.raises(GraphError, match=r"not in the token table \(none given\)"):
+        DecodingGraph.from_openfst(fst, separator="|")
+    with pytest.raises(GraphError, match="is token 0, the blank"):
+        DecodingGraph.from_openfst(fst, minimal.tokens, separator="<blk>")
+
+
+def _import(tmp_path, *extra):
+    cmd = [sys.executable, "-m", "wfstdecode.cli", "import-graph", str(tmp_path / "TLG.fst"),
+           "--tokens", str(tmp_path / "tokens.txt"), "--words", str(tmp_path / "words.txt"),
+           *extra]  # fmt: skip
+    return subprocess.run(cmd, capture_output=True, text=True)
+
+
+def test_import_graph_writes_a_directory_decode_reads(tmp_path, minimal):
+    out = _import(tmp_path, "--topology", "minimal", "--separator", "|", "--out", tmp_path / "g")
+    assert out.returncode == 0, out.stderr
+    g = DecodingGraph.load(tmp_path / "g")
+    assert g.metadata["topology"] == "minimal" and g.metadata["separator"] == "|"
+    for name in ("start", "final_cost", "e_offsets", "next_state", "weight", "ilabel", "olabel"):
+        assert np.array_equal(getattr(g, name), getattr(minimal, name)), name
+    assert list(g.words) == list(minimal.words) and list(g.tokens) == list(minimal.tokens)
+    info = subprocess.run([sys.executable, "-m", "wfstdecode.cli", "info", str(tmp_path / "g")],
+                          capture_output=True, text=True)  # fmt: skip
+    assert info.returncode == 0 and "import" in info.stdout, info.stderr
+    # a second import into it is refused (before the FST is read), then replaced with --force
+    again = _import(tmp_path, "--out", tmp_path / "g")
+    assert again.returncode == 2 and "already exists (use --force" in again.stderr
+    again = _import(tmp_path, "--out", tmp_path / "g", "--force")
+    assert again.returncode == 0 and "topology" not in DecodingGraph.load(tmp_path / "g").metadata
+
+
+def test_import_of_a_bad_file_leaves_nothing(tmp_path, minimal):
+    (tmp_path / "TLG.fst").write_bytes((tmp_path / "TLG.fst").read_bytes()[:40])
+    out = _import(tmp_path, "--out", tmp_path / "g")
+    assert out.returncode != 0 and "TLG.fst" in out.stderr and "Traceback" not in out.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["TLG.fst", "lm.arpa", "tokens.txt",
+                                                           "words.txt"]  # fmt: skip
+    out = _import(tmp_path, "--separator", "@", "--out", tmp_path / "g")
+    assert out.returncode != 0 and "separator '@' is not in the token table" in out.stderr
