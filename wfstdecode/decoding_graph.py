@@ -35,7 +35,7 @@ import numpy as np
 from .errors import GraphError, WfstDecodeError
 from .fstio import FstArrays, checked_array, read_openfst, write_openfst
 from .safe_io import MAX_JSON_BYTES, NpzArchive, json_object, replacing, write_aligned_npz
-from .symbols import SymbolTable
+from .symbols import EPSILON, SymbolTable, blank_symbol
 
 GRAPH_FILE = "TLG.npz"
 FORMAT_VERSION = 1
@@ -169,12 +169,21 @@ class DecodingGraph:
         An OpenFst file does not say how its T was built; what the paths need to know is given
         here: ``topology`` "minimal" (every non-blank frame a token: a self-loop is no CTC
         repeat; default: "normal"/"compact" behaviour) and ``separator``, the word-separator
-        token (word times from the token runs between separators; needs ``tokens``)."""
+        token (word times from the token runs between separators; needs ``tokens``). A token
+        table with ``<eps>`` at 0 (Kaldi's, ``<blk>`` 1) is read one lower, as this graph
+        numbers tokens from the blank (k2's, ``<blk>`` 0)."""
         from .graph.topo import TOPOLOGIES
 
         tokens = SymbolTable.read(tokens) if isinstance(tokens, (str, os.PathLike)) else tokens
         words = SymbolTable.read(words) if isinstance(words, (str, os.PathLike)) else words
         metadata = {"source": str(path)}
+        if (tokens is not None and tokens.has_id(0) and tokens.has_id(1)
+                and tokens.symbols_of([0, 1]) == [EPSILON, blank_symbol(tokens)]):  # fmt: skip
+            # Kaldi's (EESEN's) tables count from <eps> 0, <blk> 1, and its graphs read token id
+            # = input label; here input label = id + 1: the same graph, the table one lower.
+            # (A table with <eps> 0 and no blank at 1, k2's phones, has its blank at 0: kept.)
+            tokens = SymbolTable((s, i - 1) for s, i in tokens if i != 0)
+            metadata["tokens_renumbered"] = "the table's <eps> 0 dropped, every id one lower"
         if topology is not None:
             if topology not in TOPOLOGIES:
                 raise GraphError(f"topology must be one of {TOPOLOGIES}; got {topology!r}")

@@ -98,3 +98,18 @@ def test_import_of_a_bad_file_leaves_nothing(tmp_path, minimal):
                                                            "words.txt"]  # fmt: skip
     out = _import(tmp_path, "--separator", "@", "--out", tmp_path / "g")
     assert out.returncode != 0 and "separator '@' is not in the token table" in out.stderr
+
+
+def test_a_kaldi_token_table_counting_from_eps_is_read_one_lower(tmp_path, minimal):
+    """Kaldi's (EESEN's) tokens.txt: ``<eps> 0``, ``<blk> 1``, …, its TLG reading token id =
+    input label, which is this graph's id + 1: the same graph once the table counts from the
+    blank. Read as it is, every token (and the separator) was named one off."""
+    kaldi = SymbolTable([("<eps>", 0), *((s, i + 1) for s, i in TOKENS)])
+    g = DecodingGraph.from_openfst(tmp_path / "TLG.fst", kaldi, minimal.words,
+                                   topology="minimal", separator="|")  # fmt: skip
+    assert g.tokens == TOKENS and "tokens_renumbered" in g.metadata
+    for labels in (["a", "b", "|", "b"], ["b", "b", "|", "a", "b"]):
+        assert _best(g, labels) == _best(minimal, labels)
+    # k2's phone tables have <eps> 0 as their blank (no <blk> at 1): kept as they are
+    k2 = SymbolTable.from_list(["<eps>", "|", "a", "b"])
+    assert DecodingGraph.from_openfst(tmp_path / "TLG.fst", k2).tokens == k2
