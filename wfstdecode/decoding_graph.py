@@ -35,7 +35,7 @@ import numpy as np
 from .errors import GraphError, WfstDecodeError
 from .fstio import FstArrays, checked_array, read_openfst, write_openfst
 from .safe_io import MAX_JSON_BYTES, NpzArchive, json_object, replacing, write_aligned_npz
-from .symbols import EPSILON, SymbolTable, blank_symbol
+from .symbols import EPSILON, SymbolTable, blank_symbol, model_tokens
 
 GRAPH_FILE = "TLG.npz"
 FORMAT_VERSION = 1
@@ -184,6 +184,8 @@ class DecodingGraph:
             # (A table with <eps> 0 and no blank at 1, k2's phones, has its blank at 0: kept.)
             tokens = SymbolTable((s, i - 1) for s, i in tokens if i != 0)
             metadata["tokens_renumbered"] = "the table's <eps> 0 dropped, every id one lower"
+        if tokens is not None:
+            tokens = model_tokens(tokens)
         if topology is not None:
             if topology not in TOPOLOGIES:
                 raise GraphError(f"topology must be one of {TOPOLOGIES}; got {topology!r}")

@@ -5,13 +5,16 @@ Pure Python: usable without pynini, so decoders can map ids to words.
 
 from __future__ import annotations
 
+import logging
 import numbers
 import os
 import re
 from collections.abc import Iterable, Iterator
 
-from .errors import InputFileError, SymbolError
+from .errors import GraphError, InputFileError, SymbolError
 from .textfiles import quoted, text_lines
+
+log = logging.getLogger(__name__)
 
 EPSILON = "<eps>"
 BLANK = "<blk>"
@@ -177,3 +180,23 @@ def _utf8(symbol: str) -> bool:
     except UnicodeEncodeError:
         return False
     return True
+
+
+def model_tokens(tokens: SymbolTable) -> SymbolTable:
+    """The token table without the disambiguation symbols icefall's prepare_lang*.py append to
+    tokens.txt: no model emits them (a graph build adds its own; a graph read from OpenFst has
+    them removed), and kept they would give the graph more columns than the model's log-probs
+    have. Refused between the model's tokens."""
+    disambig = [(s, i) for s, i in tokens if is_disambig(s)]
+    if not disambig:
+        return tokens
+    model = [(s, i) for s, i in tokens if not is_disambig(s)]
+    symbol, first = min(disambig, key=lambda item: item[1])
+    if any(i > first for _, i in model):
+        raise GraphError(f"the token table holds the disambiguation symbol {symbol!r} (id {first}) "
+                         "before some of the model's tokens: no model emits it, so the columns "
+                         "would not be the model's; give the model's tokens only")  # fmt: skip
+    log.warning("left out the token table's %d disambiguation symbols (%s, ids %d-%d): no model "
+                "emits them; graphs have their own or none", len(disambig), symbol, first,
+                max(i for _, i in disambig))  # fmt: skip
+    return SymbolTable(model)

@@ -113,3 +113,17 @@ def test_a_kaldi_token_table_counting_from_eps_is_read_one_lower(tmp_path, minim
     # k2's phone tables have <eps> 0 as their blank (no <blk> at 1): kept as they are
     k2 = SymbolTable.from_list(["<eps>", "|", "a", "b"])
     assert DecodingGraph.from_openfst(tmp_path / "TLG.fst", k2).tokens == k2
+
+
+def test_an_icefall_token_table_loses_its_trailing_disambiguation_symbols(tmp_path, minimal):
+    """icefall's tokens.txt ends with #0, #1, …: no model emits them and the graph holds none, but
+    kept they gave the imported graph more columns than the model's log-probs: every decode was
+    refused. They are left out as build-tlg leaves them out."""
+    icefall = SymbolTable.from_list([*TOKENS.symbols(), "#0", "#1"])
+    icefall.write(tmp_path / "tokens.txt")
+    out = _import(tmp_path, "--topology", "minimal", "--separator", "|", "--out", tmp_path / "g")
+    assert out.returncode == 0, out.stderr
+    assert "disambiguation symbols" in out.stderr
+    g = DecodingGraph.load(tmp_path / "g")
+    assert g.tokens == TOKENS
+    assert _best(g, ["a", "b", "|", "b"]) == _best(minimal, ["a", "b", "|", "b"])

@@ -213,7 +213,7 @@ def test_icefall_token_tables_lose_their_trailing_disambiguation_symbols(tmp_pat
     table builds. Between the model's tokens such a symbol is refused, naming it."""
     lexicon, arpa = random_setup(tmp_path, 3)
     icefall = SymbolTable.from_list([*TOKENS.symbols(), "#0", "#1"])
-    with caplog.at_level("WARNING", logger="wfstdecode.graph.tlg"):
+    with caplog.at_level("WARNING", logger="wfstdecode.symbols"):
         graph = build_tlg(icefall, lexicon, arpa, "compact").graph
     assert "disambiguation symbols" in caplog.text and "#0" in caplog.text
     plain = build_tlg(TOKENS, lexicon, arpa, "compact").graph

@@ -19,6 +19,7 @@ from ..symbols import (
     SymbolTable,
     blank_symbol,
     is_disambig,
+    model_tokens,
 )
 from . import ops
 from .grammar import BOS, EOS, UNK, ArpaModel, build_grammar, read_arpa
@@ -85,7 +86,7 @@ def build_tlg(
         raise GraphError(f"separator {separator!r} is not a token the model emits (T never "
                          "outputs it): words could not be told apart")  # fmt: skip
     check_pronunciations(lexicon, separator)  # before the ARPA, which may take minutes to read
-    tokens = _model_tokens(tokens)
+    tokens = model_tokens(tokens)
     slot = _check_slot(oov_slot, keep_unk, lexicon, tokens, separator)
     stages: list[dict] = []
     clock = [time.perf_counter()]
@@ -171,25 +172,6 @@ def build_tlg(
         _check_slot_arcs(graph)
     stage("TLG", tlg, epsilon_arcs=graph.num_arcs - graph.num_emitting_arcs)
     return TlgBuild(graph, tlg, words, stages, dropped)
-
-
-def _model_tokens(tokens: SymbolTable) -> SymbolTable:
-    """The token table without the disambiguation symbols icefall's prepare_lang*.py append to
-    tokens.txt: no model emits them (the build adds its own), and kept they would give the graph
-    more columns than the model's log-probs have. Refused between the model's tokens."""
-    disambig = [(s, i) for s, i in tokens if is_disambig(s)]
-    if not disambig:
-        return tokens
-    model = [(s, i) for s, i in tokens if not is_disambig(s)]
-    symbol, first = min(disambig, key=lambda item: item[1])
-    if any(i > first for _, i in model):
-        raise GraphError(f"the token table holds the disambiguation symbol {symbol!r} (id {first}) "
-                         "before some of the model's tokens: no model emits it, so the columns "
-                         "would not be the model's; give the model's tokens only")  # fmt: skip
-    log.warning("left out the token table's %d disambiguation symbols (%s, ids %d-%d): no model "
-                "emits them; the graph adds its own", len(disambig), symbol, first,
-                max(i for _, i in disambig))  # fmt: skip
-    return SymbolTable(model)
 
 
 def _check_slot(oov_slot, keep_unk, lexicon, tokens, separator) -> list[str]:
