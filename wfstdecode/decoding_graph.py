@@ -170,8 +170,9 @@ class DecodingGraph:
         here: ``topology`` "minimal" (every non-blank frame a token: a self-loop is no CTC
         repeat; default: "normal"/"compact" behaviour) and ``separator``, the word-separator
         token (word times from the token runs between separators; needs ``tokens``). A token
-        table with ``<eps>`` at 0 (Kaldi's, ``<blk>`` 1) is read one lower, as this graph
-        numbers tokens from the blank (k2's, ``<blk>`` 0)."""
+        table counting from ``<eps>`` 0, ``<blk>`` 1 (Kaldi's) is read one lower, as this graph
+        numbers tokens from the blank (k2's, ``<blk>`` 0); icefall's trailing ``#k`` tokens
+        are left out (`model_tokens`)."""
         from .graph.topo import TOPOLOGIES
 
         tokens = SymbolTable.read(tokens) if isinstance(tokens, (str, os.PathLike)) else tokens
