@@ -1,7 +1,8 @@
 """WAVs of odd forms: one whose chunks the standard library's wave cannot walk (an odd-sized
 chunk before `data` without its pad byte) is an InputFileError naming the file (a bare
 RuntimeError ended a whole `transcribe` run, which skips only unreadable files); one streamed
-with an unknown length is read whole; one cut inside its header says so."""
+with an unknown length is read whole; one whose sizes were never written (data size 0) has its
+samples read and said; one cut inside its header says so."""
 
 import struct
 
@@ -53,3 +54,37 @@ def test_a_wav_cut_inside_its_header_says_so(tmp_path):
     path.write_bytes(b"RIFF\x24\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00")
     with pytest.raises(InputFileError, match=r"cut.wav.*not a readable PCM WAV file: \S"):
         read_audio(path)
+
+
+def _wav(data_size, after_header: bytes, riff_size=None):
+    fmt = struct.pack("<HHIIHH", 1, 1, 16000, 32000, 2, 16)
+    body = b"WAVE" + b"fmt " + struct.pack("<I", len(fmt)) + fmt + b"data"
+    body += struct.pack("<I", data_size) + after_header
+    riff = len(body) if riff_size is None else riff_size
+    return b"RIFF" + struct.pack("<I", riff) + body
+
+
+def test_samples_after_a_header_never_patched_are_read_and_said(tmp_path):
+    """A recorder killed (or a writer on a pipe) before it wrote the sizes leaves data size 0
+    with the samples after it: they were read as no audio at all, silently (an empty
+    transcript). They are read, with a warning."""
+    pcm = (np.sin(np.arange(8000) / 5) * 8000).astype("<i2")
+    path = tmp_path / "unpatched.wav"
+    path.write_bytes(_wav(0, pcm.tobytes(), riff_size=36))  # both sizes as first written
+    with pytest.warns(UserWarning, match="unpatched.wav: its WAV header declares no samples but "
+                      "16,000 bytes"):  # fmt: skip
+        samples, rate = read_audio(path)
+    assert rate == 16000 and np.array_equal(samples, pcm / np.float32(32768))
+
+
+@pytest.mark.parametrize("after", [b"", b"LIST" + struct.pack("<I", 5) + b"abcde\x00",
+                                   b"LIST" + struct.pack("<I", 5) + b"abcde"])  # fmt: skip
+def test_an_empty_data_chunk_stays_empty(tmp_path, after):
+    import warnings
+
+    path = tmp_path / "empty.wav"
+    path.write_bytes(_wav(0, after))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        samples, _ = read_audio(path)
+    assert samples.size == 0

@@ -65,6 +65,11 @@ def _read_wav(path) -> tuple[np.ndarray, int]:
     except EOFError as exc:
         why = str(exc) or "it ends inside its header"
         raise InputFileError(path, None, f"not a readable PCM WAV file: {why}") from None
+    if declared == 0 and (tail := _unpatched_samples(path)):  # a writer stopped before it
+        raw = tail  # wrote the sizes (a recorder killed, a pipe): the samples are there
+        warnings.warn(f"{path}: its WAV header declares no samples but {len(tail):,} bytes of "
+                      "them follow (a writer that never wrote the sizes): read them",
+                      UserWarning, stacklevel=3)  # fmt: skip
     frames = len(raw) // (width * channels)
     streamed = declared == 0xFFFFFFFF // (width * channels)  # a writer that could not seek back
     if frames < declared and not streamed:  # cut short (a copy that did not finish): said
@@ -83,6 +88,27 @@ def _read_wav(path) -> tuple[np.ndarray, int]:
     else:
         raise InputFileError(path, None, f"unsupported WAV sample width {width} bytes")
     return _checked(path, pcm.reshape(-1, channels).mean(axis=1), rate)
+
+
+def _unpatched_samples(path) -> bytes | None:
+    """The bytes after a ``data`` chunk whose size says 0, when they are not further chunks
+    (ids of printable ASCII whose sizes end the file exactly): samples whose size was never
+    written. None when the data chunk is empty indeed."""
+    with open(path, "rb") as f:
+        blob = f.read()
+    at = 12
+    while at + 8 <= len(blob):
+        size = int.from_bytes(blob[at + 4 : at + 8], "little")
+        if blob[at : at + 4] == b"data":
+            break
+        at += 8 + size + (size & 1)
+    else:
+        return None
+    tail, pos = blob[at + 8 :], 0
+    while pos + 8 <= len(tail) and all(32 <= c < 127 for c in tail[pos : pos + 4]):
+        size = int.from_bytes(tail[pos + 4 : pos + 8], "little")
+        pos += 8 + size + (size & 1)
+    return None if pos in (len(tail), len(tail) + 1) else tail  # (+ 1: the last pad left out)
 
 
 def _checked(path, samples: np.ndarray, rate: int) -> tuple[np.ndarray, int]:
