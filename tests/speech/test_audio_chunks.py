@@ -64,13 +64,15 @@ def _wav(data_size, after_header: bytes, riff_size=None):
     return b"RIFF" + struct.pack("<I", riff) + body
 
 
-def test_samples_after_a_header_never_patched_are_read_and_said(tmp_path):
+@pytest.mark.parametrize("riff_size", [36, 0])
+def test_samples_after_a_header_never_patched_are_read_and_said(tmp_path, riff_size):
     """A recorder killed (or a writer on a pipe) before it wrote the sizes leaves data size 0
     with the samples after it: they were read as no audio at all, silently (an empty
-    transcript). They are read, with a warning."""
+    transcript). They are read, with a warning. With the RIFF size 0 as well the standard
+    library refused the file and soundfile read no samples."""
     pcm = (np.sin(np.arange(8000) / 5) * 8000).astype("<i2")
     path = tmp_path / "unpatched.wav"
-    path.write_bytes(_wav(0, pcm.tobytes(), riff_size=36))  # both sizes as first written
+    path.write_bytes(_wav(0, pcm.tobytes(), riff_size))
     with pytest.warns(UserWarning, match="unpatched.wav: its WAV header declares no samples but "
                       "16,000 bytes"):  # fmt: skip
         samples, rate = read_audio(path)

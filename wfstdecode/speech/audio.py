@@ -3,6 +3,7 @@ installed), mixed down to mono float32 in [-1, 1], resampled with a windowed-sin
 
 from __future__ import annotations
 
+import io
 import math
 import os
 import warnings
@@ -57,8 +58,13 @@ def _soundfile(path, why: str):
 
 def _read_wav(path) -> tuple[np.ndarray, int]:
     """A PCM WAV through the standard library; `wave.Error` for the WAVs it does not read."""
+    with open(path, "rb") as f:
+        head = f.read(8)
+    # a writer stopped before it wrote the sizes may leave the RIFF size 0 too, which wave
+    # refuses: read it with the size the file has
+    source = str(path) if head[4:8] != bytes(4) else io.BytesIO(_with_riff_size(path))
     try:
-        with wave.open(str(path), "rb") as w:
+        with wave.open(source, "rb") as w:
             rate, channels, width = w.getframerate(), w.getnchannels(), w.getsampwidth()
             declared = w.getnframes()
             raw = w.readframes(declared)
@@ -88,6 +94,14 @@ def _read_wav(path) -> tuple[np.ndarray, int]:
     else:
         raise InputFileError(path, None, f"unsupported WAV sample width {width} bytes")
     return _checked(path, pcm.reshape(-1, channels).mean(axis=1), rate)
+
+
+def _with_riff_size(path) -> bytes:
+    """The file's bytes with its RIFF chunk size set to what follows the size field."""
+    with open(path, "rb") as f:
+        blob = bytearray(f.read())
+    blob[4:8] = min(len(blob) - 8, 0xFFFFFFFF).to_bytes(4, "little")
+    return bytes(blob)
 
 
 def _unpatched_samples(path) -> bytes | None:
