@@ -172,7 +172,12 @@ class DecodingGraph:
         token (word times from the token runs between separators; needs ``tokens``). A token
         table counting from ``<eps>`` 0, ``<blk>`` 1 (Kaldi's) is read one lower, as this graph
         numbers tokens from the blank (k2's, ``<blk>`` 0); icefall's trailing ``#k`` tokens
-        are left out (`model_tokens`)."""
+        are left out (`model_tokens`). A word table ending with the labels of ``build-tlg
+        --oov-slot`` (``<oov>``, ``</oov>``, ``<oov:TOKEN>``…) gives the graph that slot, closed
+        unless boosted, its words spelled from the pronunciations given at decode time
+        (``oov_lexicon``: the file does not say how the build spelled them)."""
+        from .graph.oov_slot import OPEN as OOV_OPEN
+        from .graph.oov_slot import OovSlot, is_slot_label
         from .graph.topo import TOPOLOGIES
 
         tokens = SymbolTable.read(tokens) if isinstance(tokens, (str, os.PathLike)) else tokens
@@ -198,11 +203,26 @@ class DecodingGraph:
             if tokens.id(separator) == 0:
                 raise GraphError(f"separator {separator!r} is token 0, the blank")
             metadata["separator"] = separator
+        slot_ids = range(words.id(OOV_OPEN), words.next_id) if OOV_OPEN in (words or ()) else ()
+        if slot_ids and all(is_slot_label(words.symbol(i)) for i in slot_ids if words.has_id(i)):
+            # build-tlg --oov-slot's labels end the table. The file does not say how the slot
+            # spelled words: from pronunciations given at decode time (--oov-lexicon); read as
+            # words, the slot was open to any spelling at no cost
+            metadata["oov_slot"] = {"spelling": "lexicon"}
         fst = read_openfst(path)
         try:
-            return cls.from_arrays(fst, tokens, words, metadata)
+            graph = cls.from_arrays(fst, tokens, words, metadata)
         except GraphError as exc:
             raise GraphError(f"{path}: {exc}") from None
+        if "oov_slot" in metadata:
+            try:
+                OovSlot.of(graph)
+            except GraphError as exc:
+                raise GraphError(f"{path}: the word table ends with an oov slot's labels, one "
+                                 "per token but the word separator, and they do not match the "
+                                 "token table: give the graph's separator (--separator) and "
+                                 f"its tokens.txt ({exc})") from None  # fmt: skip
+        return graph
 
     def to_openfst(self, path: str | os.PathLike) -> None:
         write_openfst(self.to_arrays(), path)

@@ -127,3 +127,31 @@ def test_an_icefall_token_table_loses_its_trailing_disambiguation_symbols(tmp_pa
     g = DecodingGraph.load(tmp_path / "g")
     assert g.tokens == TOKENS
     assert _best(g, ["a", "b", "|", "b"]) == _best(minimal, ["a", "b", "|", "b"])
+
+
+def test_an_imported_graph_with_an_oov_slot_keeps_the_slot_closed(tmp_path):
+    """A TLG.fst of ``build-tlg --oov-slot`` (its word table ends with ``<oov>``, ``</oov>``,
+    ``<oov:t>``…) read back: the file does not hold the slot's metadata, and the slot was read as
+    ordinary words — open to every spelling at no cost, so unboosted utterances came out as
+    ``<oov> <oov:a> <oov:b> </oov>``. The slot is recognised (closed unless boosted, spelled
+    from pronunciations given as --oov-lexicon), and a separator left out is asked for."""
+    pytest.importorskip("pynini")
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(ARPA)
+    built = build_tlg(TOKENS, LEXICON, str(arpa), "compact", separator="|",
+                      oov_slot={"spelling": "chars"}, oov_logprob=-1.0).graph  # fmt: skip
+    built.to_openfst(tmp_path / "TLG.fst")
+    g = DecodingGraph.from_openfst(tmp_path / "TLG.fst", built.tokens, built.words,
+                                   separator="|")  # fmt: skip
+    for labels in (["a", "b"], ["b", "a"], ["a", "a", "|", "b"], ["b", "|", "b", "a"]):
+        words = _best(g, labels)[0]
+        assert words == _best(built, labels)[0], labels
+        assert not any(w.startswith("<") for w in words), (labels, words)
+    assert g.metadata["oov_slot"] == {"spelling": "lexicon"}
+    lp = np.full((1, 2, len(TOKENS)), -15.0, np.float32)
+    lp[0, 0, TOKENS.id("b")] = lp[0, 1, TOKENS.id("a")] = 0.0
+    (h, *_) = decode_ctc(lp, None, g, CtcBeamOptions(beam=20.0), boosts=[{"ba": 8.0}],
+                         oov_lexicon={"ba": "b a"})[0]  # fmt: skip
+    assert h.words == ("ba",)
+    with pytest.raises(GraphError, match="--separator"):
+        DecodingGraph.from_openfst(tmp_path / "TLG.fst", built.tokens, built.words)
