@@ -570,7 +570,7 @@ def test_max_nodes_is_the_most_split_nodes_allowed():
 
 
 def _decode_args(**kw):
-    args = dict(rescore_lm=None, first_pass_lm=None, lm_scale=1.0, rescore_beam=None,
+    args = dict(rescore_lm=None, first_pass_lm=None, lm_scale=None, rescore_beam=None,
                 lattice_beam=8.0)  # fmt: skip
     args.update(kw)
     return argparse.Namespace(**args)
@@ -598,6 +598,29 @@ def test_first_pass_lm_without_rescore_lm_is_refused(tmp_path):
     with pytest.raises(WfstDecodeError, match="--first-pass-lm goes with --rescore-lm"):
         rescoring(_decode_args(first_pass_lm=tmp_path / "lm.arpa"))
     assert rescoring(_decode_args()) is None
+
+
+def test_lm_scale_and_rescore_beam_without_rescore_lm_are_refused(tmp_path, capsys):
+    """decode --lm-scale / --rescore-beam without --rescore-lm decoded without a word of it: the
+    options that say how to rescore were silently ignored (as --first-pass-lm was)."""
+    from wfstdecode.cli import main
+    from wfstdecode.cli_rescore import rescoring
+    from wfstdecode.errors import WfstDecodeError
+    from wfstdecode.testing.lm import random_arpa
+
+    with pytest.raises(WfstDecodeError, match="--lm-scale goes with --rescore-lm"):
+        rescoring(_decode_args(lm_scale=1.0))
+    with pytest.raises(WfstDecodeError, match="--lm-scale, --rescore-beam go with --rescore-lm"):
+        rescoring(_decode_args(lm_scale=0.5, rescore_beam=4.0))
+    g, lp, lengths, _, _ = _first_pass(tmp_path, 6)
+    g.save(tmp_path / "g.npz")
+    np.savez(tmp_path / "e.npz", log_probs=lp, lengths=lengths)
+    args = ["decode", str(tmp_path / "g.npz"), str(tmp_path / "e.npz"), "--backend", "reference"]
+    assert main([*args, "--lattice-beam", "8", "--rescore-beam", "4"]) == 2
+    assert "--rescore-beam goes with --rescore-lm" in capsys.readouterr().err
+    lm = tmp_path / "lm.arpa"
+    lm.write_text(random_arpa(["a", "b"], order=2, seed=0))
+    assert rescoring(_decode_args(rescore_lm=lm, first_pass_lm=lm)).lm_scale == 1.0  # default
 
 
 def test_rescore_out_is_determinized_at_the_rescoring_beam(tmp_path, monkeypatch, capsys):

@@ -22,7 +22,7 @@ def add_rescoring_arguments(p: argparse.ArgumentParser) -> None:
         metavar="ARPA",
         help="the ARPA the graph was built from (its scores are taken out)",
     )
-    p.add_argument("--lm-scale", type=float, default=1.0,
+    p.add_argument("--lm-scale", type=float,  # (None: given or not, `rescoring` can tell)
                    help="scale of the --rescore-lm costs (default 1)")  # fmt: skip
     p.add_argument("--rescore-beam", type=float, metavar="BEAM",
                    help="prune the rescoring composition with this beam (default: the lattice "
@@ -78,9 +78,15 @@ def add_rescore_parser(sub) -> None:
 
 def rescoring(args: argparse.Namespace):
     """`LmRescoring` from --rescore-lm / --first-pass-lm / --lm-scale / --rescore-beam."""
-    if args.rescore_lm is None:
-        if args.first_pass_lm is not None:
-            raise WfstDecodeError("--first-pass-lm goes with --rescore-lm")
+    if args.rescore_lm is None:  # (the options of rescoring are refused, not ignored)
+        given = [flag for flag, value in (("--first-pass-lm", args.first_pass_lm),
+                                          ("--lm-scale", args.lm_scale),
+                                          ("--rescore-beam", args.rescore_beam))
+                 if value is not None]  # fmt: skip
+        if given:
+            raise WfstDecodeError(
+                f"{', '.join(given)} {'goes' if len(given) == 1 else 'go'} with --rescore-lm"
+            )
         return None
     if args.lattice_beam is None:
         raise WfstDecodeError("--rescore-lm rescores lattices: give --lattice-beam BEAM (e.g. 8)")
@@ -90,7 +96,8 @@ def rescoring(args: argparse.Namespace):
     from .rescore import LmRescoring, NgramLm
 
     beam = args.rescore_beam if args.rescore_beam is not None else args.lattice_beam
-    return LmRescoring(NgramLm(args.rescore_lm), NgramLm(args.first_pass_lm), args.lm_scale,
+    lm_scale = 1.0 if args.lm_scale is None else args.lm_scale
+    return LmRescoring(NgramLm(args.rescore_lm), NgramLm(args.first_pass_lm), lm_scale,
                        None if math.isinf(beam) else beam)  # fmt: skip
 
 
