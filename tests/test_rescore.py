@@ -752,3 +752,22 @@ def test_rescore_warns_about_words_the_new_lm_lacks(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "warning: --new-lm lacks" in err and "log10 -100 each" in err
     assert "'bab'" in err and "--old-lm" not in err
+
+
+def test_rescore_prints_keys_escaped_as_decode_does(tmp_path, capsys):
+    """An archive key holding a control character (an escape sequence, a bell: Kaldi keys end
+    only at whitespace) was printed raw by rescore, which decode escapes: a terminal ran it."""
+    from wfstdecode.cli import main
+    from wfstdecode.lattice_io import write_kaldi_archive
+
+    g, lp, lengths, old, new = _first_pass(tmp_path, 6)
+    g.words.write(tmp_path / "words.txt")
+    lattices = ctc_lattices(lp, lengths, g, CtcBeamOptions(lattice_beam=8.0))
+    write_kaldi_archive({"u\x1b[2J": lattices[0], "v\x07w": lattices[1]}, tmp_path / "lat.ark")
+    capsys.readouterr()
+    assert main(["rescore", str(tmp_path / "lat.ark"), "--words", str(tmp_path / "words.txt"),
+                 "--new-lm", str(new), "--old-lm", str(old), "--nbest", "2"]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "\x1b" not in out and "\x07" not in out
+    assert {line.split("\t")[0] for line in out.splitlines()} <= {
+        "u\\x1b[2J-1", "u\\x1b[2J-2", "v\\x07w-1", "v\\x07w-2"}  # fmt: skip

@@ -8,6 +8,7 @@ import math
 import sys
 from pathlib import Path
 
+from .cli_common import escaped_id
 from .errors import WfstDecodeError
 
 
@@ -156,7 +157,7 @@ def rescore_command(args: argparse.Namespace) -> None:
                   "is reached): no hypothesis", file=sys.stderr)  # fmt: skip
         for rank, (arcs, cost) in enumerate(best):
             text = " ".join(words.symbol(w) for w in rescored.olabel[arcs].tolist() if w)
-            tag = key if args.nbest == 1 else f"{key}-{rank + 1}"
+            tag = escaped_id(key) if args.nbest == 1 else f"{escaped_id(key)}-{rank + 1}"
             try:
                 if not reader_left:
                     print(f"{tag}\t{-cost:.3f}\t{text}")
