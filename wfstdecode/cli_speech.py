@@ -59,9 +59,10 @@ def transcribe_command(args: argparse.Namespace) -> int:
     boosts = boosts_of(args)
     if args.transducer:  # (refused before the phone model loads)
         ctc_given = [n for n in DECODE_OPTIONS if n != "nbest" and getattr(args, n) is not None]
-        if args.graph or boosts or ctc_given:
-            raise WfstDecodeError("--transducer decodes without a graph: --graph, --boost and "
-                                  "the CTC search options do not apply")  # fmt: skip
+        if args.graph or boosts or ctc_given or args.backend != "auto":  # (refused, not ignored)
+            raise WfstDecodeError("--transducer decodes without a graph: --graph, --boost, "
+                                  "--backend and the CTC search options do not "
+                                  "apply")  # fmt: skip
         beam = transducer_beam_options(args, 1 if args.nbest is None else args.nbest)
     elif flags := transducer_flags_given(args):
         raise WfstDecodeError(f"{', '.join(flags)}: the transducer beam search's (with "

@@ -319,3 +319,13 @@ def test_no_rows_decode_to_no_results():
     names = ["<blk>", *(f"t{i}" for i in range(1, g.num_tokens))]
     g = dataclasses.replace(g, tokens=SymbolTable.from_list(names))
     assert g.tokens is not None and decode_log_probs([], g) == []
+
+
+@pytest.mark.parametrize("backend", ["cuda", "reference", "cpu"])
+def test_transcribe_transducer_refuses_a_backend_rather_than_ignore_it(backend, capsys):
+    """--backend picks the graph search's backend; the transducer decodes with torch on the CPU
+    whatever it says, so `transcribe --transducer` refuses it (as decode-corpus --transducer
+    does) before any audio or model is read."""
+    code, out = _cli(["transcribe", "--transducer", "rnnt", "--backend", backend, "x.wav"])
+    assert code == 2 and not out
+    assert "--backend" in capsys.readouterr().err
