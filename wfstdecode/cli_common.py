@@ -93,6 +93,10 @@ def oov_lexicon_of(args: argparse.Namespace, graph=None) -> dict | None:
     from .decoding_graph import DecodingGraph
 
     graph = graph if graph is not None else DecodingGraph.load(args.graph, mmap=True)
+    if "oov_slot" not in graph.metadata:  # (said of the graph, before the log-probs are read)
+        raise WfstDecodeError(f"--oov-lexicon: the graph {args.graph} has no oov slot: the "
+                              "pronunciations are for a graph built with build-tlg "
+                              "--oov-slot")  # fmt: skip
     if graph.tokens is None:
         raise WfstDecodeError("--oov-lexicon needs a graph with a token table")
     return read_oov_lexicon(args.oov_lexicon, graph.tokens)

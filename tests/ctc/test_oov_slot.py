@@ -667,3 +667,23 @@ def test_a_path_cannot_end_inside_a_spelling(slot_graph):
         lp, lengths = simulate_ctc([seq], TOKENS.next_id, seed=3)
         h = decode_ctc(lp, lengths, g, wide, {"ebbed": 5.0})[0][0]
         assert set(h.words) <= {*words, "ebbed"}, (text, h.words)
+
+
+def test_decode_oov_lexicon_on_a_graph_without_a_slot_blames_the_graph(tmp_path, capsys):
+    """decode --oov-lexicon on a graph built without --oov-slot is refused naming the graph
+    and the option, before the log-probs are read (not as an error of the log-probs file)."""
+    from wfstdecode.cli import main
+
+    (tmp_path / "tokens.txt").write_text("".join(f"{s} {i}\n" for s, i in TOKENS))
+    _arpa(tmp_path, ["cab", "dab"], 0, unk=False).rename(tmp_path / "lm.arpa")
+    assert main(["build-tlg", "--tokens", str(tmp_path / "tokens.txt"), "--arpa",
+                 str(tmp_path / "lm.arpa"), "--chars", "--separator", "|", "--out",
+                 str(tmp_path / "g")]) == 0  # fmt: skip
+    (tmp_path / "oov.txt").write_text("ebbed e b b e d\n")
+    capsys.readouterr()
+    # the log-probs file does not exist: the refusal comes before it is opened
+    assert main(["decode", str(tmp_path / "g"), str(tmp_path / "missing.npz"), "--boost",
+                 "ebbed=3", "--oov-lexicon", str(tmp_path / "oov.txt")]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "--oov-lexicon" in err and "no oov slot" in err and str(tmp_path / "g") in err
+    assert "missing.npz" not in err
