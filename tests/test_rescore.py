@@ -771,3 +771,28 @@ def test_rescore_prints_keys_escaped_as_decode_does(tmp_path, capsys):
     assert "\x1b" not in out and "\x07" not in out
     assert {line.split("\t")[0] for line in out.splitlines()} <= {
         "u\\x1b[2J-1", "u\\x1b[2J-2", "v\\x07w-1", "v\\x07w-2"}  # fmt: skip
+
+
+@pytest.mark.parametrize("flag", ["--no-determinize-lattice", "--determinize-lattice"])
+def test_determinize_lattice_without_an_archive_to_write_is_refused(tmp_path, capsys, flag):
+    """--(no-)determinize-lattice says how decode --write-lattices / rescore --out write their
+    lattices; without that archive it would do nothing, so it is refused (as --lm-scale without
+    --rescore-lm is), not silently ignored."""
+    g, lp, lengths, old, new = _first_pass(tmp_path, 6)
+    g.save(tmp_path / "TLG.npz")
+    g.words.write(tmp_path / "words.txt")
+    np.savez(tmp_path / "e.npz", log_probs=lp, lengths=lengths, ids=np.array(["u1", "u2"]))
+    decode = ["decode", str(tmp_path / "TLG.npz"), str(tmp_path / "e.npz"), "--backend", "cpu",
+              "--lattice-beam", "8"]  # fmt: skip
+    assert main([*decode, flag]) == 2
+    captured = capsys.readouterr()
+    assert "--write-lattices" in captured.err and not captured.out
+    ark = tmp_path / "lat.ark"
+    assert main([*decode, "--write-lattices", str(ark)]) == 0  # the default: determinized
+    assert "word-determinized CompactLattice" in capsys.readouterr().err
+    rescore_cmd = ["rescore", str(ark), "--words", str(tmp_path / "words.txt"), "--new-lm",
+                   str(new), "--old-lm", str(old)]  # fmt: skip
+    assert main([*rescore_cmd, flag]) == 2
+    captured = capsys.readouterr()
+    assert "--out" in captured.err and not captured.out
+    assert main([*rescore_cmd, "--out", str(tmp_path / "r.ark"), flag]) == 0

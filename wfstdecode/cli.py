@@ -171,6 +171,10 @@ def decode_command(args: argparse.Namespace) -> None:
 
         per_utterance = read_utterance_boosts(args.utterance_boosts)
     oov_lexicon = oov_lexicon_of(args, graph)
+    if args.write_lattices is None and args.determinize_lattice is not None:
+        raise WfstDecodeError("--determinize-lattice / --no-determinize-lattice say how "
+                              "--write-lattices writes the lattices: give --write-lattices "
+                              "ARK")  # fmt: skip
     if args.write_lattices is not None:
         from .lattice_io import check_archive_path
 
@@ -198,7 +202,7 @@ def decode_command(args: argparse.Namespace) -> None:
         from .lattice_io import write_kaldi_archive
 
         kept = {u: lat for u, lat in zip(result.ids, result.lattices, strict=True) if lat}
-        if args.determinize_lattice:
+        if args.determinize_lattice is not False:  # (the default: determinized)
             from .compact_lattice import determinize_pruned
 
             for u, lat in kept.items():
@@ -207,7 +211,8 @@ def decode_command(args: argparse.Namespace) -> None:
                     print(f"{u}: {note}", file=sys.stderr)
         write_kaldi_archive(kept, args.write_lattices)
         died = len(result.ids) - len(kept)
-        kind = "word-determinized CompactLattice" if args.determinize_lattice else "state-level"
+        determinized = args.determinize_lattice is not False
+        kind = "word-determinized CompactLattice" if determinized else "state-level"
         print(f"wrote {len(kept)} {kind} lattices to {args.write_lattices}"
               + (f" ({died} utterances whose search died have none)" if died else ""),
               file=sys.stderr)  # fmt: skip
@@ -383,9 +388,10 @@ def make_parser() -> argparse.ArgumentParser:
                         "1 per frame); lattice-copy ark:ARK ark,t:- reads it. With --rescore-lm "
                         "the lattices written are the rescored ones (their graph costs hold the "
                         "new LM times --lm-scale in place of the first pass's)")  # fmt: skip
-    p.add_argument("--determinize-lattice", action=argparse.BooleanOptionalAction, default=True,
+    p.add_argument("--determinize-lattice", action=argparse.BooleanOptionalAction,
                    help="--no-determinize-lattice writes the state-level Lattice instead (one "
-                        "path per alignment; token id + 1 : word id arcs)")  # fmt: skip
+                        "path per alignment; token id + 1 : word id arcs; default: "
+                        "determinized)")  # fmt: skip
     p.set_defaults(func=decode_command)
 
     add_import_parser(sub)

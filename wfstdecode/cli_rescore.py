@@ -71,8 +71,8 @@ def add_rescore_parser(sub) -> None:
     p.add_argument(
         "--determinize-lattice",
         action=argparse.BooleanOptionalAction,
-        default=True,
-        help="--no-determinize-lattice writes --out as state-level Lattices",
+        help="--no-determinize-lattice writes --out as state-level Lattices (default: "
+        "determinized)",
     )
     p.set_defaults(func=rescore_command)
 
@@ -125,6 +125,9 @@ def rescore_command(args: argparse.Namespace) -> None:
         raise WfstDecodeError(f"--lm-scale must be a finite number; got {args.lm_scale}")
     if args.beam is not None and not args.beam > 0:
         raise WfstDecodeError(f"--beam must be > 0 (inf: exact); got {args.beam}")
+    if args.out is None and args.determinize_lattice is not None:  # (refused, not ignored)
+        raise WfstDecodeError("--determinize-lattice / --no-determinize-lattice say how --out "
+                              "writes the rescored lattices: give --out ARK")  # fmt: skip
     if args.out is not None:
         inputs = (args.lattices, args.words, args.new_lm, args.old_lm)
         check_archive_path(args.out, inputs, "--out")
@@ -173,7 +176,7 @@ def rescore_command(args: argparse.Namespace) -> None:
             print(f"warning: {option} lacks {len(lm.missing)} word(s) of the lattices, scored "
                   f"{how}: {listed}{more}", file=sys.stderr)  # fmt: skip
     if args.out is not None:
-        if args.determinize_lattice:
+        if args.determinize_lattice is not False:  # (the default: determinized)
             from .compact_lattice import determinize_pruned
 
             limit = math.inf if beam is None else beam  # lowered where it must be
