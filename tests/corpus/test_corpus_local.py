@@ -464,3 +464,20 @@ def test_a_local_worker_that_dies_while_loading_raises_not_retries():
                 assert event is None, event  # the mutant: a "died" event, to be retried
     finally:
         pool.close(kill=True)
+
+
+@pytest.mark.parametrize("threads", ["0", "-2"])
+def test_a_bad_thread_count_is_refused_before_any_shard(corpus, tmp_path, capsys, threads):
+    """--threads-per-worker 0 or below is refused at once, in the driver (status 2, nothing
+    written), not given to every worker to fail each shard with (status 1, an output directory
+    of failures); with --transducer, 0 is not silently torch's default."""
+    from wfstdecode.corpus import TransducerCorpusDecoder
+
+    out = tmp_path / "out"
+    code = main(["decode-corpus", str(corpus.shard_dir), "--graph", str(corpus.graph_path),
+                 "--out", str(out), "--executor", "local", "--workers", "1", "--quiet",
+                 "--threads-per-worker", threads])  # fmt: skip
+    assert code == 2 and "num_threads" in capsys.readouterr().err
+    assert not out.exists()
+    with pytest.raises(WfstDecodeError, match="num_threads"):
+        TransducerCorpusDecoder("rnnt", num_threads=int(threads))

@@ -92,6 +92,7 @@ class CtcCorpusDecoder:
 
     def __post_init__(self):
         from ..ctc import CtcBeamOptions
+        from ..ctc.tuning import int_at_least
         from ..decoding_graph import GRAPH_FILE
 
         options = CtcBeamOptions() if self.options is None else self.options
@@ -99,6 +100,8 @@ class CtcCorpusDecoder:
             raise OptionsError(f"options must be a CtcBeamOptions; got {type(options).__name__}")
         if self.frame_shift is not None and (problem := frame_shift_problem(self.frame_shift)):
             raise OptionsError(f"frame_shift {problem}")
+        # checked here, in the driver: else every shard fails in its worker (any backend's)
+        int_at_least("CtcCorpusDecoder", "num_threads", self.num_threads, 1, allow_none=True)
         path = Path(self.graph)
         path = path / GRAPH_FILE if path.is_dir() else path
         object.__setattr__(self, "options", options)

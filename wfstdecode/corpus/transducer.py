@@ -35,8 +35,12 @@ class TransducerCorpusDecoder:
     backend = "cpu"  # workers need no GPU (the pools ask for one only for "cuda")
 
     def __post_init__(self):
+        from ..ctc.tuning import int_at_least
         from ..transducer import BeamOptions
 
+        # (0 would leave torch's default silently, a negative count fail in every worker)
+        int_at_least("TransducerCorpusDecoder", "num_threads", self.num_threads, 1,
+                      allow_none=True)  # fmt: skip
         if self.beam is not None and not isinstance(self.beam, BeamOptions):
             raise OptionsError(
                 f"beam must be a BeamOptions or None; got {type(self.beam).__name__}"

@@ -49,7 +49,7 @@ def numba_threads(count: int | None) -> Iterator[int]:
 MAX_ROOM = 1 << 31  # first_room: candidates, int32 indices
 
 
-def _int_at_least(owner: str, name: str, value, low: int, allow_none: bool = False,
+def int_at_least(owner: str, name: str, value, low: int, allow_none: bool = False,
                   high: int | None = None) -> None:  # fmt: skip
     if value is None and allow_none:
         return
@@ -80,9 +80,9 @@ class CpuTuning:
             value = getattr(self, name)
             if isinstance(value, np.integer):  # a NumPy integer is as good as an int
                 object.__setattr__(self, name, int(value))
-        _int_at_least("CpuTuning", "num_threads", self.num_threads, 1, allow_none=True)
-        _int_at_least("CpuTuning", "collect_records_at", self.collect_records_at, 1)
-        _int_at_least("CpuTuning", "first_room", self.first_room, 1, high=MAX_ROOM)
+        int_at_least("CpuTuning", "num_threads", self.num_threads, 1, allow_none=True)
+        int_at_least("CpuTuning", "collect_records_at", self.collect_records_at, 1)
+        int_at_least("CpuTuning", "first_room", self.first_room, 1, high=MAX_ROOM)
 
 
 @dataclass(frozen=True)
@@ -106,10 +106,10 @@ class CudaTuning:
     collect_records_at: int = 1 << 16
 
     def __post_init__(self):
-        _int_at_least("CudaTuning", "frames_per_chunk", self.frames_per_chunk, 1)
-        _int_at_least("CudaTuning", "max_frames_per_call", self.max_frames_per_call, 1)
-        _int_at_least("CudaTuning", "collect_records_at", self.collect_records_at, 1)
-        _int_at_least("CudaTuning", "prune_threads", self.prune_threads, 1, allow_none=True)
+        int_at_least("CudaTuning", "frames_per_chunk", self.frames_per_chunk, 1)
+        int_at_least("CudaTuning", "max_frames_per_call", self.max_frames_per_call, 1)
+        int_at_least("CudaTuning", "collect_records_at", self.collect_records_at, 1)
+        int_at_least("CudaTuning", "prune_threads", self.prune_threads, 1, allow_none=True)
         if not isinstance(self.double_buffer, bool):
             raise OptionsError(
                 f"CudaTuning.double_buffer must be a bool; got {self.double_buffer!r}"
