@@ -180,7 +180,7 @@ def decode_command(args: argparse.Namespace) -> None:
 
         if args.lattice_beam is None:
             raise WfstDecodeError("--write-lattices needs --lattice-beam BEAM (e.g. 8)")
-        from .kaldi_matrices import table_files
+        from .kaldi_tables import table_files
 
         inputs = (*table_files(args.log_probs), args.graph, args.boost_file, args.text,
                   args.utterance_boosts, args.oov_lexicon, args.rescore_lm,
@@ -381,13 +381,15 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--frame-shift", type=float, metavar="SECONDS",
                    help="seconds per frame: word times in seconds (--json, --ctm)")  # fmt: skip
     add_rescoring_arguments(p)
-    p.add_argument("--write-lattices", type=Path, metavar="ARK",
+    p.add_argument("--write-lattices", metavar="ARK",
                    help="write each utterance's lattice (--lattice-beam) to a binary Kaldi "
-                        "archive of CompactLattice, determinized on words as Kaldi's decoders "
-                        "write them (graph and unscaled acoustic costs; the string: token id + "
-                        "1 per frame); lattice-copy ark:ARK ark,t:- reads it. With --rescore-lm "
-                        "the lattices written are the rescored ones (their graph costs hold the "
-                        "new LM times --lm-scale in place of the first pass's)")  # fmt: skip
+                        "archive (FILE, ark:FILE, ark,scp:FILE,SCRIPT; FILE.gz is "
+                        "gzip-compressed) of CompactLattice, determinized on words as Kaldi's "
+                        "decoders write them (graph and unscaled acoustic costs; the string: "
+                        "token id + 1 per frame); lattice-copy ark:ARK ark,t:- reads it. With "
+                        "--rescore-lm the lattices written are the rescored ones (their graph "
+                        "costs hold the new LM times --lm-scale in place of the first pass's; "
+                        "boost bonuses stay in them)")  # fmt: skip
     p.add_argument("--determinize-lattice", action=argparse.BooleanOptionalAction,
                    help="--no-determinize-lattice writes the state-level Lattice instead (one "
                         "path per alignment; token id + 1 : word id arcs; default: "

@@ -42,8 +42,9 @@ def add_rescore_parser(sub) -> None:
         "old LM at scale -1 and the new at +LM_SCALE) and prints ID<tab>SCORE<tab>TEXT of the "
         "best path (ID-RANK with --nbest > 1); --out writes the rescored lattices.",
     )  # fmt: skip
-    p.add_argument("lattices", type=Path,
-                   help="binary Kaldi archive of CompactLattice or Lattice")  # fmt: skip
+    p.add_argument("lattices",
+                   help="binary Kaldi table of CompactLattice or Lattice: FILE (gzip-compressed "
+                        "too), ark:FILE or scp:FILE")  # fmt: skip
     p.add_argument("--words", type=Path, required=True,
                    help="the graph's words.txt (or its graph directory)")  # fmt: skip
     p.add_argument("--new-lm", type=Path, required=True, metavar="ARPA", help="the LM to apply")
@@ -65,9 +66,10 @@ def add_rescore_parser(sub) -> None:
         help="what paths rank by (the archive keeps acoustic costs unscaled)",
     )
     p.add_argument("--nbest", type=int, default=1, help="hypotheses printed per lattice")
-    p.add_argument("--out", type=Path, metavar="ARK",
+    p.add_argument("--out", metavar="ARK",
                    help="write the rescored lattices here, as CompactLattices determinized on "
-                        "words (as Kaldi's lattice-lmrescore pipelines keep them)")  # fmt: skip
+                        "words (as Kaldi's lattice-lmrescore pipelines keep them): FILE, "
+                        "ark:FILE, ark,scp:FILE,SCRIPT; FILE.gz is gzip-compressed")  # fmt: skip
     p.add_argument(
         "--determinize-lattice",
         action=argparse.BooleanOptionalAction,
@@ -129,7 +131,9 @@ def rescore_command(args: argparse.Namespace) -> None:
         raise WfstDecodeError("--determinize-lattice / --no-determinize-lattice say how --out "
                               "writes the rescored lattices: give --out ARK")  # fmt: skip
     if args.out is not None:
-        inputs = (args.lattices, args.words, args.new_lm, args.old_lm)
+        from .kaldi_tables import table_files
+
+        inputs = (*table_files(args.lattices), args.words, args.new_lm, args.old_lm)
         check_archive_path(args.out, inputs, "--out")
     if args.words.is_dir():  # a graph directory: the table the graph itself holds
         from .decoding_graph import DecodingGraph

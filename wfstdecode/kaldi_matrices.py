@@ -1,162 +1,39 @@
 """Kaldi matrix tables read into NumPy: what ``nnet3-compute``, ``copy-matrix`` and
 ``copy-feats`` write, so that a Kaldi or k2 user's network outputs decode without a conversion.
 
-A table is named as Kaldi names one (an rspecifier) or by its file's suffix:
-
-* ``ark:PATH`` or ``PATH.ark`` — an archive: ``KEY`` then a matrix, one after another;
-* ``scp:PATH`` or ``PATH.scp`` — a script: lines ``KEY FILE[:OFFSET]`` (Kaldi's ``ark,scp:``
-  writers give ``OFFSET``, the byte of the matrix in ``FILE``); a relative ``FILE`` is read
-  from the current directory, as Kaldi does.
-
-Options before the colon (``ark,t:``, ``scp,s,cs:``) are accepted and change nothing: text and
-binary matrices are told apart per entry. Matrices may be binary float (``FM``) or double
-(``DM``), compressed (``CM``, ``CM2``, ``CM3``: ``copy-feats --compress=true``), or text
-(``[ 1 2 \\n 3 4 ]``). Pipes (``ark:cmd |``, ``ark:-``) and row ranges (``FILE:OFFSET[0:9]``)
-are refused: write the table to a file first. Every size read from a file is checked against
-the bytes that hold it before anything is allocated; errors are `InputFileError` naming the
-file, the entry and its byte (or the script's line).
+A table is named as Kaldi names one (``ark:PATH``, ``scp:PATH``) or by its file's suffix
+(`kaldi_tables` reads the archive or script). Text and binary matrices are told apart per entry
+(``ark,t:`` changes nothing). Matrices may be binary float (``FM``) or double (``DM``),
+compressed (``CM``, ``CM2``, ``CM3``: ``copy-feats --compress=true``), or text
+(``[ 1 2 \\n 3 4 ]``). Every size read from a file is checked against the bytes that hold it
+before anything is allocated; errors are `InputFileError` naming the file, the entry and its
+byte (or the script's line).
 """
 
 from __future__ import annotations
 
-import contextlib
-import mmap
 import os
 import re
 import struct
-from pathlib import Path
 
 import numpy as np
 
 from .errors import InputFileError
+from .kaldi_tables import read_table
 from .textfiles import is_float, strict_float
 
-__all__ = ["archive_key", "is_kaldi_table", "read_kaldi_matrices", "table_files"]
+__all__ = ["read_kaldi_matrices"]
 
-_SPECIFIER = re.compile(r"^(ark|scp)((?:,[a-z]+)*):(.*)$", re.DOTALL)
 _BINARY_TYPES = {b"FM ": np.dtype("<f4"), b"DM ": np.dtype("<f8")}
 _COMPRESSED = (b"CM ", b"CM2 ", b"CM3 ")  # one byte with column percentiles; two bytes; one byte
 _GLOBAL_HEADER_BYTES = 16  # float32 min, float32 range, int32 rows, int32 cols
 _UINT16_STEP = np.float32(1.52590218966964e-05)  # 1 / 65535, as Kaldi writes it
 
 
-def is_kaldi_table(spec: str | os.PathLike) -> bool:
-    """Whether ``spec`` names a Kaldi table (``ark:``/``scp:`` or a ``.ark``/``.scp`` file)."""
-    text = os.fspath(spec)
-    return bool(_SPECIFIER.match(text)) or Path(text).suffix.lower() in (".ark", ".scp")
-
-
-def table_files(spec: str | os.PathLike) -> list[str]:
-    """The files a read of ``spec`` opens (the script and the archives it names), for checks
-    that an output would not overwrite an input; ``[spec]`` when it is not a Kaldi table."""
-    if not is_kaldi_table(spec):
-        return [os.fspath(spec)]
-    kind, path = _parsed(os.fspath(spec))
-    if kind == "ark":
-        return [path]
-    try:
-        return [path, *dict.fromkeys(target for _, _, target, _ in _script_lines(path))]
-    except InputFileError:
-        return [path]  # (the read says what is wrong)
-
-
 def read_kaldi_matrices(spec: str | os.PathLike) -> dict[str, np.ndarray]:
-    """``{key: float32 (rows, cols) matrix}`` of the Kaldi table ``spec`` (module docstring), in
-    the table's order. Raises `InputFileError`."""
-    kind, path = _parsed(os.fspath(spec))
-    if kind == "ark":
-        with _Bytes(path) as data:
-            return _archive(data, path)
-    out: dict[str, np.ndarray] = {}
-    with contextlib.ExitStack() as files:
-        opened: dict[str, _Bytes] = {}
-        for line_no, key, target, offset in _script_lines(path):
-            if key in out:
-                raise InputFileError(path, line_no, f"the key {key!r} appears twice (keys name "
-                                                    "utterances)")  # fmt: skip
-            if target not in opened:
-                try:
-                    opened[target] = files.enter_context(_Bytes(target))
-                except InputFileError as exc:
-                    raise InputFileError(path, line_no, str(exc)) from None
-            data = opened[target].bytes
-            if offset >= len(data):
-                raise InputFileError(path, line_no, f"offset {offset} is beyond the end of "
-                                                    f"{target} ({len(data)} bytes)")  # fmt: skip
-            out[key] = _matrix(data, offset, target, key)[0]
-    return out
-
-
-def _parsed(spec: str) -> tuple[str, str]:
-    """``("ark" | "scp", path)``; pipes and standard input refused."""
-    match = _SPECIFIER.match(spec)
-    kind, path = (match.group(1), match.group(3)) if match else (None, spec)
-    if kind is None:
-        kind = "scp" if Path(spec).suffix.lower() == ".scp" else "ark"
-    if path.strip() in ("", "-") or path.rstrip().endswith("|"):
-        raise InputFileError(spec, None, "pipes and standard input are not read: write the "
-                                         "table to a file (ark:out.ark) and give that")  # fmt: skip
-    return kind, path
-
-
-class _Bytes:
-    """A file's bytes, memory-mapped (an archive of network outputs may hold gigabytes)."""
-
-    def __init__(self, path: str):
-        self.path, self.bytes, self._map = path, b"", None
-
-    def __enter__(self) -> _Bytes:
-        try:
-            with open(self.path, "rb") as f:
-                if os.fstat(f.fileno()).st_size:
-                    self._map = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-                    self.bytes = self._map
-                else:  # (mmap refuses an empty file; a pipe is not a table either)
-                    self.bytes = f.read()
-        except (OSError, ValueError) as exc:
-            raise InputFileError(self.path, None, f"cannot read: {exc}") from None
-        return self
-
-    def __exit__(self, *exc) -> None:
-        if self._map is not None:
-            with contextlib.suppress(BufferError):  # an array on it lives on in a traceback:
-                self._map.close()  # (then unmapped with it)
-
-
-def _archive(data: _Bytes, path: str) -> dict[str, np.ndarray]:
-    out: dict[str, np.ndarray] = {}
-    raw, pos = data.bytes, 0
-    while (entry := archive_key(raw, pos, path, out, "a matrix")) is not None:
-        key, start = entry
-        out[key], pos = _matrix(raw, start, path, key)
-    return out
-
-
-def archive_key(raw, pos: int, path, seen, what: str) -> tuple[str, int] | None:
-    """The key of the Kaldi archive entry at byte ``pos`` (after any whitespace, as Kaldi's
-    readers skip it) and the byte of its object, or None at the end. A key ends, as Kaldi's, at
-    a space or a tab (taken) or a newline (left: a text object may follow); it is UTF-8 and not
-    in ``seen``; else `InputFileError` naming the byte (``what``: the object expected after it)."""
-    while pos < len(raw) and raw[pos : pos + 1].isspace():
-        pos += 1
-    if pos == len(raw):
-        return None
-    end = pos
-    while end < len(raw) and not raw[end : end + 1].isspace():
-        end += 1
-    after = raw[end : end + 1]  # Kaldi's reader takes ' ' or a tab (consumed), or a newline
-    if after not in (b" ", b"\t", b"\n"):  # (left: a text object may follow it)
-        raise InputFileError(path, None, f"byte {pos}: expected 'KEY ' and {what} (a Kaldi "
-                                         "archive entry)")  # fmt: skip
-    try:
-        key = bytes(raw[pos:end]).decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputFileError(path, None, f"byte {pos}: the key {bytes(raw[pos:end])!r} is not "
-                                         "UTF-8") from None  # fmt: skip
-    if key in seen:
-        raise InputFileError(path, None, f"byte {pos}: the key {key!r} appears twice (keys name "
-                                         "utterances)")  # fmt: skip
-    return key, end + (after != b"\n")
+    """``{key: float32 (rows, cols) matrix}`` of the Kaldi table ``spec`` (an rspecifier or a
+    path: `kaldi_tables`), in the table's order. Raises `InputFileError`."""
+    return read_table(spec, _matrix, "a matrix")
 
 
 def _matrix(raw, pos: int, path: str, key: str) -> tuple[np.ndarray, int]:
@@ -261,27 +138,3 @@ def _text_matrix(raw, pos: int, fail) -> tuple[np.ndarray, int]:
                        f"{len(rows[0])}")  # fmt: skip
     matrix = np.stack(rows) if rows else np.zeros((0, 0), np.float32)
     return matrix, end + 1
-
-
-def _script_lines(path: str):
-    """``(line_no, key, file, byte offset)`` per line of a script."""
-    from .textfiles import kaldi_fields, text_lines
-
-    for line_no, line in text_lines(path, "Kaldi script"):
-        fields = kaldi_fields(line)
-        if not fields:
-            continue
-        if len(fields) < 2:
-            raise InputFileError(path, line_no, f"expected 'KEY FILE[:OFFSET]'; got {line!r}")
-        key, target = fields[0], fields[1].strip()
-        if target.endswith("|") or target == "-":
-            raise InputFileError(path, line_no, f"{target!r} is a pipe or standard input, which "
-                                                "is not read: write it to a file")  # fmt: skip
-        if target.endswith("]"):
-            raise InputFileError(path, line_no, f"{target!r}: row and column ranges are not "
-                                                "read; give whole matrices")  # fmt: skip
-        file, colon, offset = target.rpartition(":")
-        if colon and offset.isdigit():
-            yield line_no, key, file, int(offset)
-        else:
-            yield line_no, key, target, 0

@@ -1,9 +1,12 @@
-"""Kaldi archives (``ark:``) of lattices: `write_kaldi_archive` writes `Lattice` and
-`CompactLattice` entries, `read_kaldi_archive` reads both kinds (Kaldi's ``lattice4`` and
-``compactlattice44`` FSTs)."""
+"""Kaldi tables of lattices: `write_kaldi_archive` writes `Lattice` and `CompactLattice`
+entries, `read_kaldi_archive` reads both kinds (Kaldi's ``lattice4`` and ``compactlattice44``
+FSTs); files named as Kaldi names them (`kaldi_tables`: ``ark:``, ``scp:``, ``ark,scp:``,
+gzip-compressed archives)."""
 
 from __future__ import annotations
 
+import contextlib
+import gzip
 import io
 import math
 import os
@@ -14,16 +17,19 @@ import numpy as np
 from .compact_lattice import compact_from_fst
 from .errors import GraphError, InputFileError, OptionsError
 from .fstio import check_weights, read_lattice_bytes
-from .kaldi_matrices import archive_key
+from .kaldi_tables import read_table, written_files
 from .lattice import lattice_from_fst
 from .safe_io import replacing
 
 
 def write_kaldi_archive(lattices, path: str | os.PathLike | io.BufferedIOBase) -> None:
-    """Write ``{key: Lattice or CompactLattice}`` as a binary Kaldi archive (``ark:``): per entry
-    the key, a space, Kaldi's binary marker and the FST. A path is written to a temporary file
-    beside it and renamed into place, so a failed write leaves nothing half-written; a path
-    that is a symbolic link is written through (the file it names gets the archive)."""
+    """Write ``{key: Lattice or CompactLattice}`` as a binary Kaldi archive: per entry the key, a
+    space, Kaldi's binary marker and the FST. ``path``: a file, a wspecifier (``ark:FILE``;
+    ``ark,scp:FILE,SCRIPT`` writes the script of ``KEY FILE:OFFSET`` lines too), or a binary
+    stream. A name ending in ``.gz`` is written gzip-compressed (as Kaldi's ``lat.1.gz``). Files
+    are written to a temporary file beside them and renamed into place, so a failed write
+    leaves nothing half-written; a symbolic link is written through (the file it names gets
+    the archive)."""
     check_archive_keys(lattices)
     for key, lat in lattices.items():
         if not hasattr(lat, "kaldi_bytes"):  # e.g. None: ctc_lattices' where a search died
@@ -37,11 +43,29 @@ def write_kaldi_archive(lattices, path: str | os.PathLike | io.BufferedIOBase) -
         except GraphError as exc:
             raise OptionsError(str(exc)) from None
     if hasattr(path, "write"):
-        for key, lat in lattices.items():
-            path.write(key.encode() + b" \0B" + lat.kaldi_bytes())
+        _write_entries(lattices, path)
         return
-    with replacing(path) as f:
-        write_kaldi_archive(lattices, f)
+    archive, script = written_files(path, "the lattice archive")
+    with contextlib.ExitStack() as files:  # (both renamed into place only when both are whole)
+        f = files.enter_context(replacing(archive))
+        if archive.endswith(".gz"):
+            f = files.enter_context(gzip.GzipFile("", "wb", fileobj=f, mtime=0))
+        offsets = _write_entries(lattices, f)
+        if script is not None:
+            lines = "".join(f"{key} {archive}:{at}\n" for key, at in offsets.items())
+            files.enter_context(replacing(script)).write(lines.encode())
+
+
+def _write_entries(lattices, f) -> dict[str, int]:
+    """Write the entries to ``f``; ``{key: byte of its object}`` (a script's offsets)."""
+    offsets, at = {}, 0
+    for key, lat in lattices.items():
+        head = key.encode() + b" "
+        body = b"\0B" + lat.kaldi_bytes()
+        f.write(head + body)
+        offsets[key] = at + len(head)
+        at += len(head) + len(body)
+    return offsets
 
 
 _ASCII_SPACE = frozenset(" \t\n\r\v\f")  # what bytes.isspace() is, as the reader splits
@@ -61,13 +85,22 @@ def check_archive_keys(keys) -> None:
 
 
 def check_archive_path(path: str | os.PathLike, inputs, option: str) -> None:
-    """Before any work, refuse an archive path (given as ``option``) that cannot be written or
-    would destroy something: an existing directory, a device, pipe or standard stream (the
-    archive is written beside its path and renamed over it: a device would be replaced, a
-    redirected stdout's file emptied), a folder that does not exist or cannot be written, a
-    read-only file, a name too long for the temporary file beside it, or one of ``inputs``
-    (paths of files or directories, None skipped): the same file, through any link, or a file
-    inside an input directory (a graph's, also when the graph was given as its TLG.npz)."""
+    """Before any work, refuse an archive (a path or a wspecifier, given as ``option``) that
+    `write_kaldi_archive` would not write, and a file of it that cannot be written or would
+    destroy something (`_check_output_file`)."""
+    given = os.fspath(path)
+    for file in filter(None, written_files(given, option)):
+        _check_output_file(file, inputs, option if file == given else f"{option} {given}:")
+
+
+def _check_output_file(path: str | os.PathLike, inputs, option: str) -> None:
+    """Refuse an output file that cannot be written or would destroy something: an existing
+    directory, a device, pipe or standard stream (the archive is written beside its path and
+    renamed over it: a device would be replaced, a redirected stdout's file emptied), a folder
+    that does not exist or cannot be written, a read-only file, a name too long for the
+    temporary file beside it, or one of ``inputs`` (paths of files or directories, None
+    skipped): the same file, through any link, or a file inside an input directory (a graph's,
+    also when the graph was given as its TLG.npz)."""
     from .graph.output import is_graph_dir
     from .safe_io import PARTIAL_SUFFIX
 
@@ -121,25 +154,19 @@ def read_kaldi_archive(path: str | os.PathLike, acoustic_scale: float = 1.0,
     scale = acoustic_scale
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not 0 < scale < math.inf:
         raise OptionsError(f"acoustic_scale must be a positive finite number; got {scale!r}")
-    try:
-        with open(path, "rb") as f:
-            data = f.read()
-    except OSError as exc:
-        raise InputFileError(path, None, f"cannot read: {exc}") from None
-    out, pos = {}, 0
-    while (entry := archive_key(data, pos, path, out, "a binary lattice")) is not None:
-        key, start = entry
+
+    def read_entry(data, start: int, file: str, key: str):
         if data[start : start + 2] != b"\0B":
-            raise InputFileError(path, None, f"byte {start}: entry {key!r} is not binary ('\\0B'"
+            raise InputFileError(file, None, f"byte {start}: entry {key!r} is not binary ('\\0B'"
                                              "): text-mode entries are not read, write the "
                                              "archive in binary")  # fmt: skip
         try:
-            arrays, pos = read_lattice_bytes(data, start + 2, str(path))
+            arrays, end = read_lattice_bytes(data, start + 2, file)
             if arrays.get("compact"):
                 compact = compact_from_fst(arrays, acoustic_scale)
-                out[key] = compact if keep_compact else compact.to_lattice()
-            else:
-                out[key] = lattice_from_fst(arrays, acoustic_scale)
+                return (compact if keep_compact else compact.to_lattice()), end
+            return lattice_from_fst(arrays, acoustic_scale), end
         except GraphError as exc:
-            raise InputFileError(path, None, f"entry {key!r}: {exc}") from None
-    return out
+            raise InputFileError(file, None, f"entry {key!r}: {exc}") from None
+
+    return read_table(path, read_entry, "a binary lattice")

@@ -8,7 +8,8 @@ import pytest
 
 from wfstdecode.cli import main
 from wfstdecode.errors import InputFileError
-from wfstdecode.kaldi_matrices import is_kaldi_table, read_kaldi_matrices, table_files
+from wfstdecode.kaldi_matrices import read_kaldi_matrices
+from wfstdecode.kaldi_tables import is_kaldi_table, table_files
 from wfstdecode.testing import random_graph, random_log_probs
 
 kio = pytest.importorskip("kaldi_native_io", reason="the oracle: pip install kaldi_native_io")

@@ -83,7 +83,8 @@ def load_emissions(path: str | os.PathLike) -> dict:
     """`load_log_probs_npz`'s dict from an ``.npz``, or from a Kaldi table of (frames, tokens)
     matrices (``ark:``/``scp:`` or a ``.ark``/``.scp`` file): padded, its keys as ids, no texts,
     tokens or boosts. Raises `InputFileError`."""
-    from ..kaldi_matrices import is_kaldi_table, read_kaldi_matrices
+    from ..kaldi_matrices import read_kaldi_matrices
+    from ..kaldi_tables import is_kaldi_table
 
     if not is_kaldi_table(path):
         return load_log_probs_npz(path)
