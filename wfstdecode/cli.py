@@ -162,6 +162,9 @@ def decode_command(args: argparse.Namespace) -> None:
     if args.ctm and args.frame_shift is None:
         raise WfstDecodeError("--ctm writes times in seconds: give --frame-shift SECONDS "
                               "(seconds per log-prob frame, e.g. 0.04)")  # fmt: skip
+    if args.frame_shift is not None and not (args.json or args.ctm):  # (refused, not ignored)
+        raise WfstDecodeError("--frame-shift gives word times in seconds, which only --json and "
+                              "--ctm print: give one of them")  # fmt: skip
     graph = DecodingGraph.load(args.graph)
     options = CtcBeamOptions(**{name: getattr(args, name) for name in DECODE_OPTIONS})
     boosts = boosts_of(args)

@@ -346,7 +346,8 @@ def test_decode_command_prints_transcripts_and_wer(tmp_path, capsys):
 
 def test_decode_command_json_and_ctm(tmp_path, capsys):
     """--json carries each word's frames and seconds; --ctm writes the same times as NIST CTM
-    (start, duration); --ctm without --frame-shift is refused before anything is decoded."""
+    (start, duration); --ctm without --frame-shift, and --frame-shift with neither, are
+    refused before anything is decoded."""
     out = tmp_path / "g"
     assert main(["build-tlg", "--tokens", str(TOKENS), "--lexicon",
                  str(PACKAGE_DATA / "lexicon.txt"), "--separator", "|", "--arpa",
@@ -368,6 +369,9 @@ def test_decode_command_json_and_ctm(tmp_path, capsys):
         assert float(duration) == pytest.approx((w["end_frame"] + 1 - w["start_frame"]) * 0.04)
     assert main(["decode", str(out), emissions, "--ctm"]) == 2
     assert "--frame-shift" in capsys.readouterr().err
+    assert main(common) == 2  # seconds that nothing would print: refused, not ignored
+    err = capsys.readouterr().err
+    assert "--frame-shift" in err and "--json" in err
 
 
 def test_symbol_ids_are_integers():
