@@ -362,8 +362,8 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("log_probs", type=Path,
                    help=".npz with log_probs (B, T, V), lengths, texts; or a Kaldi table of "
                         "(frames, tokens) log-prob matrices, keys as ids: ark:FILE, scp:FILE, "
-                        "FILE.ark or FILE.scp (binary, text or compressed; as nnet3-compute "
-                        "or copy-matrix write them)")  # fmt: skip
+                        "FILE.ark, FILE.ark.gz or FILE.scp (binary, text or compressed; as "
+                        "nnet3-compute or copy-matrix write them)")  # fmt: skip
     add_text_argument(p, "the .npz's texts")
     defaults = {f.name: f.default for f in dataclasses.fields(CtcBeamOptions)}
     add_decode_options(p, defaults, given_only=False)

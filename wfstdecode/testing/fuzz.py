@@ -46,7 +46,8 @@ MEMORY_LIMIT = 200 << 20  # per input; the seeds are a few KB
 TARGET_NAMES = (
     "tokens", "words", "lexicon", "lexicon-probs", "arpa", "arpa-unigrams", "arpa.gz", "tlg.npz",
     "tlg-deflated.npz", "openfst-vector", "openfst-const", "build.json", "log-probs.npz",
-    "log-probs-deflated.npz", "log-probs.ark",
+    "log-probs-deflated.npz", "log-probs.ark", "log-probs.ark.gz", "lattices.ark",
+    "lattices.ark.gz",
 )  # fmt: skip
 
 
@@ -183,6 +184,7 @@ def make_targets(workdir: Path, names: Sequence[str] | None = None) -> list[Targ
     stored_graph = (graph_dir / "TLG.npz").read_bytes()
     log_probs = _log_probs_npz(tokens.symbols(), words[:2])
     fst = graph.to_arrays()
+    lattices = _lattice_archive(graph)
     seeds = [
         ("tokens", "tokens.txt", (workdir / "tokens.txt").read_bytes(), SymbolTable.read, False),
         ("words", "words.txt", _table_bytes(graph.words), SymbolTable.read, False),
@@ -204,6 +206,11 @@ def make_targets(workdir: Path, names: Sequence[str] | None = None) -> list[Targ
         ("log-probs-deflated.npz", "log-probs-deflated.npz", _deflated(log_probs),
          _load_log_probs, True),
         ("log-probs.ark", "log-probs.ark", _kaldi_table(len(tokens)), _load_log_probs, False),
+        ("log-probs.ark.gz", "log-probs.ark.gz", gzip.compress(_kaldi_table(len(tokens)),
+                                                               mtime=0), _load_log_probs, False),
+        ("lattices.ark", "lattices.ark", lattices, _load_lattices, False),
+        ("lattices.ark.gz", "lattices.ark.gz", gzip.compress(lattices, mtime=0), _load_lattices,
+         False),
     ]  # fmt: skip
     targets = [Target(n, workdir / f, seed, load, npz) for n, f, seed, load, npz in seeds]
     assert tuple(t.name for t in targets) == TARGET_NAMES
@@ -221,6 +228,24 @@ def _load_log_probs(path: Path):
     with warnings.catch_warnings():  # (a mutated member name may look misspelled: said, fine)
         warnings.simplefilter("ignore", UserWarning)
         return load_emissions(path)
+
+
+def _load_lattices(path: Path):
+    from ..lattice_io import read_kaldi_archive
+
+    return read_kaldi_archive(path, keep_compact=True)
+
+
+def _lattice_archive(graph: DecodingGraph) -> bytes:
+    """A Kaldi archive holding a word-determinized CompactLattice and a state-level Lattice."""
+    from ..compact_lattice import determinize
+    from ..ctc import CtcBeamOptions, ctc_lattices
+
+    lp = random_log_probs(3, 1, 6, graph.num_tokens)
+    (lat,) = ctc_lattices(
+        lp, np.array([6]), graph, CtcBeamOptions(lattice_beam=8.0), backend="reference"
+    )
+    return b"c \0B" + determinize(lat).kaldi_bytes() + b"s \0B" + lat.kaldi_bytes()
 
 
 def _info(path: Path) -> None:
