@@ -65,7 +65,14 @@ def add_rescore_parser(sub) -> None:
         default=1.0,
         help="what paths rank by (the archive keeps acoustic costs unscaled)",
     )
+    p.add_argument("--word-insertion-penalty", type=float, default=0.0, metavar="COST",
+                   help="added to each word's graph cost after rescoring, in the printed paths "
+                        "and --out (Kaldi's lattice-add-penalty; positive = fewer words; on top "
+                        "of any the first pass had)")  # fmt: skip
     p.add_argument("--nbest", type=int, default=1, help="hypotheses printed per lattice")
+    p.add_argument("--text", type=Path, metavar="FILE",
+                   help="reference transcripts, 'ID word word ...' per line (a Kaldi data "
+                        "directory's text): the WER of the rescored best paths")  # fmt: skip
     p.add_argument("--out", metavar="ARK",
                    help="write the rescored lattices here, as CompactLattices determinized on "
                         "words (as Kaldi's lattice-lmrescore pipelines keep them): FILE, "
@@ -105,7 +112,7 @@ def rescoring(args: argparse.Namespace):
 
 
 def rescore_command(args: argparse.Namespace) -> None:
-    from .ctc.options import ACOUSTIC_SCALE_RANGE, MAX_COUNT
+    from .ctc.options import ACOUSTIC_SCALE_RANGE, MAX_COST_TERM, MAX_COUNT
     from .lattice_io import (
         check_archive_keys,
         check_archive_path,
@@ -127,13 +134,16 @@ def rescore_command(args: argparse.Namespace) -> None:
         raise WfstDecodeError(f"--lm-scale must be a finite number; got {args.lm_scale}")
     if args.beam is not None and not args.beam > 0:
         raise WfstDecodeError(f"--beam must be > 0 (inf: exact); got {args.beam}")
+    if not abs(args.word_insertion_penalty) <= MAX_COST_TERM:  # also NaN
+        raise WfstDecodeError(f"--word-insertion-penalty must be in [-{MAX_COST_TERM:g}, "
+                              f"{MAX_COST_TERM:g}]; got {args.word_insertion_penalty}")  # fmt: skip
     if args.out is None and args.determinize_lattice is not None:  # (refused, not ignored)
         raise WfstDecodeError("--determinize-lattice / --no-determinize-lattice say how --out "
                               "writes the rescored lattices: give --out ARK")  # fmt: skip
     if args.out is not None:
         from .kaldi_tables import table_files
 
-        inputs = (*table_files(args.lattices), args.words, args.new_lm, args.old_lm)
+        inputs = (*table_files(args.lattices), args.words, args.new_lm, args.old_lm, args.text)
         check_archive_path(args.out, inputs, "--out")
     if args.words.is_dir():  # a graph directory: the table the graph itself holds
         from .decoding_graph import DecodingGraph
@@ -143,22 +153,35 @@ def rescore_command(args: argparse.Namespace) -> None:
             raise WfstDecodeError(f"{args.words}: the graph has no word table")
     else:
         words = SymbolTable.read(args.words)
+    references = None
+    if args.text is not None:
+        from .ctc import read_reference_texts
+
+        references = read_reference_texts(args.text)
     lattices = read_kaldi_archive(args.lattices, args.acoustic_scale)
     if args.out is not None:  # (before the work: keys --out could not hold)
         check_archive_keys(lattices)
+    if references is not None and (missing := [k for k in lattices if k not in references]):
+        raise WfstDecodeError(f"{args.text} has no reference for lattice {missing[0]!r} of "
+                              f"{args.lattices} ({len(missing)} of {len(lattices)} "
+                              "missing)")  # fmt: skip
     new_lm, old_lm = NgramLm(args.new_lm), NgramLm(args.old_lm)
     beam = None if args.beam is None or math.isinf(args.beam) else args.beam
     if not lattices:
         print(f"warning: {args.lattices} holds no lattices", file=sys.stderr)
-    out, reader_left = {}, False
+    out, best_words, reader_left = {}, {}, False
     for key, lat in lattices.items():
         try:
             rescored = rescore(lat, words, new_lm, old_lm, args.lm_scale, beam, args.max_nodes)
         except WfstDecodeError as exc:
             hint = ": raise --max-nodes, or prune (--beam 8)" if "max_nodes" in str(exc) else ""
             raise WfstDecodeError(f"{args.lattices}, lattice {key!r}: {exc}{hint}") from None
+        rescored = rescored.with_word_penalty(args.word_insertion_penalty)
         out[key] = rescored
         best = rescored.nbest(args.nbest)
+        if references is not None:  # (no path: every reference word deleted)
+            labels = rescored.olabel[best[0][0]].tolist() if best else []
+            best_words[key] = [words.symbol(w) for w in labels if w]
         if not best:
             print(f"warning: {args.lattices}, lattice {key!r}: no complete path (no final state "
                   "is reached): no hypothesis", file=sys.stderr)  # fmt: skip
@@ -179,6 +202,17 @@ def rescore_command(args: argparse.Namespace) -> None:
             how = "as <unk>" if lm.has_unk else f"log10 {MISSING_WORD_LOG10:g} each, as KenLM does"
             print(f"warning: {option} lacks {len(lm.missing)} word(s) of the lattices, scored "
                   f"{how}: {listed}{more}", file=sys.stderr)  # fmt: skip
+    if references is not None:
+        from .metrics import word_error_rate
+
+        refs = [references[k].split() for k in best_words]
+        if sum(map(len, refs)):
+            wer = word_error_rate(refs, list(best_words.values()))
+            print(f"WER {100 * wer:.2f}% ({len(refs)} utterances, {sum(map(len, refs))} "
+                  "reference words)", file=sys.stderr)  # fmt: skip
+        else:
+            print(f"warning: no WER: {args.text} has no words for the lattices' utterances",
+                  file=sys.stderr)  # fmt: skip
     if args.out is not None:
         if args.determinize_lattice is not False:  # (the default: determinized)
             from .compact_lattice import determinize_pruned

@@ -23,7 +23,9 @@ computes).
 from __future__ import annotations
 
 import heapq
-from dataclasses import dataclass, field
+import math
+import numbers
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 from numba import njit
@@ -111,6 +113,17 @@ class Lattice:
         return float(self.backward()[0]) if self.num_nodes else _INF
 
     # ----- derived lattices and paths ----------------------------------------------------------
+    def with_word_penalty(self, penalty: float) -> Lattice:
+        """This lattice with ``penalty`` added to the graph cost of every arc with a word
+        (Kaldi's lattice-add-penalty: positive = fewer words)."""
+        finite = isinstance(penalty, numbers.Real) and math.isfinite(penalty)
+        if isinstance(penalty, bool) or not finite:
+            raise OptionsError(f"word penalty must be a finite number; got {penalty!r}")
+        if penalty == 0:
+            return self
+        cost = self.graph_cost + np.float32(penalty) * (self.olabel != 0)
+        return replace(self, graph_cost=cost.astype(np.float32), _cache={})
+
     def pruned(self, beam: float) -> Lattice:
         """The arcs and nodes on some complete path within ``beam`` of the best (Kaldi's lattice
         beam, applied exactly with forward and backward costs)."""
