@@ -197,9 +197,10 @@ def decode_command(args: argparse.Namespace) -> None:
         from .ctc import read_reference_texts
 
         references = read_reference_texts(args.text)
+    rescore = None if (files := rescoring(args)) is None else files.load()  # (the LMs read)
     result = decode_npz(args.log_probs, graph, options, boosts, backend=args.backend,
                         utterance_boosts=per_utterance, oov_lexicon=oov_lexicon,
-                        lattices=args.write_lattices is not None, rescore=rescoring(args),
+                        lattices=args.write_lattices is not None, rescore=rescore,
                         references=references, check_ids=keys_check)  # fmt: skip
     if args.write_lattices is not None:
         from .lattice_io import write_kaldi_archive
@@ -254,11 +255,13 @@ def decode_corpus_command(args: argparse.Namespace) -> int:
         raise WfstDecodeError("give --graph (CTC log-probs) or --transducer MODEL, not both")
     if args.transducer is not None:
         ctc_given = [n for n in DECODE_OPTIONS if n != "nbest" and getattr(args, n) is not None]
+        rescoring_given = (args.rescore_lm, args.first_pass_lm, args.lm_scale, args.rescore_beam)
         if (ctc_given or args.boost or args.boost_file or args.oov_lexicon or args.backend != "cpu"
-                or args.no_mmap or args.text):  # fmt: skip
+                or args.no_mmap or args.text
+                or any(v is not None for v in rescoring_given)):  # fmt: skip
             raise WfstDecodeError("--transducer decodes without a graph: --beam, --boost, "
-                                  "--backend, --no-mmap, --text and the like do not "
-                                  "apply")  # fmt: skip
+                                  "--backend, --no-mmap, --text, --rescore-lm and the like do "
+                                  "not apply")  # fmt: skip
         nbest = 1 if args.nbest is None else args.nbest
         decoder = TransducerCorpusDecoder(args.transducer, transducer_beam_options(args, nbest),
                                           args.threads_per_worker, args.frame_shift)  # fmt: skip
@@ -274,6 +277,7 @@ def decode_corpus_command(args: argparse.Namespace) -> int:
             backend=args.backend, num_threads=args.threads_per_worker, mmap=not args.no_mmap,
             frame_shift=args.frame_shift, oov_lexicon=oov_lexicon_of(args),
             references=None if args.text is None else read_reference_texts(args.text),
+            rescoring=rescoring(args),
         )  # fmt: skip
     summary = decode_corpus(
         args.manifest, args.out, decoder, workers=args.workers, executor=args.executor,
@@ -424,6 +428,7 @@ def make_parser() -> argparse.ArgumentParser:
     p.add_argument("--oov-lexicon", type=Path, metavar="FILE",
                    help="pronunciations of boosted words the graph lacks, 'word tok1 tok2 …' "
                         "per line (a graph built with --oov-slot)")  # fmt: skip
+    add_rescoring_arguments(p)
     p.add_argument("--backend", default="cpu", choices=("cpu", "cuda", "reference"),
                    help="cuda: one GPU per worker")  # fmt: skip
     p.add_argument("--executor", default="auto", choices=("auto", "ray", "local"),

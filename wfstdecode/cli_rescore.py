@@ -87,7 +87,8 @@ def add_rescore_parser(sub) -> None:
 
 
 def rescoring(args: argparse.Namespace):
-    """`LmRescoring` from --rescore-lm / --first-pass-lm / --lm-scale / --rescore-beam."""
+    """`RescoringFiles` from --rescore-lm / --first-pass-lm / --lm-scale / --rescore-beam (as
+    decode and decode-corpus take them), or None."""
     if args.rescore_lm is None:  # (the options of rescoring are refused, not ignored)
         given = [flag for flag, value in (("--first-pass-lm", args.first_pass_lm),
                                           ("--lm-scale", args.lm_scale),
@@ -103,12 +104,12 @@ def rescoring(args: argparse.Namespace):
     if args.first_pass_lm is None:
         raise WfstDecodeError("--rescore-lm needs --first-pass-lm ARPA: the LM compiled into "
                               "the graph, whose scores it replaces")  # fmt: skip
-    from .rescore import LmRescoring, NgramLm
+    from .rescore import RescoringFiles
 
     beam = args.rescore_beam if args.rescore_beam is not None else args.lattice_beam
     lm_scale = 1.0 if args.lm_scale is None else args.lm_scale
-    return LmRescoring(NgramLm(args.rescore_lm), NgramLm(args.first_pass_lm), lm_scale,
-                       None if math.isinf(beam) else beam)  # fmt: skip
+    return RescoringFiles(args.rescore_lm, args.first_pass_lm, lm_scale,
+                          None if math.isinf(beam) else beam)  # fmt: skip
 
 
 def rescore_command(args: argparse.Namespace) -> None:

@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from .errors import OptionsError, SymbolError
+from .errors import InputFileError, OptionsError, SymbolError
 from .lattice import Lattice
 from .rescore_compose import compose
 
@@ -149,6 +149,44 @@ class LmRescoring:
 
     def apply(self, lattice: Lattice, words) -> Lattice:
         return rescore(lattice, words, self.new_lm, self.old_lm, self.lm_scale, self.beam)
+
+
+@dataclass(frozen=True)
+class RescoringFiles:
+    """An `LmRescoring` named by its ARPA files, for processes that read them themselves (a
+    corpus decode's workers, each once: `load`). The files are checked readable here."""
+
+    new_lm: str
+    old_lm: str | None
+    lm_scale: float = 1.0
+    beam: float | None = None
+
+    def __post_init__(self):
+        _check_scale(self.lm_scale)
+        _check_beam(self.beam)
+        for name in ("new_lm", "old_lm"):
+            path = getattr(self, name)
+            if path is None:
+                continue
+            if not isinstance(path, str | os.PathLike):
+                raise OptionsError(f"{name} must be an ARPA path; got {type(path).__name__}")
+            try:
+                with open(path, "rb") as f:  # (a workers' failure, each, else)
+                    f.read(1)
+            except OSError as exc:
+                raise InputFileError(path, None, f"cannot read: {exc.strerror}") from None
+            object.__setattr__(self, name, os.path.abspath(path))
+
+    def load(self) -> LmRescoring:
+        return LmRescoring(self.new_lm, self.old_lm, self.lm_scale, self.beam)
+
+    def config(self) -> dict:
+        """What changes the results: the models' contents (not their paths), scale and beam."""
+        from .safe_io import file_sha256
+
+        return {"new_lm_sha256": file_sha256(self.new_lm),
+                "old_lm_sha256": None if self.old_lm is None else file_sha256(self.old_lm),
+                "lm_scale": self.lm_scale, "beam": self.beam}  # fmt: skip
 
 
 def _as_lm(lm) -> NgramLm:

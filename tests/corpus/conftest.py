@@ -17,3 +17,9 @@ def corpus(tmp_path_factory) -> Corpus:
     shards = write_shards(root / "shards", graph, WORDS, [5, 3, 6, 1, 4, 2], seed=3)
     expected = {p.stem: expected_records(graph, p) for p in shards}
     return Corpus(root / "graph.npz", root / "shards", shards, expected)
+
+
+@pytest.fixture(scope="session")
+def corpus_words() -> list[str]:
+    """The corpus' vocabulary (for LMs over it)."""
+    return WORDS

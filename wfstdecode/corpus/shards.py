@@ -76,7 +76,10 @@ class CtcCorpusDecoder:
                  (`decode_ctc`);
     references:  ``{utterance id: transcript}`` (`wfstdecode.ctc.read_reference_texts`) in place
                  of the shards' ``texts``: every utterance of a shard needs one, and the shard
-                 ids (an ``.npz`` without ``ids`` fails: its utterances have no names).
+                 ids (an ``.npz`` without ``ids`` fails: its utterances have no names);
+    rescoring:   `wfstdecode.rescore.RescoringFiles`: each lattice (``options.lattice_beam``)
+                 rescored with a larger LM, which each worker reads once (as ``decode
+                 --rescore-lm``).
     """
 
     graph: str
@@ -88,12 +91,13 @@ class CtcCorpusDecoder:
     frame_shift: float | None = None
     oov_lexicon: Mapping | None = None
     references: Mapping[str, str] | None = None
+    rescoring: object = None
     _graph_id: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self):
         from ..ctc import CtcBeamOptions
         from ..ctc.tuning import int_at_least
-        from ..decoding_graph import GRAPH_FILE
+        from ..decoding_graph import GRAPH_FILE, DecodingGraph
 
         options = CtcBeamOptions() if self.options is None else self.options
         if not isinstance(options, CtcBeamOptions):
@@ -107,20 +111,20 @@ class CtcCorpusDecoder:
         object.__setattr__(self, "options", options)
         object.__setattr__(self, "graph", str(path.absolute()))
         object.__setattr__(self, "_graph_id", graph_content_id(path))
-        object.__setattr__(self, "boosts", self._known_boosts())
-
-    def _known_boosts(self) -> dict | None:
-        """The boosts of words the graph has (or can spell through its oov slot). Checked here,
-        in the driver, so that a bad graph or bonus fails before any worker starts and unknown
-        words warn once, not per shard."""
-        from ..ctc.boost import resolve_boosts, resolve_phrase
-        from ..ctc.oov import OovSpeller
-        from ..ctc.search import largest_label, output_words
-        from ..decoding_graph import DecodingGraph
-
+        # checked here, in the driver, so that what every shard would fail on fails before any
+        # worker starts, and unknown boosted words warn once, not per shard
         graph = DecodingGraph.load(self.graph, mmap=True)
         if self.oov_lexicon and "oov_slot" not in graph.metadata:
             raise OptionsError("oov_lexicon needs a graph with an oov slot (build-tlg --oov-slot)")
+        self._check_rescoring(graph)
+        object.__setattr__(self, "boosts", self._known_boosts(graph))
+
+    def _known_boosts(self, graph) -> dict | None:
+        """The boosts of words the graph has (or can spell through its oov slot)."""
+        from ..ctc.boost import resolve_boosts, resolve_phrase
+        from ..ctc.oov import OovSpeller
+        from ..ctc.search import largest_label, output_words
+
         if not self.boosts:
             return None
         oov = OovSpeller(graph, self.oov_lexicon) if "oov_slot" in graph.metadata else None
@@ -134,6 +138,21 @@ class CtcCorpusDecoder:
             return ids is not None and (largest is None or max(ids) <= largest)
 
         return {k: float(v) for k, v in self.boosts.items() if known(k)} or None
+
+    def _check_rescoring(self, graph) -> None:
+        """What `decode_ctc` would refuse in every shard."""
+        from ..rescore import RescoringFiles
+
+        if self.rescoring is None:
+            return
+        if not isinstance(self.rescoring, RescoringFiles):
+            raise OptionsError("rescoring must be a RescoringFiles; got "
+                               f"{type(self.rescoring).__name__}")  # fmt: skip
+        if self.options.lattice_beam is None:
+            raise OptionsError("rescoring rescores lattices: set options.lattice_beam")
+        if graph.words is None or "oov_slot" in graph.metadata:
+            raise OptionsError("rescoring needs a graph with a word table and no oov slot (its "
+                               "spelled words are not n-gram words)")  # fmt: skip
 
     def config(self) -> dict:
         """Everything that changes the output (the backend and thread count do not): a run's
@@ -153,6 +172,8 @@ class CtcCorpusDecoder:
             "frame_shift": self.frame_shift,
             "references_sha256": None if self.references is None else hashlib.sha256(
                 json.dumps(sorted(self.references.items())).encode()).hexdigest(),
+            # (only when set: runs written before rescoring existed keep their config)
+            **({} if self.rescoring is None else {"rescoring": self.rescoring.config()}),
         }  # fmt: skip
 
     shard_suffixes: ClassVar[tuple[str, ...]] = (".npz", ".ark")
@@ -162,9 +183,10 @@ class CtcCorpusDecoder:
         from ..decoding_graph import DecodingGraph
 
         graph = DecodingGraph.load(self.graph, mmap=self.mmap)
-        return lambda path, name: self._decode(graph, Path(path), name)
+        rescore = None if self.rescoring is None else self.rescoring.load()  # (the LMs read)
+        return lambda path, name: self._decode(graph, rescore, Path(path), name)
 
-    def _decode(self, graph, path: Path, name: str) -> ShardOutput:
+    def _decode(self, graph, rescore, path: Path, name: str) -> ShardOutput:
         from ..ctc.npz import decode_npz
 
         # the threads are the cpu search's (a shard's log-probs are on the host: "auto" is cpu);
@@ -177,7 +199,7 @@ class CtcCorpusDecoder:
                                                  "utterances by id")  # fmt: skip
             r = decode_npz(path, graph, self.options, self.boosts, backend=self.backend,
                            num_threads=threads, oov_lexicon=self.oov_lexicon,
-                           references=self.references)  # fmt: skip
+                           references=self.references, rescore=rescore)  # fmt: skip
             return r.ids, r.hypotheses, r.lengths, r.references
 
         return decode_shard(path, name, run, self.frame_shift, nbest=self.options.nbest)
