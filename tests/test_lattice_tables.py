@@ -77,6 +77,11 @@ def test_every_way_of_naming_an_archive_writes_and_reads_the_same(first_pass, tm
     ("ark,scp:{d}/x.ark", "two files"),
     ("ark,scp:{d}/x.ark,{d}/x.ark", "the same file"),
     ("ark,scp:{d}/x.ark.gz,{d}/x.scp", "gzip-compressed"),
+    ("t,ark:{d}/x.ark", "text archives"),  # (Kaldi takes the options in any order)
+    ("ark:", "pipes and standard output"),  # (Kaldi: "" is standard output)
+    ("ark:  ", "pipes and standard output"),
+    ("", "names no file"),
+    ("-", "standard output is not written"),
 ])  # fmt: skip
 def test_what_cannot_be_written_is_refused_before_anything_is(first_pass, tmp_path, spec,
                                                               refusal):  # fmt: skip
@@ -178,3 +183,51 @@ def test_decode_and_rescore_take_kaldi_specifiers(first_pass, tmp_path, capsys):
     assert main(["rescore", f"scp:{tmp_path}/l.scp", *rescore, "--out",
                  f"ark:{tmp_path}/l.ark"]) == 2  # (the archive the script names) # fmt: skip
     assert "would overwrite the input" in capsys.readouterr().err
+
+
+def test_an_archive_and_its_script_as_one_file_through_links_are_refused(first_pass, tmp_path):
+    """ark,scp:out.ark,link.scp with link.scp -> out.ark: both would be written through to one
+    file (both temporaries the same, the archive's emptied under it); refused before the work,
+    out.ark as it was."""
+    _, _, _, lats = first_pass
+    (tmp_path / "out.ark").write_bytes(b"old")
+    (tmp_path / "link.scp").symlink_to("out.ark")
+    (tmp_path / "d").mkdir()
+    (tmp_path / "e").symlink_to("d")
+    for spec in (f"ark,scp:{tmp_path}/out.ark,{tmp_path}/link.scp",
+                 f"ark,scp:{tmp_path}/d/x.ark,{tmp_path}/e/x.ark"):  # fmt: skip
+        with pytest.raises(OptionsError, match="the same file"):
+            check_archive_path(spec, [], "--out")
+        with pytest.raises(OptionsError, match="the same file"):
+            write_kaldi_archive({"u": lats[0]}, spec)
+    assert (tmp_path / "out.ark").read_bytes() == b"old"
+    assert sorted(os.listdir(tmp_path)) == ["d", "e", "link.scp", "out.ark"]
+    assert not os.listdir(tmp_path / "d")
+
+
+def test_options_before_ark_or_scp_are_taken_in_any_order(first_pass, tmp_path, monkeypatch):
+    """Kaldi takes b,ark: as ark,b: (not a file named 'b,ark:x.ark'); an ark,scp: rspecifier is
+    refused, as Kaldi refuses it, with what to give instead."""
+    _, _, _, lats = first_pass
+    monkeypatch.chdir(tmp_path)
+    table = {"u1": lats[0], "u2": lats[1]}
+    write_kaldi_archive(table, "b,ark:x.ark")
+    write_kaldi_archive(table, "f,ark,scp:y.ark,y.scp")
+    assert sorted(os.listdir(tmp_path)) == ["x.ark", "y.ark", "y.scp"]
+    want = _signature(read_kaldi_archive("x.ark", keep_compact=True))
+    for spec in ("b,ark:x.ark", "t,ark:y.ark", "ns,scp:y.scp"):
+        assert _signature(read_kaldi_archive(spec, keep_compact=True)) == want
+    with pytest.raises(InputFileError, match="read ark:FILE or scp:SCRIPT"):
+        read_kaldi_archive("ark,scp:y.ark,y.scp")
+
+
+def test_the_archive_is_renamed_into_place_before_its_script(first_pass, tmp_path, monkeypatch):
+    """A crash between the two renames leaves the new archive under the old script (whose
+    offsets fail clearly), never a new script pointing into the old archive."""
+    import wfstdecode.safe_io as safe_io
+
+    _, _, _, lats = first_pass
+    renamed, replace = [], os.replace
+    monkeypatch.setattr(safe_io.os, "replace", lambda a, b: (renamed.append(b), replace(a, b)))
+    write_kaldi_archive({"u": lats[0]}, f"ark,scp:{tmp_path}/a.ark,{tmp_path}/a.scp")
+    assert [os.path.basename(p) for p in renamed] == ["a.ark", "a.scp"]

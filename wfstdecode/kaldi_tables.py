@@ -10,11 +10,12 @@ Read (an rspecifier, or a file told by its suffix):
   the current directory, as Kaldi does.
 
 Write (a wspecifier): ``ark:PATH`` (or a plain path), or ``ark,scp:PATH,SCRIPT`` for an archive
-and its script. Options before the colon (``ark,s,cs:``, ``ark,b:``) are accepted where they
-change nothing here; text output (``ark,t:``) is refused, entries are written in binary. Pipes
-(``ark:cmd |``, ``ark:-``) and row ranges (``FILE:OFFSET[0:9]``) are refused: tables are files
-here. Errors are `InputFileError` (reading: the file, the entry, its byte or the script's line)
-or `OptionsError` (a specifier that cannot be written).
+and its script. Options before the colon (``ark,s,cs:``, ``ark,b:``; in any order, as Kaldi
+takes them: ``b,ark:``) are accepted where they change nothing here; text output (``ark,t:``)
+is refused, entries are written in binary. Pipes (``ark:cmd |``, ``ark:-``, ``ark:``) and row
+ranges (``FILE:OFFSET[0:9]``) are refused: tables are files here. Errors are `InputFileError`
+(reading: the file, the entry, its byte or the script's line) or `OptionsError` (a specifier
+that cannot be written).
 """
 
 from __future__ import annotations
@@ -37,8 +38,10 @@ __all__ = [
     "written_files",
 ]
 
-_SPECIFIER = re.compile(r"^(ark|scp)((?:,[a-z]+)*):(.*)$", re.DOTALL)
+# options before the colon, in any order, one of them ark or scp (Kaldi's own also take b,ark:)
+_SPECIFIER = re.compile(r"^((?:[a-z]+,)*(?:ark|scp)(?:,[a-z]+)*):(.*)$", re.DOTALL)
 _GZIP_MAGIC = b"\x1f\x8b"
+_ASCII_SPACE = re.compile(rb"[ \t\n\r\v\f]")  # what bytes.isspace() is
 _PIPE_HINT = ("pipes and standard input are not read: write the table to a file (ark:out.ark) "
               "and give that; a gzip-compressed archive (lat.1.gz) is read as it is")  # fmt: skip
 
@@ -103,9 +106,14 @@ def written_files(spec: str | os.PathLike, option: str) -> tuple[str, str | None
     text = os.fspath(spec)
     match = _SPECIFIER.match(text)
     if not match:
+        if not text.strip():
+            raise OptionsError(f"{option} {text!r}: names no file; give the archive's file name")
+        if text.strip() == "-":
+            raise OptionsError(f"{option} -: standard output is not written: give a file (the "
+                               "archive is written whole, then renamed into place)")  # fmt: skip
         return text, None
-    kinds = {match.group(1), *filter(None, match.group(2).split(","))}
-    paths = match.group(3)
+    kinds = set(match.group(1).split(","))
+    paths = match.group(2)
     if "t" in kinds:
         raise OptionsError(f"{option} {text}: text archives (,t) are not written; the archive "
                            "is binary (Kaldi's copy tools print it as text: ark,t:-)")  # fmt: skip
@@ -119,15 +127,16 @@ def written_files(spec: str | os.PathLike, option: str) -> tuple[str, str | None
                                "the script's: ark,scp:FILE.ark,FILE.scp")  # fmt: skip
     else:
         archive, script = paths, None
-    for path in filter(None, (archive, script)):
-        if path.strip() == "-" or path.lstrip().startswith("|") or path.rstrip().endswith("|"):
+    for path in (archive,) if script is None else (archive, script):
+        path = path.strip()  # (Kaldi writes "" to standard output, as "-")
+        if path in ("", "-") or path.startswith("|") or path.endswith("|"):
             raise OptionsError(f"{option} {text}: pipes and standard output are not written: "
                                "give a file (the archive is written whole, then renamed into "
                                "place)")  # fmt: skip
     if script is not None and archive.endswith(".gz"):
         raise OptionsError(f"{option} {text}: a script's byte offsets cannot point into a "
                            "gzip-compressed archive; leave out ,scp or .gz")  # fmt: skip
-    if script is not None and os.path.abspath(script) == os.path.abspath(archive):
+    if script is not None and os.path.realpath(script) == os.path.realpath(archive):
         raise OptionsError(f"{option} {text}: the archive and the script are the same file")
     return archive, script
 
@@ -141,9 +150,8 @@ def archive_key(raw, pos: int, path, seen, what: str) -> tuple[str, int] | None:
         pos += 1
     if pos == len(raw):
         return None
-    end = pos
-    while end < len(raw) and not raw[end : end + 1].isspace():
-        end += 1
+    space = _ASCII_SPACE.search(raw, pos)  # (a corrupt archive's megabytes: not byte by byte)
+    end = len(raw) if space is None else space.start()
     after = raw[end : end + 1]  # Kaldi's reader takes ' ' or a tab (consumed), or a newline
     if after not in (b" ", b"\t", b"\n"):  # (left: a text object may follow it)
         raise InputFileError(path, None, f"byte {pos}: expected 'KEY ' and {what} (a Kaldi "
@@ -162,9 +170,13 @@ def archive_key(raw, pos: int, path, seen, what: str) -> tuple[str, int] | None:
 def _read_specifier(spec: str) -> tuple[str, str]:
     """``("ark" | "scp", path)``; pipes and standard input refused."""
     match = _SPECIFIER.match(spec)
-    kind, path = (match.group(1), match.group(3)) if match else (None, spec)
-    if kind is None:
-        kind = "scp" if Path(spec).suffix.lower() == ".scp" else "ark"
+    kinds, path = (set(match.group(1).split(",")), match.group(2)) if match else (set(), spec)
+    if {"ark", "scp"} <= kinds:
+        raise InputFileError(spec, None, "ark,scp: names an archive and its script to write; "
+                                         "read ark:FILE or scp:SCRIPT")  # fmt: skip
+    if not kinds:
+        kinds = {"scp" if Path(spec).suffix.lower() == ".scp" else "ark"}
+    kind = "scp" if "scp" in kinds else "ark"
     if path.strip() in ("", "-") or path.rstrip().endswith("|"):
         raise InputFileError(spec, None, _PIPE_HINT)
     return kind, path
@@ -220,7 +232,7 @@ def _script_lines(path: str):
             raise InputFileError(path, line_no, f"{target!r}: row and column ranges are not "
                                                 "read; give whole entries")  # fmt: skip
         file, colon, offset = target.rpartition(":")
-        if colon and offset.isdigit():
+        if colon and offset.isascii() and offset.isdigit():  # (Kaldi's: ASCII digits; not '²')
             yield line_no, key, file, int(offset)
         else:
             yield line_no, key, target, 0

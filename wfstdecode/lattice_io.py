@@ -46,14 +46,17 @@ def write_kaldi_archive(lattices, path: str | os.PathLike | io.BufferedIOBase) -
         _write_entries(lattices, path)
         return
     archive, script = written_files(path, "the lattice archive")
-    with contextlib.ExitStack() as files:  # (both renamed into place only when both are whole)
+    with contextlib.ExitStack() as files:  # (renamed into place only when both are whole)
+        # the script's file is made first so that it is renamed last: never a new script over
+        # the old archive
+        script_file = None if script is None else files.enter_context(replacing(script))
         f = files.enter_context(replacing(archive))
         if archive.endswith(".gz"):
             f = files.enter_context(gzip.GzipFile("", "wb", fileobj=f, mtime=0))
         offsets = _write_entries(lattices, f)
-        if script is not None:
+        if script_file is not None:
             lines = "".join(f"{key} {archive}:{at}\n" for key, at in offsets.items())
-            files.enter_context(replacing(script)).write(lines.encode())
+            script_file.write(lines.encode())
 
 
 def _write_entries(lattices, f) -> dict[str, int]:

@@ -49,7 +49,8 @@ def test_every_matrix_kind_reads_as_kaldi_reads_it(tmp_path, seed):
             for key, m in matrices.items():
                 w.write(key, m, getattr(kio.CompressionMethod, method))
         want = _kaldi_reads(f"ark:{ark}")
-        for spec in (ark, f"ark:{ark}", scp, f"scp:{scp}", f"scp,s,cs:{scp}"):
+        for spec in (ark, f"ark:{ark}", scp, f"scp:{scp}", f"scp,s,cs:{scp}", f"b,ark:{ark}",
+                     f"ns,t,scp:{scp}"):  # (options in any order, as Kaldi takes them) # fmt: skip
             _same(read_kaldi_matrices(spec), want)
     for writer, spec, double in ((kio.FloatMatrixWriter, "ark", False),
                                  (kio.FloatMatrixWriter, "ark,t", False),
@@ -134,6 +135,8 @@ def test_bad_archives_are_named_by_entry_and_byte(tmp_path, content, says):
         ("a m.ark:2\na m.ark:2", r"m.scp:2: the key 'a' appears twice"),
         ("a m.ark:999", r"m.scp:1: offset 999 is beyond the end of .*m.ark \(21 bytes\)"),
         ("a none.ark:0", r"m.scp:1: .*none.ark: cannot read"),
+        ("a m.ark:\u00b2", r"m.scp:1: .*m.ark:\u00b2: cannot read"),  # (an offset: ASCII digits)
+        ("a m.ark:\u0662", r"m.scp:1: .*m.ark:\u0662: cannot read"),
     ],
 )  # fmt: skip
 def test_bad_scripts_are_named_by_line(tmp_path, monkeypatch, script, says):
@@ -142,6 +145,7 @@ def test_bad_scripts_are_named_by_line(tmp_path, monkeypatch, script, says):
     (tmp_path / "m.scp").write_text(script + "\n")
     with pytest.raises(InputFileError, match=says):
         read_kaldi_matrices("m.scp")
+    table_files("scp:m.scp")  # (what it cannot read is the read's to say)
 
 
 @pytest.mark.parametrize("spec", ["ark:-", "ark:nnet3-compute ... |", "scp:"])
