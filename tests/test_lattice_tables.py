@@ -82,6 +82,7 @@ def test_every_way_of_naming_an_archive_writes_and_reads_the_same(first_pass, tm
     ("ark:  ", "pipes and standard output"),
     ("", "names no file"),
     ("-", "standard output is not written"),
+    ("ark,scp: {d}/x.ark,{d}/x.scp", "begins or ends with a space"),
 ])  # fmt: skip
 def test_what_cannot_be_written_is_refused_before_anything_is(first_pass, tmp_path, spec,
                                                               refusal):  # fmt: skip
@@ -143,7 +144,7 @@ def test_gzip_compressed_matrix_archives_are_read(tmp_path):
         + m.shape[1].to_bytes(4, "little") + m.tobytes() for k, m in mats.items()
     )  # fmt: skip
     (tmp_path / "m.ark.gz").write_bytes(gzip.compress(raw))
-    assert is_kaldi_table(tmp_path / "m.ark.gz")
+    assert is_kaldi_table(tmp_path / "m.ark.gz") and is_kaldi_table("feats.1.gz")
     read = read_kaldi_matrices(tmp_path / "m.ark.gz")
     assert list(read) == ["a", "b"] and all(np.array_equal(read[k], mats[k]) for k in mats)
 

@@ -47,10 +47,10 @@ _PIPE_HINT = ("pipes and standard input are not read: write the table to a file 
 
 
 def is_kaldi_table(spec: str | os.PathLike) -> bool:
-    """Whether ``spec`` names a Kaldi table (``ark:``/``scp:``, or a ``.ark``, ``.ark.gz`` or
-    ``.scp`` file)."""
+    """Whether ``spec`` names a Kaldi table (``ark:``/``scp:``, or a ``.ark``, ``.scp`` or
+    gzip-compressed ``.gz`` file: Kaldi's ``lat.1.gz``)."""
     text = os.fspath(spec)
-    return bool(_SPECIFIER.match(text)) or text.lower().endswith((".ark", ".ark.gz", ".scp"))
+    return bool(_SPECIFIER.match(text)) or text.lower().endswith((".ark", ".gz", ".scp"))
 
 
 def table_files(spec: str | os.PathLike) -> list[str]:
@@ -128,11 +128,14 @@ def written_files(spec: str | os.PathLike, option: str) -> tuple[str, str | None
     else:
         archive, script = paths, None
     for path in (archive,) if script is None else (archive, script):
-        path = path.strip()  # (Kaldi writes "" to standard output, as "-")
-        if path in ("", "-") or path.startswith("|") or path.endswith("|"):
+        stripped = path.strip()  # (Kaldi writes "" to standard output, as "-")
+        if stripped in ("", "-") or stripped.startswith("|") or stripped.endswith("|"):
             raise OptionsError(f"{option} {text}: pipes and standard output are not written: "
                                "give a file (the archive is written whole, then renamed into "
                                "place)")  # fmt: skip
+        if stripped != path:  # (a script's reader strips its file names: it would not read back)
+            raise OptionsError(f"{option} {text}: the file name {path!r} begins or ends with "
+                               "a space")  # fmt: skip
     if script is not None and archive.endswith(".gz"):
         raise OptionsError(f"{option} {text}: a script's byte offsets cannot point into a "
                            "gzip-compressed archive; leave out ,scp or .gz")  # fmt: skip
