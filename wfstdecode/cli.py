@@ -485,6 +485,7 @@ def make_parser() -> argparse.ArgumentParser:
 
     add_decode_options(p, dataclasses.asdict(SPEECH_OPTIONS), given_only=True)
     add_boost_arguments(p)
+    add_rescoring_arguments(p, " (default without --graph: the shipped graph's LM)")
     p.add_argument("--json", action="store_true", help="JSON lines with word times")
     p.add_argument("--backend", default="auto", choices=("auto", "reference", "cpu", "cuda"))
     p.set_defaults(func=transcribe_command)

@@ -12,8 +12,9 @@ from .cli_common import escaped_id
 from .errors import WfstDecodeError
 
 
-def add_rescoring_arguments(p: argparse.ArgumentParser) -> None:
-    """``decode``'s options that rescore its lattices."""
+def add_rescoring_arguments(p: argparse.ArgumentParser, first_pass_default: str = "") -> None:
+    """``decode``'s options that rescore its lattices (``first_pass_default``: what
+    --first-pass-lm's help adds, after a space)."""
     p.add_argument("--rescore-lm", type=Path, metavar="ARPA",
                    help="rescore each lattice (--lattice-beam) with this n-gram LM in place "
                         "of --first-pass-lm (the graph's); prints the rescored n-best")  # fmt: skip
@@ -21,7 +22,7 @@ def add_rescoring_arguments(p: argparse.ArgumentParser) -> None:
         "--first-pass-lm",
         type=Path,
         metavar="ARPA",
-        help="the ARPA the graph was built from (its scores are taken out)",
+        help=f"the ARPA the graph was built from (its scores are taken out){first_pass_default}",
     )
     p.add_argument("--lm-scale", type=float,  # (None: given or not, `rescoring` can tell)
                    help="scale of the --rescore-lm costs (default 1)")  # fmt: skip

@@ -57,17 +57,32 @@ def transcribe_command(args: argparse.Namespace) -> int:
     given = {n: v for n in DECODE_OPTIONS if (v := getattr(args, n)) is not None}
     options = CtcBeamOptions(**{**defaults, **given})
     boosts = boosts_of(args)
+    rescoring_given = (args.rescore_lm, args.first_pass_lm, args.lm_scale, args.rescore_beam)
     if args.transducer:  # (refused before the phone model loads)
         ctc_given = [n for n in DECODE_OPTIONS if n != "nbest" and getattr(args, n) is not None]
-        if args.graph or boosts or ctc_given or args.backend != "auto":  # (refused, not ignored)
+        if (
+            args.graph
+            or boosts
+            or ctc_given
+            or args.backend != "auto"
+            or any(v is not None for v in rescoring_given)
+        ):  # (refused, not ignored)
             raise WfstDecodeError("--transducer decodes without a graph: --graph, --boost, "
-                                  "--backend and the CTC search options do not "
+                                  "--backend, --rescore-lm and the CTC search options do not "
                                   "apply")  # fmt: skip
         beam = transducer_beam_options(args, 1 if args.nbest is None else args.nbest)
     elif flags := transducer_flags_given(args):
         raise WfstDecodeError(f"{', '.join(flags)}: the transducer beam search's (with "
                               "--transducer); the graph search's width is --beam / "
                               "--max-active")  # fmt: skip
+    rescore = None
+    if not args.transducer:
+        from .cli_rescore import rescoring
+        from .speech.graph import SHIPPED_LM
+
+        if args.rescore_lm is not None and args.first_pass_lm is None and not args.graph:
+            args.first_pass_lm = SHIPPED_LM  # the shipped graph's own
+        rescore = None if (files := rescoring(args)) is None else files.load()  # (LMs read)
     model = HamaPhoneModel()
     unreadable: list[InputFileError] = []  # files left out, said as they come and counted
 
@@ -83,7 +98,7 @@ def transcribe_command(args: argparse.Namespace) -> int:
         graph = DecodingGraph.load(args.graph) if args.graph else None
         frame_seconds = model.frame_seconds
         results = iter_transcribe(args.audio, graph, options, backend=args.backend, model=model,
-                                  boosts=boosts, on_error=report)  # fmt: skip
+                                  boosts=boosts, on_error=report, rescore=rescore)  # fmt: skip
     ranked = (args.nbest or 1) > 1  # as decode: every line ranked, one hypothesis or several
     for path, hyps in results:
         for rank, hyp in enumerate(hyps):

@@ -96,7 +96,7 @@ def test_boosts_with_a_transducer_are_refused_by_the_api():
     from wfstdecode.speech.transcribe import iter_transcribe
 
     for kind in ("rnnt", "tdt"):
-        with pytest.raises(DecodeInputError, match="boosts apply to the graph search"):
+        with pytest.raises(DecodeInputError, match="boosts and rescoring apply"):
             list(iter_transcribe(["a.wav"], kind=kind, boosts={"hello": 2.0}))
 
 
@@ -329,3 +329,83 @@ def test_transcribe_transducer_refuses_a_backend_rather_than_ignore_it(backend, 
     code, out = _cli(["transcribe", "--transducer", "rnnt", "--backend", backend, "x.wav"])
     assert code == 2 and not out
     assert "--backend" in capsys.readouterr().err
+
+
+def test_transcribe_cli_rescores_lattices_with_a_larger_lm(tmp_path, capsys):
+    """--rescore-lm (with --lattice-beam and, on a graph of one's own, --first-pass-lm): the
+    lines are `transcribe`'s with the same `LmRescoring`; what rescoring cannot do is refused
+    before the phone model loads."""
+    pytest.importorskip("hama", reason="the speech tests need PyPI hama")
+    import dataclasses
+
+    from wfstdecode import DecodingGraph
+    from wfstdecode.rescore import LmRescoring
+    from wfstdecode.speech.graph import speech_graph_dir
+    from wfstdecode.speech.transcribe import SPEECH_OPTIONS, transcribe
+    from wfstdecode.testing.lm import random_arpa
+    from wfstdecode.testing.speech import tiny_speech_data
+
+    data = tmp_path / "data"
+    tiny_speech_data(data)
+    graph_dir = speech_graph_dir(tmp_path / "cache", verbose=False, data=data)
+    new = tmp_path / "new.arpa"
+    new.write_text(random_arpa(["he", "was", "not", "a", "man"], order=2, seed=3, density=1.0))
+    common = ["transcribe", "--graph", str(graph_dir), "--nbest", "2", "--lattice-beam", "8",
+              "--backend", "reference", "--json", str(_clip())]  # fmt: skip
+    code, out = _cli([*common, "--rescore-lm", str(new), "--first-pass-lm",
+                      str(data / "lm.arpa.gz")])  # fmt: skip
+    assert code == 0
+    options = dataclasses.replace(SPEECH_OPTIONS, nbest=2, lattice_beam=8.0)
+    graph = DecodingGraph.load(graph_dir)
+    rescoring = LmRescoring(str(new), str(data / "lm.arpa.gz"))
+    (hyps,) = transcribe([_clip()], graph, options, backend="reference", rescore=rescoring)
+    (plain,) = transcribe([_clip()], graph, options, backend="reference")
+    records = [json.loads(line) for line in out.splitlines()]
+    assert [(r["text"], r["score"]) for r in records] == [(h.text, round(h.score, 3)) for h in hyps]
+    assert [h.score for h in hyps] != [h.score for h in plain]  # the new LM's scores
+    for extra, says in ((["--rescore-lm", str(new)], "--first-pass-lm"),  # (a graph of one's own)
+                        (["--lm-scale", "0.5"], "--rescore-lm")):  # fmt: skip
+        capsys.readouterr()
+        assert _cli([*common, *extra])[0] == 2 and says in capsys.readouterr().err
+    assert _cli(["transcribe", "--transducer", "rnnt", "--rescore-lm", str(new), "x.wav"])[0] == 2
+
+
+def test_transcribe_rescoring_takes_the_shipped_graphs_lm_as_its_first_pass(monkeypatch, tmp_path):
+    """Without --graph the first pass is the shipped graph, built from `SHIPPED_LM`: that is
+    what rescoring subtracts unless --first-pass-lm says otherwise."""
+    import importlib
+
+    from wfstdecode.speech import phone_model
+    from wfstdecode.speech.graph import SHIPPED_LM
+    from wfstdecode.testing.lm import random_arpa
+
+    seen = {}
+    monkeypatch.setattr(phone_model, "HamaPhoneModel", lambda: types.SimpleNamespace(
+        frame_seconds=0.02))  # fmt: skip
+    monkeypatch.setattr(importlib.import_module("wfstdecode.speech.transcribe"), "iter_transcribe",
+                        lambda *a, **kw: seen.update(kw) or iter(()))  # fmt: skip
+    new = tmp_path / "new.arpa"
+    new.write_text(random_arpa(["he", "was"], order=2, seed=3, density=1.0))
+    code, _ = _cli(["transcribe", "--lattice-beam", "8", "--rescore-lm", str(new), "x.wav"])
+    assert code == 0
+    assert Path(seen["rescore"].old_lm.path) == SHIPPED_LM
+    assert Path(seen["rescore"].new_lm.path) == new
+
+
+def test_rescoring_with_words_the_shipped_graph_lacks_is_refused(monkeypatch, tmp_path):
+    """Boosted words the shipped graph lacks switch it to its oov-slot variant, which rescoring
+    cannot score: said at once, naming the words, not after the phone model ran."""
+    from wfstdecode.rescore import LmRescoring
+    from wfstdecode.speech import graph as speech_graph
+    from wfstdecode.speech.transcribe import iter_transcribe
+    from wfstdecode.testing.lm import random_arpa
+
+    g = types.SimpleNamespace(words=SymbolTable.from_list(["<eps>", "he", "was"]), metadata={})
+    monkeypatch.setattr(speech_graph, "load_speech_graph", lambda **kw: g)
+    monkeypatch.setattr("wfstdecode.ctc.search.output_words", lambda graph: {"he", "was"})
+    lm = tmp_path / "lm.arpa"
+    lm.write_text(random_arpa(["he", "was"], order=1, seed=0, density=1.0))
+    found = iter_transcribe(["x.wav"], model=object(), boosts={"zyx he": 2.0},
+                            rescore=LmRescoring(str(lm), str(lm)))  # fmt: skip
+    with pytest.raises(DecodeInputError, match="zyx: boosted words the shipped graph lacks"):
+        next(found)

@@ -20,6 +20,7 @@ from .phone_model import WORD_BOUNDARY
 
 DATA = Path(str(files("wfstdecode") / "data" / "speech"))
 CLIPS = DATA / "clips"
+SHIPPED_LM = DATA / "lm.arpa.gz"  # the shipped graph's LM: its first pass, for rescoring
 TOPOLOGY = "compact"
 _INPUTS = ("tokens.txt", "lexicon.txt.gz", "lm.arpa.gz")
 _RECIPE = f"phones_hama/{TOPOLOGY}/separator={WORD_BOUNDARY}/v1"

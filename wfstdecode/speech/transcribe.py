@@ -26,6 +26,7 @@ def transcribe(
     backend: str = "auto",
     model: HamaPhoneModel | None = None,
     boosts=None,
+    rescore=None,
 ) -> list[list[Hypothesis]]:
     """Decode audio files; one list of hypotheses (best first, ``options.nbest``) per file.
 
@@ -35,15 +36,20 @@ def transcribe(
             (hotwords: contact names, jargon). Words the graph lacks are pronounced by hama's
             G2P and decoded through its oov slot: with the shipped graph, through its variant
             with a slot (built on first use, `speech_graph_dir`).
+    rescore: `wfstdecode.rescore.LmRescoring` of each lattice (``options.lattice_beam``) with a
+            larger LM, as `decode_ctc` takes it (the shipped graph's first-pass LM:
+            `wfstdecode.speech.graph.SHIPPED_LM`); not with boosted words the graph lacks
+            (their oov slot is no n-gram word).
     A file that cannot be read raises `InputFileError` naming it.
     """
-    found = iter_transcribe(paths, graph, options, backend=backend, model=model, boosts=boosts)
+    found = iter_transcribe(paths, graph, options, backend=backend, model=model, boosts=boosts,
+                            rescore=rescore)  # fmt: skip
     return [hyps for _, hyps in found]
 
 
 def iter_transcribe(
     paths, graph=None, options=None, *, backend="auto", model=None, kind=None, beam=None,
-    boosts=None, on_error=None,
+    boosts=None, on_error=None, rescore=None,
 ):  # fmt: skip
     """``(path, hypotheses)`` per file as each batch of `BATCH` files is decoded, so memory
     holds one batch's log-probs; ``boosts``: one ``phrase -> bonus`` mapping for every file
@@ -53,14 +59,20 @@ def iter_transcribe(
     while the others are decoded."""
     from .graph import load_speech_graph
 
-    if kind is not None and boosts:
-        raise DecodeInputError("boosts apply to the graph search, not to the transducer")
+    if kind is not None and (boosts or rescore is not None):
+        raise DecodeInputError("boosts and rescoring apply to the graph search, not to the "
+                               "transducer")  # fmt: skip
     model = model or HamaPhoneModel()
     oov_lexicon = None
     if kind is None:
         if graph is None:
             graph = load_speech_graph()
-            if _unknown_words(boosts, graph):
+            if (unknown := _unknown_words(boosts, graph)) and rescore is not None:
+                raise DecodeInputError(f"{', '.join(unknown)}: boosted words the shipped graph "
+                                       "lacks are spelled through an oov slot, which rescoring "
+                                       "cannot score; leave out the rescoring or those "
+                                       "boosts")  # fmt: skip
+            if unknown:
                 graph = load_speech_graph(oov_slot=True)
         oov_lexicon = _pronounced(_unknown_words(boosts, graph), graph)
     paths = list(paths)
@@ -79,7 +91,8 @@ def iter_transcribe(
             continue
         if kind is None:
             results = decode_log_probs(rows, graph, options, backend=backend, model=model,
-                                       boosts=boosts, oov_lexicon=oov_lexicon)  # fmt: skip
+                                       boosts=boosts, oov_lexicon=oov_lexicon,
+                                       rescore=rescore)  # fmt: skip
         else:
             results = _decode_transducer(rows, kind, len(model.tokens), beam)
         yield from zip(batch, results, strict=True)
@@ -107,10 +120,10 @@ def _pronounced(words: list[str], graph) -> dict | None:
 
 
 def decode_log_probs(rows, graph, options=None, *, backend="auto", model=None, boosts=None,
-                     oov_lexicon=None):  # fmt: skip
+                     oov_lexicon=None, rescore=None):  # fmt: skip
     """`transcribe` after the phone model: a list of (T, V) log-prob arrays; ``boosts`` one
     ``phrase -> bonus`` mapping for all (`decode_ctc`), ``oov_lexicon`` the pronunciations of
-    boosted words the graph lacks."""
+    boosted words the graph lacks, ``rescore`` an `LmRescoring` of the lattices."""
     if not rows:
         return []
     num_tokens = len(model.tokens) if model is not None else rows[0].shape[1]
@@ -123,7 +136,7 @@ def decode_log_probs(rows, graph, options=None, *, backend="auto", model=None, b
     for lo in range(0, len(rows), BATCH):
         log_probs, lengths = pad_log_probs(rows[lo : lo + BATCH], num_tokens)
         out += decode_ctc(log_probs, lengths, graph, options or SPEECH_OPTIONS, boosts,
-                          backend=backend, oov_lexicon=oov_lexicon)  # fmt: skip
+                          backend=backend, oov_lexicon=oov_lexicon, rescore=rescore)  # fmt: skip
     return out
 
 
