@@ -22,6 +22,7 @@ from .cli_common import (
     add_transducer_beam_arguments,
     boosts_of,
     escaped_id,
+    lattices_written,
     oov_lexicon_of,
     transducer_beam_options,
     transducer_flags_given,
@@ -257,11 +258,11 @@ def decode_corpus_command(args: argparse.Namespace) -> int:
         ctc_given = [n for n in DECODE_OPTIONS if n != "nbest" and getattr(args, n) is not None]
         rescoring_given = (args.rescore_lm, args.first_pass_lm, args.lm_scale, args.rescore_beam)
         if (ctc_given or args.boost or args.boost_file or args.oov_lexicon or args.backend != "cpu"
-                or args.no_mmap or args.text
+                or args.no_mmap or args.text or args.lattices
                 or any(v is not None for v in rescoring_given)):  # fmt: skip
             raise WfstDecodeError("--transducer decodes without a graph: --beam, --boost, "
-                                  "--backend, --no-mmap, --text, --rescore-lm and the like do "
-                                  "not apply")  # fmt: skip
+                                  "--backend, --no-mmap, --text, --rescore-lm, --lattices and "
+                                  "the like do not apply")  # fmt: skip
         nbest = 1 if args.nbest is None else args.nbest
         decoder = TransducerCorpusDecoder(args.transducer, transducer_beam_options(args, nbest),
                                           args.threads_per_worker, args.frame_shift)  # fmt: skip
@@ -277,7 +278,7 @@ def decode_corpus_command(args: argparse.Namespace) -> int:
             backend=args.backend, num_threads=args.threads_per_worker, mmap=not args.no_mmap,
             frame_shift=args.frame_shift, oov_lexicon=oov_lexicon_of(args),
             references=None if args.text is None else read_reference_texts(args.text),
-            rescoring=rescoring(args),
+            rescoring=rescoring(args), lattices=lattices_written(args),
         )  # fmt: skip
     summary = decode_corpus(
         args.manifest, args.out, decoder, workers=args.workers, executor=args.executor,
@@ -429,6 +430,13 @@ def make_parser() -> argparse.ArgumentParser:
                    help="pronunciations of boosted words the graph lacks, 'word tok1 tok2 …' "
                         "per line (a graph built with --oov-slot)")  # fmt: skip
     add_rescoring_arguments(p)
+    p.add_argument("--lattices", action="store_true",
+                   help="also write each shard's lattices (--lattice-beam; rescored with "
+                        "--rescore-lm) as OUT/NAME.lat.gz, a gzip-compressed Kaldi archive of "
+                        "CompactLattices determinized on words, as Kaldi's lat.N.gz")  # fmt: skip
+    p.add_argument("--determinize-lattice", action=argparse.BooleanOptionalAction,
+                   help="--no-determinize-lattice: --lattices writes state-level Lattices "
+                        "(default: determinized)")  # fmt: skip
     p.add_argument("--backend", default="cpu", choices=("cpu", "cuda", "reference"),
                    help="cuda: one GPU per worker")  # fmt: skip
     p.add_argument("--executor", default="auto", choices=("auto", "ray", "local"),

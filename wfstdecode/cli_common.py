@@ -174,3 +174,15 @@ def add_transducer_beam_arguments(p: argparse.ArgumentParser, when: str = "") ->
     group.add_argument("--no-length-norm", action="store_true",
                        help="rank the final hypotheses by their whole score, not score per "
                             "token (NeMo's score_norm=False)")  # fmt: skip
+
+
+def lattices_written(args: argparse.Namespace) -> str | None:
+    """decode-corpus --lattices [--no-determinize-lattice]: `CtcCorpusDecoder.lattices`."""
+    if not args.lattices:
+        if args.determinize_lattice is not None:  # (refused, not ignored)
+            raise WfstDecodeError("--determinize-lattice / --no-determinize-lattice say how "
+                                  "--lattices writes the lattices: give --lattices")  # fmt: skip
+        return None
+    if args.lattice_beam is None:
+        raise WfstDecodeError("--lattices needs --lattice-beam BEAM (e.g. 8)")
+    return "state" if args.determinize_lattice is False else "determinized"

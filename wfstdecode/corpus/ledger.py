@@ -5,10 +5,12 @@ leaves every shard either finished (and provably so) or to be decoded again.
 (``force`` replaces it, and then every shard is decoded again). Per shard, ``OUT/NAME.jsonl`` is
 written to a temporary file, synced and renamed; then ``OUT/NAME.done.json`` records the input's
 size, mtime and SHA-256, the output's SHA-256, the config digest and the shard's counts, the same
-way. A shard is finished only when its done file matches the run's config, its output file's
-digest and its input (size and mtime, else the input's digest); anything else is decoded again
-and its output replaced. One run at a time holds ``OUT/.lock``. Only files this module wrote are
-ever replaced or removed (``run.json`` says the directory is one).
+way; a decoder that writes lattices (`ShardOutput.lattices`) has ``OUT/NAME.lat.gz`` written
+before the done record, which holds its SHA-256 too. A shard is finished only when its done file
+matches the run's config, its output files' digests and its input (size and mtime, else the
+input's digest); anything else is decoded again and its outputs replaced. One run at a time
+holds ``OUT/.lock``. Only files this module wrote are ever replaced or removed (``run.json``
+says the directory is one).
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ SUMMARY_FILE = "summary.json"
 LOCK_FILE = ".lock"
 OUTPUT_SUFFIX = ".jsonl"
 DONE_SUFFIX = ".done.json"
+LATTICES_SUFFIX = ".lat.gz"  # a gzip-compressed Kaldi archive, as Kaldi's lat.N.gz
 MARKER_KEY = "wfstdecode_corpus"  # in run.json: this directory is a corpus decode's output
 FORMAT_VERSION = 1
 
@@ -102,6 +105,9 @@ class OutputDir:
     def done_path(self, shard: Shard) -> Path:
         return self.path / f"{shard.name}{DONE_SUFFIX}"
 
+    def lattices_path(self, shard: Shard) -> Path:
+        return self.path / f"{shard.name}{LATTICES_SUFFIX}"
+
     def finished(self, shard: Shard, verify: bool = False) -> dict | None:
         """The done record of ``shard`` if its output is complete and was decoded from the
         shard's current contents with this run's config, else None. ``verify`` hashes every
@@ -114,6 +120,9 @@ class OutputDir:
             if record.get("config_sha256") != self.digest:
                 return None
             if file_sha256(self.output_path(shard)) != record["output_sha256"]:
+                return None
+            lattices = record.get("lattices_sha256")  # (the run's config says if it has them)
+            if lattices is not None and file_sha256(self.lattices_path(shard)) != lattices:
                 return None
             st = os.stat(shard.path)
             if not verify and (st.st_size, st.st_mtime_ns) == (
@@ -128,21 +137,27 @@ class OutputDir:
         """Remove what an earlier run wrote for ``shard`` (its done record first, then its
         output), before it is decoded again: if it now fails, no output of the input it had
         then stays beside a summary that lists it as failed."""
-        for path in (self.done_path(shard), self.output_path(shard)):
+        for path in (self.done_path(shard), self.output_path(shard), self.lattices_path(shard)):
             with contextlib.suppress(FileNotFoundError):
                 path.unlink()
 
     def write(self, shard: Shard, output: ShardOutput, attempts: int) -> dict:
-        """Write a decoded shard's output, then its done record; returns the record."""
+        """Write a decoded shard's output (and lattices), then its done record; returns the
+        record."""
         target = self.output_path(shard)
         target.parent.mkdir(parents=True, exist_ok=True)
         data = output.text.encode("utf-8")
         _write_atomically(target, data)
+        lattices = {}
+        if output.lattices is not None:
+            _write_atomically(self.lattices_path(shard), output.lattices)
+            lattices = {"lattices_sha256": hashlib.sha256(output.lattices).hexdigest()}
         record = {
             "shard": str(shard.path),
             "name": shard.name,
             "input": dataclasses.asdict(output.input),
             "output_sha256": hashlib.sha256(data).hexdigest(),
+            **lattices,
             "config_sha256": self.digest,
             "utterances": output.utterances,
             "frames": output.frames,

@@ -45,8 +45,9 @@ class InputId:
 
 @dataclass(frozen=True)
 class ShardOutput:
-    """A decoded shard: ``text`` its JSONL (one line per utterance, in the shard's order) and the
-    counts the summary adds up (``errors`` / ``ref_words`` when it has reference texts)."""
+    """A decoded shard: ``text`` its JSONL (one line per utterance, in the shard's order), the
+    counts the summary adds up (``errors`` / ``ref_words`` when it has reference texts), and
+    ``lattices``, a gzip-compressed Kaldi archive of its lattices when the decoder writes them."""
 
     text: str
     utterances: int
@@ -58,6 +59,7 @@ class ShardOutput:
     errors: int | None = None
     ref_words: int | None = None
     memory_mb: dict = field(default_factory=dict)  # `worker_memory` after the shard
+    lattices: bytes | None = None
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,12 @@ class CtcCorpusDecoder:
                  ids (an ``.npz`` without ``ids`` fails: its utterances have no names);
     rescoring:   `wfstdecode.rescore.RescoringFiles`: each lattice (``options.lattice_beam``)
                  rescored with a larger LM, which each worker reads once (as ``decode
-                 --rescore-lm``).
+                 --rescore-lm``);
+    lattices:    ``"determinized"`` or ``"state"``: each shard's lattices (rescored, with
+                 ``rescoring``) written beside its output as ``NAME.lat.gz``, a gzip-compressed
+                 Kaldi archive keyed by utterance id, of CompactLattices determinized on words
+                 or of state-level Lattices (as ``decode --write-lattices`` writes them;
+                 utterances whose search died have none).
     """
 
     graph: str
@@ -92,6 +99,7 @@ class CtcCorpusDecoder:
     oov_lexicon: Mapping | None = None
     references: Mapping[str, str] | None = None
     rescoring: object = None
+    lattices: str | None = None
     _graph_id: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self):
@@ -106,6 +114,11 @@ class CtcCorpusDecoder:
             raise OptionsError(f"frame_shift {problem}")
         # checked here, in the driver: else every shard fails in its worker (any backend's)
         int_at_least("CtcCorpusDecoder", "num_threads", self.num_threads, 1, allow_none=True)
+        if self.lattices not in (None, "determinized", "state"):
+            raise OptionsError("lattices must be None, 'determinized' or 'state'; got "
+                               f"{self.lattices!r}")  # fmt: skip
+        if self.lattices is not None and options.lattice_beam is None:
+            raise OptionsError("lattices are written with options.lattice_beam set")
         path = Path(self.graph)
         path = path / GRAPH_FILE if path.is_dir() else path
         object.__setattr__(self, "options", options)
@@ -172,8 +185,9 @@ class CtcCorpusDecoder:
             "frame_shift": self.frame_shift,
             "references_sha256": None if self.references is None else hashlib.sha256(
                 json.dumps(sorted(self.references.items())).encode()).hexdigest(),
-            # (only when set: runs written before rescoring existed keep their config)
+            # (only when set: runs written before these existed keep their config)
             **({} if self.rescoring is None else {"rescoring": self.rescoring.config()}),
+            **({} if self.lattices is None else {"lattices": self.lattices}),
         }  # fmt: skip
 
     shard_suffixes: ClassVar[tuple[str, ...]] = (".npz", ".ark")
@@ -193,16 +207,46 @@ class CtcCorpusDecoder:
         # handed to the reference or cuda backend they failed every shard
         threads = self.num_threads if self.backend in ("cpu", "auto") else None
 
+        found = {}
+
         def run(path):
             if self.references is not None and not _has_ids(path):
                 raise InputFileError(path, None, "has no 'ids': the reference texts name "
                                                  "utterances by id")  # fmt: skip
             r = decode_npz(path, graph, self.options, self.boosts, backend=self.backend,
                            num_threads=threads, oov_lexicon=self.oov_lexicon,
-                           references=self.references, rescore=rescore)  # fmt: skip
+                           references=self.references, rescore=rescore,
+                           lattices=self.lattices is not None)  # fmt: skip
+            found["lattices"] = r.lattices
             return r.ids, r.hypotheses, r.lengths, r.references
 
-        return decode_shard(path, name, run, self.frame_shift, nbest=self.options.nbest)
+        output = decode_shard(path, name, run, self.frame_shift, nbest=self.options.nbest)
+        if self.lattices is None:
+            return output
+        ids = [r["id"] for r in map(json.loads, output.text.splitlines())]  # (as the lines say)
+        return dataclasses.replace(output, lattices=self._archive(ids, found["lattices"]))
+
+    def _archive(self, ids: list[str], lattices: list) -> bytes:
+        """The gzip-compressed Kaldi archive of a shard's lattices (those whose search lived)."""
+        import gzip
+        import io
+
+        from ..lattice_io import write_kaldi_archive
+
+        kept = {u: lat for u, lat in zip(ids, lattices, strict=True) if lat}
+        if self.lattices == "determinized":
+            import sys
+
+            from ..compact_lattice import determinize_pruned
+
+            for u, lat in kept.items():
+                kept[u] = determinize_pruned(lat, self.options.lattice_beam)[0]
+                for note in kept[u].notes[len(lat.notes) :]:  # a lowered beam (the worker's log)
+                    print(f"{u}: {note}", file=sys.stderr)
+        buffer = io.BytesIO()
+        with gzip.GzipFile("", "wb", fileobj=buffer, mtime=0) as f:
+            write_kaldi_archive(kept, f)
+        return buffer.getvalue()
 
 
 def decode_shard(path: Path, name: str, run, frame_shift, tokens: bool = False,
