@@ -32,7 +32,7 @@ import numpy as np
 
 from .errors import OptionsError
 from .lattice import Lattice, lattice_from_fst, topological_order
-from .posteriors import position_posteriors, sequence_posterior
+from .posteriors import position_posteriors, sequence_log_posterior, sequence_posterior
 
 _INF = np.inf
 _KEY_RESOLUTION = 1e-6  # residual costs closer than this make the same determinized state
@@ -104,6 +104,11 @@ class CompactLattice:
         """Posterior probability of a word sequence (its path's share of the total)."""
         w, final = self.path_costs()
         return sequence_posterior(self.src, self.dst, self.word, w, final, words)
+
+    def path_log_posterior(self, words) -> float:
+        """The natural log of `path_posterior` (-inf: no path), without its underflow to 0."""
+        w, final = self.path_costs()
+        return sequence_log_posterior(self.src, self.dst, self.word, w, final, words)
 
     def num_paths(self) -> int:
         """How many complete paths (= distinct word sequences) it holds, counted backwards over

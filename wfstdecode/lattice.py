@@ -31,7 +31,13 @@ import numpy as np
 from numba import njit
 
 from .errors import OptionsError
-from .posteriors import log_backward, log_forward, position_posteriors, sequence_posterior
+from .posteriors import (
+    log_backward,
+    log_forward,
+    position_posteriors,
+    sequence_log_posterior,
+    sequence_posterior,
+)
 
 _INF = np.inf
 
@@ -91,6 +97,31 @@ class Lattice:
         if default:
             w.flags.writeable = False
             self._cache["w"] = w
+        return w
+
+    def _posterior_cost(self) -> np.ndarray:
+        """`arc_cost` less, on each emitting arc, the scaled acoustic cost of its frame's best
+        emitting arc: every complete path consumes each frame once (all end at the last frame),
+        so each path's cost drops by one constant and its share of the total does not change,
+        while the sums stay exact when one frame's log-probs are huge (a frame of -1e20 made
+        every path's float64 cost 1e20 and every share 1: arc posteriors summing to 36 per
+        frame). Where some path ends earlier (a lattice read from a file), `arc_cost` itself."""
+        if "w_post" in self._cache:
+            return self._cache["w_post"]
+        emitting = self.ilabel != 0
+        ends = np.isfinite(self.final)
+        w = self.arc_cost()
+        if emitting.any() and np.all(self.node_frame[ends] == self.num_frames):
+            acoustic = self.acoustic_cost.astype(np.float64)
+            frame = self.frame[emitting]
+            best = np.full(self.num_frames, np.inf)
+            np.minimum.at(best, frame, acoustic[emitting])
+            shift = np.zeros(self.num_arcs)
+            shift[emitting] = np.where(np.isfinite(best[frame]), best[frame], 0.0)
+            w = (self.graph_cost.astype(np.float64)
+                 + self.acoustic_scale * (acoustic - shift))  # fmt: skip
+            w.flags.writeable = False
+        self._cache["w_post"] = w
         return w
 
     def forward(self) -> np.ndarray:
@@ -183,7 +214,7 @@ class Lattice:
     def arc_posteriors(self) -> np.ndarray:
         """float64 [A] posterior of each arc: the share of the lattice's total probability
         (``exp(-cost)`` summed over its complete paths) that passes through it."""
-        w = self.arc_cost()
+        w = self._posterior_cost()
         a = log_forward(self.num_nodes, self.src, self.dst, w)
         b = log_backward(self.final.astype(np.float64), self.src, self.dst, w)
         if not self.num_nodes or not b[0] < _INF:
@@ -199,13 +230,18 @@ class Lattice:
         the rest is the probability of fewer. Every alignment (and every graph path, backoff
         ones included) of a word sequence adds to it; `compact_lattice.CompactLattice` counts
         each sequence once, by its best alignment, as Kaldi does."""
-        return position_posteriors(self.src, self.dst, self.olabel, self.arc_cost(),
+        return position_posteriors(self.src, self.dst, self.olabel, self._posterior_cost(),
                                    self.final.astype(np.float64))  # fmt: skip
 
     def path_posterior(self, words) -> float:
         """Posterior probability of a word sequence: its paths' share of the total."""
-        return sequence_posterior(self.src, self.dst, self.olabel, self.arc_cost(),
+        return sequence_posterior(self.src, self.dst, self.olabel, self._posterior_cost(),
                                   self.final.astype(np.float64), words)  # fmt: skip
+
+    def path_log_posterior(self, words) -> float:
+        """The natural log of `path_posterior` (-inf: no path), without its underflow to 0."""
+        return sequence_log_posterior(self.src, self.dst, self.olabel, self._posterior_cost(),
+                                      self.final.astype(np.float64), words)  # fmt: skip
 
     # ----- output ------------------------------------------------------------------------------
     def kaldi_bytes(self) -> bytes:
@@ -320,7 +356,10 @@ def _best_path(first, dst, w, final, beta):
 @njit(nogil=True, cache=True)
 def _nbest(n, first, dst, olabel, w, final, beta):
     """`Lattice.nbest`'s A* search: ``(arcs of every path, where each ends, costs)``. A queue
-    entry is ``(cost + beta, order, cost, node, prefix, step)``; node -1 is the pseudo-node
+    entry is ``(cost + beta, -order, cost, node, prefix, step)``: among equal estimates the
+    newest first (depth-first), so that exactly tied paths (2^n word sequences of one cost when
+    n positions each hold two equally likely words) reach an end in one descent, not after
+    every tied prefix is expanded breadth-first (exponential); node -1 is the pseudo-node
     after a final node (one arrival per word sequence); a prefix is an id of the words so far
     (0: none), a step the arrival it came from and the arc it took."""
     # prefix << 32 | word -> prefix, and the (node + 1) << 32 | prefix pairs done: int64
@@ -354,7 +393,7 @@ def _nbest(n, first, dst, olabel, w, final, beta):
             continue
         if final[node] < np.inf:
             total = cost + final[node]
-            heapq.heappush(heap, (total, order, total, np.int64(-1), prefix, step))
+            heapq.heappush(heap, (total, -order, total, np.int64(-1), prefix, step))
             order += 1
         for i in range(first[node], first[node + 1]):
             d = np.int64(dst[i])
@@ -378,7 +417,7 @@ def _nbest(n, first, dst, olabel, w, final, beta):
             step_before.append(step)
             step_arc.append(np.int64(i))
             c = cost + w[i]
-            heapq.heappush(heap, (c + beta[d], order, c, d, nxt, np.int64(len(step_arc) - 1)))
+            heapq.heappush(heap, (c + beta[d], -order, c, d, nxt, np.int64(len(step_arc) - 1)))
             order += 1
     arcs = np.empty(len(out_arcs), np.int64)
     for k in range(len(out_arcs)):

@@ -48,19 +48,26 @@ def position_posteriors(src, dst, olabel, w, final) -> list[dict[int, float]]:
 def sequence_posterior(src, dst, olabel, w, final, words) -> float:
     """`Lattice.path_posterior` of an acyclic word graph: the share of the total probability of
     the paths that write exactly ``words`` (word ids)."""
+    return float(np.exp(sequence_log_posterior(src, dst, olabel, w, final, words)))
+
+
+def sequence_log_posterior(src, dst, olabel, w, final, words) -> float:
+    """The natural log of `sequence_posterior` (-inf: no such path), which does not underflow:
+    a long lattice's sequences can each hold less than e^-745 of the total (the smallest
+    float64), where `sequence_posterior` is 0 for every one of them."""
     if not len(final):
-        return 0.0
+        return -_INF
     src, dst, olabel, w = _by_source(src, dst, olabel, w)
     total = log_backward(final, src, dst, w)
     if not total[0] < _INF:
-        return 0.0
+        return -_INF
     try:
         if isinstance(words, (str, bytes)):
             raise TypeError  # (read character by character: "12" as words 1, 2)
         words = np.asarray([operator.index(x) for x in words], np.int64)  # (int(1.9) is 1)
     except (TypeError, ValueError, OverflowError):
         raise OptionsError(f"path_posterior takes word ids (ints); got {words!r:.80}") from None
-    return float(np.exp(total[0] - _word_constrained_cost(src, dst, olabel, w, final, words)))
+    return float(total[0] - _word_constrained_cost(src, dst, olabel, w, final, words))
 
 
 def _by_source(src, dst, olabel, w) -> tuple:

@@ -711,3 +711,64 @@ def test_lattice_nbest_starts_with_the_search_best_and_is_sorted_under_tight_pru
         assert scores == sorted(scores, reverse=True), (seed, scores)
         found += len(hyps) > 1
     assert found > 20
+
+
+@pytest.mark.parametrize("posteriors", ["lattice", "determinized"])
+def test_mbr_over_a_long_lattice_whose_sequence_posteriors_underflow(posteriors):
+    """1,100 positions, each "a" or "b" (the first "a" at 0.6, the others at 0.5): each word
+    sequence holds under 2^-1100 of the total, below the smallest float64, so every candidate's
+    posterior was 0, their normalisation 0 / 0 and every expected error NaN (ranked anyhow).
+    Each sequence here has one path: the posteriors go as exp(score)."""
+    from wfstdecode.metrics import edit_distance
+
+    g = lexicon_graph(["a", "b"], word_cost=0.0)
+    n = 1100
+    lp = np.full((1, 2 * n, g.num_tokens), -np.inf, np.float32)
+    lp[0, 0::2, g.tokens.id("a")] = lp[0, 0::2, g.tokens.id("b")] = np.log(0.5)
+    lp[0, 0, g.tokens.id("a")], lp[0, 0, g.tokens.id("b")] = np.log(0.6), np.log(0.4)
+    lp[0, 1::2, g.tokens.id("<blk>")] = 0.0
+    base = dict(lattice_beam=4.0, posteriors=posteriors)
+    (candidates,) = decode_ctc(lp, None, g, CtcBeamOptions(nbest=3, **base))
+    (mbr,) = decode_ctc(lp, None, g, CtcBeamOptions(nbest=3, mbr_candidates=3, **base))
+    scores = np.array([h.score for h in candidates])
+    post = np.exp(scores - scores.max())
+    post /= post.sum()
+    words = [h.word_ids for h in candidates]
+    risk = [sum(q * edit_distance(w, v) for q, v in zip(post, words, strict=True))
+            for w in words]  # fmt: skip
+    order = sorted(range(3), key=lambda i: (risk[i], i))
+    assert [h.word_ids for h in mbr] == [words[i] for i in order]
+    for h, i in zip(mbr, order, strict=True):
+        assert h.notes[-1] == f"MBR over 3 candidates: expected word errors {risk[i]:.3f}"
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_posteriors_ignore_a_frame_of_huge_log_probs(seed):
+    """A frame whose every log-prob is -1e20 searches as one of zeros (each frame is taken
+    relative to its best), and so must its lattice's posteriors: every path's float64 cost was
+    1e20, swamping the other frames, and every path's share of the total 1 (arc posteriors
+    summing to dozens per frame, word confidences 0)."""
+    g, lp = _case(seed)
+    options = CtcBeamOptions(lattice_beam=math.inf)
+    lattices = {}
+    for value in (0.0, -1e20):
+        x = lp.copy()
+        x[:, 2, :] = value
+        lattices[value] = ctc_lattices(x, None, g, options)
+    for plain, huge in zip(lattices[0.0], lattices[-1e20], strict=True):
+        np.testing.assert_array_equal(huge.graph_arc, plain.graph_arc)
+        post = huge.arc_posteriors()
+        np.testing.assert_allclose(post, plain.arc_posteriors(), rtol=1e-9, atol=1e-12)
+        emitting = huge.ilabel != 0
+        per_frame = np.bincount(huge.frame[emitting], post[emitting], minlength=huge.num_frames)
+        np.testing.assert_allclose(per_frame, 1.0, rtol=1e-9)
+        want = plain.word_posteriors()
+        got = huge.word_posteriors()
+        assert [k.keys() for k in got] == [k.keys() for k in want]
+        for at_k, want_k in zip(got, want, strict=True):
+            assert at_k == pytest.approx(want_k, rel=1e-9, abs=1e-12)
+        for arcs, _ in plain.nbest(5):
+            labels = plain.olabel[arcs]
+            words = labels[labels != 0]
+            assert huge.path_posterior(words) == pytest.approx(plain.path_posterior(words),
+                                                               rel=1e-9)  # fmt: skip

@@ -166,7 +166,12 @@ def mbr_ranked(p: SearchProblem, hyps: list, lattices: list) -> list:
         if lat is None or len(utt) < 2:
             out.append(utt[:n])
             continue
-        post = np.array([lat.path_posterior(h.word_ids) for h in utt])
+        # in the log domain: over a long lattice every candidate's posterior can underflow to 0
+        log_post = np.array([lat.path_log_posterior(h.word_ids) for h in utt])
+        if not log_post.max() > -np.inf:  # (none in the lattice: nothing to weigh them by)
+            out.append(utt[:n])
+            continue
+        post = np.exp(log_post - log_post.max())
         post /= post.sum()
         risk = [float(sum(q * edit_distance(h.word_ids, g.word_ids)
                           for q, g in zip(post, utt, strict=True))) for h in utt]  # fmt: skip
