@@ -185,6 +185,56 @@ def test_decode_command_rescores(tmp_path, capsys):
     assert "--first-pass-lm" in capsys.readouterr().err
 
 
+def test_decode_rescores_with_lms_read_from_pipes(tmp_path, capsys):
+    """decode --rescore-lm <(zcat lm.arpa.gz): the up-front check that the LMs are readable read
+    a pipe's first block, and the LM then read from it lacked its header ("no \\data\\
+    section"); a pipe is not read before the LM is."""
+    import os
+
+    g, lp, lengths, old, new = _first_pass(tmp_path, 5)
+    g.save(tmp_path / "TLG.npz")
+    np.savez(tmp_path / "e.npz", log_probs=lp, lengths=lengths, ids=np.array(["u1", "u2"]))
+    args = ["decode", str(tmp_path / "TLG.npz"), str(tmp_path / "e.npz"), "--backend", "cpu",
+            "--lattice-beam", "8", "--lm-scale", "0.8"]  # fmt: skip
+    assert main([*args, "--rescore-lm", str(new), "--first-pass-lm", str(old)]) == 0
+    want = capsys.readouterr().out
+    pipes = []
+    for lm in (new, old):  # (each small enough for the pipe's buffer: written, then closed)
+        r, w = os.pipe()
+        os.write(w, lm.read_bytes())
+        os.close(w)
+        pipes.append(r)
+    try:
+        assert main([*args, "--rescore-lm", f"/dev/fd/{pipes[0]}",
+                     "--first-pass-lm", f"/dev/fd/{pipes[1]}"]) == 0  # fmt: skip
+    finally:
+        for r in pipes:
+            os.close(r)
+    assert capsys.readouterr().out == want
+
+
+@pytest.mark.parametrize(
+    "flag, value",
+    [
+        ("--lm-scale", "nan"),
+        ("--lm-scale", "inf"),
+        ("--rescore-beam", "0"),
+        ("--rescore-beam", "nan"),
+    ],
+)
+def test_decode_names_the_rescoring_option_it_refuses(tmp_path, capsys, flag, value):
+    """decode --lm-scale nan / --rescore-beam 0 were refused as 'lm_scale must be a finite
+    number' / 'rescoring beam must be a number > 0 or None' (the Python names), where rescore
+    names --lm-scale and --beam; decode-corpus and transcribe share the check."""
+    g, lp, lengths, old, new = _first_pass(tmp_path, 1)
+    g.save(tmp_path / "TLG.npz")
+    np.savez(tmp_path / "e.npz", log_probs=lp, lengths=lengths)
+    assert main(["decode", str(tmp_path / "TLG.npz"), str(tmp_path / "e.npz"), "--lattice-beam",
+                 "8", "--rescore-lm", str(new), "--first-pass-lm", str(old), flag,
+                 value]) == 2  # fmt: skip
+    assert f"{flag} must be" in capsys.readouterr().err
+
+
 def test_bad_rescoring_requests_are_refused(tmp_path):
     g, lp, lengths, old, new = _first_pass(tmp_path, 1)
     lm = NgramLm(old)

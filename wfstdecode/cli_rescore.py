@@ -109,6 +109,10 @@ def rescoring(args: argparse.Namespace):
 
     beam = args.rescore_beam if args.rescore_beam is not None else args.lattice_beam
     lm_scale = 1.0 if args.lm_scale is None else args.lm_scale
+    if not math.isfinite(lm_scale):  # (named here, as rescore names them)
+        raise WfstDecodeError(f"--lm-scale must be a finite number; got {lm_scale}")
+    if args.rescore_beam is not None and not args.rescore_beam > 0:  # also NaN
+        raise WfstDecodeError(f"--rescore-beam must be > 0 (inf: exact); got {args.rescore_beam}")
     return RescoringFiles(args.rescore_lm, args.first_pass_lm, lm_scale,
                           None if math.isinf(beam) else beam)  # fmt: skip
 

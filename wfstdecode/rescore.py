@@ -17,9 +17,11 @@ the composition needs; no G is built.
 
 from __future__ import annotations
 
+import errno
 import math
 import numbers
 import os
+import stat
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -164,15 +166,24 @@ class RescoringFiles:
     def __post_init__(self):
         _check_scale(self.lm_scale)
         _check_beam(self.beam)
+        # plain floats, an infinite beam as None (exact, as the CLI says it): the config is
+        # JSON (a NumPy float is not) and one setting has one digest (1 and 1.0 differ in JSON)
+        object.__setattr__(self, "lm_scale", float(self.lm_scale))
+        beam = None if self.beam is None or math.isinf(self.beam) else float(self.beam)
+        object.__setattr__(self, "beam", beam)
         for name in ("new_lm", "old_lm"):
             path = getattr(self, name)
             if path is None:
                 continue
             if not isinstance(path, str | os.PathLike):
                 raise OptionsError(f"{name} must be an ARPA path; got {type(path).__name__}")
-            try:
-                with open(path, "rb") as f:  # (a workers' failure, each, else)
-                    f.read(1)
+            try:  # (a workers' failure, each, else)
+                mode = os.stat(path).st_mode
+                if stat.S_ISDIR(mode):
+                    raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR))
+                if stat.S_ISREG(mode):  # a pipe (`<(zcat lm.arpa.gz)`) is not read: what this
+                    with open(path, "rb") as f:  # read took would be gone for `load`
+                        f.read(1)
             except OSError as exc:
                 raise InputFileError(path, None, f"cannot read: {exc.strerror}") from None
             object.__setattr__(self, name, os.path.abspath(path))

@@ -112,3 +112,45 @@ def test_the_python_decoder_without_rescoring_keeps_its_config(corpus):
     assert np.all([k in config for k in ("options", "boosts", "frame_shift")])
     with pytest.raises(WfstDecodeError):
         CtcCorpusDecoder(str(corpus.graph_path), rescoring="big.arpa")
+
+
+def test_the_rescoring_config_is_json_and_one_setting_has_one_digest(corpus, lms):
+    """NumPy numbers (CtcBeamOptions takes them) crashed the run (not JSON), and 1 against 1.0
+    or an infinite beam against None (exact, as the CLI says it) made another digest: every
+    finished shard decoded again. The same setting gives the same config text."""
+    old, new = lms
+
+    def text(**kw):
+        files = RescoringFiles(str(new), str(old), **kw)
+        decoder = CtcCorpusDecoder(str(corpus.graph_path), OPTIONS, rescoring=files)
+        return json.dumps(decoder.config(), sort_keys=True)  # (as the run's digest is made)
+
+    assert text(lm_scale=np.float32(0.5), beam=np.float32(4)) == text(lm_scale=0.5, beam=4.0)
+    assert text(lm_scale=1, beam=math.inf) == text(lm_scale=1.0, beam=None)
+
+
+def test_lms_no_worker_could_read_are_refused_before_the_run(corpus, lms, tmp_path, capsys):
+    """A file that is no ARPA (a KenLM binary, a words.txt) or a pipe passed the driver's
+    check: every worker failed to load after run.json named the LMs, and the rerun with the
+    right LM was refused as a run with other settings. Refused first, naming the file."""
+    import os
+
+    old, new = lms
+    bad = tmp_path / "lm.bin"
+    bad.write_bytes(b"mmap lm http://kheafield.com/code format version 5\n\0\1\2")
+    out = tmp_path / "out"
+    common = ["decode-corpus", str(corpus.shard_dir), "--graph", str(corpus.graph_path), "--out",
+              str(out), "--executor", "local", "--workers", "1", "--quiet",
+              "--lattice-beam", "6"]  # fmt: skip
+    assert main([*common, "--rescore-lm", str(bad), "--first-pass-lm", str(old)]) == 2
+    assert "lm.bin" in capsys.readouterr().err and not out.exists()
+    r, w = os.pipe()
+    try:
+        os.write(w, new.read_bytes()[:1000])
+        assert main([*common, "--rescore-lm", str(new), "--first-pass-lm",
+                     f"/dev/fd/{r}"]) == 2  # fmt: skip
+    finally:
+        os.close(w)
+        os.close(r)
+    assert "not a regular file" in capsys.readouterr().err and not out.exists()
+    assert main([*common, "--rescore-lm", str(new), "--first-pass-lm", str(old)]) == 0

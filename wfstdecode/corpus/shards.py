@@ -153,7 +153,8 @@ class CtcCorpusDecoder:
         return {k: float(v) for k, v in self.boosts.items() if known(k)} or None
 
     def _check_rescoring(self, graph) -> None:
-        """What `decode_ctc` would refuse in every shard."""
+        """What `decode_ctc` would refuse in every shard, and LMs no worker could read."""
+        from ..graph.grammar import read_arpa_unigrams
         from ..rescore import RescoringFiles
 
         if self.rescoring is None:
@@ -166,6 +167,15 @@ class CtcCorpusDecoder:
         if graph.words is None or "oov_slot" in graph.metadata:
             raise OptionsError("rescoring needs a graph with a word table and no oov slot (its "
                                "spelled words are not n-gram words)")  # fmt: skip
+        for path in (self.rescoring.new_lm, self.rescoring.old_lm):
+            if path is None:
+                continue
+            if not os.path.isfile(path):  # (a pipe: read by one worker, and hashed, at most)
+                raise InputFileError(path, None, "not a regular file: each worker reads the LM "
+                                     "itself and the run's config holds its SHA-256")  # fmt: skip
+            # not an ARPA file (a KenLM binary, a words.txt): refused here, not by each worker
+            # after run.json names it (its unigrams only: a fraction of the file)
+            read_arpa_unigrams(path)
 
     def config(self) -> dict:
         """Everything that changes the output (the backend and thread count do not): a run's
