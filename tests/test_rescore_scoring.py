@@ -109,3 +109,13 @@ def test_rescore_scores_its_best_paths_against_a_text(archive, capsys):
     assert "'u2'" in captured.err and not captured.out
     assert main([*rescore, "--text", str(text), "--out", str(text)]) == 2
     assert "would overwrite the input" in capsys.readouterr().err
+
+
+def test_rescore_reads_the_words_of_a_graph_given_as_its_tlg_npz(archive, capsys):
+    """--words TLG.npz was read as a words.txt ('not UTF-8'); a graph's file is the graph."""
+    tmp_path, rescore = archive
+    assert main(rescore) == 0
+    want = capsys.readouterr().out
+    at = rescore.index("--words") + 1
+    assert main([*rescore[:at], str(tmp_path / "TLG.npz"), *rescore[at + 1 :]]) == 0
+    assert capsys.readouterr().out == want

@@ -167,6 +167,10 @@ def decode_command(args: argparse.Namespace) -> None:
         raise WfstDecodeError("--frame-shift gives word times in seconds, which only --json and "
                               "--ctm print: give one of them")  # fmt: skip
     graph = DecodingGraph.load(args.graph)
+    if args.rescore_lm is not None and "oov_slot" in graph.metadata:  # (before the LMs are read)
+        raise WfstDecodeError(f"--rescore-lm: the graph {args.graph} has an oov slot, whose "
+                              "spelled words are not n-gram words; rescoring needs a graph "
+                              "built without --oov-slot")  # fmt: skip
     options = CtcBeamOptions(**{name: getattr(args, name) for name in DECODE_OPTIONS})
     boosts = boosts_of(args)
     per_utterance = None

@@ -47,7 +47,7 @@ def add_rescore_parser(sub) -> None:
                    help="binary Kaldi table of CompactLattice or Lattice: FILE (gzip-compressed "
                         "too), ark:FILE or scp:FILE")  # fmt: skip
     p.add_argument("--words", type=Path, required=True,
-                   help="the graph's words.txt (or its graph directory)")  # fmt: skip
+                   help="the graph's words.txt (or its graph directory, or TLG.npz)")  # fmt: skip
     p.add_argument("--new-lm", type=Path, required=True, metavar="ARPA", help="the LM to apply")
     p.add_argument("--old-lm", type=Path, required=True, metavar="ARPA",
                    help="the LM the graph was built from (its scores are taken out)")  # fmt: skip
@@ -151,7 +151,7 @@ def rescore_command(args: argparse.Namespace) -> None:
 
         inputs = (*table_files(args.lattices), args.words, args.new_lm, args.old_lm, args.text)
         check_archive_path(args.out, inputs, "--out")
-    if args.words.is_dir():  # a graph directory: the table the graph itself holds
+    if args.words.is_dir() or args.words.suffix == ".npz":  # a graph: the table it holds
         from .decoding_graph import DecodingGraph
 
         words = DecodingGraph.load(args.words, mmap=True).words

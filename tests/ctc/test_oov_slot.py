@@ -687,3 +687,19 @@ def test_decode_oov_lexicon_on_a_graph_without_a_slot_blames_the_graph(tmp_path,
     err = capsys.readouterr().err
     assert "--oov-lexicon" in err and "no oov slot" in err and str(tmp_path / "g") in err
     assert "missing.npz" not in err
+
+
+def test_decode_rescore_lm_on_a_slot_graph_is_refused_before_the_lms_are_read(tmp_path, capsys):
+    """The refusal (a spelled word is no n-gram word) came from the search, after the LMs and
+    the log-probs were read (minutes for a large ARPA): now at once, naming the graph. The
+    LMs here do not exist: what is said is the slot, not them."""
+    from wfstdecode.cli import main
+
+    g, _ = _slot_graph(tmp_path, 2)
+    g.save(tmp_path / "TLG.npz")
+    missing = str(tmp_path / "missing.arpa")
+    assert main(["decode", str(tmp_path / "TLG.npz"), str(tmp_path / "missing.npz"),
+                 "--lattice-beam", "6", "--rescore-lm", missing, "--first-pass-lm",
+                 missing]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "oov slot" in err and "TLG.npz" in err and "missing" not in err
