@@ -119,3 +119,17 @@ def test_rescore_reads_the_words_of_a_graph_given_as_its_tlg_npz(archive, capsys
     at = rescore.index("--words") + 1
     assert main([*rescore[:at], str(tmp_path / "TLG.npz"), *rescore[at + 1 :]]) == 0
     assert capsys.readouterr().out == want
+
+
+def test_decode_rescore_lm_on_a_graph_without_words_is_refused_before_the_lms(tmp_path, capsys):
+    """Rescoring scores words: a graph without a word table is refused naming it, before the
+    LMs (here missing) and the log-probs are read."""
+    import dataclasses
+
+    g = dataclasses.replace(lexicon_graph(WORDS), words=None)
+    g.save(tmp_path / "TLG.npz")
+    missing = str(tmp_path / "missing.arpa")
+    assert main(["decode", str(tmp_path / "TLG.npz"), str(tmp_path / "e.npz"), "--lattice-beam",
+                 "6", "--rescore-lm", missing, "--first-pass-lm", missing]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert "no word table" in err and "TLG.npz" in err and "missing" not in err

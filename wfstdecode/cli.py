@@ -28,7 +28,12 @@ from .cli_common import (
     transducer_flags_given,
 )
 from .cli_import import add_import_parser
-from .cli_rescore import add_rescore_parser, add_rescoring_arguments, rescoring
+from .cli_rescore import (
+    add_rescore_parser,
+    add_rescoring_arguments,
+    check_rescorable,
+    rescoring,
+)
 from .cli_speech import decode_transducer_command, transcribe_command
 from .ctc import CtcBeamOptions
 from .errors import InputFileError, WfstDecodeError
@@ -167,10 +172,8 @@ def decode_command(args: argparse.Namespace) -> None:
         raise WfstDecodeError("--frame-shift gives word times in seconds, which only --json and "
                               "--ctm print: give one of them")  # fmt: skip
     graph = DecodingGraph.load(args.graph)
-    if args.rescore_lm is not None and "oov_slot" in graph.metadata:  # (before the LMs are read)
-        raise WfstDecodeError(f"--rescore-lm: the graph {args.graph} has an oov slot, whose "
-                              "spelled words are not n-gram words; rescoring needs a graph "
-                              "built without --oov-slot")  # fmt: skip
+    if args.rescore_lm is not None:
+        check_rescorable(graph, args.graph)
     options = CtcBeamOptions(**{name: getattr(args, name) for name in DECODE_OPTIONS})
     boosts = boosts_of(args)
     per_utterance = None
@@ -263,6 +266,7 @@ def decode_corpus_command(args: argparse.Namespace) -> int:
         rescoring_given = (args.rescore_lm, args.first_pass_lm, args.lm_scale, args.rescore_beam)
         if (ctc_given or args.boost or args.boost_file or args.oov_lexicon or args.backend != "cpu"
                 or args.no_mmap or args.text or args.lattices
+                or args.determinize_lattice is not None
                 or any(v is not None for v in rescoring_given)):  # fmt: skip
             raise WfstDecodeError("--transducer decodes without a graph: --beam, --boost, "
                                   "--backend, --no-mmap, --text, --rescore-lm, --lattices and "

@@ -87,6 +87,18 @@ def add_rescore_parser(sub) -> None:
     p.set_defaults(func=rescore_command)
 
 
+def check_rescorable(graph, given) -> None:
+    """Refuse at once, naming the graph, what rescoring cannot score (before the LMs and the
+    inputs are read: minutes for a large ARPA)."""
+    if graph.words is None:
+        raise WfstDecodeError(f"--rescore-lm: the graph {given} has no word table; rescoring "
+                              "scores words")  # fmt: skip
+    if "oov_slot" in graph.metadata:
+        raise WfstDecodeError(f"--rescore-lm: the graph {given} has an oov slot, whose spelled "
+                              "words are not n-gram words; rescoring needs a graph built "
+                              "without --oov-slot")  # fmt: skip
+
+
 def rescoring(args: argparse.Namespace):
     """`RescoringFiles` from --rescore-lm / --first-pass-lm / --lm-scale / --rescore-beam (as
     decode and decode-corpus take them), or None."""

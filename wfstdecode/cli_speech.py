@@ -75,11 +75,14 @@ def transcribe_command(args: argparse.Namespace) -> int:
         raise WfstDecodeError(f"{', '.join(flags)}: the transducer beam search's (with "
                               "--transducer); the graph search's width is --beam / "
                               "--max-active")  # fmt: skip
-    rescore = None
+    rescore = graph = None
     if not args.transducer:
-        from .cli_rescore import rescoring
+        from .cli_rescore import check_rescorable, rescoring
         from .speech.graph import SHIPPED_LM
 
+        graph = DecodingGraph.load(args.graph) if args.graph else None
+        if args.rescore_lm is not None and graph is not None:
+            check_rescorable(graph, args.graph)
         if args.rescore_lm is not None and args.first_pass_lm is None and not args.graph:
             args.first_pass_lm = SHIPPED_LM  # the shipped graph's own
         rescore = None if (files := rescoring(args)) is None else files.load()  # (LMs read)
@@ -95,7 +98,6 @@ def transcribe_command(args: argparse.Namespace) -> int:
         results = iter_transcribe(args.audio, model=model, kind=args.transducer, beam=beam,
                                   on_error=report)  # fmt: skip
     else:
-        graph = DecodingGraph.load(args.graph) if args.graph else None
         frame_seconds = model.frame_seconds
         results = iter_transcribe(args.audio, graph, options, backend=args.backend, model=model,
                                   boosts=boosts, on_error=report, rescore=rescore)  # fmt: skip

@@ -85,3 +85,39 @@ def test_what_cannot_write_lattices_is_refused_before_any_worker(corpus, tmp_pat
         CtcCorpusDecoder(str(corpus.graph_path), lattices="determinized")
     with pytest.raises(OptionsError, match="'determinized' or 'state'"):
         CtcCorpusDecoder(str(corpus.graph_path), CtcBeamOptions(lattice_beam=6.0), lattices="x")
+
+
+def test_ids_no_archive_can_hold_fail_the_shard_before_its_search(corpus, tmp_path, monkeypatch):
+    """An id with a space (or a shard without ids whose name has one: its lines' ids) cannot key
+    a Kaldi archive: the shard fails before its search, as decode --write-lattices refuses it,
+    not after the whole shard was decoded for nothing."""
+    import numpy as np
+
+    import wfstdecode.ctc.npz as npz
+
+    arrays = dict(np.load(corpus.shards[1]))
+    spaced = tmp_path / "spaced.npz"
+    np.savez(spaced, **arrays, ids=np.array(["a b", "c", "d"][: len(arrays["lengths"])]))
+    decoder = CtcCorpusDecoder(str(corpus.graph_path), CtcBeamOptions(lattice_beam=BEAM),
+                               lattices="determinized").load()  # fmt: skip
+
+    def searched(*args, **kwargs):
+        raise AssertionError("the shard was searched")
+
+    monkeypatch.setattr(npz, "prepared", searched)
+    with pytest.raises(OptionsError, match="'a b'"):
+        decoder(spaced, "spaced")
+    with pytest.raises(OptionsError, match="'my shard-0'"):
+        decoder(corpus.shards[1], "my shard")
+
+
+@pytest.mark.parametrize("flag", ["--determinize-lattice", "--no-determinize-lattice"])
+def test_transducer_refuses_determinize_lattice_rather_than_ignore_it(corpus, tmp_path, flag,
+                                                                       capsys):  # fmt: skip
+    """--[no-]determinize-lattice says how --lattices writes a graph search's lattices; with
+    --transducer (no lattices) it was accepted and ignored, and the run started."""
+    out = tmp_path / "out"
+    assert main(["decode-corpus", str(corpus.shard_dir), "--transducer", "rnnt", "--out",
+                 str(out), flag, "--quiet"]) == 2  # fmt: skip
+    assert "--transducer" in capsys.readouterr().err
+    assert not out.exists()

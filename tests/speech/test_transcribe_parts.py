@@ -409,3 +409,36 @@ def test_rescoring_with_words_the_shipped_graph_lacks_is_refused(monkeypatch, tm
                             rescore=LmRescoring(str(lm), str(lm)))  # fmt: skip
     with pytest.raises(DecodeInputError, match="zyx: boosted words the shipped graph lacks"):
         next(found)
+
+
+def test_transcribe_rescore_lm_on_a_slot_graph_is_refused_before_the_lms_and_the_model(
+    monkeypatch, tmp_path, capsys
+):
+    """As decode: a --graph with an oov slot (spelled words are no n-gram words) is refused at
+    once, naming the graph, not by the search after the LMs were read and the phone model ran.
+    The LMs here do not exist: what is said is the slot, not them."""
+    pytest.importorskip("pynini")
+    from wfstdecode.graph import build_tlg
+    from wfstdecode.graph.lexicon import spell_lexicon
+    from wfstdecode.speech import phone_model
+    from wfstdecode.testing.lm import random_arpa
+
+    tokens = SymbolTable.from_list(["<blk>", "|", "a", "b"])
+    words = ["ab", "ba"]
+    lexicon, _ = spell_lexicon(words, tokens, separator="|")
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text(random_arpa(words, order=1, seed=0, unk=True))
+    build = build_tlg(tokens, lexicon, arpa, "compact", separator="|",
+                      oov_slot={"spelling": "chars"})  # fmt: skip
+    build.graph.save(tmp_path / "TLG.npz")
+
+    def loaded():
+        raise AssertionError("the phone model was loaded")
+
+    monkeypatch.setattr(phone_model, "HamaPhoneModel", loaded)
+    missing = str(tmp_path / "missing.arpa")
+    code, out = _cli(["transcribe", "--graph", str(tmp_path / "TLG.npz"), "--lattice-beam", "8",
+                      "--rescore-lm", missing, "--first-pass-lm", missing, "x.wav"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and not out
+    assert "oov slot" in err and "TLG.npz" in err and "missing" not in err

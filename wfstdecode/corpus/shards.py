@@ -220,13 +220,22 @@ class CtcCorpusDecoder:
         found = {}
 
         def run(path):
-            if self.references is not None and not _has_ids(path):
+            has_ids = _has_ids(path)
+            if self.references is not None and not has_ids:
                 raise InputFileError(path, None, "has no 'ids': the reference texts name "
                                                  "utterances by id")  # fmt: skip
+            check = None
+            if self.lattices is not None:  # keys no archive holds: refused before the search
+                from ..lattice_io import check_archive_keys
+
+                def check(ids):  # (as the lines name them: the shard's name without ids)
+                    check_archive_keys(ids if has_ids else [f"{name}-{i}" for i in
+                                                            range(len(ids))])  # fmt: skip
+
             r = decode_npz(path, graph, self.options, self.boosts, backend=self.backend,
                            num_threads=threads, oov_lexicon=self.oov_lexicon,
                            references=self.references, rescore=rescore,
-                           lattices=self.lattices is not None)  # fmt: skip
+                           lattices=self.lattices is not None, check_ids=check)  # fmt: skip
             found["lattices"] = r.lattices
             return r.ids, r.hypotheses, r.lengths, r.references
 
