@@ -224,28 +224,29 @@ class CtcCorpusDecoder:
             if self.references is not None and not has_ids:
                 raise InputFileError(path, None, "has no 'ids': the reference texts name "
                                                  "utterances by id")  # fmt: skip
+
+            def keys(ids):  # the lattices' keys, as the lines name the utterances
+                return ids if has_ids else [f"{name}-{i}" for i in range(len(ids))]
+
             check = None
             if self.lattices is not None:  # keys no archive holds: refused before the search
                 from ..lattice_io import check_archive_keys
 
-                def check(ids):  # (as the lines name them: the shard's name without ids)
-                    check_archive_keys(ids if has_ids else [f"{name}-{i}" for i in
-                                                            range(len(ids))])  # fmt: skip
+                def check(ids):
+                    check_archive_keys(keys(ids))
 
             r = decode_npz(path, graph, self.options, self.boosts, backend=self.backend,
                            num_threads=threads, oov_lexicon=self.oov_lexicon,
                            references=self.references, rescore=rescore,
                            lattices=self.lattices is not None, check_ids=check)  # fmt: skip
-            found["lattices"] = r.lattices
+            if self.lattices is not None:  # (here: timed with the shard)
+                found["lattices"] = self._archive(name, keys(r.ids), r.lattices)
             return r.ids, r.hypotheses, r.lengths, r.references
 
         output = decode_shard(path, name, run, self.frame_shift, nbest=self.options.nbest)
-        if self.lattices is None:
-            return output
-        ids = [r["id"] for r in map(json.loads, output.text.splitlines())]  # (as the lines say)
-        return dataclasses.replace(output, lattices=self._archive(ids, found["lattices"]))
+        return dataclasses.replace(output, lattices=found.get("lattices"))
 
-    def _archive(self, ids: list[str], lattices: list) -> bytes:
+    def _archive(self, name: str, ids: list[str], lattices: list) -> bytes:
         """The gzip-compressed Kaldi archive of a shard's lattices (those whose search lived)."""
         import gzip
         import io
@@ -261,7 +262,7 @@ class CtcCorpusDecoder:
             for u, lat in kept.items():
                 kept[u] = determinize_pruned(lat, self.options.lattice_beam)[0]
                 for note in kept[u].notes[len(lat.notes) :]:  # a lowered beam (the worker's log)
-                    print(f"{u}: {note}", file=sys.stderr)
+                    print(f"{name}: {u}: {note}", file=sys.stderr)
         buffer = io.BytesIO()
         with gzip.GzipFile("", "wb", fileobj=buffer, mtime=0) as f:
             write_kaldi_archive(kept, f)
