@@ -666,3 +666,29 @@ def test_a_zero_width_chunk_is_refused_as_decode_ctc_refuses_it(backend):
     with pytest.raises(DecodeInputError, match=rf"stream {s}: chunk frame 0 contains -inf"):
         d.advance({s: lp})
     assert d.frames(s) == 0
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_stream_whose_search_died_still_reaches_its_endpoints(backend):
+    """A search that dies (every token of infinite cost: here "c" then "t", which "cat" cannot
+    read) has no path; endpoint checks then see an utterance of silence, so the length rule (a
+    service's safety net) and the silence rule still end the stream instead of never firing."""
+    g = lexicon_graph(["cat"], word_cost=1.0)
+
+    def only(token):
+        frame = np.full((1, g.num_tokens), -np.inf, np.float32)
+        frame[0, g.tokens.id(token)] = 0.0
+        return frame
+
+    blank = g.tokens.symbol(0)
+    for rule, fires_at in ((EndpointRule(False, 0.0, 1.0), 10), (EndpointRule(True, 0.5), None),
+                           (EndpointRule(False, 0.8), 8)):  # fmt: skip
+        d = CtcStreamDecoder(g, backend=backend, endpoint=EndpointRules(0.1, (rule,)))
+        sid = d.open()
+        reached_at = None
+        for t, token in enumerate(["c", "t", *[blank] * 10]):
+            if d.advance({sid: only(token)}) and reached_at is None:
+                reached_at = t + 1
+        assert reached_at == fires_at, rule
+        assert d.endpoint(sid) == (None if fires_at is None else "rule1")
+        assert d.finish(sid)[0].notes[0].startswith("search died at frame 1")

@@ -14,7 +14,8 @@ search, each lane loaded with its stream's last survivors (`cuda/streams.py`).
 
 Partial results: the best path so far, ranked on cost alone (no final costs), with
 ``Hypothesis.stable_words``: its first words lie on the prefix every surviving token shares, so
-no later chunk can change them (their end frames may still grow).
+no later chunk can change them (their end frames may still grow), unless the search dies (every
+token pruned or of infinite cost): then there is no path at all, as `decode_ctc` says.
 
 Lattices (``CtcBeamOptions.lattice_beam``): each stream also keeps every frame's surviving tokens
 (8 bytes each), and `finish` builds the utterance's lattice from them as `decode_ctc` does, so
@@ -24,7 +25,9 @@ for bit. Partial results stay the best path alone.
 Endpointing (`EndpointRules`, off by default) in the style of Kaldi's and sherpa-onnx's rules:
 an endpoint is detected when a rule's trailing silence (frames since the best path's last
 non-blank token, or since the start) and utterance length are reached, and, for rules that ask
-for it, the best path has a token at all. `advance` returns the streams that reached one.
+for it, the best path has a token at all (a stream whose search died has no path: all of it
+counts as silence, so its length rule still fires). `advance` returns the streams that reached
+one.
 
 Threads: any thread may call the decoder, and calls on different streams run at once (each
 search releases the GIL). A stream takes one call at a time: a call on a stream another thread's
@@ -439,8 +442,9 @@ class CtcStreamDecoder:
 
     def _endpoint(self, s: _Stream) -> str | None:
         s.state, arcs, frames, stable = self._search.partial(s.problem, s.state, s.scanned)
-        if arcs is None:
-            return None
+        if arcs is None:  # the search stopped: no path (finish says so), no token to come, so
+            # the rules see an utterance of silence (its length rule still ends the stream)
+            return self.endpoint_rules.detect(s.frames, s.frames, False)
         g, blank = self.graph, s.problem.blank_ilabel
         token = np.flatnonzero((arcs < g.num_emitting_arcs) & (g.ilabel[arcs] != blank))
         now_stable = token[token < stable - s.scanned]
