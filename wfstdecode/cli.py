@@ -31,8 +31,8 @@ from .cli_import import add_import_parser
 from .cli_rescore import (
     add_rescore_parser,
     add_rescoring_arguments,
-    check_rescorable,
     rescoring,
+    rescoring_flags_given,
 )
 from .cli_speech import decode_transducer_command, transcribe_command
 from .ctc import CtcBeamOptions
@@ -172,8 +172,10 @@ def decode_command(args: argparse.Namespace) -> None:
         raise WfstDecodeError("--frame-shift gives word times in seconds, which only --json and "
                               "--ctm print: give one of them")  # fmt: skip
     graph = DecodingGraph.load(args.graph)
-    if args.rescore_lm is not None:
-        check_rescorable(graph, args.graph)
+    if args.rescore_lm is not None:  # (before the LMs and the log-probs are read)
+        from .rescore import check_rescorable
+
+        check_rescorable(graph, f"the graph {args.graph}")
     options = CtcBeamOptions(**{name: getattr(args, name) for name in DECODE_OPTIONS})
     boosts = boosts_of(args)
     per_utterance = None
@@ -211,16 +213,11 @@ def decode_command(args: argparse.Namespace) -> None:
                         lattices=args.write_lattices is not None, rescore=rescore,
                         references=references, check_ids=keys_check)  # fmt: skip
     if args.write_lattices is not None:
-        from .lattice_io import write_kaldi_archive
+        from .lattice_io import determinized_on_words, write_kaldi_archive
 
         kept = {u: lat for u, lat in zip(result.ids, result.lattices, strict=True) if lat}
         if args.determinize_lattice is not False:  # (the default: determinized)
-            from .compact_lattice import determinize_pruned
-
-            for u, lat in kept.items():
-                kept[u] = determinize_pruned(lat, args.lattice_beam)[0]
-                for note in kept[u].notes[len(lat.notes) :]:  # a lowered beam
-                    print(f"{u}: {note}", file=sys.stderr)
+            kept = determinized_on_words(kept, args.lattice_beam)
         write_kaldi_archive(kept, args.write_lattices)
         died = len(result.ids) - len(kept)
         determinized = args.determinize_lattice is not False
@@ -263,11 +260,9 @@ def decode_corpus_command(args: argparse.Namespace) -> int:
         raise WfstDecodeError("give --graph (CTC log-probs) or --transducer MODEL, not both")
     if args.transducer is not None:
         ctc_given = [n for n in DECODE_OPTIONS if n != "nbest" and getattr(args, n) is not None]
-        rescoring_given = (args.rescore_lm, args.first_pass_lm, args.lm_scale, args.rescore_beam)
         if (ctc_given or args.boost or args.boost_file or args.oov_lexicon or args.backend != "cpu"
-                or args.no_mmap or args.text or args.lattices
-                or args.determinize_lattice is not None
-                or any(v is not None for v in rescoring_given)):  # fmt: skip
+                or args.no_mmap or args.text or args.lattices or rescoring_flags_given(args)
+                or args.determinize_lattice is not None):  # fmt: skip
             raise WfstDecodeError("--transducer decodes without a graph: --beam, --boost, "
                                   "--backend, --no-mmap, --text, --rescore-lm, --lattices and "
                                   "the like do not apply")  # fmt: skip

@@ -87,27 +87,18 @@ def add_rescore_parser(sub) -> None:
     p.set_defaults(func=rescore_command)
 
 
-def check_rescorable(graph, given) -> None:
-    """Refuse at once, naming the graph, what rescoring cannot score (before the LMs and the
-    inputs are read: minutes for a large ARPA)."""
-    if graph.words is None:
-        raise WfstDecodeError(f"--rescore-lm: the graph {given} has no word table; rescoring "
-                              "scores words")  # fmt: skip
-    if "oov_slot" in graph.metadata:
-        raise WfstDecodeError(f"--rescore-lm: the graph {given} has an oov slot, whose spelled "
-                              "words are not n-gram words; rescoring needs a graph built "
-                              "without --oov-slot")  # fmt: skip
+def rescoring_flags_given(args: argparse.Namespace) -> list[str]:
+    """The rescoring options given (decode's, decode-corpus', transcribe's)."""
+    values = (("--rescore-lm", args.rescore_lm), ("--first-pass-lm", args.first_pass_lm),
+              ("--lm-scale", args.lm_scale), ("--rescore-beam", args.rescore_beam))  # fmt: skip
+    return [flag for flag, value in values if value is not None]
 
 
 def rescoring(args: argparse.Namespace):
     """`RescoringFiles` from --rescore-lm / --first-pass-lm / --lm-scale / --rescore-beam (as
     decode and decode-corpus take them), or None."""
     if args.rescore_lm is None:  # (the options of rescoring are refused, not ignored)
-        given = [flag for flag, value in (("--first-pass-lm", args.first_pass_lm),
-                                          ("--lm-scale", args.lm_scale),
-                                          ("--rescore-beam", args.rescore_beam))
-                 if value is not None]  # fmt: skip
-        if given:
+        if given := rescoring_flags_given(args):
             raise WfstDecodeError(
                 f"{', '.join(given)} {'goes' if len(given) == 1 else 'go'} with --rescore-lm"
             )
@@ -134,6 +125,7 @@ def rescore_command(args: argparse.Namespace) -> None:
     from .lattice_io import (
         check_archive_keys,
         check_archive_path,
+        determinized_on_words,
         read_kaldi_archive,
         write_kaldi_archive,
     )
@@ -233,13 +225,7 @@ def rescore_command(args: argparse.Namespace) -> None:
                   file=sys.stderr)  # fmt: skip
     if args.out is not None:
         if args.determinize_lattice is not False:  # (the default: determinized)
-            from .compact_lattice import determinize_pruned
-
-            limit = math.inf if beam is None else beam  # lowered where it must be
-            for key, lat in out.items():
-                out[key] = determinize_pruned(lat, limit)[0]
-                for note in out[key].notes[len(lat.notes) :]:
-                    print(f"{key}: {note}", file=sys.stderr)
+            out = determinized_on_words(out, math.inf if beam is None else beam)
         write_kaldi_archive(out, args.out)
         print(f"wrote {len(out)} rescored lattices to {args.out}", file=sys.stderr)
     if reader_left:

@@ -14,6 +14,7 @@ from .cli_common import (
     transducer_beam_options,
     transducer_flags_given,
 )
+from .cli_rescore import rescoring_flags_given
 from .ctc import CtcBeamOptions
 from .errors import InputFileError, WfstDecodeError
 from .results import finite_or_none
@@ -57,7 +58,6 @@ def transcribe_command(args: argparse.Namespace) -> int:
     given = {n: v for n in DECODE_OPTIONS if (v := getattr(args, n)) is not None}
     options = CtcBeamOptions(**{**defaults, **given})
     boosts = boosts_of(args)
-    rescoring_given = (args.rescore_lm, args.first_pass_lm, args.lm_scale, args.rescore_beam)
     if args.transducer:  # (refused before the phone model loads)
         ctc_given = [n for n in DECODE_OPTIONS if n != "nbest" and getattr(args, n) is not None]
         if (
@@ -65,7 +65,7 @@ def transcribe_command(args: argparse.Namespace) -> int:
             or boosts
             or ctc_given
             or args.backend != "auto"
-            or any(v is not None for v in rescoring_given)
+            or rescoring_flags_given(args)
         ):  # (refused, not ignored)
             raise WfstDecodeError("--transducer decodes without a graph: --graph, --boost, "
                                   "--backend, --rescore-lm and the CTC search options do not "
@@ -77,12 +77,13 @@ def transcribe_command(args: argparse.Namespace) -> int:
                               "--max-active")  # fmt: skip
     rescore = graph = None
     if not args.transducer:
-        from .cli_rescore import check_rescorable, rescoring
+        from .cli_rescore import rescoring
+        from .rescore import check_rescorable
         from .speech.graph import SHIPPED_LM
 
         graph = DecodingGraph.load(args.graph) if args.graph else None
-        if args.rescore_lm is not None and graph is not None:
-            check_rescorable(graph, args.graph)
+        if args.rescore_lm is not None and graph is not None:  # (before the LMs, the model)
+            check_rescorable(graph, f"the graph {args.graph}")
         if args.rescore_lm is not None and args.first_pass_lm is None and not args.graph:
             args.first_pass_lm = SHIPPED_LM  # the shipped graph's own
         rescore = None if (files := rescoring(args)) is None else files.load()  # (LMs read)

@@ -59,6 +59,22 @@ def write_kaldi_archive(lattices, path: str | os.PathLike | io.BufferedIOBase) -
             script_file.write(lines.encode())
 
 
+def determinized_on_words(lattices: dict, beam: float, prefix: str = "") -> dict:
+    """``{key: CompactLattice}``: each lattice determinized on words as Kaldi's decoders write
+    them (`compact_lattice.determinize_pruned` at ``beam``; inf: exact); where the beam had to
+    be lowered, its note goes to stderr as ``PREFIXKEY: note``."""
+    import sys
+
+    from .compact_lattice import determinize_pruned
+
+    out = {}
+    for key, lat in lattices.items():
+        out[key] = determinize_pruned(lat, beam)[0]
+        for note in out[key].notes[len(lat.notes) :]:  # a lowered beam
+            print(f"{prefix}{key}: {note}", file=sys.stderr)
+    return out
+
+
 def _write_entries(lattices, f) -> dict[str, int]:
     """Write the entries to ``f``; ``{key: byte of its object}`` (a script's offsets)."""
     offsets, at = {}, 0

@@ -153,6 +153,18 @@ class LmRescoring:
         return rescore(lattice, words, self.new_lm, self.old_lm, self.lm_scale, self.beam)
 
 
+def check_rescorable(graph, name: str = "the graph") -> None:
+    """Refuse (`OptionsError`, naming the graph as ``name``) a graph whose lattices rescoring
+    cannot score: one without a word table, or with an oov slot (its spelled words are several
+    labels, none an n-gram word)."""
+    if graph.words is None:
+        raise OptionsError(f"rescoring scores words: {name} has no word table")
+    if "oov_slot" in graph.metadata:
+        raise OptionsError(f"rescoring needs a graph without an oov slot: {name} has one (its "
+                           "spelled words are not n-gram words; build it without "
+                           "--oov-slot)")  # fmt: skip
+
+
 @dataclass(frozen=True)
 class RescoringFiles:
     """An `LmRescoring` named by its ARPA files, for processes that read them themselves (a

@@ -155,7 +155,7 @@ class CtcCorpusDecoder:
     def _check_rescoring(self, graph) -> None:
         """What `decode_ctc` would refuse in every shard, and LMs no worker could read."""
         from ..graph.grammar import read_arpa_unigrams
-        from ..rescore import RescoringFiles
+        from ..rescore import RescoringFiles, check_rescorable
 
         if self.rescoring is None:
             return
@@ -164,9 +164,7 @@ class CtcCorpusDecoder:
                                f"{type(self.rescoring).__name__}")  # fmt: skip
         if self.options.lattice_beam is None:
             raise OptionsError("rescoring rescores lattices: set options.lattice_beam")
-        if graph.words is None or "oov_slot" in graph.metadata:
-            raise OptionsError("rescoring needs a graph with a word table and no oov slot (its "
-                               "spelled words are not n-gram words)")  # fmt: skip
+        check_rescorable(graph, f"the graph {self.graph}")
         for path in (self.rescoring.new_lm, self.rescoring.old_lm):
             if path is None:
                 continue
@@ -251,22 +249,14 @@ class CtcCorpusDecoder:
         import gzip
         import io
 
-        from ..lattice_io import write_kaldi_archive
+        from ..lattice_io import determinized_on_words, write_kaldi_archive
 
         kept = {u: lat for u, lat in zip(ids, lattices, strict=True) if lat}
-        if self.lattices == "determinized":
-            import sys
-
-            from ..compact_lattice import determinize_pruned
-
-            for u, lat in kept.items():
-                kept[u] = determinize_pruned(lat, self.options.lattice_beam)[0]
-                for note in kept[u].notes[len(lat.notes) :]:  # a lowered beam (the worker's log)
-                    print(f"{name}: {u}: {note}", file=sys.stderr)
+        if self.lattices == "determinized":  # (a lowered beam: said in the worker's log)
+            kept = determinized_on_words(kept, self.options.lattice_beam, f"{name}: ")
         buffer = io.BytesIO()
-        with gzip.GzipFile("", "wb", fileobj=buffer, mtime=0) as f:
-            write_kaldi_archive(kept, f)
-        return buffer.getvalue()
+        write_kaldi_archive(kept, buffer)
+        return gzip.compress(buffer.getvalue(), mtime=0)
 
 
 def decode_shard(path: Path, name: str, run, frame_shift, tokens: bool = False,

@@ -18,7 +18,7 @@ from ..decoding_graph import DecodingGraph
 from ..errors import DecodeInputError, OptionsError
 from ..interrupts import interrupts_raised, signals_deferred
 from ..lattice import Lattice
-from ..rescore import LmRescoring
+from ..rescore import LmRescoring, check_rescorable
 from ..results import Hypothesis, changed
 from ..symbols import blank_symbol
 from ._paths import to_hypotheses
@@ -187,9 +187,7 @@ def check_lattice_options(options: CtcBeamOptions, graph: DecodingGraph, rescore
             raise OptionsError(f"rescore must be an LmRescoring; got {type(rescore).__name__}")
         if options.lattice_beam is None:
             raise OptionsError("rescoring works on lattices: set CtcBeamOptions.lattice_beam")
-        if graph.words is None or "oov_slot" in graph.metadata:
-            raise OptionsError("rescoring needs a graph with a word table and no oov slot (its "
-                               "spelled words are not n-gram words)")  # fmt: skip
+        check_rescorable(graph)
     if options.mbr_candidates and "oov_slot" in graph.metadata:
         raise OptionsError("MBR needs a graph without an oov slot (a spelled word is several "
                            "lattice labels)")  # fmt: skip
