@@ -121,3 +121,29 @@ def test_transducer_refuses_determinize_lattice_rather_than_ignore_it(corpus, tm
                  str(out), flag, "--quiet"]) == 2  # fmt: skip
     assert "--transducer" in capsys.readouterr().err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("suffix", [".lat.gz", ".jsonl", ".done.json"])
+def test_a_directory_where_an_output_goes_is_refused_before_anything_is_removed(
+    corpus, tmp_path, capsys, suffix
+):
+    """Every shard's old output stays as it was: the directory is found before any shard is
+    forgotten (it was an IsADirectoryError after earlier shards' files were removed)."""
+    out = tmp_path / "out"
+    assert main(_args(corpus, out, "--lattices")) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    last = corpus.shards[-1].stem
+    for p in out.glob(f"{last}.*"):
+        p.unlink()
+    (out / f"{last}{suffix}").mkdir()
+    for p in out.glob("*.done.json"):
+        if p.is_file():
+            p.write_bytes(p.read_bytes().replace(b'"config_sha256"', b'"old"'))
+    stale = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    capsys.readouterr()
+    assert main(_args(corpus, out, "--lattices")) == 2
+    assert f"{last}{suffix}: a directory where shard {last}'s output goes" in (
+        capsys.readouterr().err
+    )
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == stale
+    assert set(before) - set(stale) == {n for n in before if n.startswith(f"{last}.")}

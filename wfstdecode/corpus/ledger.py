@@ -108,6 +108,16 @@ class OutputDir:
     def lattices_path(self, shard: Shard) -> Path:
         return self.path / f"{shard.name}{LATTICES_SUFFIX}"
 
+    def check_paths_free(self, shards) -> None:
+        """Refuse, before any shard's old output is removed, a directory where a shard's output,
+        done record or lattices would go: no file could replace it, and it is not ours to
+        remove."""
+        for shard in shards:
+            for path in (self.output_path(shard), self.done_path(shard), self.lattices_path(shard)):
+                if path.is_dir() and not path.is_symlink():
+                    raise WfstDecodeError(f"{path}: a directory where shard {shard.name}'s "
+                                          "output goes; move it away")  # fmt: skip
+
     def finished(self, shard: Shard, verify: bool = False) -> dict | None:
         """The done record of ``shard`` if its output is complete and was decoded from the
         shard's current contents with this run's config, else None. ``verify`` hashes every

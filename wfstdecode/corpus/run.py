@@ -103,6 +103,7 @@ def decode_corpus(
     started = time.perf_counter()
     summary = CorpusSummary(shards=len(shards))
     with OutputDir(out, decoder.config(), force=force) as outdir:
+        outdir.check_paths_free(shards)
         records, pending = {}, []
         for i, shard in enumerate(shards):
             record = outdir.finished(shard, verify)
