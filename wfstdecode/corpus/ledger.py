@@ -197,7 +197,8 @@ class OutputDir:
                                       f"choose another --out")  # fmt: skip
             if previous.get("config") == self.config:
                 return
-            if not force:
+            finished_any = any(p.is_file() for p in self.path.rglob(f"*{DONE_SUFFIX}"))
+            if not force and finished_any:  # (a run that finished nothing is not worth keeping)
                 old = previous.get("config") or {}
                 keys = {*old, *self.config}
                 changed = sorted(k for k in keys if old.get(k) != self.config.get(k))

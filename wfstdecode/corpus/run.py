@@ -81,7 +81,8 @@ def decode_corpus(
                   start-up included for their first, while Ray's actors get shards only once
                   started) before it is stopped and the shard retried;
     force:        reuse an output directory written with another config (every shard is decoded
-                  again); verify: hash every input instead of trusting unchanged size and mtime;
+                  again; not needed where that run finished no shard); verify: hash every
+                  input instead of trusting unchanged size and mtime;
     progress:     ``"bar"`` (a terminal line), ``"log"`` (a line per shard), ``"quiet"`` or
                   ``"auto"`` (bar on a terminal, else log).
 
