@@ -208,6 +208,8 @@ def decode_command(args: argparse.Namespace) -> None:
 
         references = read_reference_texts(args.text)
     rescore = None if (files := rescoring(args)) is None else files.load()  # (the LMs read)
+    if rescore is not None:
+        rescore.check_graph(graph, f"the graph {args.graph}")
     result = decode_npz(args.log_probs, graph, options, boosts, backend=args.backend,
                         utterance_boosts=per_utterance, oov_lexicon=oov_lexicon,
                         lattices=args.write_lattices is not None, rescore=rescore,

@@ -87,6 +87,8 @@ def transcribe_command(args: argparse.Namespace) -> int:
         if args.rescore_lm is not None and args.first_pass_lm is None and not args.graph:
             args.first_pass_lm = SHIPPED_LM  # the shipped graph's own
         rescore = None if (files := rescoring(args)) is None else files.load()  # (LMs read)
+        if rescore is not None and graph is not None:
+            rescore.check_graph(graph, f"the graph {args.graph}")
     model = HamaPhoneModel()
     unreadable: list[InputFileError] = []  # files left out, said as they come and counted
 

@@ -149,6 +149,12 @@ class LmRescoring:
         _check_scale(self.lm_scale)
         _check_beam(self.beam)
 
+    def check_graph(self, graph, name: str = "the graph") -> None:
+        """`check_first_pass_lm` with the old LM (once per run: the search does not)."""
+        if self.old_lm is not None:
+            unigrams = self.old_lm.model.ngrams[0]
+            check_first_pass_lm(graph, lambda w: (w,) in unigrams, self.old_lm.path, name)
+
     def apply(self, lattice: Lattice, words) -> Lattice:
         return rescore(lattice, words, self.new_lm, self.old_lm, self.lm_scale, self.beam)
 
@@ -163,6 +169,22 @@ def check_rescorable(graph, name: str = "the graph") -> None:
         raise OptionsError(f"rescoring needs a graph without an oov slot: {name} has one (its "
                            "spelled words are not n-gram words; build it without "
                            "--oov-slot)")  # fmt: skip
+
+
+def check_first_pass_lm(graph, lm_has, lm_path, name: str = "the graph") -> None:
+    """Refuse (`OptionsError`) a first-pass LM lacking a word on the graph's arcs
+    (``lm_has(word)``: is it one of the LM's unigrams): not the LM the graph was built from.
+    Each lattice holding such a word would be refused on its own, after its search — every
+    shard of a corpus run."""
+    on_arcs = np.zeros(graph.words.next_id, dtype=bool)
+    on_arcs[graph.olabel] = True  # (O(arcs), no sort: once per run, on graphs of 10^7 arcs)
+    on_arcs[0] = False
+    missing = [w for w in graph.words.symbols_of(np.flatnonzero(on_arcs).tolist()) if not lm_has(w)]
+    if missing:
+        shown = ", ".join(repr(w) for w in missing[:5]) + (", ..." if len(missing) > 5 else "")
+        raise OptionsError(f"{lm_path}: {len(missing)} of the words of {name} are not in it "
+                           f"({shown}): not the LM the graph was built from; give that one as "
+                           "the first-pass LM")  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -9,8 +9,10 @@ import shutil
 import numpy as np
 import pytest
 
+from wfstdecode.cli import main
 from wfstdecode.corpus import CtcCorpusDecoder, decode_corpus, read_manifest
 from wfstdecode.errors import WfstDecodeError
+from wfstdecode.testing.ctc import lexicon_graph
 
 
 def run(corpus, out, decoder=None, manifest=None, **kw):
@@ -153,3 +155,22 @@ def test_a_ctrl_c_once_every_shard_is_settled_still_writes_the_summary(
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["shards"] == len(corpus.shards)
     assert len(summary["decoded"]) == len(corpus.shards)
+
+
+def test_a_run_that_finished_no_shard_gives_way_to_new_settings(corpus, tmp_path, capsys):
+    """A graph of other tokens fails every shard; the rerun with the right graph needed
+    --force, though no finished shard was at stake. A run that finished one still asks."""
+    wrong = tmp_path / "wrong.npz"
+    lexicon_graph(["zq"]).save(wrong)
+    out = tmp_path / "out"
+
+    def run(graph):
+        return main(["decode-corpus", str(corpus.shard_dir), "--graph", str(graph), "--out",
+                     str(out), "--executor", "local", "--workers", "1", "--quiet",
+                     "--max-attempts", "1"])  # fmt: skip
+
+    assert run(wrong) != 0 and not list(out.glob("*.done.json"))
+    assert run(corpus.graph_path) == 0
+    assert len(list(out.glob("*.done.json"))) == len(corpus.shards)
+    capsys.readouterr()
+    assert run(wrong) == 2 and "--force" in capsys.readouterr().err

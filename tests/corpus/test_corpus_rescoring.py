@@ -156,23 +156,22 @@ def test_lms_no_worker_could_read_are_refused_before_the_run(corpus, lms, tmp_pa
     assert main([*common, "--rescore-lm", str(new), "--first-pass-lm", str(old)]) == 0
 
 
-def test_a_run_that_finished_no_shard_gives_way_to_new_settings(
+def test_a_first_pass_lm_that_is_not_the_graphs_is_refused_before_the_run(
     corpus, corpus_words, lms, tmp_path, capsys
 ):
-    """A valid ARPA that is not the graph's LM passes the driver and fails every shard; the
-    rerun with the right LM needed --force, though no finished shard was at stake. A run that
-    finished one still asks for it."""
-    old, new = lms
+    """A valid ARPA lacking words of the graph passed the driver and failed every shard (each
+    lattice with such a word refused); now refused first, naming the words; `decode` refuses
+    it before the log-probs are read."""
+    _, new = lms
     wrong = tmp_path / "wrong.arpa"
     wrong.write_text(random_arpa(corpus_words[:2], order=1, seed=5, density=1.0))
     out = tmp_path / "out"
-    common = ["decode-corpus", str(corpus.shard_dir), "--graph", str(corpus.graph_path), "--out",
-              str(out), "--executor", "local", "--workers", "1", "--quiet", "--lattice-beam",
-              "6", "--max-attempts", "1", "--rescore-lm", str(new)]  # fmt: skip
-    assert main([*common, "--first-pass-lm", str(wrong)]) != 0
-    assert not list(out.glob("*.done.json"))
-    assert main([*common, "--first-pass-lm", str(old)]) == 0
-    assert len(list(out.glob("*.done.json"))) == len(corpus.shards)
-    capsys.readouterr()
-    assert main([*common, "--first-pass-lm", str(wrong)]) == 2
-    assert "--force" in capsys.readouterr().err
+    common = ["--lattice-beam", "6", "--rescore-lm", str(new), "--first-pass-lm", str(wrong)]
+    assert main(["decode-corpus", str(corpus.shard_dir), "--graph", str(corpus.graph_path),
+                 "--out", str(out), "--executor", "local", "--workers", "1", "--quiet",
+                 *common]) == 2  # fmt: skip
+    err = capsys.readouterr().err
+    assert f"{wrong}: {len(corpus_words) - 2} of the words of the graph" in err
+    assert repr(corpus_words[2]) in err and not out.exists()
+    assert main(["decode", str(corpus.graph_path), str(corpus.shards[0]), *common]) == 2
+    assert "not the LM the graph was built from" in capsys.readouterr().err

@@ -155,7 +155,7 @@ class CtcCorpusDecoder:
     def _check_rescoring(self, graph) -> None:
         """What `decode_ctc` would refuse in every shard, and LMs no worker could read."""
         from ..graph.grammar import read_arpa_unigrams
-        from ..rescore import RescoringFiles, check_rescorable
+        from ..rescore import RescoringFiles, check_first_pass_lm, check_rescorable
 
         if self.rescoring is None:
             return
@@ -171,9 +171,12 @@ class CtcCorpusDecoder:
             if not os.path.isfile(path):  # (a pipe: read by one worker, and hashed, at most)
                 raise InputFileError(path, None, "not a regular file: each worker reads the LM "
                                      "itself and the run's config holds its SHA-256")  # fmt: skip
-            # not an ARPA file (a KenLM binary, a words.txt): refused here, not by each worker
-            # after run.json names it (its unigrams only: a fraction of the file)
-            read_arpa_unigrams(path)
+            # not an ARPA file (a KenLM binary, a words.txt), or not the graph's LM: refused
+            # here, not by each worker after run.json names it (its unigrams only: a fraction
+            # of the file)
+            unigrams = {word for word, _ in read_arpa_unigrams(path)}
+            if path == self.rescoring.old_lm:
+                check_first_pass_lm(graph, unigrams.__contains__, path, f"the graph {self.graph}")
 
     def config(self) -> dict:
         """Everything that changes the output (the backend and thread count do not): a run's
