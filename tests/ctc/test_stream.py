@@ -328,9 +328,19 @@ def test_bad_input_names_the_stream_and_leaves_the_others_alone(backend):
     d.advance({a: lp[0, :4], b: lp[1, :4]})
     nan = lp[1, 4:8].copy()
     nan[2, 1] = np.nan
+    big = lp[1, 4:8].astype(np.float64)
+    big[1, 2] = 1e39
     cases = [
+        (
+            {b: big},
+            rf"stream {b}: chunk\[1, 2\] = 1e\+39 is beyond float32's range, the "
+            r"search's \(frame 5 of the stream\)",
+        ),
         ({a: lp[0, 4:], 99: lp[1, 4:]}, r"stream 99 is unknown"),
-        ({a: lp[0, 4:], b: nan}, rf"stream {b}: chunk frame 2 contains NaN"),
+        (
+            {a: lp[0, 4:], b: nan},
+            rf"stream {b}: chunk frame 2 \(frame 6 of the stream\) contains NaN",
+        ),
         ({a: lp[0, 4:, :3]}, rf"stream {a}: a chunk must be \(frames, {g.num_tokens}\)"),
         ({a: lp[:1, 4:]}, r"a chunk must be .* got shape \(1, 6, "),  # (frames, V) only
         ({a: lp[0, 4:].astype(np.int64)}, rf"stream {a}: a chunk must be floating point"),
@@ -663,7 +673,10 @@ def test_a_zero_width_chunk_is_refused_as_decode_ctc_refuses_it(backend):
         decode_ctc(lp[None], None, empty, backend="reference")
     d = CtcStreamDecoder(empty, backend=backend)
     s = d.open()
-    with pytest.raises(DecodeInputError, match=rf"stream {s}: chunk frame 0 contains -inf"):
+    with pytest.raises(
+        DecodeInputError,
+        match=rf"stream {s}: chunk frame 0 \(frame 0 of the stream\) contains -inf",
+    ):
         d.advance({s: lp})
     assert d.frames(s) == 0
 

@@ -258,7 +258,8 @@ class CtcStreamDecoder:
             checked.append(self._checked_shape(sid, chunks[sid], width))
             width = checked[-1][1].shape[1]
         lps = [lp for _, lp in checked]
-        costs = self._chunk_costs(sids, lps, [given for given, _ in checked])
+        costs = self._chunk_costs(sids, lps, [given for given, _ in checked],
+                                  [s.frames for s in streams])  # fmt: skip
         if started is None and sids:  # the first call whose chunks all passed fixes it
             with self._id_lock:  # (threads feeding other streams may be here at once)
                 if self.width is None:
@@ -427,17 +428,18 @@ class CtcStreamDecoder:
                                    f"shape {tuple(lp.shape)}")  # fmt: skip
         return given, lp
 
-    def _chunk_costs(self, sids: list, lps: list, givens: list) -> list[np.ndarray]:
+    def _chunk_costs(self, sids: list, lps: list, givens: list, starts: list) -> list[np.ndarray]:
         """Each chunk's search costs, from one pass over the chunks end to end (a frame's costs
         depend on that frame alone); a chunk with a NaN, +inf or a frame of only -inf raises
-        naming its stream and frame (the first such chunk; in it, a NaN before a dead frame)."""
+        naming its stream and frame (the first such chunk; in it, a NaN before a dead frame;
+        ``starts``: each stream's frames before its chunk)."""
         if not lps:
             return []
         frames = np.concatenate(lps) if len(lps) > 1 else lps[0]
         costs, (_, _, kind) = costs_and_first_bad(frames[None], self.options.acoustic_scale)
         if kind != FINE:
-            for sid, lp, given in zip(sids, lps, givens, strict=True):
-                _check_values(sid, lp, given)
+            for sid, lp, given, start in zip(sids, lps, givens, starts, strict=True):
+                _check_values(sid, lp, given, start)
         return np.split(costs[0], np.cumsum([len(lp) for lp in lps[:-1]]))
 
     def _endpoint(self, s: _Stream) -> str | None:
@@ -455,15 +457,17 @@ class CtcStreamDecoder:
         return self.endpoint_rules.detect(s.frames, s.frames - spoken_until, spoken_until > 0)
 
 
-def _check_values(sid: int, lp: np.ndarray, given: np.ndarray) -> None:
+def _check_values(sid: int, lp: np.ndarray, given: np.ndarray, start: int) -> None:
     """Raise naming the first frame of stream ``sid``'s chunk ``lp`` (float32; ``given``: as
-    given) with a NaN or +inf, else the first whose every column is -inf."""
+    given) with a NaN or +inf, else the first whose every column is -inf: its row in the chunk
+    and, the chunk following ``start`` frames, its frame in the stream."""
     bad = np.isnan(lp).any(axis=1) | (lp == np.inf).any(axis=1)
     dead = (lp == -np.inf).all(axis=1)  # (vacuously for no columns, as decode_ctc says)
     for what, rows in (("NaN or +inf", bad), ("-inf in every column", dead)):
         if rows.any():
             t = int(np.flatnonzero(rows)[0])
             beyond = beyond_float32(given[t], lp[t], np.inf if rows is bad else -np.inf)
+            at = f"(frame {start + t} of the stream)"
             if beyond:
-                raise DecodeInputError(f"stream {sid}: chunk[{t}, {beyond}")
-            raise DecodeInputError(f"stream {sid}: chunk frame {t} contains {what}")
+                raise DecodeInputError(f"stream {sid}: chunk[{t}, {beyond} {at}")
+            raise DecodeInputError(f"stream {sid}: chunk frame {t} {at} contains {what}")
