@@ -189,3 +189,27 @@ def test_recipes_check_their_options_before_any_work(tmp_path):
                                    str(tmp_path / "lm.arpa"), "--out",
                                    str(tmp_path / "g")])  # fmt: skip
     assert not (tmp_path / "g").exists()
+
+
+def test_an_arpa_word_holding_a_no_break_space_is_left_out_of_a_sentencepiece_lexicon(tmp_path):
+    """The ARPA reader keeps a no-break space inside a word (as KenLM does); sentencepiece splits
+    there as at a space, so the word got a lexicon entry that no word table can hold, and the
+    whole build died on "symbol … contains whitespace", naming no file. It is left out, like
+    any word the tokens cannot write."""
+    spm = pytest.importorskip("sentencepiece")
+    from wfstdecode.graph import build_tlg
+    from wfstdecode.graph.lexicon import sentencepiece_lexicon
+
+    text = (PACKAGE_DATA / "test_sentences.txt").read_text()
+    (tmp_path / "text.txt").write_text(text * 3)
+    spm.SentencePieceTrainer.train(input=str(tmp_path / "text.txt"), vocab_size=120,
+                                   model_prefix=str(tmp_path / "bpe"), model_type="bpe",
+                                   minloglevel=2)  # fmt: skip
+    model = spm.SentencePieceProcessor(model_file=str(tmp_path / "bpe.model"))
+    tokens = SymbolTable.from_list(["<blk>", *(model.id_to_piece(i) for i in range(120))])
+    words = sorted(set(text.split()))[:6]
+    joined = f"{words[0]}\u00a0{words[1]}"
+    (tmp_path / "lm.arpa").write_text(random_arpa([*words, joined], order=2, seed=3))
+    lexicon, skipped = sentencepiece_lexicon([*words, joined], tmp_path / "bpe.model", tokens)
+    assert skipped == [joined] and {e.word for e in lexicon} == set(words)
+    build_tlg(tokens, lexicon, str(tmp_path / "lm.arpa"))  # builds, the word dropped

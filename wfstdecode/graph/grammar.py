@@ -191,11 +191,13 @@ def read_arpa(path: str | os.PathLike, vocabulary: set[str] | None = None) -> Ar
 
 def _add_missing_contexts(ngrams: list[dict]) -> int:
     """Add each missing context of a listed n-gram (``a b`` of ``a b c``, as pruning leaves
-    them) with its backed-off log10 probability and no backoff weight, shortest first, as KenLM
-    does: the model's probabilities stay the same, and G gets the state that the n-gram's arcs
-    leave from and an arc into it. Returns how many were added."""
+    them) with its backed-off log10 probability and no backoff weight, as KenLM does: the
+    model's probabilities stay the same, and G gets the state that the n-gram's arcs leave from
+    and an arc into it. Longest first, so that a context added is itself checked (``a b`` of an
+    added ``a b c``: without it the state ``a b c`` would be unreachable, and ``a b c d`` never
+    used). Returns how many were added."""
     added = 0
-    for n in range(2, len(ngrams)):  # contexts of the (n + 1)-grams are n-grams
+    for n in range(len(ngrams) - 1, 1, -1):  # contexts of the (n + 1)-grams are n-grams
         listed, longer = ngrams[n - 1], ngrams[n]
         for key in longer:
             context = key[:-1]

@@ -254,7 +254,9 @@ def sentencepiece_lexicon(
     """Lexicon of a BPE / unigram-piece model: each word split by the sentencepiece model.
 
     Returns (entries, words skipped because a piece is ``<unk>``, not in ``tokens``, or cannot be
-    in a pronunciation: see `check_pronunciations`).
+    in a pronunciation: see `check_pronunciations`; or because the word cannot be a symbol of the
+    word table: an ARPA word may hold a no-break or other non-ASCII space, which sentencepiece
+    splits at as at a space).
     """
     sp = load_sentencepiece(model_path)
     problem = piece_numbering_problem(sp, tokens)
@@ -267,6 +269,7 @@ def sentencepiece_lexicon(
         pieces = [sp.id_to_piece(i) for i in ids]
         if (
             ids
+            and word.split() == [word]  # (as `SymbolTable.add` requires)
             and unk not in ids
             and all(p in tokens for p in pieces)
             and not _pronunciation_problem(word, pieces, separator)
