@@ -226,6 +226,15 @@ def test_lexicon_refuses_the_separator_naming_the_line(tmp_path):
         build_lexicon_fst(made, tokens, make_word_table(made), separator="|")
 
 
+@pytest.mark.parametrize("space", ["\u00a0", "\u3000", "\u2009"])
+def test_lexicon_refuses_a_space_no_symbol_table_holds(tmp_path, space):
+    """'a<NBSP>b a b' was read as the word 'a' spelled 'b a b' (str.split splits there, the ARPA
+    reader and Kaldi do not): a wrong pronunciation, silently."""
+    tokens = SymbolTable.read(write(tmp_path / "tokens.txt", LEX_TOKENS))
+    path = write(tmp_path / "lexicon.txt", f"ab a b\na{space}b a b\n")
+    raises_at(2, f"U\\+{ord(space):04X} \\(a space other than", read_lexicon, path, tokens)
+
+
 def test_spelled_lexicon_skips_words_holding_the_separator():
     tokens = SymbolTable.from_list(["<blk>", "a", "b", "|"])
     entries, skipped = spell_lexicon(["ab", "a|b", "abc"], tokens, separator="|")

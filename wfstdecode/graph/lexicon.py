@@ -33,6 +33,9 @@ class LexiconEntry:
     line_no: int | None = field(default=None, compare=False, repr=False)
 
 
+_ASCII_SPACE = " \t\r\n\v\f"
+
+
 def read_lexicon(
     path: str | os.PathLike, tokens: SymbolTable, with_probs: bool = False
 ) -> list[LexiconEntry]:
@@ -46,6 +49,12 @@ def read_lexicon(
     seen = set()  # (word, tokens, prob) read so far
     for line_no, line in text_lines(path, "lexicon"):
         fields = line.split()
+        odd = None if line.isascii() else next((c for c in line if c.isspace()
+                                                and c not in _ASCII_SPACE), None)  # fmt: skip
+        if odd is not None:  # (the ARPA reader and Kaldi keep it inside a word: not a split)
+            raise InputFileError(path, line_no, f"U+{ord(odd):04X} (a space other than ' ' and "
+                                 "tab) in a word or token, which a symbol table cannot hold: "
+                                 f"{quoted(line)}")  # fmt: skip
         if not fields:
             continue
         word, rest = fields[0], fields[1:]
