@@ -90,3 +90,21 @@ def test_an_empty_data_chunk_stays_empty(tmp_path, after):
         warnings.simplefilter("error")
         samples, _ = read_audio(path)
     assert samples.size == 0
+
+
+@pytest.mark.parametrize("riff_size", [None, 0])
+def test_float_samples_after_a_header_never_patched_are_read_and_said(tmp_path, riff_size):
+    """The same for a float WAV (soundfile's, not the standard library's): libsndfile read a data
+    size of 0 as no samples, so the file was refused as too short a recording."""
+    pytest.importorskip("soundfile", reason="soundfile (the speech extra) reads float WAVs")
+    x = (0.5 * np.sin(np.arange(4000) / 5)).astype("<f4")
+    fmt = struct.pack("<HHIIHH", 3, 1, 16000, 64000, 4, 32)
+    fact = b"fact" + struct.pack("<I", 4) + struct.pack("<I", 0)
+    body = b"WAVE" + b"fmt " + struct.pack("<I", len(fmt)) + fmt + fact + b"data"
+    body += struct.pack("<I", 0) + x.tobytes()
+    path = tmp_path / "unpatched.wav"
+    path.write_bytes(b"RIFF" + struct.pack("<I", len(body) if riff_size is None else 0) + body)
+    with pytest.warns(UserWarning, match="unpatched.wav: its WAV header declares no samples but "
+                      "16,000 bytes"):  # fmt: skip
+        samples, rate = read_audio(path)
+    assert rate == 16000 and np.array_equal(samples, x)

@@ -91,6 +91,19 @@ def test_iter_transcribe_yields_every_file_in_order_across_batches():
     assert [_key(h[0]) for _, h in got] == [_key(h[0]) for h in alone]
 
 
+@pytest.mark.parametrize("path", ["good.wav", Path("good.wav")])
+def test_one_path_instead_of_a_list_is_named(path):
+    """transcribe("good.wav") read the letters as files ("g: cannot read the audio file"), and
+    a Path was "not iterable"."""
+    from wfstdecode.speech.transcribe import transcribe
+    from wfstdecode.testing.ctc import random_graph
+
+    graph = random_graph(3)
+    model = FakePhoneModel({}, graph.num_tokens)
+    with pytest.raises(DecodeInputError, match="a list of audio files; got one path.*good.wav"):
+        transcribe(path, graph, model=model, backend="reference")
+
+
 def test_boosts_with_a_transducer_are_refused_by_the_api():
     """Not silently dropped (the CLI says so for --boost; the Python API must too)."""
     from wfstdecode.speech.transcribe import iter_transcribe

@@ -41,6 +41,11 @@ def read_audio(path: str | os.PathLike) -> tuple[np.ndarray, int]:
         soundfile = _soundfile(path, "not a WAV file; other formats (FLAC, OGG, …) need soundfile")
     try:
         samples, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
+        if not len(samples) and head[:4] == b"RIFF" and (tail := _unpatched_samples(path)):
+            # a float or WAVE_FORMAT_EXTENSIBLE WAV whose writer never wrote the sizes
+            samples, rate = soundfile.read(io.BytesIO(_with_data_size(path, len(tail))),
+                                           dtype="float32", always_2d=True)  # fmt: skip
+            _said_unpatched(path, len(tail))
     except RuntimeError as exc:  # soundfile's error for an unreadable or unknown format
         raise InputFileError(path, None, f"{what}: {exc}") from None
     return _checked(path, samples.mean(axis=1), rate)
@@ -73,9 +78,7 @@ def _read_wav(path) -> tuple[np.ndarray, int]:
         raise InputFileError(path, None, f"not a readable PCM WAV file: {why}") from None
     if declared == 0 and (tail := _unpatched_samples(path)):  # a writer stopped before it
         raw = tail  # wrote the sizes (a recorder killed, a pipe): the samples are there
-        warnings.warn(f"{path}: its WAV header declares no samples but {len(tail):,} bytes of "
-                      "them follow (a writer that never wrote the sizes): read them",
-                      UserWarning, stacklevel=3)  # fmt: skip
+        _said_unpatched(path, len(tail))
     frames = len(raw) // (width * channels)
     streamed = declared == 0xFFFFFFFF // (width * channels)  # a writer that could not seek back
     if frames < declared and not streamed:  # cut short (a copy that did not finish): said
@@ -104,19 +107,38 @@ def _with_riff_size(path) -> bytes:
     return bytes(blob)
 
 
+def _said_unpatched(path, size: int) -> None:
+    warnings.warn(f"{path}: its WAV header declares no samples but {size:,} bytes of them "
+                  "follow (a writer that never wrote the sizes): read them",
+                  UserWarning, stacklevel=4)  # fmt: skip
+
+
+def _with_data_size(path, size: int) -> bytes:
+    """The file's bytes with its RIFF size and its (first) data chunk's size set: ``size``."""
+    blob = bytearray(_with_riff_size(path))
+    at = _data_chunk_at(blob)
+    blob[at + 4 : at + 8] = size.to_bytes(4, "little")
+    return bytes(blob)
+
+
+def _data_chunk_at(blob) -> int | None:
+    """The offset of the first ``data`` chunk of a RIFF file's bytes; None if none."""
+    at = 12
+    while at + 8 <= len(blob):
+        if blob[at : at + 4] == b"data":
+            return at
+        size = int.from_bytes(blob[at + 4 : at + 8], "little")
+        at += 8 + size + (size & 1)
+    return None
+
+
 def _unpatched_samples(path) -> bytes | None:
     """The bytes after a ``data`` chunk whose size says 0, when they are not further chunks
     (ids of printable ASCII whose sizes end the file exactly): samples whose size was never
     written. None when the data chunk is empty indeed."""
     with open(path, "rb") as f:
         blob = f.read()
-    at = 12
-    while at + 8 <= len(blob):
-        size = int.from_bytes(blob[at + 4 : at + 8], "little")
-        if blob[at : at + 4] == b"data":
-            break
-        at += 8 + size + (size & 1)
-    else:
+    if (at := _data_chunk_at(blob)) is None:
         return None
     tail, pos = blob[at + 8 :], 0
     while pos + 8 <= len(tail) and all(32 <= c < 127 for c in tail[pos : pos + 4]):

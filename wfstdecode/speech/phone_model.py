@@ -21,6 +21,11 @@ WORD_BOUNDARY = "<wb>"
 HAMA_VERSION = "1.7.0"
 # hama's vocabulary has a space class; tokens.txt cannot hold whitespace.
 _RENAMED = {" ": "<space>"}
+# hama 1.7.0's engine returns at most 1500 frames (30 s) and silently drops the rest of a longer
+# waveform: longer audio goes through in windows of 20 s, each frame kept from a window that
+# gives it at least 1 s of context on both sides.
+MAX_FRAMES = 1500
+WINDOW_FRAMES, OVERLAP_FRAMES = 1000, 50
 
 
 def hama_token_names(classes: Sequence[str], blank: str = "<blank>") -> list[str]:
@@ -68,12 +73,35 @@ class HamaPhoneModel:
                 f"audio of {samples.size} samples is too short for the phone model "
                 f"(at least 640 samples, 40 ms at {self.sample_rate} Hz)"
             )
+        hop = round(self.sample_rate * self.frame_seconds)  # samples per output frame
+        total = samples.size // hop + 1
+        if total <= MAX_FRAMES:
+            return self._run(samples)
+        out = np.empty((total, len(self.tokens)), np.float32)
+        start = 0  # the window's first frame
+        while True:
+            last = (start + WINDOW_FRAMES) * hop >= samples.size
+            window = self._run(samples[start * hop : (start + WINDOW_FRAMES) * hop])
+            lo = 0 if start == 0 else OVERLAP_FRAMES
+            hi = len(window) if last else WINDOW_FRAMES - OVERLAP_FRAMES
+            out[start + lo : start + hi] = window[lo:hi]
+            if last:
+                return out
+            start += WINDOW_FRAMES - 2 * OVERLAP_FRAMES
+
+    def _run(self, samples: np.ndarray) -> np.ndarray:
+        """One call of hama's engine: (T, V) log-probs, T = one frame per hop and one more."""
         session = self._model.session
         log_probs, lengths = session.run(
             ["log_probs", "out_lengths"],
             {"waveform": samples[None], "waveform_lengths": np.array([samples.size], np.int64)},
         )
         length = int(np.asarray(lengths).reshape(-1)[0])
+        expected = samples.size // round(self.sample_rate * self.frame_seconds) + 1
+        if min(length, len(log_probs[0])) != expected:  # (an engine that cut the audio short)
+            raise BackendUnavailableError(f"hama's phone model gave {length} frames for "
+                                          f"{samples.size} samples, not {expected}: a hama "
+                                          f"other than {HAMA_VERSION}?")  # fmt: skip
         return np.ascontiguousarray(log_probs[0, :length][:, self._columns], dtype=np.float32)
 
     def log_probs(self, utterances: Sequence[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:

@@ -59,6 +59,9 @@ def iter_transcribe(
     while the others are decoded."""
     from .graph import load_speech_graph
 
+    if isinstance(paths, (str, bytes, os.PathLike)):  # (a str would be read as its letters)
+        raise DecodeInputError(f"paths must be a list of audio files; got one path {paths!r}: "
+                               "pass [path]")  # fmt: skip
     if kind is not None and (boosts or rescore is not None):
         raise DecodeInputError("boosts and rescoring apply to the graph search, not to the "
                                "transducer")  # fmt: skip
