@@ -303,6 +303,25 @@ def compiled_and_tensor(model, enc, lengths, options, monkeypatch):
     return compiled, tensor
 
 
+@pytest.mark.parametrize("value", [math.nan, math.inf, -math.inf])
+@pytest.mark.parametrize(("algorithm", "own"), SEARCHES, ids=IDS)
+def test_non_finite_padding_decodes_as_clean_padding(algorithm, own, value, monkeypatch):
+    """Padding beyond a length may hold anything (`check_inputs`): NaN / inf there decodes as
+    clean padding in the compiled CPU forms and the tensor searches CUDA runs alike (the tensor
+    TDT searches once read the padding frame's duration log-probs: NaN into the done rows'
+    mass, a "non-finite logits" error)."""
+    model, enc = tiny(4, vocab=4, frames=6, durations=own.get("durations"), batch=3)
+    lengths = torch.tensor([6, 3, 0])
+    options = BeamOptions(algorithm, beam_size=2, nbest=2, max_symbols_per_frame=2, **own)
+    want = beam_reference(model, enc, lengths, options)
+    dirty = enc.clone()
+    for b, n in enumerate(lengths.tolist()):
+        dirty[b, n:] = value
+    compiled, tensor = compiled_and_tensor(model, dirty, lengths, options, monkeypatch)
+    assert_same(compiled, want)
+    assert_same(tensor, want)
+
+
 @pytest.mark.parametrize(
     ("algorithm", "module", "step"),
     [

@@ -131,7 +131,8 @@ def _start_segment_(rows: BeamRows, ahead, K, E, S, in_segment):
 def _log_probs(adapter, rows: BeamRows, K, enc_seg, valid, vocab, land):
     """Token log-probs (B, E, S, V) of the active rows at the segment's frames, and TDT's
     duration log-probs at its one frame (B, E, D; None for RNN-T); past an utterance's end a
-    frame passes everything through as blank (log-prob 0)."""
+    frame passes everything through as blank (log-prob 0), its duration log-probs 0 (not the
+    NaN that NaN padding gives: the rows' -inf plus NaN would be NaN)."""
     B, S = valid.shape
     pred = rows.pred.view(B, rows.K, -1)[:, K:]  # (B, E, J)
     E, J = pred.shape[1], pred.shape[2]
@@ -139,7 +140,9 @@ def _log_probs(adapter, rows: BeamRows, K, enc_seg, valid, vocab, land):
     pred_rows = pred.unsqueeze(2).expand(B, E, S, J).reshape(B * E * S, J)
     logits = adapter.joint(enc_rows, pred_rows).view(B, E, S, -1).double()
     lp = logits[..., :vocab].log_softmax(-1)
-    lpd = logits[:, :, 0, vocab:].log_softmax(-1) if land.tdt else None
+    lpd = None
+    if land.tdt:  # (past the end: finite, whatever the padding gave; no row is live there)
+        lpd = torch.where(valid[:, :1, None], logits[:, :, 0, vocab:].log_softmax(-1), 0.0)
     is_blank = torch.arange(vocab, device=lp.device) == adapter.blank_id
     padding = torch.where(is_blank, 0.0, -math.inf).to(lp.dtype)
     return torch.where(valid.view(B, 1, S, 1), lp, padding), lpd
