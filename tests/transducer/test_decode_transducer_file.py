@@ -150,3 +150,25 @@ def test_beam_parameters_need_the_beam_and_their_algorithm(tmp_path):
     out = run("rnnt", tmp_path / "enc.npz", "--beam-size", 2, "--window", 4)
     assert out.returncode != 0 and "window=4 is only used by algorithm 'wind'" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+def test_values_nan_inf_or_beyond_float32_are_named(tmp_path):
+    """A float64 file's 1e300 became inf when read as float32 and was said as 'contains inf',
+    which the file does not hold (with a NumPy overflow warning); now named as beyond float32.
+    A -1e300 log-prob is -inf, a log-prob of 0 probability, and decodes."""
+    model = load_speech_transducer("rnnt")
+    cases = [("enc", 2, np.nan, r"enc\[0, 2\] contains NaN"),
+             ("enc", 3, -np.inf, r"enc\[0, 3\] contains inf"),
+             ("enc", 1, 1e300, r"enc\[0, 1, 1\] = 1e\+300 is beyond float32's range"),
+             ("log_probs", 4, 1e300, r"log_probs\[0, 4, 1\] = 1e\+300 is beyond")]  # fmt: skip
+    for name, t, value, match in cases:
+        data = np.zeros((1, 6, 4 if name == "enc" else 191))
+        data[0, t, 1] = value
+        np.savez(tmp_path / "x.npz", **{name: data})
+        with pytest.raises(InputFileError, match=match):
+            decode_transducer_npz(model, tmp_path / "x.npz")
+    log_probs, lengths = posteriors(batch=1, frames=8)
+    log_probs = log_probs.astype(np.float64)
+    log_probs[0, 3, 5] = -1e300
+    np.savez(tmp_path / "x.npz", log_probs=log_probs, lengths=lengths[:1])
+    assert decode_transducer_npz(model, tmp_path / "x.npz").texts is not None

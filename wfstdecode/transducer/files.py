@@ -106,13 +106,20 @@ def _read(path) -> dict:
                        "keep the one to decode")  # fmt: skip
         data = z.read(name, "f", ndim=3)
         B, T, _ = data.shape
-        out = {name: data.astype("float32", copy=False), "lengths": z.read_lengths(B, T)}
+        with np.errstate(over="ignore"):  # (a float64 value beyond float32's range: said below)
+            out = {name: data.astype("float32", copy=False), "lengths": z.read_lengths(B, T)}
         # said here, by position: past the encoder a NaN is anywhere (it runs both ways)
-        bad = np.isnan(data) | (data == np.inf) if name == "log_probs" else ~np.isfinite(data)
+        got = out[name]
+        bad = np.isnan(got) | (got == np.inf) if name == "log_probs" else ~np.isfinite(got)
         within = np.arange(T)[None, :] < out["lengths"][:, None]
         hit = np.argwhere(bad.any(axis=-1) & within)
         if len(hit):
             b, t = hit[0].tolist()
+            beyond = np.flatnonzero(np.isfinite(data[b, t]) & bad[b, t])
+            if len(beyond):
+                v = int(beyond[0])
+                raise fail(f"{name}[{b}, {t}, {v}] = {data[b, t, v]:g} is beyond float32's "
+                           f"range, the model's (a frame within lengths[{b}])")  # fmt: skip
             what = "NaN" if np.isnan(data[b, t]).any() else "inf"
             raise fail(f"{name}[{b}, {t}] contains {what} (a frame within lengths[{b}])")
         out["texts"] = z.read_texts("texts", B)
