@@ -596,6 +596,20 @@ def test_a_word_with_more_than_max_spellings_pronunciations_is_refused():
         checked_lexicon({"w": prons})
 
 
+def test_an_oov_lexicon_file_names_the_line_of_one_pronunciation_too_many(tmp_path):
+    from wfstdecode.ctc.oov import MAX_SPELLINGS, read_oov_lexicon
+    from wfstdecode.errors import InputFileError
+    from wfstdecode.symbols import SymbolTable
+
+    path = tmp_path / "oov.txt"
+    path.write_text("".join(f"w a{' b' * k}\n" for k in range(MAX_SPELLINGS + 1)))
+    tokens = SymbolTable.from_list(["<blk>", "a", "b"])
+    with pytest.raises(InputFileError, match=rf"oov.txt:{MAX_SPELLINGS + 1}: 'w' has more than"):
+        read_oov_lexicon(path, tokens)
+    path.write_text("".join(f"w a{' b' * k}\n" for k in range(MAX_SPELLINGS)))
+    assert len(read_oov_lexicon(path, tokens)["w"]) == MAX_SPELLINGS
+
+
 def test_the_epsilon_symbol_is_not_a_word_of_a_phrase_spelled_through_the_slot(slot_graph):
     """O3 (`phrase_labels` taking any id the table gives, ``if wid is not None``): "<eps>" is
     id 0 of the word table, never a word: a phrase holding it is left out, with a warning, as

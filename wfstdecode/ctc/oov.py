@@ -199,10 +199,15 @@ def checked_lexicon(lexicon: Mapping) -> dict[str, list[tuple[str, ...]]]:
 def read_oov_lexicon(path, tokens) -> dict[str, list[tuple[str, ...]]]:
     """``word tok1 tok2 …`` per line, read as any lexicon is (`graph.read_lexicon`: a token the
     graph lacks, or one that spells nothing, raises `InputFileError` naming the line); a word on
-    several lines has several pronunciations."""
+    several lines has several pronunciations, up to ``MAX_SPELLINGS`` (the line of one more is
+    named)."""
     from ..graph.lexicon import read_lexicon
 
     out: dict[str, list[tuple[str, ...]]] = {}
     for entry in read_lexicon(path, tokens):
-        out.setdefault(entry.word, []).append(entry.tokens)
+        prons = out.setdefault(entry.word, [])
+        if len(prons) == MAX_SPELLINGS:
+            raise InputFileError(path, entry.line_no, f"{entry.word!r} has more than "
+                                 f"{MAX_SPELLINGS} pronunciations")  # fmt: skip
+        prons.append(entry.tokens)
     return out
