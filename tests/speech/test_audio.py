@@ -175,3 +175,16 @@ def test_resample_matches_the_formula_to_the_last_sample(rate, new_rate, n):
     out = resample(x, rate, new_rate)
     assert out.shape == (round(n * new_rate / rate),)
     np.testing.assert_allclose(out, _reference_resample(x, rate, new_rate), atol=2e-5)
+
+
+@pytest.mark.parametrize("rate,new_rate,n", [(44100, 16000, 500), (15999, 16000, 300)])
+def test_resample_without_a_table_of_phases_matches_the_formula(monkeypatch, rate, new_rate, n):
+    """Rates whose phases would make too large a table (15999 -> 16000: 16,000 phases) take
+    each output's taps as they come; the same formula either way."""
+    from wfstdecode.speech import audio
+
+    x = np.random.default_rng(n).uniform(-0.5, 0.5, n).astype(np.float32)
+    with_table = resample(x, rate, new_rate)
+    monkeypatch.setattr(audio, "_MAX_TAPS_TABLE", 0)
+    np.testing.assert_allclose(resample(x, rate, new_rate), with_table, atol=1e-7)
+    np.testing.assert_allclose(with_table, _reference_resample(x, rate, new_rate), atol=2e-5)
