@@ -449,17 +449,12 @@ def test_partial_results_count_a_spelled_word_as_one_stable_word(tmp_path):
 
 def test_a_sentencepiece_graph_spells_an_oov_word_with_its_pieces(tmp_path):
     spm = pytest.importorskip("sentencepiece")
-    from importlib.resources import files
-
     from wfstdecode.graph.lexicon import sentencepiece_lexicon
+    from wfstdecode.testing.lm import tiny_sentencepiece_model
 
-    text = (files("wfstdecode") / "data" / "test_sentences.txt").read_text()
-    (tmp_path / "text.txt").write_text(text * 3)
-    spm.SentencePieceTrainer.train(input=str(tmp_path / "text.txt"), vocab_size=120,
-                                   model_prefix=str(tmp_path / "bpe"), model_type="bpe",
-                                   minloglevel=2)  # fmt: skip
-    model = spm.SentencePieceProcessor(model_file=str(tmp_path / "bpe.model"))
-    tokens = SymbolTable.from_list(["<blk>", *(model.id_to_piece(i) for i in range(120))])
+    path, pieces, text = tiny_sentencepiece_model(tmp_path)
+    model = spm.SentencePieceProcessor(model_file=path)
+    tokens = SymbolTable.from_list(["<blk>", *pieces])
     vocabulary = sorted(set(text.split()))
     oov = next(w for w in vocabulary if len(w) > 6 and len(model.encode(w)) > 2)
     words = [w for w in vocabulary if w != oov][:40]

@@ -8,7 +8,7 @@ import pytest
 
 from wfstdecode import DecodingGraph, SymbolTable
 from wfstdecode.testing.data import PACKAGE_DATA
-from wfstdecode.testing.lm import random_arpa
+from wfstdecode.testing.lm import random_arpa, tiny_sentencepiece_model
 
 RECIPES = Path(__file__).resolve().parents[2] / "graph_recipes"
 
@@ -40,16 +40,8 @@ def test_characters_recipe_on_the_shipped_data(tmp_path):
 
 
 def test_bpe_recipe_with_a_tiny_sentencepiece_model(tmp_path):
-    spm = pytest.importorskip("sentencepiece")
-    text = (PACKAGE_DATA / "test_sentences.txt").read_text()
-    (tmp_path / "text.txt").write_text(text * 3)
-    spm.SentencePieceTrainer.train(
-        input=str(tmp_path / "text.txt"),
-        model_prefix=str(tmp_path / "bpe"),
-        vocab_size=120,
-        model_type="bpe",
-        minloglevel=2,
-    )
+    pytest.importorskip("sentencepiece")
+    _, _, text = tiny_sentencepiece_model(tmp_path)
     words = sorted(set(text.split()))[:40]
     (tmp_path / "lm.arpa").write_text(random_arpa(words, order=2, seed=3))
     out = recipe("bpe").main(
@@ -81,16 +73,10 @@ def test_a_token_table_of_another_sentencepiece_model_is_warned_of(tmp_path):
     lacks pieces is most likely another model's, and the graph would decode garbage."""
     import warnings
 
-    spm = pytest.importorskip("sentencepiece")
+    pytest.importorskip("sentencepiece")
     from wfstdecode.graph.lexicon import sentencepiece_lexicon
 
-    text = (PACKAGE_DATA / "test_sentences.txt").read_text()
-    (tmp_path / "text.txt").write_text(text * 3)
-    spm.SentencePieceTrainer.train(input=str(tmp_path / "text.txt"), vocab_size=120,
-                                   model_prefix=str(tmp_path / "bpe"), model_type="bpe",
-                                   minloglevel=2)  # fmt: skip
-    model = spm.SentencePieceProcessor(model_file=str(tmp_path / "bpe.model"))
-    pieces = [model.id_to_piece(i) for i in range(120)]
+    _, pieces, text = tiny_sentencepiece_model(tmp_path)
     words = sorted(set(text.split()))[:20]
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # the model's own numbering, blank first: no warning
@@ -196,17 +182,12 @@ def test_an_arpa_word_holding_a_no_break_space_is_left_out_of_a_sentencepiece_le
     there as at a space, so the word got a lexicon entry that no word table can hold, and the
     whole build died on "symbol … contains whitespace", naming no file. It is left out, like
     any word the tokens cannot write."""
-    spm = pytest.importorskip("sentencepiece")
+    pytest.importorskip("sentencepiece")
     from wfstdecode.graph import build_tlg
     from wfstdecode.graph.lexicon import sentencepiece_lexicon
 
-    text = (PACKAGE_DATA / "test_sentences.txt").read_text()
-    (tmp_path / "text.txt").write_text(text * 3)
-    spm.SentencePieceTrainer.train(input=str(tmp_path / "text.txt"), vocab_size=120,
-                                   model_prefix=str(tmp_path / "bpe"), model_type="bpe",
-                                   minloglevel=2)  # fmt: skip
-    model = spm.SentencePieceProcessor(model_file=str(tmp_path / "bpe.model"))
-    tokens = SymbolTable.from_list(["<blk>", *(model.id_to_piece(i) for i in range(120))])
+    _, pieces, text = tiny_sentencepiece_model(tmp_path)
+    tokens = SymbolTable.from_list(["<blk>", *pieces])
     words = sorted(set(text.split()))[:6]
     joined = f"{words[0]}\u00a0{words[1]}"
     (tmp_path / "lm.arpa").write_text(random_arpa([*words, joined], order=2, seed=3))

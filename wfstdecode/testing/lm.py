@@ -216,3 +216,23 @@ def sample_sentences(
             hist = (*hist, w)[-(model.order - 1) :] if model.order > 1 else ()
         out.append(sent)
     return out
+
+
+def tiny_sentencepiece_model(folder: str | os.PathLike) -> tuple[str, list[str], str]:
+    """``(model path, its 120 pieces in id order, the text)``: a BPE model trained by
+    sentencepiece (which must be installed) on the shipped test sentences, written in
+    ``folder`` as ``bpe.model``."""
+    from importlib.resources import files
+
+    import sentencepiece as spm
+
+    text = (files("wfstdecode") / "data" / "test_sentences.txt").read_text()
+    folder = os.fspath(folder)
+    with open(os.path.join(folder, "text.txt"), "w") as f:
+        f.write(text * 3)
+    spm.SentencePieceTrainer.train(input=os.path.join(folder, "text.txt"), vocab_size=120,
+                                   model_prefix=os.path.join(folder, "bpe"), model_type="bpe",
+                                   minloglevel=2)  # fmt: skip
+    path = os.path.join(folder, "bpe.model")
+    model = spm.SentencePieceProcessor(model_file=path)
+    return path, [model.id_to_piece(i) for i in range(model.get_piece_size())], text
