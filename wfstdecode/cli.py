@@ -250,8 +250,9 @@ def decode_command(args: argparse.Namespace) -> None:
             else:
                 print(f"{tag}\t{hyp.score:.3f}\t{hyp.text}")
     if result.wer is not None:
-        print(f"WER {100 * result.wer:.2f}% (greedy CTC {100 * result.greedy_wer:.2f}%)",
-              file=sys.stderr)  # fmt: skip
+        greedy = ("no greedy CTC: the graph has no token table" if result.greedy_wer is None
+                  else f"greedy CTC {100 * result.greedy_wer:.2f}%")  # fmt: skip
+        print(f"WER {100 * result.wer:.2f}% ({greedy})", file=sys.stderr)
 
 
 def decode_corpus_command(args: argparse.Namespace) -> int:

@@ -61,3 +61,39 @@ def test_a_file_without_lengths_decodes_every_frame(tmp_path, graph):
     np.savez(path, log_probs=lp)
     res = decode_npz(path, graph, backend="cpu")
     assert list(res.lengths) == [3] and res.greedy_texts == ["ab"] and res.texts == ["ab"]
+
+
+def test_a_graph_without_a_token_table_reports_no_greedy_wer(tmp_path, graph, capsys):
+    """Without a token table there is no greedy transcript: its WER was reported as 100%
+    (every reference word 'deleted' from the empty texts standing in for it)."""
+    import dataclasses
+
+    from wfstdecode.cli import main
+
+    lp, lengths = simulate_ctc([[1, 2], [2, 1]], 3, seed=0)
+    path = tmp_path / "e.npz"
+    np.savez(path, log_probs=lp, lengths=lengths, texts=np.array(["ab", "ba"]))
+    bare = dataclasses.replace(graph, tokens=None)
+    res = decode_npz(path, bare, backend="cpu")
+    assert res.texts == ["ab", "ba"] and res.wer == 0.0 and res.greedy_wer is None
+    bare.save(tmp_path / "g.npz")
+    assert main(["decode", str(tmp_path / "g.npz"), str(path), "--backend", "cpu"]) == 0
+    err = capsys.readouterr().err
+    assert "WER 0.00% (no greedy CTC: the graph has no token table)" in err, err
+
+
+def test_probabilities_given_for_log_probs_are_warned_of(tmp_path, graph):
+    """A softmax's output in place of log_probs decoded silently (the graph's costs then
+    outweigh scores in [0, 1]: wrong words); it is warned of, and log-probs are not."""
+    lp, lengths = simulate_ctc([[1, 2], [2, 1]], 3, seed=0)
+    lp[1, lengths[1] :] = 5.0  # padding is not looked at
+    good, probs = tmp_path / "good.npz", tmp_path / "probs.npz"
+    np.savez(good, log_probs=lp, lengths=lengths)
+    np.savez(probs, log_probs=np.exp(lp) / np.exp(lp).sum(-1, keepdims=True), lengths=lengths)
+    with pytest.warns(UserWarning, match="log_probs holds probabilities"):
+        decode_npz(probs, graph, backend="cpu")
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        decode_npz(good, graph, backend="cpu")

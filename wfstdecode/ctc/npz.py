@@ -14,6 +14,7 @@ per-utterance boost lists that travel with the emissions (`decode_npz`, ``decode
 from __future__ import annotations
 
 import os
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -33,8 +34,9 @@ WORD_SEPARATOR = "|"
 
 @dataclass(frozen=True)
 class NpzDecodeResult:
-    """ids, hypotheses (per utterance, best first), graph transcripts, greedy CTC transcripts,
-    references (or None), the corpus WERs (None without references) and the frames of each
+    """ids, hypotheses (per utterance, best first), graph transcripts, greedy CTC transcripts
+    (empty when the graph has no token table), references (or None), the corpus WERs (None
+    without references; the greedy one also None without a token table) and the frames of each
     utterance."""
 
     ids: list[str]
@@ -171,12 +173,17 @@ def greedy_ctc_texts(
     merge_repeats: bool = True,
 ) -> list[str]:
     """Best-path CTC transcripts: argmax per frame, merge repeats (``merge_repeats``), drop
-    blanks; tokens are joined and the word separator (``separator``, else ``|``) becomes a space
-    (character models); otherwise tokens are joined by spaces."""
+    blanks; SentencePiece pieces (a token starts with "\u2581") are joined into words;
+    characters (every token one character or the word separator, special symbols such as
+    ``<unk>`` aside) are joined and the separator (``separator``, else ``|``) becomes a space;
+    otherwise tokens are joined by spaces."""
     sep = WORD_SEPARATOR if separator is None else separator
     arg = np.asarray(log_probs).argmax(-1)
-    chars = all(len(s) == 1 or s == sep for s, i in tokens if i != blank)
-    pieces = not chars and any(s.startswith("\u2581") for s, i in tokens if i != blank)
+    # which kind of tokens, from the model's own (special symbols such as <unk> or <sos/eos>,
+    # which character and piece tables alike may hold, say nothing)
+    own = [s for s, i in tokens if i != blank and not _special(s)]
+    pieces = any(s.startswith("\u2581") for s in own)  # (a character model's too: "\u2581")
+    chars = not pieces and all(len(s) == 1 or s == sep for s in own)
     texts = []
     for b, L in enumerate(np.asarray(lengths)):
         ids = ctc_collapse(arg[b, : int(L)], blank, merge_repeats)
@@ -188,6 +195,11 @@ def greedy_ctc_texts(
         else:
             texts.append(" ".join(syms))
     return texts
+
+
+def _special(symbol: str) -> bool:
+    """A special symbol of a token table (``<unk>``, ``<sos/eos>``), not a piece of text."""
+    return len(symbol) > 2 and symbol[0] == "<" and symbol[-1] == ">"
 
 
 def decode_npz(
@@ -260,6 +272,11 @@ def decode_npz(
     lengths = data["lengths"]
     if lengths is None:
         lengths = np.full(lp.shape[0], lp.shape[1], np.int64)
+    if _probabilities(lp, lengths):
+        warnings.warn(f"{path}: log_probs holds probabilities (every frame's values are >= 0 "
+                      "and sum to 1), not their logarithms: give log-probabilities (np.log, "
+                      "log_softmax); decoded as given, the graph outweighs them",
+                      stacklevel=2)  # fmt: skip
     lats = None
     try:
         if lattices:
@@ -293,10 +310,26 @@ def decode_npz(
     ref_words = [r.split() for r in refs] if refs is not None else []
     if any(ref_words):  # (no reference word at all: no rate to give)
         wer = word_error_rate(ref_words, [t.split() for t in texts])
-        greedy_wer = word_error_rate(ref_words, [t.split() for t in greedy])
+        if graph.tokens is not None:  # (no token table: no greedy transcript to score)
+            greedy_wer = word_error_rate(ref_words, [t.split() for t in greedy])
     return NpzDecodeResult(
         data["ids"], hyps, texts, greedy, refs, wer, greedy_wer, [int(n) for n in lengths], lats
     )
+
+
+def _probabilities(lp: np.ndarray, lengths) -> bool:
+    """Whether the frames within ``lengths`` look like a softmax's output, not a log-softmax's:
+    every value >= 0 and every frame summing to 1 (log-probabilities are <= 0)."""
+    frames = np.arange(lp.shape[1]) < np.asarray(lengths)[:, None]
+    if not frames.any():
+        return False
+    b, t = np.argwhere(frames)[0]
+    if not lp[b, t].min() >= 0:  # (log-probabilities: known from one frame, no copy made)
+        return False
+    spoken = lp[frames]
+    with np.errstate(invalid="ignore", over="ignore"):
+        return bool(spoken.min() >= 0 and np.allclose(spoken.sum(-1, dtype=np.float64), 1.0,
+                                                      atol=1e-3))  # fmt: skip
 
 
 def _per_utterance(path, ids, boosts, utterance_boosts) -> list:
