@@ -475,6 +475,18 @@ def test_log_probs_npy_renamed(tmp_path, decode_setup, capsys):
     assert "single .npy array" in cli_error(capsys, decode(decode_setup[0], path), path)
 
 
+@pytest.mark.parametrize("text", [False, True])
+def test_a_kaldi_archive_without_its_specifier_is_named(tmp_path, decode_setup, capsys, text):
+    """A Kaldi archive named without .ark (Kaldi's `feats`) was read as an .npz and refused
+    with zipfile's BadZipFile; the error now says what it looks like and how to name it."""
+    path = tmp_path / "feats"
+    m = np.zeros((2, 3), np.float32)
+    path.write_bytes(b"utt-1  [\n  0 -1 \n ]\n" if text else b"utt-1 \0BFM " + struct.pack(
+        "<bibi", 4, m.shape[0], 4, m.shape[1]) + m.tobytes())  # fmt: skip
+    err = cli_error(capsys, decode(decode_setup[0], path), path)
+    assert f"looks like a Kaldi archive, not an .npz archive (log-probs: name it ark:{path})" in err
+
+
 def test_missing_files_name_the_file(tmp_path, decode_setup, capsys):
     cli_error(capsys, decode(decode_setup[0], tmp_path / "no.npz"), tmp_path / "no.npz")
     cli_error(capsys, ["info", tmp_path / "nodir"], tmp_path / "nodir")

@@ -23,6 +23,7 @@ import hashlib
 import json
 import math
 import os
+import re
 import struct
 import threading
 import tokenize
@@ -45,6 +46,8 @@ MAX_JSON_BYTES = 16 << 20  # metadata and build reports are a few KB
 _CHUNK = 1 << 22
 _NPY_MAGIC = b"\x93NUMPY"
 _OPENFST_MAGIC = (2125659606).to_bytes(4, "little")  # (`fstio.FST_MAGIC`: a TLG.fst given)
+# a Kaldi archive's first entry: a key, a space, then binary ("\0B") or a text matrix ("[")
+_KALDI_ARCHIVE_START = re.compile(rb"[!-~]{1,200} (\0B|\s*\[)")
 _LOCAL_HEADER_SIZE = 30
 _PADDING_FIELD_ID = 0xD935  # the extra-field id Android's zipalign uses for alignment padding
 _MAX_NPY_HEADER = 10_000  # numpy's own limit (header lengths beyond it need allow_pickle)
@@ -251,12 +254,15 @@ class NpzArchive:
     def _not_a_zip(self, exc: Exception) -> str:
         try:
             with open(self.path, "rb") as f:
-                head = f.read(len(_NPY_MAGIC))
+                head = f.read(256)
         except OSError:
             head = b""
         if not head:
             return "the file is empty (not an .npz archive)"
-        if head == _NPY_MAGIC:
+        if _KALDI_ARCHIVE_START.match(head):
+            return ("this looks like a Kaldi archive, not an .npz archive (log-probs: name it "
+                    f"ark:{self.path})")  # fmt: skip
+        if head[: len(_NPY_MAGIC)] == _NPY_MAGIC:
             return "this is a single .npy array, not an .npz archive"
         if head[:4] == _OPENFST_MAGIC:
             return ("this is an OpenFst file, not an .npz archive (for a graph: give the "
