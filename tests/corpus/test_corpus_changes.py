@@ -174,3 +174,74 @@ def test_a_run_that_finished_no_shard_gives_way_to_new_settings(corpus, tmp_path
     assert len(list(out.glob("*.done.json"))) == len(corpus.shards)
     capsys.readouterr()
     assert run(wrong) == 2 and "--force" in capsys.readouterr().err
+
+
+def test_a_config_equal_to_the_runs_but_of_another_digest_does_not_redo_every_shard(
+    corpus, tmp_path
+):
+    """run.json was compared with ==, the done records by the config's digest: a run resumed
+    with CtcBeamOptions(beam=16) where it was started with 16.0 (the command line's) passed
+    the first check and failed the second, so every finished shard was decoded again without
+    a word (and run.json kept the old config). Both checks now agree: such a run is refused
+    as any other config is."""
+    from wfstdecode.ctc import CtcBeamOptions
+
+    out = tmp_path / "out"
+    one = corpus.shards[3]
+    first = run(corpus, out, CtcCorpusDecoder(str(corpus.graph_path), CtcBeamOptions(beam=16.0),
+                                              backend="reference"), manifest=one)  # fmt: skip
+    assert first.decoded == [one.stem]
+    with pytest.raises(WfstDecodeError, match="differing: options"):
+        run(corpus, out, CtcCorpusDecoder(str(corpus.graph_path), CtcBeamOptions(beam=16),
+                                          backend="reference"), manifest=one)  # fmt: skip
+    again = run(corpus, out, CtcCorpusDecoder(str(corpus.graph_path), CtcBeamOptions(beam=16.0),
+                                              backend="reference"), manifest=one)  # fmt: skip
+    assert again.skipped == [one.stem] and again.decoded == []
+
+
+def test_a_numpy_frame_shift_is_a_plain_float_in_the_runs_config(corpus, tmp_path):
+    """A float32 frame shift (read from an array) crashed the run on writing run.json
+    ("Object of type float32 is not JSON serializable", a TypeError and a traceback); 1 and
+    1.0 were two configs."""
+    decoder = CtcCorpusDecoder(str(corpus.graph_path), backend="reference",
+                               frame_shift=np.float32(0.04))  # fmt: skip
+    assert type(decoder.frame_shift) is float
+    assert CtcCorpusDecoder(str(corpus.graph_path), frame_shift=1).config() == CtcCorpusDecoder(
+        str(corpus.graph_path), frame_shift=1.0).config()  # fmt: skip
+    summary = run(corpus, tmp_path / "out", decoder, manifest=corpus.shards[3])
+    assert summary.ok and summary.rtfx is not None
+    pytest.importorskip("torch")
+    from wfstdecode.corpus import TransducerCorpusDecoder
+
+    assert type(TransducerCorpusDecoder("rnnt", frame_shift=np.float32(0.04)).frame_shift) is float
+
+
+def test_a_ctrl_c_as_a_shard_is_written_leaves_the_summary_listing_it(
+    corpus, tmp_path, monkeypatch
+):
+    """A Ctrl-C (or SIGTERM) landing just after a shard's done record was written, before the
+    driver noted it, left a finished shard the summary of the interrupted run did not count
+    (its decoded list, utterances and WER lacked it)."""
+    import _thread
+    import json
+    import signal
+
+    from wfstdecode.corpus.ledger import OutputDir
+
+    real = OutputDir.write
+
+    def interrupted(self, *args):
+        record = real(self, *args)
+        _thread.interrupt_main()
+        return record
+
+    monkeypatch.setattr(OutputDir, "write", interrupted)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        summary = run(corpus, tmp_path / "out")
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    done = sorted(p.name.removesuffix(".done.json") for p in (tmp_path / "out").glob("*.done.json"))
+    said = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert summary.interrupted and len(done) == 1
+    assert said["decoded"] == done and said["utterances"] == len(corpus.expected[done[0]])

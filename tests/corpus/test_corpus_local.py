@@ -481,3 +481,33 @@ def test_a_bad_thread_count_is_refused_before_any_shard(corpus, tmp_path, capsys
     assert not out.exists()
     with pytest.raises(WfstDecodeError, match="num_threads"):
         TransducerCorpusDecoder("rnnt", num_threads=int(threads))
+
+
+def test_a_replacement_worker_that_dies_while_loading_is_a_death_not_a_broken_script(
+    corpus, tmp_path
+):
+    """A worker replacing one that died (an out-of-memory kill on a loaded node) and dying
+    itself while it loads the decoder ended the whole run with the advice to guard the script
+    with 'if __name__ == "__main__":' and no summary.json, though its workers had loaded the
+    decoder: now its shard is retried as after any death."""
+    base = CtcCorpusDecoder(str(corpus.graph_path), backend="reference")
+    (tmp_path / "state").mkdir()
+    target = corpus.shards[2].stem
+    crash = FaultyDecoder(base, "crash_once_then_on_load", str(tmp_path / "state"), target)
+    summary = run(corpus, tmp_path / "out", crash, workers=1)
+    assert summary.ok and summary.retries == 2, summary.failed
+    assert sorted(summary.decoded) == sorted(p.stem for p in corpus.shards)
+    assert_outputs_match(corpus, tmp_path / "out")
+    assert json.loads((tmp_path / "out" / "summary.json").read_text())["retries"] == 2
+
+
+def test_a_ray_address_with_the_local_executor_is_refused(corpus, tmp_path, capsys):
+    """--address with --executor local was ignored without a word: the run went to this
+    machine's processes, not the cluster it named."""
+    out = tmp_path / "out"
+    code = main(["decode-corpus", str(corpus.shard_dir), "--graph", str(corpus.graph_path),
+                 "--out", str(out), "--executor", "local", "--address", "ray://head:10001",
+                 "--workers", "1", "--quiet"])  # fmt: skip
+    err = capsys.readouterr().err
+    assert code == 2 and "ray://head:10001" in err and "local executor" in err
+    assert not out.exists()

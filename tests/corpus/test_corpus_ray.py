@@ -142,3 +142,34 @@ def test_actors_that_die_while_starting_end_the_run_saying_so(corpus, tmp_path):
         decode_corpus(corpus.shard_dir, tmp_path / "out", crash, executor="ray", workers=1,
                       progress="quiet")  # fmt: skip
     assert not list((tmp_path / "out").glob("*.jsonl"))
+
+
+def test_a_sigterm_while_ray_waits_is_reported_as_sigterm(corpus, tmp_path):
+    """Ray's ray.wait runs the Python signal handlers itself and turns whatever they raise into
+    a plain KeyboardInterrupt: a run stopped by SIGTERM (a scheduler) said SIGINT in its
+    summary and exited 130, not 143."""
+    from wfstdecode.interrupts import termination_raised
+
+    state, out = tmp_path / "state", tmp_path / "out"
+    state.mkdir()
+    gated = FaultyDecoder(CtcCorpusDecoder(str(corpus.graph_path), backend="reference"),
+                          "gated", str(state), seconds=60)  # fmt: skip
+
+    def stop():
+        deadline = time.monotonic() + 120
+        while not list(out.glob("*.done.json")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        os.kill(os.getpid(), signal.SIGTERM)  # the others wait for "go": the run is midway
+
+    thread = threading.Thread(target=stop)
+    try:
+        with termination_raised():
+            thread.start()
+            summary = run(corpus, out, gated, workers=2)
+    finally:
+        thread.join()
+        (state / "go").touch()
+    assert summary.interrupted and summary.interrupted_by == "SIGTERM"
+    assert 1 <= len(summary.decoded) < len(corpus.shards)
+    said = json.loads((out / "summary.json").read_text())
+    assert said["interrupted_by"] == "SIGTERM"

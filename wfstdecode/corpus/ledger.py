@@ -64,7 +64,7 @@ class OutputDir:
     def __init__(self, out: str | os.PathLike, config: dict, force: bool = False):
         self.path = Path(out)
         self.config = json.loads(json.dumps(config))  # as run.json holds it (tuples as lists)
-        self.digest = hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
+        self.digest = _config_digest(config)
         if self.path.exists() and not self.path.is_dir():
             raise WfstDecodeError(f"{self.path}: exists and is not a directory")
         made_dir = not self.path.exists()
@@ -195,13 +195,18 @@ class OutputDir:
             if previous.get(MARKER_KEY) != FORMAT_VERSION:
                 raise WfstDecodeError(f"{run}: not written by wfstdecode decode-corpus; "
                                       f"choose another --out")  # fmt: skip
-            if previous.get("config") == self.config:
+            # the digest the done records hold, not ==: 16 == 16.0, but their records differ
+            # (a config that compared equal had every finished shard decoded again, unsaid)
+            if _config_digest(previous.get("config")) == self.digest:
                 return
             finished_any = any(p.is_file() for p in self.path.rglob(f"*{DONE_SUFFIX}"))
             if not force and finished_any:  # (a run that finished nothing is not worth keeping)
                 old = previous.get("config") or {}
                 keys = {*old, *self.config}
-                changed = sorted(k for k in keys if old.get(k) != self.config.get(k))
+                changed = sorted(
+                    k for k in keys
+                    if _config_digest(old.get(k)) != _config_digest(self.config.get(k))
+                )  # fmt: skip
                 raise WfstDecodeError(
                     f"{self.path} holds the output of a run with other settings (differing: "
                     f"{', '.join(changed)}); use another --out, or --force to decode every shard "
@@ -232,6 +237,11 @@ def _write_atomically(path: Path, data: bytes) -> None:
         os.fsync(fd)  # the rename itself survives a power cut
     finally:
         os.close(fd)
+
+
+def _config_digest(config) -> str:
+    """What a done record names its run's config by: the SHA-256 of its JSON."""
+    return hashlib.sha256(json.dumps(config, sort_keys=True).encode()).hexdigest()
 
 
 def _json_bytes(value: dict) -> bytes:

@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import WfstDecodeError
+from ..interrupts import signals_deferred
 from .shards import PERMANENT_ERRORS
 
 log = logging.getLogger(__name__)
@@ -150,6 +151,8 @@ class LocalPool:
         self._decoder = decoder
         self._shard_timeout = shard_timeout
         self.size = workers
+        self._loaded = False  # a worker has loaded the decoder (said "ready")
+        self._load_deaths = 0
         self._workers = []
         try:
             for _ in range(workers):
@@ -197,14 +200,24 @@ class LocalPool:
                 w.proc.kill()
                 w.proc.join(timeout=5)
             w.conn.close()
+            self._loaded = self._loaded or w.ready
             if not w.ready:
-                raise WfstDecodeError(
-                    f"a worker process exited while loading the decoder ({reason}); when "
-                    f"decode_corpus is called from a script, the script must guard it with "
-                    f"'if __name__ == \"__main__\":' (local workers are spawned processes)"
-                )
+                # none has loaded the decoder: each would die so (a script's missing guard);
+                # once one has, a death while loading is a death (out of memory on a busy
+                # node), bounded as the Ray actors' deaths while starting are
+                self._load_deaths += 1
+                if not self._loaded:
+                    raise WfstDecodeError(
+                        f"a worker process exited while loading the decoder ({reason}); when "
+                        f"decode_corpus is called from a script, the script must guard it with "
+                        f"'if __name__ == \"__main__\":' (local workers are spawned processes)"
+                    )
+                if self._load_deaths > 2 * self.size:
+                    raise WfstDecodeError(f"worker processes died {self._load_deaths} times "
+                                          f"while loading the decoder ({reason})")  # fmt: skip
             self._workers[i] = _Process(self._ctx, self._decoder)
-            return Event(job, "died", f"worker process {w.proc.pid} died ({reason})")
+            what = "died" if w.ready else "died while loading the decoder"
+            return Event(job, "died", f"worker process {w.proc.pid} {what} ({reason})")
         for i, w in enumerate(self._workers):
             if _overdue(w.job, self._shard_timeout):
                 job, w.job = w.job, None
@@ -327,7 +340,12 @@ class RayPool:
         if not self._busy and not self._starting:
             return None
         wait = _wait_time([job for _, job in self._busy.values()], self._shard_timeout, timeout)
-        ready, _ = ray.wait([*self._starting, *self._busy], num_returns=1, timeout=wait)
+        # Ray runs the signal handlers while it waits and raises a plain KeyboardInterrupt for
+        # whatever they raise (a SIGTERM's `Terminated` read as a Ctrl-C): they run after it
+        # (the driver waits half a second at a time)
+        ready, _ = signals_deferred(
+            lambda: ray.wait([*self._starting, *self._busy], num_returns=1, timeout=wait)
+        )  # fmt: skip
         if ready and ready[0] in self._starting:
             slot = self._starting.pop(ready[0])
             try:

@@ -92,6 +92,9 @@ def decode_corpus(
     """
     if executor not in EXECUTORS:
         raise OptionsError(f"executor must be one of {', '.join(EXECUTORS)}; got {executor!r}")
+    if address is not None and executor == "local":  # (it was ignored: no Ray was joined)
+        raise OptionsError(f"address {address!r} is a Ray cluster's; the local executor "
+                           "runs processes on this machine (executor 'ray' or 'auto')")  # fmt: skip
     if max_attempts < 1:
         raise OptionsError(f"max_attempts must be at least 1; got {max_attempts}")
     if shard_timeout is not None and not shard_timeout > 0:
@@ -182,8 +185,12 @@ def _drive(pool, pending, max_attempts, shards, outdir, records, summary, bar) -
             if job.index in records:  # cannot happen with one shard per worker; never twice
                 log.warning("%s was decoded twice; the second result is ignored", shard.name)
                 continue
-            records[job.index] = outdir.write(shard, event.value, job.attempts)
-            summary.decoded.append(shard.name)
+
+            def settle(job=job, shard=shard, output=event.value):
+                records[job.index] = outdir.write(shard, output, job.attempts)
+                summary.decoded.append(shard.name)
+
+            signals_deferred(settle)  # (a Ctrl-C now comes once the summary counts the shard)
             bar.finished(shard, event.value)
             continue
         errors.setdefault(job.index, []).append(event.value)

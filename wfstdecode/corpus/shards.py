@@ -112,6 +112,8 @@ class CtcCorpusDecoder:
             raise OptionsError(f"options must be a CtcBeamOptions; got {type(options).__name__}")
         if self.frame_shift is not None and (problem := frame_shift_problem(self.frame_shift)):
             raise OptionsError(f"frame_shift {problem}")
+        if self.frame_shift is not None:  # (a NumPy float32 is no JSON for the run's config)
+            object.__setattr__(self, "frame_shift", float(self.frame_shift))
         # checked here, in the driver: else every shard fails in its worker (any backend's)
         int_at_least("CtcCorpusDecoder", "num_threads", self.num_threads, 1, allow_none=True)
         if self.lattices not in (None, "determinized", "state"):

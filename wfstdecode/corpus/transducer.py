@@ -55,7 +55,8 @@ class TransducerCorpusDecoder:
         )  # fmt: skip
         if shift is not None and (problem := frame_shift_problem(shift)):
             raise OptionsError(f"frame_shift {problem}")
-        object.__setattr__(self, "frame_shift", shift)
+        # (a NumPy float32 is no JSON for the run's config)
+        object.__setattr__(self, "frame_shift", None if shift is None else float(shift))
         object.__setattr__(self, "_model_id", _parameters_digest(model))
 
     def config(self) -> dict:

@@ -89,6 +89,8 @@ class FaultyDecoder:
       and sleeps (up to a minute) for the test to kill it; later attempts decode;
     * ``"hang"``: it sleeps an hour, every time (for shard timeouts);
     * ``"crash_on_load"``: the worker process exits while it loads the decoder, every time;
+    * ``"crash_once_then_on_load"``: ``"crash_once"``, and the worker loading the decoder next
+      (the one that replaces it) exits while it loads, once;
     * ``"gated"``: the first shard decodes at once, every later one first waits (up to
       ``seconds``) for ``state_dir/go`` to exist, so that a test can interrupt a run midway
       without racing it (a run of shards that merely sleep could finish, on a loaded machine,
@@ -107,6 +109,10 @@ class FaultyDecoder:
 
     def load(self):
         if self.mode == "crash_on_load":
+            os._exit(3)
+        crashed = Path(self.state_dir) / f"seen-{self.shard.replace('/', '_')}"
+        if (self.mode == "crash_once_then_on_load" and crashed.exists()
+                and self._first_time("(load after the crash)")):  # fmt: skip
             os._exit(3)
         decode = self.base.load()
 
