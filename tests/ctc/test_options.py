@@ -1,3 +1,4 @@
+import dataclasses
 import math
 
 import pytest
@@ -80,3 +81,16 @@ def test_unknown_posteriors_are_refused(value):
 
     with pytest.raises(OptionsError, match="posteriors must be 'determinized' or 'lattice'"):
         CtcBeamOptions(posteriors=value)
+
+
+def test_numbers_are_kept_as_floats_one_setting_one_config():
+    """beam=16 and beam=16.0 are one setting: a corpus run's config (JSON) said them apart, and
+    a resume with the other spelling was another config."""
+    import json
+
+    a, b = (
+        CtcBeamOptions(beam=16, lattice_beam=8, acoustic_scale=1),
+        CtcBeamOptions(beam=16.0, lattice_beam=8.0, acoustic_scale=1.0),
+    )
+    assert json.dumps(dataclasses.asdict(a)) == json.dumps(dataclasses.asdict(b))
+    assert isinstance(a.beam, float) and isinstance(a.word_insertion_penalty, float)

@@ -105,10 +105,11 @@ class CtcBeamOptions:
                 object.__setattr__(self, name, value)
             return value
 
-        def number(name):
+        def number(name):  # kept as a float: 16 and 16.0 are one setting (one config digest)
             value = plain(name)
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise OptionsError(f"CtcBeamOptions.{name} must be a number; got {value!r}")
+            object.__setattr__(self, name, float(value))
             return float(value)
 
         def integer(name):
