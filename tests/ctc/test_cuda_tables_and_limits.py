@@ -10,6 +10,7 @@ import pytest
 
 from wfstdecode.backends import available_ctc_backends
 from wfstdecode.ctc import CtcBeamOptions, CudaTuning, decode_ctc
+from wfstdecode.ctc.cuda.target import SIM
 from wfstdecode.errors import DeviceMemoryError
 from wfstdecode.testing import lexicon_graph, random_graph, random_log_probs, simulate_ctc
 
@@ -166,3 +167,47 @@ def test_integer_device_log_probs_are_refused():
     ints = cuda.to_device(np.zeros((1, 3, g.num_tokens), np.int32))
     with pytest.raises(DecodeInputError, match="floating point"):
         decode_ctc(ints, None, g, CtcBeamOptions(beam=4.0), backend="cuda")
+
+
+def test_grid_rows_stay_within_cudas_limit():
+    """CUDA launches at most 65535 blocks along a grid's y axis: the kernels with a grid row
+    per lane take that many rows for a larger batch (and loop over the lanes)."""
+    from wfstdecode.ctc.cuda.layout import MAX_GRID_ROWS, grid_rows
+
+    assert MAX_GRID_ROWS == 65535
+    assert [grid_rows(b) for b in (0, 1, 3, 65535, 65536, 10**6)] == [1, 1, 3] + [65535] * 3
+
+
+@needs_cuda
+@pytest.mark.skipif(not SIM, reason="checks launches under the simulator, which has no limit")
+def test_batches_with_more_lanes_than_grid_rows(monkeypatch):
+    """A batch with more lanes than a grid may have rows along y (65535 on a GPU; 2 here,
+    enforced on every simulated launch) is searched as one with rows to spare: host log-probs,
+    log-probs on the device (their checks), and calls of a few frames (a stream's survivors put
+    back) all give the reference's paths. The simulator enforces no grid limit of its own, so
+    without this a batch of 65536 utterances passed the tests and failed to launch on a GPU."""
+    from numba import cuda
+    from numba.cuda.simulator import kernel as sim_kernel
+
+    from wfstdecode.ctc.cuda import layout
+
+    rows = 2
+    normalize = sim_kernel.normalize_kernel_dimensions
+
+    def limited(griddim, blockdim):
+        grid, block = normalize(griddim, blockdim)
+        if max(grid[1:]) > rows:
+            raise ValueError(f"grid {grid} has more than {rows} blocks along y or z")
+        return grid, block
+
+    monkeypatch.setattr(sim_kernel, "normalize_kernel_dimensions", limited)
+    monkeypatch.setattr(layout, "MAX_GRID_ROWS", rows, raising=False)
+    g = random_graph(2, num_states=10, num_tokens=4, arcs_per_state=2, eps_arcs_per_state=0.5)
+    lp = random_log_probs(2, 5, 4, g.num_tokens, peaky=1.0)
+    lengths = np.array([4, 2, 0, 3, 4])
+    opts = CtcBeamOptions(beam=6.0, max_active=6, nbest=2)
+    want = decode_ctc(lp, lengths, g, opts, backend="reference")
+    assert decode_ctc(lp, lengths, g, opts, backend="cuda") == want
+    assert decode_ctc(cuda.to_device(lp), lengths, g, opts, backend="cuda") == want
+    assert decode_ctc(lp, lengths, g, opts, backend="cuda",
+                      tuning=CudaTuning(max_frames_per_call=2)) == want  # fmt: skip

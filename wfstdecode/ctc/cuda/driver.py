@@ -29,6 +29,7 @@ from .._problem import SearchProblem
 from ..tuning import CudaTuning
 from .buffers import SearchBuffers, allocate, device_graph
 from .launch import Launch, note_ran, ran_before
+from .layout import grid_rows
 from .memory import int32_records_fit, record_capacity, search_bytes, table_size
 from .records import RecordCopier, keep_record_buffer, take_record_buffer
 
@@ -311,7 +312,8 @@ class FrameSequence:
         self.K, self.d, self.frames_per_chunk = K, d, frames_per_chunk
         self.threads = 8 if SIM else 256
         self.prune_threads = prune_threads
-        self.expand_grid = (1 if SIM else max(1, min(128, 8 * p.options.max_active // 256)), B)
+        self.expand_grid = (1 if SIM else max(1, min(128, 8 * p.options.max_active // 256)),
+                            grid_rows(B))  # fmt: skip
         self.B = B
         self.last_frame = np.int32(p.lengths.max(initial=0))
         self.need = np.int32(B * d.tables.size)  # records of one worst-case frame

@@ -12,6 +12,7 @@ import numpy as np
 from .._problem import RawResult, SearchProblem
 from .._traceback import PathRows, Records, Survivors, finish_paths
 from ..status import DIED, RETRY_BITS, STOPPED_BITS, raise_graph_errors
+from .layout import grid_rows
 
 
 def finish(problem: SearchProblem, d, joined, T: int) -> list[RawResult]:
@@ -107,7 +108,7 @@ def gather_survivors(survivors, act_n: np.ndarray, offsets: np.ndarray, H):
     if total:
         threads = 8 if SIM else 256
         blocks = 1 if SIM else max(1, min(64, int(act_n.max()) // threads + 1))
-        K.gather_survivors_kernel[(blocks, B), threads](
+        K.gather_survivors_kernel[(blocks, grid_rows(B)), threads](
             survivors, cuda.to_device(act_n.astype(np.int32)),
             cuda.to_device(offsets.astype(np.int64)), out, np.int32(H),
         )  # fmt: skip

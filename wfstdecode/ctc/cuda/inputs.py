@@ -11,6 +11,7 @@ from numba import config, cuda, float32
 
 from ...backends import is_numba_device_array
 from ...errors import DecodeInputError
+from .layout import grid_rows
 
 _SIM = bool(config.ENABLE_CUDASIM)
 
@@ -82,7 +83,7 @@ def check_device_log_probs(lp, lengths: np.ndarray):
     bad = cuda.to_device(np.array([none, none], np.int64))
     threads = 8 if _SIM else 128
     blocks = 1 if _SIM else min(1024, (T + threads - 1) // threads)
-    _check_kernel[(blocks, B), threads](
+    _check_kernel[(blocks, grid_rows(B)), threads](
         lp, cuda.to_device(lengths.astype(np.int32)), bad, frame_max
     )
     first_bad, first_dead = (int(v) for v in bad.copy_to_host())
@@ -100,31 +101,32 @@ def check_device_log_probs(lp, lengths: np.ndarray):
 def _check_kernel(lp, lengths, bad, frame_max):
     """bad[0] = min over rows with a NaN or +inf of ``2 * (b * T + t) + (0 if NaN else 1)``;
     bad[1] = min over rows that are -inf everywhere of ``b * T + t`` (values as float32);
-    frame_max[b, t] = the row's largest value."""
-    b = cuda.blockIdx.y
+    frame_max[b, t] = the row's largest value. Grid row ``y`` takes utterances ``y``,
+    ``y + gridDim.y``, ... (`layout.grid_rows`)."""
     T = lp.shape[1]
     V = lp.shape[2]
-    for t in range(cuda.grid(1), lengths[b], cuda.gridDim.x * cuda.blockDim.x):
-        nan = False
-        pos_inf = False
-        dead = True
-        best = float32(-np.inf)
-        for k in range(V):
-            x = float32(lp[b, t, k])
-            if x != x:
-                nan = True
-            elif x == float32(np.inf):
-                pos_inf = True
-            if x != float32(-np.inf):
-                dead = False
-            if x > best:
-                best = x
-        frame_max[b, t] = best
-        row = np.int64(b) * T + t
-        if nan or pos_inf:
-            cuda.atomic.min(bad, 0, 2 * row + (0 if nan else 1))
-        elif dead:
-            cuda.atomic.min(bad, 1, row)
+    for b in range(cuda.blockIdx.y, lp.shape[0], cuda.gridDim.y):
+        for t in range(cuda.grid(1), lengths[b], cuda.gridDim.x * cuda.blockDim.x):
+            nan = False
+            pos_inf = False
+            dead = True
+            best = float32(-np.inf)
+            for k in range(V):
+                x = float32(lp[b, t, k])
+                if x != x:
+                    nan = True
+                elif x == float32(np.inf):
+                    pos_inf = True
+                if x != float32(-np.inf):
+                    dead = False
+                if x > best:
+                    best = x
+            frame_max[b, t] = best
+            row = np.int64(b) * T + t
+            if nan or pos_inf:
+                cuda.atomic.min(bad, 0, 2 * row + (0 if nan else 1))
+            elif dead:
+                cuda.atomic.min(bad, 1, row)
 
 
 def gather_log_probs(lp, b, t, k) -> np.ndarray:

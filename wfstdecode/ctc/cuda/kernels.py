@@ -90,11 +90,20 @@ def expand_kernel(phase, control, acoustics, graph, boosts, limits, lanes, survi
     costs (ordered bits). Phase 1: candidates recombined per token (state, context state), none
     beyond ``best + beam`` when phase 0 ran (``min_active <= 1``). Phase 2 (lanes with boosted
     phrases): each slot's source context state, the smallest among the arcs that gave its best
-    ``(cost, arc)`` key (`bundles.improves`' last tie-break)."""
-    lane = cuda.blockIdx.y
+    ``(cost, arc)`` key (`bundles.improves`' last tie-break). Grid row ``y`` takes lanes ``y``,
+    ``y + gridDim.y``, ... (`layout.grid_rows`: a batch may have more lanes than rows)."""
     f = control.ctl[CTL_FRAME]
+    if control.ctl[CTL_GO] == 0 or f == 0:
+        return
+    for lane in range(cuda.blockIdx.y, lanes.length.shape[0], cuda.gridDim.y):
+        expand_lane(phase, lane, f, acoustics, graph, boosts, limits, lanes, survivors, tables)
+
+
+@cuda.jit(device=True)
+def expand_lane(phase, lane, f, acoustics, graph, boosts, limits, lanes, survivors, tables):
+    """`expand_kernel` for one lane at token frame ``f``."""
     t = f - 1
-    if control.ctl[CTL_GO] == 0 or f == 0 or lanes.done[lane] or t >= lanes.length[lane]:
+    if lanes.done[lane] or t >= lanes.length[lane]:
         return
     phrases = boosts.contexts[lane] > 1
     if phase == 2 and not phrases:
@@ -230,16 +239,17 @@ def end_chunk_kernel(control, records):
 @cuda.jit
 def gather_survivors_kernel(survivors, counts, offsets, out, H):
     """Lane ``b``'s first ``counts[b]`` survivors to ``out`` (state, context state, cost, record)
-    at ``offsets[b]``."""
-    lane = cuda.blockIdx.y
-    lo = offsets[lane]
+    at ``offsets[b]`` (grid rows loop over the lanes, as `expand_kernel`'s)."""
     out_state, out_ctx, out_cost, out_record = out
     stride = cuda.gridDim.x * cuda.blockDim.x
-    for i in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, counts[lane], stride):
-        out_state[lo + i] = survivors.state[lane * H + i]
-        out_ctx[lo + i] = survivors.ctx[lane * H + i]
-        out_cost[lo + i] = survivors.cost[lane * H + i]
-        out_record[lo + i] = survivors.record[lane * H + i]
+    for lane in range(cuda.blockIdx.y, counts.shape[0], cuda.gridDim.y):
+        lo = offsets[lane]
+        for i in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, counts[lane],
+                       stride):  # fmt: skip
+            out_state[lo + i] = survivors.state[lane * H + i]
+            out_ctx[lo + i] = survivors.ctx[lane * H + i]
+            out_cost[lo + i] = survivors.cost[lane * H + i]
+            out_record[lo + i] = survivors.record[lane * H + i]
 
 
 @cuda.jit
@@ -248,20 +258,20 @@ def restore_survivors_kernel(survivors, counts, offsets, packed, scan, H):
     ``counts[b]`` survivors from ``packed`` (state, context state, cost, record) at
     ``offsets[b]``, and the prefix sum of their emitting out-degrees (``counts[b] + 1`` values)
     from ``scan`` at ``offsets[b] + b``."""
-    lane = cuda.blockIdx.y
-    lo = offsets[lane]
-    n = counts[lane]
     in_state, in_ctx, in_cost, in_record = packed
     stride = cuda.gridDim.x * cuda.blockDim.x
-    for i in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, n + 1, stride):
-        survivors.arc_scan[lane * (H + 1) + i] = scan[lo + lane + i]
-        if i < n:
-            survivors.state[lane * H + i] = in_state[lo + i]
-            survivors.ctx[lane * H + i] = in_ctx[lo + i]
-            survivors.cost[lane * H + i] = in_cost[lo + i]
-            survivors.record[lane * H + i] = in_record[lo + i]
-    if cuda.grid(1) == 0:
-        survivors.n[lane] = n
+    for lane in range(cuda.blockIdx.y, counts.shape[0], cuda.gridDim.y):
+        lo = offsets[lane]
+        n = counts[lane]
+        for i in range(cuda.blockIdx.x * cuda.blockDim.x + cuda.threadIdx.x, n + 1, stride):
+            survivors.arc_scan[lane * (H + 1) + i] = scan[lo + lane + i]
+            if i < n:
+                survivors.state[lane * H + i] = in_state[lo + i]
+                survivors.ctx[lane * H + i] = in_ctx[lo + i]
+                survivors.cost[lane * H + i] = in_cost[lo + i]
+                survivors.record[lane * H + i] = in_record[lo + i]
+        if cuda.blockIdx.x == 0 and cuda.threadIdx.x == 0:
+            survivors.n[lane] = n
 
 
 @cuda.jit

@@ -56,6 +56,7 @@ from ..status import STOPPED_BITS
 from ..tuning import CpuTuning, CudaTuning
 from .driver import run_search
 from .finish import lane_ends, overflow_notes
+from .layout import grid_rows
 
 
 class CudaStreamState(NamedTuple):
@@ -237,7 +238,7 @@ def _put_back(d, saved, e_offsets, beam, stream) -> None:
 
     threads = 8 if SIM else 256
     blocks = 1 if SIM else max(1, min(64, int(counts.max()) // threads + 1))
-    K.restore_survivors_kernel[(blocks, B), threads, stream](
+    K.restore_survivors_kernel[(blocks, grid_rows(B)), threads, stream](
         d.survivors, put(counts.astype(np.int32)), put(offsets), tuple(put(x) for x in packed),
         put(scan.astype(np.int32)), np.int32(H),
     )  # fmt: skip
