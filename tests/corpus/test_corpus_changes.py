@@ -245,3 +245,25 @@ def test_a_ctrl_c_as_a_shard_is_written_leaves_the_summary_listing_it(
     said = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary.interrupted and len(done) == 1
     assert said["decoded"] == done and said["utterances"] == len(corpus.expected[done[0]])
+
+
+def test_a_touched_shard_is_hashed_once_not_on_every_run(corpus, tmp_path, monkeypatch):
+    """A shard whose mtime changed but not its contents is found unchanged by its hash; its done
+    record kept the old mtime, so every later run hashed it again (a corpus of touched shards,
+    restored from a backup, re-read in full on every resume). The record now takes the mtime."""
+    import wfstdecode.corpus.ledger as ledger
+
+    shards = tmp_path / "shards"
+    shutil.copytree(corpus.shard_dir, shards)
+    out = tmp_path / "out"
+    decoder = CtcCorpusDecoder(str(corpus.graph_path), backend="reference")
+    assert run(corpus, out, decoder, manifest=shards).decoded
+    target = shards / corpus.shards[2].name
+    os.utime(target, ns=(target.stat().st_atime_ns, target.stat().st_mtime_ns + 10**9))
+    hashed = []
+    real = ledger.input_id
+    monkeypatch.setattr(ledger, "input_id", lambda p: hashed.append(p.name) or real(p))
+    assert run(corpus, out, decoder, manifest=shards).decoded == []
+    assert hashed == [target.name]
+    assert run(corpus, out, decoder, manifest=shards).decoded == []
+    assert hashed == [target.name]  # (not again)

@@ -139,7 +139,16 @@ class OutputDir:
                 record["input"]["bytes"], record["input"]["mtime_ns"]
             ):  # fmt: skip
                 return record
-            return record if input_id(shard.path).sha256 == record["input"]["sha256"] else None
+            now = input_id(shard.path)
+            if now.sha256 != record["input"]["sha256"]:
+                return None
+            if (now.bytes, now.mtime_ns) != (record["input"]["bytes"], record["input"]["mtime_ns"]):
+                # touched, the same contents: the record takes the new mtime (hashed once, not
+                # on every later run; if it cannot be written, it is hashed again next time)
+                record["input"] = dataclasses.asdict(now)
+                with contextlib.suppress(OSError):
+                    _write_atomically(done, _json_bytes(record))
+            return record
         except (OSError, WfstDecodeError, KeyError, TypeError):
             return None  # unreadable: decode again (and the error, if lasting, shows then)
 
