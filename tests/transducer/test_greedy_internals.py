@@ -139,3 +139,40 @@ def test_conditional_nodes_accept_exactly_the_minimum_driver(monkeypatch):
         finally:
             graphs.conditional_nodes_unavailable_reason.cache_clear()
         assert reason is None if want is None else want in reason
+
+
+class _CapturingRunner(_EagerRunner):
+    """Stands in for graphs._BodyGraphs on CPU as capture would use the program: the eager
+    warm-up, then every step once (capture records each step, whatever the loop flags say)."""
+
+    def __init__(self, program):
+        super().__init__(program)
+        run_eager(program)
+        for name in ("init_", "outer_begin_", "inner_step_", "outer_end_"):
+            getattr(program, name)()
+
+
+class _NoVocab(Counting):
+    vocab_size = None  # the joint's width is probed on the first frame
+
+
+@pytest.mark.parametrize("model", [Counting(), _NoVocab()], ids=["vocab_size", "probed"])
+@pytest.mark.parametrize("algorithm", ["frame_looping", "label_looping", "wind"])
+def test_graph_modes_take_a_batch_of_zero_frames(monkeypatch, algorithm, model):
+    """greedy.py: a (B, 0, D) enc went to the CUDA-graph driver, whose capture of the loop
+    bodies indexed frame 0 of nothing ("index is out of bounds for dimension with size 0"),
+    or, for a model without vocab_size, held the joint to a width never probed; with
+    cuda_graphs='off' the same call returns empty hypotheses."""
+    from wfstdecode.transducer import graphs
+
+    monkeypatch.setattr(graphs, "_BodyGraphs", _CapturingRunner)
+    monkeypatch.setattr(graphs, "_CACHE", type(graphs._CACHE)())
+    monkeypatch.setattr(graphs, "resolve_mode", lambda requested, device: requested)
+    for frames in (0, 3):
+        enc, lengths = torch.zeros(2, frames, 4), torch.tensor([frames, 0])
+        want = greedy_decode(model, enc, lengths, GreedyOptions(algorithm))
+        got = greedy_decode(
+            model, enc, lengths, GreedyOptions(algorithm, cuda_graphs="loop_bodies")
+        )
+        assert [h.tokens for h in got] == [h.tokens for h in want]
+        assert [len(h.tokens) for h in got] == [frames * 10, 0]  # (10 labels a frame)

@@ -161,3 +161,33 @@ def test_encoder_output_does_not_depend_on_the_batch():
     batch[1, 5, 3] = float("nan")
     with pytest.raises(DecodeInputError, match=r"log_probs\[1, 5, 3\] = nan \(frame within "):
         model.encode(batch, torch.tensor([13, 40]))
+
+
+@pytest.mark.parametrize(
+    "lengths, match",
+    [
+        (torch.tensor([50, 3]), r"lengths must lie in \[0, T=41\].*lengths\[0\] = 50"),
+        (torch.tensor([41, -1]), r"lengths must lie in \[0, T=41\].*lengths\[1\] = -1"),
+        (torch.tensor([41.0, 3.0]), "lengths must be an integer tensor"),
+        (torch.tensor([41]), r"lengths must be an integer tensor \(B,\) = \(2,\)"),
+        ([41, 3], "lengths must be an integer tensor"),
+    ],
+)
+def test_encode_refuses_lengths_outside_the_frames(lengths, match):
+    """A length past T failed deep in packing ("start (24) + length (1) exceeds dimension
+    size"), a length of -1 silently encoded an empty utterance, a list an AttributeError."""
+    model = SpeechTransducer(enc_dim=32, pred_dim=8, joint_dim=8, bidirectional=True).eval()
+    with pytest.raises(DecodeInputError, match=match):
+        model.encode(torch.randn(2, 41, 191).log_softmax(-1), lengths)
+
+
+def test_encode_takes_float64_log_probs():
+    """NumPy's float64 log-probs (torch.from_numpy) failed in the first linear layer with
+    "mat1 and mat2 must have the same dtype"."""
+    model = SpeechTransducer(enc_dim=32, pred_dim=8, joint_dim=8, bidirectional=True).eval()
+    x = torch.randn(2, 41, 191).log_softmax(-1)
+    with torch.no_grad():
+        want, _ = model.encode(x, torch.tensor([41, 30]))
+        got, _ = model.encode(x.double(), torch.tensor([41, 30]))
+    assert got.dtype == torch.float32
+    torch.testing.assert_close(got, want)

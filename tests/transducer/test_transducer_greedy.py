@@ -1,6 +1,8 @@
 """Exactness: every greedy algorithm equals frame-looping (RNN-T) and the per-utterance
 reference (RNN-T and TDT), token for token and frame for frame."""
 
+from typing import NamedTuple
+
 import pytest
 import torch
 
@@ -136,6 +138,38 @@ def test_model_without_projections_and_batch_first_state(rnnt):
     want = greedy_decode(rnnt, enc, lengths, GreedyOptions("frame_looping"))
     for algo in ("frame_looping", "label_looping", "wind"):
         assert_same(greedy_decode(plain, enc, lengths, GreedyOptions(algo)), want)
+
+
+class LstmState(NamedTuple):
+    h: torch.Tensor
+    c: torch.Tensor
+
+
+class NamedTupleState(PlainModel):
+    """A state held in a NamedTuple (a tuple whose constructor takes its fields one by one)."""
+
+    state_batch_dim = 1
+
+    def init_state(self, batch_size, device):
+        return LstmState(*self.inner.init_state(batch_size, device))
+
+    def predict(self, labels, state):
+        pred, (h, c) = self.inner.predict(labels, tuple(state))
+        return pred, LstmState(h, c)
+
+
+def test_namedtuple_state(rnnt):
+    from wfstdecode.transducer import BeamOptions, beam_decode
+
+    model = NamedTupleState(rnnt)
+    enc, lengths = batch(rnnt, 3, 24, seed=11)
+    want = greedy_reference(rnnt, enc, lengths)
+    assert sum(len(h.tokens) for h in want) > 0
+    for algo in ("frame_looping", "label_looping", "wind"):
+        assert_same(greedy_decode(model, enc, lengths, GreedyOptions(algo)), want)
+    beam = BeamOptions(beam_size=2)
+    got, ref = beam_decode(model, enc, lengths, beam), beam_decode(rnnt, enc, lengths, beam)
+    assert [h[0].tokens for h in got] == [h[0].tokens for h in ref]
 
 
 def test_float32_benchmark_sized_model_is_exact():

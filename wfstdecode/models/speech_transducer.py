@@ -57,6 +57,19 @@ class SpeechTransducer(LstmTransducer):
         if width != V:
             raise DecodeInputError(f"log_probs has V = {V} columns; the model reads {width} "
                                    "(hama's phone posteriors)")  # fmt: skip
+        if (not isinstance(lengths, torch.Tensor) or lengths.shape != (B,)
+                or lengths.is_floating_point() or lengths.is_complex()
+                or lengths.dtype == torch.bool):  # fmt: skip
+            shown = tuple(lengths.shape) if isinstance(lengths, torch.Tensor) else lengths
+            raise DecodeInputError(f"lengths must be an integer tensor (B,) = ({B},); got "
+                                   f"{getattr(lengths, 'dtype', type(lengths).__name__)} "
+                                   f"{shown}")  # fmt: skip
+        outside = (lengths < 0) | (lengths > T)
+        if bool(outside.any()):
+            b = int(outside.nonzero()[0])
+            raise DecodeInputError(f"lengths must lie in [0, T={T}] for log_probs "
+                                   f"{tuple(log_probs.shape)}; got lengths[{b}] = "
+                                   f"{int(lengths[b])}")  # fmt: skip
         T2 = (T + STACK - 1) // STACK
         # Posteriors, not log-probs: the unlikely classes' log-probs (-10 to -100) are mostly
         # noise that swamps the few classes that matter, and saturate the LSTM.
@@ -64,7 +77,7 @@ class SpeechTransducer(LstmTransducer):
             torch.arange(T, device=log_probs.device)[None, :]
             < lengths.to(log_probs.device)[:, None]
         )
-        x = log_probs.exp()
+        x = log_probs.exp().to(self.enc_in.weight.dtype)  # (float64 from NumPy, say)
         bad = valid[..., None] & (x.isnan() | x.isinf())  # NaN, or too large for exp
         if bool(bad.any()):
             b, t, v = (int(i) for i in bad.nonzero()[0])

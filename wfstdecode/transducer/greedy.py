@@ -56,7 +56,9 @@ def greedy_decode(model, enc, enc_lengths, options: GreedyOptions | None = None)
         return []
     with torch.inference_mode():
         vocab = check_joint(adapter, enc, options.durations)
-        if mode != "off":  # (a captured program is shared: read while this call holds it)
+        # No frames: nothing to capture (the loop bodies would index a frame of nothing, and
+        # the joint's width was not probed), and eagerly nothing runs past init_.
+        if mode != "off" and enc.shape[1]:  # (a captured program is shared: read while held)
             with graphs.running(mode, adapter, enc, lengths, options, vocab) as program:
                 return program.hypotheses(notes)
         program = make_program(adapter, enc, lengths, options, vocab, fixed=False)

@@ -133,7 +133,10 @@ def _map2(a: Any, b: Any, fn) -> Any:
     if isinstance(a, torch.Tensor):
         return fn(a, b)
     if isinstance(a, tuple | list):
-        return type(a)(_map2(x, y, fn) for x, y in zip(a, b, strict=True))
+        items = [_map2(x, y, fn) for x, y in zip(a, b, strict=True)]
+        if hasattr(a, "_fields"):  # a namedtuple's constructor takes its fields one by one
+            return type(a)(*items)
+        return type(a)(items)
     if isinstance(a, dict):
         return {k: _map2(a[k], b[k], fn) for k in a}
     if a is None:
