@@ -13,14 +13,15 @@ Optional ``vocab_size``: the number of token logits, blank included; with it the
 checked against ``vocab_size + len(durations)``, without it the width minus the durations is
 taken as the vocabulary.
 
-State: whatever ``init_state`` returns — a tensor or a (nested) tuple / list of tensors whose
-batch dimension is ``model.state_batch_dim`` (default 0; ``nn.LSTM`` states use 1). A model with
-another layout provides ``select_state(mask, new, old)`` and, for beam search,
-``index_state(state, rows)`` (the state of the given batch rows). ``predict`` must return a
-state of the same structure and shapes (the loops copy it into fixed tensors), and ``predict``
-and ``joint``
-outputs of the same shapes on every call: a changed shape raises `DecodeInputError` (torch would
-broadcast it). For the CUDA-graph modes, ``predict`` and ``joint`` must not synchronise with the
+State: whatever ``init_state`` returns — a tensor or a (nested) tuple / list (namedtuples too)
+/ dict of tensors whose batch dimension is ``model.state_batch_dim`` (default 0; ``nn.LSTM``
+states use 1). A model with another layout provides ``select_state(mask, new, old)`` and, for
+beam search, ``index_state(state, rows)`` (the state of the given batch rows). ``predict`` must
+return a new state of the same structure and shapes, leaving the one it was given as it was
+(the loops keep the old state of utterances that did not emit, and copy the new one into fixed
+tensors), and ``predict`` and ``joint`` outputs of the same shapes on every call: a changed
+shape raises `DecodeInputError` (torch would broadcast it). For the CUDA-graph modes,
+``predict`` and ``joint`` must not synchronise with the
 host (no ``.item()``, no boolean masks).
 """
 
