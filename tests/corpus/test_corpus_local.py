@@ -436,6 +436,25 @@ def test_reference_texts_give_kaldi_archives_their_wer(corpus, tmp_path, capsys)
     assert "has no 'ids': the reference texts name utterances by id" in summary.failed[0]["error"]
 
 
+def test_a_shard_with_boosts_but_no_ids_fails_by_name(corpus, tmp_path):
+    """A shard's boosts member names utterances by id; without ids its lines are named
+    NAME-INDEX, yet the boosts had to name decode's utt0000 ids: keyed as the lines name the
+    utterances ("s-0") the shard failed with "boosts name utterance 's-0', which the file does
+    not have", and keyed "utt0000" they applied to lines named otherwise. Now refused by name,
+    as reference texts without ids are."""
+    shards = tmp_path / "shards"
+    shards.mkdir()
+    with np.load(corpus.shards[0]) as z:
+        arrays = dict(z)
+    assert "ids" not in arrays
+    for key in ("s-0", "utt0000"):
+        boosts = np.array(json.dumps({key: {"hello": 2.0}}))
+        np.savez(shards / "s.npz", **arrays, boosts=boosts)
+        summary = run(corpus, tmp_path / f"out_{key}", manifest=shards, workers=1)
+        assert len(summary.failed) == 1, key
+        assert "has 'boosts' but no 'ids'" in summary.failed[0]["error"]
+
+
 class _DiesWhileLoading:
     """A corpus decoder whose worker process exits while loading it (as a script without an
     ``if __name__ == "__main__":`` guard does under spawn)."""

@@ -104,6 +104,19 @@ def test_one_path_instead_of_a_list_is_named(path):
         transcribe(path, graph, model=model, backend="reference")
 
 
+@pytest.mark.parametrize("graph", ["mygraph/", Path("mygraph")])
+@pytest.mark.parametrize("boosts", [None, {"hello": 2.0}])
+def test_a_graph_directory_instead_of_a_graph_is_named(graph, boosts):
+    """transcribe(paths, "mygraph/") ran the phone model on every file and then raised
+    AttributeError: 'str' object has no attribute 'tokens' (with boosts: 'words'), where
+    decode_ctc names the type."""
+    from wfstdecode.speech.transcribe import transcribe
+
+    model = FakePhoneModel({"a.wav": _random_rows(1, 5)[0]}, 5)
+    with pytest.raises(DecodeInputError, match=r"graph must be a DecodingGraph.*got (str|\w*Path)"):
+        transcribe(["a.wav"], graph, model=model, backend="reference", boosts=boosts)
+
+
 def test_boosts_with_a_transducer_are_refused_by_the_api():
     """Not silently dropped (the CLI says so for --boost; the Python API must too)."""
     from wfstdecode.speech.transcribe import iter_transcribe

@@ -227,6 +227,11 @@ class CtcCorpusDecoder:
             if self.references is not None and not has_ids:
                 raise InputFileError(path, None, "has no 'ids': the reference texts name "
                                                  "utterances by id")  # fmt: skip
+            if not has_ids and _has_member(path, "boosts"):  # (decode's utt0000 ids, not ours)
+                raise InputFileError(path, None, "has 'boosts' but no 'ids': its boosts name "
+                                                 "utterances by id, and without ids its lines "
+                                                 f"are named {name}-INDEX; give the shard "
+                                                 "its ids")  # fmt: skip
 
             def keys(ids):  # the lattices' keys, as the lines name the utterances
                 return ids if has_ids else [f"{name}-{i}" for i in range(len(ids))]
@@ -312,13 +317,17 @@ def utterance_record(
 
 
 def _has_ids(path: Path) -> bool:
+    return path.suffix != ".npz" or _has_member(path, "ids")  # (a Kaldi archive's keys)
+
+
+def _has_member(path: Path, member: str) -> bool:
+    """Whether the ``.npz`` shard ``path`` holds ``member`` (a Kaldi archive holds none)."""
     from ..safe_io import NpzArchive
 
-    if path.suffix != ".npz":  # (a Kaldi archive's keys)
-        return True
-
-    with NpzArchive(path, ("ids",), lambda m: InputFileError(path, None, m)) as z:
-        return "ids" in z.names
+    if path.suffix != ".npz":
+        return False
+    with NpzArchive(path, (member,), lambda m: InputFileError(path, None, m)) as z:
+        return member in z.names
 
 
 def input_id(path: Path) -> InputId:

@@ -8,6 +8,7 @@ import os
 from collections.abc import Sequence
 
 from ..ctc import CtcBeamOptions, decode_ctc
+from ..decoding_graph import DecodingGraph
 from ..errors import DecodeInputError, InputFileError
 from ..results import Hypothesis
 from .phone_model import HamaPhoneModel, pad_log_probs
@@ -65,6 +66,9 @@ def iter_transcribe(
     if kind is not None and (boosts or rescore is not None):
         raise DecodeInputError("boosts and rescoring apply to the graph search, not to the "
                                "transducer")  # fmt: skip
+    if kind is None and graph is not None and not isinstance(graph, DecodingGraph):
+        raise DecodeInputError(f"graph must be a DecodingGraph (DecodingGraph.load(directory)); "
+                               f"got {type(graph).__name__}")  # fmt: skip
     model = model or HamaPhoneModel()
     oov_lexicon = None
     if kind is None:
