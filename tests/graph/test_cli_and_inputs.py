@@ -479,3 +479,19 @@ def test_text_references_keyed_as_kaldi_keys(small_decode, capsys):
     text.write_text("k\u3000one ab ba\nk2 a\n", encoding="utf-8")
     assert main(["decode", str(gdir), str(f), "--text", str(text)]) == 0
     assert "WER" in capsys.readouterr().err
+
+
+def test_the_recorded_command_can_be_run_again(tmp_path, small_inputs, monkeypatch):
+    """build.json's command was the arguments joined by spaces: `--separator '|'` came out as
+    `--separator |`, a pipe to a shell, and a path with a space as two. Quoted as a shell reads
+    it."""
+    import shlex
+    import sys
+
+    lexicon, arpa = small_inputs
+    args = ["build-tlg", "--tokens", str(TOKENS), "--lexicon", str(lexicon), "--arpa", str(arpa),
+            "--separator", "|", "--out", str(tmp_path / "my graph")]  # fmt: skip
+    monkeypatch.setattr(sys, "argv", ["wfstdecode", *args])
+    assert main(args) == 0
+    report = json.loads((tmp_path / "my graph" / "build.json").read_text())
+    assert shlex.split(report["command"]) == ["wfstdecode", *args]

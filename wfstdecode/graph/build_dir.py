@@ -4,6 +4,7 @@ do it, so the output check, the build and build.json cannot drift apart."""
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -59,7 +60,7 @@ def build_graph_dir(
     build = build_tlg(tokens, lexicon, arpa, topology, separator=separator, keep_unk=keep_unk,
                       push_labels=push_labels, progress=progress, oov_slot=oov_slot,
                       oov_logprob=oov_logprob)  # fmt: skip
-    info = {"command": " ".join(sys.argv), **(info or {}), "arpa": str(arpa),
+    info = {"command": shlex.join(sys.argv), **(info or {}), "arpa": str(arpa),
             "topology": topology, "separator": separator, "lexicon_entries": len(lexicon),
             "total_seconds": round(time.perf_counter() - start, 2)}  # fmt: skip
     return write_graph_dir(build, target, info, force=may_replace(target)), build
