@@ -77,6 +77,17 @@ def test_resample_keeps_a_tone_in_band_and_removes_one_above(rate, new_rate):
         assert np.sqrt(np.mean(resample(high, rate, new_rate)[inner] ** 2)) < 1e-3
 
 
+def test_resample_takes_rates_of_any_number_type():
+    """The polyphase table is indexed by whole numbers: 44100.0 (a float rate) failed in the
+    compiled loop; a rate that is no whole number is refused by name."""
+    x = np.random.default_rng(0).uniform(-0.5, 0.5, 500).astype(np.float32)
+    want = resample(x, 44100, 16000)
+    assert np.array_equal(resample(x, 44100.0, np.float32(16000)), want)
+    assert np.array_equal(resample(x, np.int64(44100), 16000), want)
+    with pytest.raises(ValueError, match="whole numbers of Hz > 0; got 22050.5"):
+        resample(x, 22050.5, 16000)
+
+
 def test_resample_identity_and_empty():
     x = np.arange(10, dtype=np.float32)
     assert resample(x, 16000, 16000) is x or np.array_equal(resample(x, 16000, 16000), x)

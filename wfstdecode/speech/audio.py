@@ -170,11 +170,14 @@ def resample(samples: np.ndarray, rate: int, new_rate: int) -> np.ndarray:
     samples = np.asarray(samples, np.float32)
     if rate == new_rate or samples.size == 0:
         return samples
+    if not all(float(r) == int(r) > 0 for r in (rate, new_rate)):
+        raise ValueError(f"sample rates are whole numbers of Hz > 0; got {rate} and {new_rate}")
+    rate, new_rate = int(rate), int(new_rate)  # (44100.0, a NumPy int: the same rate)
     ratio = new_rate / rate
     cutoff = min(1.0, ratio)  # in units of the input Nyquist rate
     half = math.ceil(_SINC_HALF_WIDTH / cutoff)
     n_out = max(1, round(samples.size * ratio))
-    g = math.gcd(int(rate), int(new_rate))
+    g = math.gcd(rate, new_rate)
     up, down = new_rate // g, rate // g  # output j at input time j * down / up
     padded = np.concatenate([np.zeros(half, np.float32), samples, np.zeros(half + 1, np.float32)])
     table = np.empty((up if up * 2 * half <= _MAX_TAPS_TABLE else 0, 2 * half))
