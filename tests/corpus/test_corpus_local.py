@@ -520,6 +520,18 @@ def test_a_replacement_worker_that_dies_while_loading_is_a_death_not_a_broken_sc
     assert json.loads((tmp_path / "out" / "summary.json").read_text())["retries"] == 2
 
 
+def test_a_worker_dying_while_loading_beside_a_loaded_one_is_a_death(corpus, tmp_path):
+    """The same for a first worker that dies while it loads (out of memory) where another one
+    has loaded the decoder and is decoding: the pool counted only loaded workers that had
+    died, so the run ended with the advice to guard the script."""
+    base = CtcCorpusDecoder(str(corpus.graph_path), backend="reference")
+    (tmp_path / "state").mkdir()
+    faulty = FaultyDecoder(base, "load_dies_beside_a_loaded_one", str(tmp_path / "state"))
+    summary = run(corpus, tmp_path / "out", faulty, workers=2)
+    assert summary.ok and summary.retries == 1, summary.failed
+    assert_outputs_match(corpus, tmp_path / "out")
+
+
 def test_a_ray_address_with_the_local_executor_is_refused(corpus, tmp_path, capsys):
     """--address with --executor local was ignored without a word: the run went to this
     machine's processes, not the cluster it named."""

@@ -200,7 +200,8 @@ class LocalPool:
                 w.proc.kill()
                 w.proc.join(timeout=5)
             w.conn.close()
-            self._loaded = self._loaded or w.ready
+            # (any worker: one that loaded and is alive counts, not only one that died)
+            self._loaded = self._loaded or any(o.ready for o in self._workers)
             if not w.ready:
                 # none has loaded the decoder: each would die so (a script's missing guard);
                 # once one has, a death while loading is a death (out of memory on a busy

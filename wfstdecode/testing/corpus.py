@@ -91,6 +91,8 @@ class FaultyDecoder:
     * ``"crash_on_load"``: the worker process exits while it loads the decoder, every time;
     * ``"crash_once_then_on_load"``: ``"crash_once"``, and the worker loading the decoder next
       (the one that replaces it) exits while it loads, once;
+    * ``"load_dies_beside_a_loaded_one"``: the second worker process to load the decoder waits
+      until another has decoded a shard, then exits while it loads, once (``shard`` unused);
     * ``"gated"``: the first shard decodes at once, every later one first waits (up to
       ``seconds``) for ``state_dir/go`` to exist, so that a test can interrupt a run midway
       without racing it (a run of shards that merely sleep could finish, on a loaded machine,
@@ -114,9 +116,20 @@ class FaultyDecoder:
         if (self.mode == "crash_once_then_on_load" and crashed.exists()
                 and self._first_time("(load after the crash)")):  # fmt: skip
             os._exit(3)
+        beside = self.mode == "load_dies_beside_a_loaded_one"
+        if beside and not self._first_time("(first load)") and self._first_time("(load death)"):
+            decoded, deadline = Path(self.state_dir) / "seen-(decoded)", time.monotonic() + 60
+            while not decoded.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            time.sleep(2.0)  # (the driver reads the loaded worker's reply, "ready" before it)
+            os._exit(3)
         decode = self.base.load()
 
         def faulty(path, name):
+            if beside:
+                result = decode(path, name)
+                self._first_time("(decoded)")
+                return result
             first = self._first_time(name)
             if self.mode == "gated" and not self._first_time("(gate)"):
                 go, deadline = Path(self.state_dir) / "go", time.monotonic() + self.seconds
