@@ -147,3 +147,6 @@ def test_a_directory_where_an_output_goes_is_refused_before_anything_is_removed(
     )
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == stale
     assert set(before) - set(stale) == {n for n in before if n.startswith(f"{last}.")}
+    # with other settings and --force: refused before run.json takes them
+    assert main(_args(corpus, out, "--lattices", "--beam", "9", "--force")) == 2
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()} == stale

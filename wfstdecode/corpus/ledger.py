@@ -58,6 +58,18 @@ def check_output_names(shards) -> None:
                                   "name may have; rename the shard")  # fmt: skip
 
 
+def check_paths_free(out: str | os.PathLike, shards) -> None:
+    """Refuse, before the run claims ``out`` or removes any shard's old output, a directory
+    where a shard's output, done record or lattices would go: no file could replace it, and it
+    is not ours to remove."""
+    for shard in shards:
+        for suffix in (OUTPUT_SUFFIX, DONE_SUFFIX, LATTICES_SUFFIX):
+            path = Path(out) / f"{shard.name}{suffix}"
+            if path.is_dir() and not path.is_symlink():
+                raise WfstDecodeError(f"{path}: a directory where shard {shard.name}'s output "
+                                      "goes; move it away")  # fmt: skip
+
+
 class OutputDir:
     """An output directory opened for one run (a context manager holding its lock)."""
 
@@ -107,16 +119,6 @@ class OutputDir:
 
     def lattices_path(self, shard: Shard) -> Path:
         return self.path / f"{shard.name}{LATTICES_SUFFIX}"
-
-    def check_paths_free(self, shards) -> None:
-        """Refuse, before any shard's old output is removed, a directory where a shard's output,
-        done record or lattices would go: no file could replace it, and it is not ours to
-        remove."""
-        for shard in shards:
-            for path in (self.output_path(shard), self.done_path(shard), self.lattices_path(shard)):
-                if path.is_dir() and not path.is_symlink():
-                    raise WfstDecodeError(f"{path}: a directory where shard {shard.name}'s "
-                                          "output goes; move it away")  # fmt: skip
 
     def finished(self, shard: Shard, verify: bool = False) -> dict | None:
         """The done record of ``shard`` if its output is complete and was decoded from the

@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass, field
 
 from ..errors import OptionsError, WfstDecodeError
 from ..interrupts import Terminated, signals_deferred
-from .ledger import OutputDir, check_output_names
+from .ledger import OutputDir, check_output_names, check_paths_free
 from .manifest import SHARD_SUFFIXES, read_manifest
 from .pools import Event, Job, LocalPool, RayPool
 from .progress import Progress
@@ -104,10 +104,10 @@ def decode_corpus(
         raise OptionsError(f"workers must be at least 1; got {workers}")
     shards = read_manifest(manifest, getattr(decoder, "shard_suffixes", SHARD_SUFFIXES))
     check_output_names(shards)
+    check_paths_free(out, shards)
     started = time.perf_counter()
     summary = CorpusSummary(shards=len(shards))
     with OutputDir(out, decoder.config(), force=force) as outdir:
-        outdir.check_paths_free(shards)
         records, pending = {}, []
         for i, shard in enumerate(shards):
             record = outdir.finished(shard, verify)
