@@ -46,7 +46,7 @@ def read_audio(path: str | os.PathLike) -> tuple[np.ndarray, int]:
             # a float or WAVE_FORMAT_EXTENSIBLE WAV whose writer never wrote the sizes
             samples, rate = soundfile.read(io.BytesIO(_with_data_size(path, len(tail))),
                                            dtype="float32", always_2d=True)  # fmt: skip
-            _said_unpatched(path, len(tail))
+            _said_unpatched(path, len(tail), stacklevel=3)
     except RuntimeError as exc:  # soundfile's error for an unreadable or unknown format
         raise InputFileError(path, None, f"{what}: {exc}") from None
     return _checked(path, samples.mean(axis=1), rate)
@@ -79,7 +79,7 @@ def _read_wav(path) -> tuple[np.ndarray, int]:
         raise InputFileError(path, None, f"not a readable PCM WAV file: {why}") from None
     if declared == 0 and (tail := _unpatched_samples(path)):  # a writer stopped before it
         raw = tail  # wrote the sizes (a recorder killed, a pipe): the samples are there
-        _said_unpatched(path, len(tail))
+        _said_unpatched(path, len(tail), stacklevel=4)
     frames = len(raw) // (width * channels)
     streamed = declared == 0xFFFFFFFF // (width * channels)  # a writer that could not seek back
     if frames < declared and not streamed:  # cut short (a copy that did not finish): said
@@ -108,10 +108,12 @@ def _with_riff_size(path) -> bytes:
     return bytes(blob)
 
 
-def _said_unpatched(path, size: int) -> None:
+def _said_unpatched(path, size: int, stacklevel: int) -> None:
+    """Warn (at ``read_audio``'s caller: ``stacklevel`` from here) of samples read past a data
+    size of 0."""
     warnings.warn(f"{path}: its WAV header declares no samples but {size:,} bytes of them "
                   "follow (a writer that never wrote the sizes): read them",
-                  UserWarning, stacklevel=4)  # fmt: skip
+                  UserWarning, stacklevel=stacklevel)  # fmt: skip
 
 
 def _with_data_size(path, size: int) -> bytes:
