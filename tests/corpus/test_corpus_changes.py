@@ -3,6 +3,7 @@ shards under symlinked directories, a new subdirectory of shards, a shard that c
 fails, a resumed transducer run with other threads, and a config with tuples reopening its own
 output directory."""
 
+import json
 import os
 import shutil
 
@@ -267,3 +268,26 @@ def test_a_touched_shard_is_hashed_once_not_on_every_run(corpus, tmp_path, monke
     assert hashed == [target.name]
     assert run(corpus, out, decoder, manifest=shards).decoded == []
     assert hashed == [target.name]  # (not again)
+
+
+def test_the_wer_line_counts_the_utterances_it_scores(corpus, tmp_path, capsys):
+    """A shard without reference texts is decoded, not scored: the WER line said "(N
+    utterances)" with all of them; it now says how many of them the WER counts."""
+    from wfstdecode.cli import main
+
+    shards = tmp_path / "shards"
+    shutil.copytree(corpus.shard_dir, shards)
+    bare = shards / corpus.shards[0].name
+    with np.load(bare) as z:
+        arrays = {k: z[k] for k in z.files if k != "texts"}
+    np.savez(bare, **arrays)
+    out = tmp_path / "out"
+    argv = ["decode-corpus", str(shards), "--graph", str(corpus.graph_path), "--out", str(out),
+            "--executor", "local", "--workers", "1", "--quiet"]  # fmt: skip
+    capsys.readouterr()
+    assert main(argv) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    unscored = len(arrays["lengths"])
+    assert summary["scored_utterances"] == summary["utterances"] - unscored > 0
+    assert (f"({summary['scored_utterances']:,} of {summary['utterances']:,} utterances)"
+            in capsys.readouterr().out)  # fmt: skip

@@ -41,6 +41,7 @@ class CorpusSummary:
     frames: int = 0
     wer: float | None = None
     ref_words: int = 0
+    scored_utterances: int = 0  # of shards with reference texts: what the WER counts
     decoded_utterances: int = 0
     decoded_frames: int = 0
     wall_seconds: float = 0.0
@@ -214,6 +215,7 @@ def _totals(summary: CorpusSummary, records: dict, wall: float, decoder) -> None
         if record.get("ref_words") is not None:
             errors += record["errors"]
             ref_words += record["ref_words"]
+            summary.scored_utterances += record["utterances"]
     summary.ref_words = ref_words
     summary.wer = errors / ref_words if ref_words else None
     mine = [r for r in records.values() if r["name"] in decoded]
@@ -254,8 +256,11 @@ def print_summary(summary: CorpusSummary, out_dir, stream=None) -> None:
         line += f" ({summary.retries} retried)"
     print(line, file=stream)
     if summary.wer is not None:
+        scored = f"{summary.scored_utterances:,}" + (
+            f" of {summary.utterances:,}" if summary.scored_utterances != summary.utterances else ""
+        )  # (shards without reference texts are decoded, not scored)
         print(f"WER {100 * summary.wer:.2f}% over {summary.ref_words:,} reference words "
-              f"({summary.utterances:,} utterances)", file=stream)  # fmt: skip
+              f"({scored} utterances)", file=stream)  # fmt: skip
     if summary.frames_per_second is not None:
         rate = f"{summary.decoded_frames:,} frames in {summary.wall_seconds:.1f} s: "
         rate += f"{summary.frames_per_second:,.0f} frames/s"
