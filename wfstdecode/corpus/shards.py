@@ -176,9 +176,10 @@ class CtcCorpusDecoder:
             # not an ARPA file (a KenLM binary, a words.txt), or not the graph's LM: refused
             # here, not by each worker after run.json names it (its unigrams only: a fraction
             # of the file)
-            unigrams = {word for word, _ in read_arpa_unigrams(path)}
+            unigrams = read_arpa_unigrams(path)
             if path == self.rescoring.old_lm:
-                check_first_pass_lm(graph, unigrams.__contains__, path, f"the graph {self.graph}")
+                words = {word for word, _ in unigrams}
+                check_first_pass_lm(graph, words.__contains__, path, f"the graph {self.graph}")
 
     def config(self) -> dict:
         """Everything that changes the output (the backend and thread count do not): a run's

@@ -49,6 +49,7 @@ class HamaPhoneModel:
 
     sample_rate = 16000
     frame_seconds = 0.02
+    hop = 320  # samples per output frame: sample_rate * frame_seconds
 
     def __init__(self):
         hama = _import_hama()
@@ -68,12 +69,12 @@ class HamaPhoneModel:
     def log_probs_of(self, samples: np.ndarray) -> np.ndarray:
         """(T, V) float32 log-probs of one utterance of mono samples at `sample_rate`."""
         samples = np.asarray(samples, np.float32).reshape(-1)
-        if samples.size < 2 * 320:  # the model's convolutions need a few frames of input
+        if samples.size < 2 * self.hop:  # the model's convolutions need a few frames of input
             raise DecodeInputError(
                 f"audio of {samples.size} samples is too short for the phone model "
                 f"(at least 640 samples, 40 ms at {self.sample_rate} Hz)"
             )
-        hop = round(self.sample_rate * self.frame_seconds)  # samples per output frame
+        hop = self.hop
         total = samples.size // hop + 1
         if total <= MAX_FRAMES:
             return self._run(samples)
@@ -97,7 +98,7 @@ class HamaPhoneModel:
             {"waveform": samples[None], "waveform_lengths": np.array([samples.size], np.int64)},
         )
         length = int(np.asarray(lengths).reshape(-1)[0])
-        expected = samples.size // round(self.sample_rate * self.frame_seconds) + 1
+        expected = samples.size // self.hop + 1
         if min(length, len(log_probs[0])) != expected:  # (an engine that cut the audio short)
             raise BackendUnavailableError(f"hama's phone model gave {length} frames for "
                                           f"{samples.size} samples, not {expected}: a hama "

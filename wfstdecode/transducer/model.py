@@ -21,8 +21,7 @@ return a new state of the same structure and shapes, leaving the one it was give
 (the loops keep the old state of utterances that did not emit, and copy the new one into fixed
 tensors), and ``predict`` and ``joint`` outputs of the same shapes on every call: a changed
 shape raises `DecodeInputError` (torch would broadcast it). For the CUDA-graph modes,
-``predict`` and ``joint`` must not synchronise with the
-host (no ``.item()``, no boolean masks).
+``predict`` and ``joint`` must not synchronise with the host (no ``.item()``, no boolean masks).
 """
 
 from __future__ import annotations
