@@ -86,9 +86,8 @@ def transcribe_command(args: argparse.Namespace) -> int:
             check_rescorable(graph, f"the graph {args.graph}")
         if args.rescore_lm is not None and args.first_pass_lm is None and not args.graph:
             args.first_pass_lm = SHIPPED_LM  # the shipped graph's own
-        rescore = None if (files := rescoring(args)) is None else files.load()  # (LMs read)
-        if rescore is not None and graph is not None:
-            rescore.check_graph(graph, f"the graph {args.graph}")
+        # (LMs read; iter_transcribe checks the first-pass one against the graph)
+        rescore = None if (files := rescoring(args)) is None else files.load()
     model = HamaPhoneModel()
     unreadable: list[InputFileError] = []  # files left out, said as they come and counted
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from wfstdecode import Hypothesis, SymbolTable
-from wfstdecode.errors import DecodeInputError, InputFileError
+from wfstdecode.errors import DecodeInputError, InputFileError, OptionsError
 
 
 # ----- phone model padding, batching ------------------------------------------------------------
@@ -434,6 +434,39 @@ def test_rescoring_with_words_the_shipped_graph_lacks_is_refused(monkeypatch, tm
     found = iter_transcribe(["x.wav"], model=object(), boosts={"zyx he": 2.0},
                             rescore=LmRescoring(str(lm), str(lm)))  # fmt: skip
     with pytest.raises(DecodeInputError, match="zyx: boosted words the shipped graph lacks"):
+        next(found)
+
+
+@pytest.mark.parametrize("shipped", [True, False])
+def test_a_first_pass_lm_that_is_not_the_graphs_is_refused_before_any_audio(
+    monkeypatch, tmp_path, shipped
+):
+    """As decode: a first-pass LM lacking words of the graph (the shipped one too, where the
+    CLI loads none) is refused once, naming the words, before any file is read — not by each
+    lattice after its search."""
+    from wfstdecode.graph import LexiconEntry, build_tlg
+    from wfstdecode.rescore import LmRescoring
+    from wfstdecode.speech import graph as speech_graph
+    from wfstdecode.speech.transcribe import iter_transcribe
+    from wfstdecode.testing.lm import random_arpa
+
+    words = ["ab", "ba", "a"]
+    arpa, wrong = tmp_path / "lm.arpa", tmp_path / "wrong.arpa"
+    arpa.write_text(random_arpa(words, order=1, seed=0, density=1.0))
+    wrong.write_text(random_arpa(words[:1], order=1, seed=0, density=1.0))
+    tokens = SymbolTable.from_list(["<blk>", "a", "b", "|"])
+    g = build_tlg(tokens, [LexiconEntry(w, tuple(w)) for w in words], str(arpa), "compact",
+                  separator="|").graph  # fmt: skip
+    monkeypatch.setattr(speech_graph, "load_speech_graph", lambda **kw: g)
+
+    class NoAudio:
+        def log_probs_of_file(self, path):
+            raise AssertionError("audio was read")
+
+    found = iter_transcribe(["x.wav"], None if shipped else g, model=NoAudio(),
+                            rescore=LmRescoring(str(arpa), str(wrong)))  # fmt: skip
+    name = "the shipped speech graph" if shipped else "the graph"
+    with pytest.raises(OptionsError, match=f"2 of the words of {name} are not in it"):
         next(found)
 
 

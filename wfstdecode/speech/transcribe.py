@@ -72,7 +72,7 @@ def iter_transcribe(
     model = model or HamaPhoneModel()
     oov_lexicon = None
     if kind is None:
-        if graph is None:
+        if shipped := graph is None:
             graph = load_speech_graph()
             if (unknown := _unknown_words(boosts, graph)) and rescore is not None:
                 raise DecodeInputError(f"{', '.join(unknown)}: boosted words the shipped graph "
@@ -81,6 +81,8 @@ def iter_transcribe(
                                        "boosts")  # fmt: skip
             if unknown:
                 graph = load_speech_graph(oov_slot=True)
+        if rescore is not None:  # (once, before any audio: not per lattice, after its search)
+            rescore.check_graph(graph, "the shipped speech graph" if shipped else "the graph")
         oov_lexicon = _pronounced(_unknown_words(boosts, graph), graph)
     paths = list(paths)
     for lo in range(0, len(paths), BATCH):
