@@ -35,7 +35,7 @@ import numpy as np
 from .errors import GraphError, WfstDecodeError
 from .fstio import FstArrays, checked_array, read_openfst, write_openfst
 from .safe_io import MAX_JSON_BYTES, NpzArchive, json_object, replacing, write_aligned_npz
-from .symbols import EPSILON, SymbolTable, blank_symbol, model_tokens
+from .symbols import EPSILON, SymbolTable, blank_symbol, is_disambig, model_tokens
 
 GRAPH_FILE = "TLG.npz"
 FORMAT_VERSION = 1
@@ -170,8 +170,9 @@ class DecodingGraph:
         here: ``topology`` "minimal" (every non-blank frame a token: a self-loop is no CTC
         repeat; default: "normal"/"compact" behaviour) and ``separator``, the word-separator
         token (word times from the token runs between separators; needs ``tokens``). A token
-        table counting from ``<eps>`` 0, ``<blk>`` 1 (Kaldi's) is read one lower, as this graph
-        numbers tokens from the blank (k2's, ``<blk>`` 0); icefall's trailing ``#k`` tokens
+        table counting from ``<eps>`` 0 that names its blank (Kaldi's ``<blk>`` 1, riva's ``<blk>``
+        after the units) is read one lower, as this graph's input label k reads log-prob column
+        k - 1 (k2's tables count from the blank, ``<blk>`` 0); icefall's trailing ``#k`` tokens
         are left out (`model_tokens`). A word table ending with the labels of ``build-tlg
         --oov-slot`` (``<oov>``, ``</oov>``, ``<oov:TOKEN>``…) gives the graph that slot, closed
         unless boosted, its words spelled from the pronunciations given at decode time
@@ -183,13 +184,21 @@ class DecodingGraph:
         tokens = SymbolTable.read(tokens) if isinstance(tokens, (str, os.PathLike)) else tokens
         words = SymbolTable.read(words) if isinstance(words, (str, os.PathLike)) else words
         metadata = {"source": str(path)}
-        if (tokens is not None and tokens.has_id(0) and tokens.has_id(1)
-                and tokens.symbols_of([0, 1]) == [EPSILON, blank_symbol(tokens)]):  # fmt: skip
-            # Kaldi's (EESEN's) tables count from <eps> 0, <blk> 1, and its graphs read token id
-            # = input label; here input label = id + 1: the same graph, the table one lower.
-            # (A table with <eps> 0 and no blank at 1, k2's phones, has its blank at 0: kept.)
+        if words is not None and words.has_id(0) and not _special(zero := words.symbol(0)):
+            # OpenFst's label 0 is the epsilon: a word there is never output, and a table that
+            # lacks its "<eps> 0" line (counting words from 0) names every word one off
+            raise GraphError(f"the word table gives id 0 to {zero!r}, but output label 0 is the "
+                             f"epsilon (no word): a word table starts with '{EPSILON} 0' and "
+                             "counts its words from 1")  # fmt: skip
+        if (tokens is not None and tokens.get(EPSILON) == 0
+                and blank_symbol(tokens) is not None):  # fmt: skip
+            # Kaldi's (EESEN's) tables count from <eps> 0, <blk> 1, riva's from <eps> 0 with
+            # <blk> after the units (NeMo's blank last), and their graphs read token id = input
+            # label; here input label = id + 1: the same graph, the table one lower. (A table
+            # with <eps> 0 and no blank symbol, k2's phones, has its blank at 0: kept.)
             tokens = SymbolTable((s, i - 1) for s, i in tokens if i != 0)
             metadata["tokens_renumbered"] = "the table's <eps> 0 dropped, every id one lower"
+        given = tokens  # (its #k names a label the graph should not hold)
         if tokens is not None:
             tokens = model_tokens(tokens)
         if topology is not None:
@@ -200,8 +209,10 @@ class DecodingGraph:
             if tokens is None or separator not in tokens:
                 raise GraphError(f"separator {separator!r} is not in the token table"
                                  + (" (none given)" if tokens is None else ""))  # fmt: skip
-            if tokens.id(separator) == 0:
-                raise GraphError(f"separator {separator!r} is token 0, the blank")
+            blank = blank_symbol(tokens)
+            if tokens.id(separator) == (0 if blank is None else tokens.id(blank)):
+                raise GraphError(f"separator {separator!r} is token "
+                                 f"{tokens.id(separator)}, the blank")  # fmt: skip
             metadata["separator"] = separator
         slot_ids = range(words.id(OOV_OPEN), words.next_id) if OOV_OPEN in (words or ()) else ()
         if slot_ids and all(is_slot_label(words.symbol(i)) for i in slot_ids if words.has_id(i)):
@@ -210,6 +221,15 @@ class DecodingGraph:
             # words, the slot was open to any spelling at no cost
             metadata["oov_slot"] = {"spelling": "lexicon"}
         fst = read_openfst(path)
+        if tokens is not None and (fst.ilabel > tokens.next_id).any():
+            label = int(fst.ilabel[fst.ilabel > tokens.next_id][0])
+            sym = given.symbol(label - 1) if given.has_id(label - 1) else ""
+            if is_disambig(sym):
+                raise GraphError(f"{path}: input label {label} is the token table's "
+                                 f"disambiguation symbol {sym!r}: the graph still holds its "
+                                 "disambiguation symbols; remove them before the import (e.g. "
+                                 "fstrmsymbols with their ids, as Kaldi's mkgraph.sh "
+                                 "does)")  # fmt: skip
         try:
             graph = cls.from_arrays(fst, tokens, words, metadata)
         except GraphError as exc:
@@ -392,6 +412,11 @@ class DecodingGraph:
         _first_bad("final_cost", final, ~(np.abs(final) <= MAX_COST) & ~np.isposinf(final),
                    f"final costs must be at most {MAX_COST:g} in magnitude, or +inf for a "
                    "non-final state")  # fmt: skip
+
+
+def _special(symbol: str) -> bool:
+    """``<eps>``, ``<epsilon>``, …: a name in angle brackets, no word of a transcript."""
+    return len(symbol) > 2 and symbol[0] == "<" and symbol[-1] == ">"
 
 
 def _first_bad(name: str, values: np.ndarray, bad: np.ndarray, why: str) -> None:

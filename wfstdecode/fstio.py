@@ -171,7 +171,7 @@ def read_openfst_bytes(data: bytes, path: str = "<bytes>") -> FstArrays:
     if r.unpack("<i") != FST_MAGIC:
         raise GraphError(f"{path}: not an OpenFst binary file (bad magic number)")
     fst_type, arc_type = r.string(), r.string()
-    _version, flags, _props, start, num_states, num_arcs = r.unpack("<iiQqqq")
+    version, flags, _props, start, num_states, num_arcs = r.unpack("<iiQqqq")
     if arc_type != "standard":
         raise GraphError(f"{path}: arc type {arc_type!r} is not supported (need 'standard')")
     if flags & _HAS_ISYMBOLS:
@@ -183,6 +183,8 @@ def read_openfst_bytes(data: bytes, path: str = "<bytes>") -> FstArrays:
     if fst_type == "vector":
         (final,), arc_counts, arcs = _read_vector_body(r, num_states)
     elif fst_type == "const":
+        if version == 1:  # OpenFst's kAlignedFileVersion: aligned, flagged or not
+            flags |= _IS_ALIGNED
         final, arc_counts, arcs = _read_const_body(r, num_states, num_arcs, flags)
     else:
         raise GraphError(

@@ -335,6 +335,23 @@ def test_a_const_fst_whose_state_block_is_not_a_multiple_of_16_bytes_reads_back(
             np.testing.assert_array_equal(getattr(back, field), getattr(fst, field), name)
 
 
+def test_a_version_1_const_fst_is_aligned_without_the_flag():
+    """OpenFst's ConstFst::Read treats file version 1 (kAlignedFileVersion, older OpenFst) as
+    aligned whether or not the header flags it; read unaligned, its state records started in
+    the padding and a valid file was refused."""
+    from wfstdecode.fstio import FstArrays, read_openfst_bytes, write_openfst_bytes
+
+    fst = FstArrays(0, [np.inf, np.inf, 0.0], [0, 0, 0, 1], [1, 2, 2, 2], [0, 0, 3, 4],
+                    [5, 6, 0, 6], [0.5, 1.0, 1.5, 2.0])  # fmt: skip
+    data = bytearray(write_openfst_bytes(fst, "const"))
+    at = 4 + (4 + 5) + (4 + 8)  # magic, "const", "standard": then version, flags
+    assert struct.unpack_from("<ii", data, at) == (2, 4)
+    struct.pack_into("<ii", data, at, 1, 0)
+    back = read_openfst_bytes(bytes(data), "v1.fst")
+    for field in ("final", "src", "dst", "ilabel", "olabel", "weight"):
+        np.testing.assert_array_equal(getattr(back, field), getattr(fst, field), field)
+
+
 def test_const_fst_state_records_must_point_at_their_arcs(tmp_path):
     """Mutant F3 (a ConstFst state's ``pos`` not checked): OpenFst finds a state's arcs at
     ``pos``; a file whose records disagree with the arc counts is read otherwise by OpenFst

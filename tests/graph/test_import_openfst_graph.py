@@ -115,6 +115,53 @@ def test_a_kaldi_token_table_counting_from_eps_is_read_one_lower(tmp_path, minim
     assert DecodingGraph.from_openfst(tmp_path / "TLG.fst", k2).tokens == k2
 
 
+def test_a_riva_token_table_with_the_blank_after_the_units_is_read_one_lower(tmp_path, minimal):
+    """riva's prepare_TLG_fst (blank_first=false, its default) writes tokens.txt as ``<eps> 0``,
+    the units from 1, ``<blk>`` after them (a NeMo model's blank is its last column), then
+    ``#0``…; its TLG reads token id = input label. Only ``<eps> 0, <blk> 1`` was read one lower:
+    this table was kept, one column more than the model's, and every decode was refused (and a
+    separator was refused as "token 0, the blank")."""
+    from wfstdecode.fstio import FstArrays, write_openfst
+
+    riva = SymbolTable.from_list(["<eps>", "|", "a", "b", "<blk>", "#0", "#1"])
+    a = minimal.to_arrays()
+    ilabel = a.ilabel - 1  # token t >= 1 (input label t + 1 here) is riva's id t ...
+    ilabel[a.ilabel == 1] = riva.id("<blk>")  # ... and the blank is riva's <blk>
+    write_openfst(FstArrays(a.start, a.final, a.src, a.dst, ilabel, a.olabel, a.weight),
+                  tmp_path / "riva.fst")  # fmt: skip
+    g = DecodingGraph.from_openfst(tmp_path / "riva.fst", riva, minimal.words,
+                                   topology="minimal", separator="|")  # fmt: skip
+    model = ["|", "a", "b", "<blk>"]  # the model's columns: the blank last
+    assert g.tokens.symbols() == model and "tokens_renumbered" in g.metadata
+    for labels in (["a", "b", "|", "b"], ["b", "b", "|", "a", "b"], ["<blk>", "b", "a"]):
+        lp = np.full((1, len(labels), len(model)), -15.0, np.float32)
+        for t, c in enumerate(labels):
+            lp[0, t, model.index(c)] = 0.0
+        (h, *_) = decode_ctc(lp, None, g, CtcBeamOptions(beam=20.0))[0]
+        words, tokens, times, word_times, score = _best(minimal, labels)
+        got = (h.words, h.timestamps, h.word_timestamps, round(h.score, 4))
+        assert got == (words, times, word_times, score), labels
+        assert [g.tokens.symbol(t) for t in h.tokens] == [TOKENS.symbol(t) for t in tokens]
+
+
+def test_a_word_table_with_a_word_at_id_0_is_refused(tmp_path, minimal):
+    """Output label 0 is OpenFst's epsilon: a words.txt without its ``<eps> 0`` line (words
+    counted from 0) was accepted, its word 0 never output and every other word named one off —
+    wrong transcripts, silently."""
+    off_by_one = SymbolTable.from_list([w for w, i in minimal.words if i != 0])
+    with pytest.raises(GraphError, match="gives id 0 to 'ab'.*starts with '<eps> 0'"):
+        DecodingGraph.from_openfst(tmp_path / "TLG.fst", minimal.tokens, off_by_one)
+    off_by_one.write(tmp_path / "words.txt")
+    out = _import(tmp_path, "--out", tmp_path / "g")
+    assert out.returncode == 2 and "gives id 0 to 'ab'" in out.stderr, out.stderr
+    assert not (tmp_path / "g").exists()
+    # a table without id 0, or with another name in angle brackets there, is kept
+    for zero in ((), (("<epsilon>", 0),)):
+        words = SymbolTable([*zero, *((w, i) for w, i in minimal.words if i != 0)])
+        g = DecodingGraph.from_openfst(tmp_path / "TLG.fst", minimal.tokens, words)
+        assert g.words == words
+
+
 def test_an_icefall_token_table_loses_its_trailing_disambiguation_symbols(tmp_path, minimal):
     """icefall's tokens.txt ends with #0, #1, …: no model emits them and the graph holds none, but
     kept they gave the imported graph more columns than the model's log-probs: every decode was
@@ -127,6 +174,24 @@ def test_an_icefall_token_table_loses_its_trailing_disambiguation_symbols(tmp_pa
     g = DecodingGraph.load(tmp_path / "g")
     assert g.tokens == TOKENS
     assert _best(g, ["a", "b", "|", "b"]) == _best(minimal, ["a", "b", "|", "b"])
+
+
+def test_a_graph_still_holding_disambiguation_symbols_is_refused_naming_them(tmp_path, minimal):
+    """A TLG whose #0 arcs were not removed (no fstrmsymbols after determinization) was refused
+    as "ilabel 6 needs log-prob column 5, but the token table has 4 ids", beside a warning that
+    the table's #k were left out: the message now names the symbol and what to do."""
+    from wfstdecode.fstio import FstArrays, write_openfst
+
+    icefall = SymbolTable.from_list([*TOKENS.symbols(), "#0", "#1"])
+    a = minimal.to_arrays()
+    n = a.num_states  # a #1 arc to a new state, as a backoff arc before fstrmsymbols
+    write_openfst(FstArrays(a.start, np.append(a.final, np.inf), np.append(a.src, a.start),
+                            np.append(a.dst, n), np.append(a.ilabel, icefall.id("#1") + 1),
+                            np.append(a.olabel, 0), np.append(a.weight, 0.5)),
+                  tmp_path / "TLG.fst")  # fmt: skip
+    with pytest.raises(GraphError, match="input label 6 is the token table's disambiguation "
+                       "symbol '#1'.*remove them"):  # fmt: skip
+        DecodingGraph.from_openfst(tmp_path / "TLG.fst", icefall, minimal.words)
 
 
 def test_an_imported_graph_with_an_oov_slot_keeps_the_slot_closed(tmp_path):
