@@ -79,3 +79,24 @@ def test_a_key_that_cannot_be_written_is_refused(tmp_path):
     with pytest.raises(OptionsError, match="not writable as UTF-8"):
         write_kaldi_archive({"\ud800": lat}, tmp_path / "out.ark")
     assert math.isfinite(lat.best_cost)
+
+
+def test_a_state_the_start_does_not_reach_is_left_out(tmp_path):
+    """OpenFst lets a lattice hold states its start does not reach (kaldifst writes what it is
+    given). Numbered after the start, such a state was kept at frame 0: a state it leads to
+    had two frames ("not frame-synchronous"), or the lattice was one frame longer."""
+    lat = kaldifst.Lattice()
+    s0, lost, s2, s3 = (lat.add_state() for _ in range(4))
+    lat.start = s0
+    lat.add_arc(s0, kaldifst.LatticeArc(1, 5, kaldifst.LatticeWeight(1.0, 2.0), s2))
+    lat.add_arc(lost, kaldifst.LatticeArc(0, 6, kaldifst.LatticeWeight(0.5, 0.0), s2))
+    lat.add_arc(s2, kaldifst.LatticeArc(2, 0, kaldifst.LatticeWeight(0.5, 1.5), s3))
+    lat.set_final(s3, kaldifst.LatticeWeight(0.25, 0.0))
+    path = tmp_path / "k.fst"
+    lat.write(str(path))
+    ark = tmp_path / "k.ark"
+    ark.write_bytes(b"utt1 \0B" + path.read_bytes())
+    got = read_kaldi_archive(ark)["utt1"]
+    assert (got.num_nodes, got.num_arcs, got.num_frames) == (3, 2, 2)
+    assert got.node_frame.tolist() == [0, 1, 2]
+    assert got.best_cost == pytest.approx(5.25)

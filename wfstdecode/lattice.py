@@ -40,6 +40,9 @@ from .posteriors import (
 )
 
 _INF = np.inf
+# Below this a path's float64 cost resolves 1e-7: paths are ranked by their costs; beyond it
+# (a frame of huge log-probs) by their costs less each frame's best (`Lattice._ranking`).
+_EXACT_COSTS = 1e9
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,21 +111,59 @@ class Lattice:
         frame). Where some path ends earlier (a lattice read from a file), `arc_cost` itself."""
         if "w_post" in self._cache:
             return self._cache["w_post"]
-        emitting = self.ilabel != 0
-        ends = np.isfinite(self.final)
-        w = self.arc_cost()
-        if emitting.any() and np.all(self.node_frame[ends] == self.num_frames):
-            acoustic = self.acoustic_cost.astype(np.float64)
-            frame = self.frame[emitting]
-            best = np.full(self.num_frames, np.inf)
-            np.minimum.at(best, frame, acoustic[emitting])
-            shift = np.zeros(self.num_arcs)
-            shift[emitting] = np.where(np.isfinite(best[frame]), best[frame], 0.0)
-            w = (self.graph_cost.astype(np.float64)
-                 + self.acoustic_scale * (acoustic - shift))  # fmt: skip
+        w, shift = self.arc_cost(), self._acoustic_shift()
+        if shift is not None:
+            acoustic = self.acoustic_cost.astype(np.float64) - shift
+            w = self.graph_cost.astype(np.float64) + self.acoustic_scale * acoustic
             w.flags.writeable = False
         self._cache["w_post"] = w
         return w
+
+    def _acoustic_shift(self) -> np.ndarray | None:
+        """float64 [A]: on each emitting arc the acoustic cost of its frame's best emitting arc,
+        0 on the others (`_posterior_cost`); None where some path ends before the last frame
+        or no arc emits."""
+        emitting = self.ilabel != 0
+        ends = np.isfinite(self.final)
+        if not emitting.any() or not np.all(self.node_frame[ends] == self.num_frames):
+            return None
+        acoustic = self.acoustic_cost.astype(np.float64)
+        frame = self.frame[emitting]
+        best = np.full(self.num_frames, np.inf)
+        np.minimum.at(best, frame, acoustic[emitting])
+        shift = np.zeros(self.num_arcs)
+        shift[emitting] = np.where(np.isfinite(best[frame]), best[frame], 0.0)
+        return shift
+
+    def frame_relative(self) -> Lattice:
+        """This lattice with each emitting arc's acoustic cost less that of its frame's best
+        emitting arc where its costs are too large to rank paths (`_EXACT_COSTS`): every
+        complete path's cost less one constant, so the same ranking and posteriors, with costs
+        that stay small (what `compact_lattice.determinize` needs for posteriors); else, or
+        where some path ends before the last frame, itself."""
+        if not abs(self.best_cost) > _EXACT_COSTS:
+            return self
+        shift = self._acoustic_shift()
+        if shift is None or not shift.any():
+            return self
+        acoustic = (self.acoustic_cost.astype(np.float64) - shift).astype(np.float32)
+        return replace(self, acoustic_cost=acoustic, _cache={})
+
+    def _ranking(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(w, alpha, beta)`` that rank paths — pruning and the best paths go by them:
+        `arc_cost` and its Viterbi forward and backward costs, or, where the best path's cost
+        is beyond `_EXACT_COSTS` (a frame of -1e20 log-probs made every path's float64 cost
+        the same: a lattice beam kept every arc, the n-best came in any order),
+        `_posterior_cost` and its own (each complete path less one constant)."""
+        if "rank" not in self._cache:
+            if not abs(self.best_cost) > _EXACT_COSTS:
+                self._cache["rank"] = (self.arc_cost(), self.forward(), self.backward())
+            else:
+                w = self._posterior_cost()
+                alpha = _viterbi_forward(self.num_nodes, self.src, self.dst, w)
+                beta = _viterbi_backward(self.final.astype(np.float64), self.src, self.dst, w)
+                self._cache["rank"] = (w, alpha, beta)
+        return self._cache["rank"]
 
     def forward(self) -> np.ndarray:
         """Viterbi cost of the best path from the start to each node (float64; inf: none)."""
@@ -162,14 +203,18 @@ class Lattice:
             raise OptionsError(f"lattice beam must be > 0; got {beam}")
         if not self.num_nodes or not self.best_cost < _INF:
             return self._subset(*_NOTHING)
-        alpha, beta, w = self.forward(), self.backward(), self.arc_cost()
-        arcs, nodes, src, dst = _within(alpha, beta, w, self.src, self.dst, self.best_cost + beam)
+        w, alpha, beta = self._ranking()
+        arcs, nodes, src, dst = _within(alpha, beta, w, self.src, self.dst, beta[0] + beam)
         out = self._subset(nodes, arcs, src, dst)
         # A kept node's best ways from the start and to the end lie within the beam, so they
         # are kept: its forward and backward costs stay what they were, the same sums.
-        w_kept = w[arcs]
-        w_kept.flags.writeable = False
-        out._cache.update(alpha=alpha[nodes], beta=beta[nodes], w=w_kept)
+        w_kept, arc_kept = w[arcs], self.arc_cost()[arcs]
+        w_kept.flags.writeable = arc_kept.flags.writeable = False
+        out._cache.update(w=arc_kept, rank=(w_kept, alpha[nodes], beta[nodes]))
+        if w is self.arc_cost():
+            out._cache.update(alpha=alpha[nodes], beta=beta[nodes])
+        else:  # (the absolute costs' sums are recomputed: their rounding is the kept paths')
+            out._cache.update(w_post=w_kept)
         return out
 
     def _subset(self, nodes, arcs, src, dst) -> Lattice:
@@ -185,12 +230,12 @@ class Lattice:
         the first arc whose cost plus the backward cost after it equals the backward cost
         before it, until a node whose final cost equals its backward cost (Viterbi traceback;
         `nbest(1)`; among equally good paths not necessarily the first of `nbest(n > 1)`)."""
-        beta = self.backward()
-        if not self.num_nodes or not beta[0] < _INF:
+        if not self.num_nodes or not self.best_cost < _INF:
             return None
+        w, _, beta = self._ranking()
         first = np.searchsorted(self.src, np.arange(self.num_nodes + 1))
-        arcs = _best_path(first, self.dst, self.arc_cost(), self.final.astype(np.float64), beta)
-        return arcs.astype(np.int32), float(beta[0])
+        arcs = _best_path(first, self.dst, w, self.final.astype(np.float64), beta)
+        return arcs.astype(np.int32), self.best_cost
 
     def nbest(self, n: int) -> list[tuple[np.ndarray, float]]:
         """Up to ``n`` paths with distinct word sequences, best first: ``(arc indices, cost)``,
@@ -201,11 +246,11 @@ class Lattice:
             raise OptionsError(f"nbest must be an int >= 1; got {n!r}")
         if n == 1:  # the Viterbi traceback: the same best, without the search's queue and sets
             return [] if (path := self.best_path()) is None else [path]
-        beta = self.backward()
-        if not self.num_nodes or not beta[0] < _INF:
+        if not self.num_nodes or not self.best_cost < _INF:
             return []
+        w, _, beta = self._ranking()
         first = np.searchsorted(self.src, np.arange(self.num_nodes + 1))
-        arcs, ends, costs = _nbest(n, first, self.dst, self.olabel, self.arc_cost(),
+        arcs, ends, costs = _nbest(n, first, self.dst, self.olabel, w, self.arc_cost(),
                                    self.final.astype(np.float64), beta)  # fmt: skip
         starts = np.concatenate(([0], ends))[:-1]
         return [(arcs[a:b].astype(np.int32), float(c))
@@ -300,13 +345,16 @@ def _frames_along(n_nodes, src, dst, ilabel):
 
 def topological_order(n: int, start: int, src, dst) -> np.ndarray:
     """The states reachable from ``start``, in a topological order (Kahn), or all of them as
-    they are when every arc already goes forward from state 0; a cycle raises."""
+    they are when every arc already goes forward from state 0 and reaches every state; a cycle
+    raises."""
     from .errors import GraphError
 
     if not n:
         return np.zeros(0, np.int64)
     if start == 0 and bool(np.all(src < dst)):  # already in order (as written here)
-        return np.arange(n, dtype=np.int64)
+        by_src = np.argsort(src, kind="stable")
+        if _reaches_all(n, np.asarray(src)[by_src], np.asarray(dst)[by_src]):
+            return np.arange(n, dtype=np.int64)
     succ: list[list[int]] = [[] for _ in range(n)]
     for s, d in zip(src.tolist(), dst.tolist(), strict=True):
         succ[s].append(d)
@@ -334,6 +382,19 @@ def topological_order(n: int, start: int, src, dst) -> np.ndarray:
 
 
 @njit(nogil=True, cache=True)
+def _reaches_all(n, src, dst):
+    """Whether arcs that go forward, sorted by source, reach every state from state 0 (an
+    unreachable state kept would be given frame 0: "not frame-synchronous" for a lattice that
+    is, and its arcs counted in `lattice_from_fst`'s frames)."""
+    reached = np.zeros(n, np.bool_)
+    reached[0] = True
+    for i in range(src.shape[0]):
+        if reached[src[i]]:
+            reached[dst[i]] = True
+    return reached.all()
+
+
+@njit(nogil=True, cache=True)
 def _best_path(first, dst, w, final, beta):
     """`Lattice.best_path`'s arcs: ``beta`` is exact (the same sums as `_viterbi_backward`), so
     an arc on a best path matches it exactly."""
@@ -354,9 +415,11 @@ def _best_path(first, dst, w, final, beta):
 
 
 @njit(nogil=True, cache=True)
-def _nbest(n, first, dst, olabel, w, final, beta):
-    """`Lattice.nbest`'s A* search: ``(arcs of every path, where each ends, costs)``. A queue
-    entry is ``(cost + beta, -order, cost, node, prefix, step)``: among equal estimates the
+def _nbest(n, first, dst, olabel, w, cost_w, final, beta):
+    """`Lattice.nbest`'s A* search: ``(arcs of every path, where each ends, costs)``, ranked by
+    ``w`` (``beta``: its backward costs), each cost summed of ``cost_w``. A queue
+    entry is ``(cost + beta, -order, cost, its cost_w sum, node, prefix, step)``: among equal
+    estimates the
     newest first (depth-first), so that exactly tied paths (2^n word sequences of one cost when
     n positions each hold two equally likely words) reach an end in one descent, not after
     every tied prefix is expanded breadth-first (exponential); node -1 is the pseudo-node
@@ -368,11 +431,11 @@ def _nbest(n, first, dst, olabel, w, final, beta):
     done_keys, _unused = _new_table(256)
     n_prefixes, n_done = 0, 0
     step_before, step_arc = [np.int64(-1)], [np.int64(-1)]  # step 0: the start
-    heap = [(beta[0], np.int64(0), 0.0, np.int64(0), np.int64(0), np.int64(0))]
+    heap = [(beta[0], np.int64(0), 0.0, 0.0, np.int64(0), np.int64(0), np.int64(0))]
     out_arcs, out_ends, out_costs = [np.int64(0) for _ in range(0)], [np.int64(0)], [0.0]
     order = np.int64(1)
     while len(heap) and len(out_costs) - 1 < n:
-        _, _, cost, node, prefix, step = heapq.heappop(heap)
+        _, _, cost, true_cost, node, prefix, step = heapq.heappop(heap)
         key = ((node + 1) << 32) | prefix
         at = _slot(done_keys, key)
         if done_keys[at] == key:
@@ -389,11 +452,12 @@ def _nbest(n, first, dst, olabel, w, final, beta):
             for k in range(len(path) - 1, -1, -1):
                 out_arcs.append(path[k])
             out_ends.append(np.int64(len(out_arcs)))
-            out_costs.append(cost)
+            out_costs.append(true_cost)
             continue
         if final[node] < np.inf:
             total = cost + final[node]
-            heapq.heappush(heap, (total, -order, total, np.int64(-1), prefix, step))
+            heapq.heappush(heap, (total, -order, total, true_cost + final[node], np.int64(-1),
+                                  prefix, step))  # fmt: skip
             order += 1
         for i in range(first[node], first[node + 1]):
             d = np.int64(dst[i])
@@ -417,7 +481,8 @@ def _nbest(n, first, dst, olabel, w, final, beta):
             step_before.append(step)
             step_arc.append(np.int64(i))
             c = cost + w[i]
-            heapq.heappush(heap, (c + beta[d], -order, c, d, nxt, np.int64(len(step_arc) - 1)))
+            heapq.heappush(heap, (c + beta[d], -order, c, true_cost + cost_w[i], d, nxt,
+                                  np.int64(len(step_arc) - 1)))  # fmt: skip
             order += 1
     arcs = np.empty(len(out_arcs), np.int64)
     for k in range(len(out_arcs)):

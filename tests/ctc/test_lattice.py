@@ -772,3 +772,25 @@ def test_posteriors_ignore_a_frame_of_huge_log_probs(seed):
             words = labels[labels != 0]
             assert huge.path_posterior(words) == pytest.approx(plain.path_posterior(words),
                                                                rel=1e-9)  # fmt: skip
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_pruning_nbest_and_determinized_posteriors_ignore_a_frame_of_huge_log_probs(seed):
+    """As the posteriors above: a frame of -1e20 log-probs changes no ranking, so not which arcs
+    a lattice beam keeps (it kept every arc: every path's float64 cost was the same 1e20), nor
+    the n-best's word sequences and order (they came in any order), nor the word confidences
+    of the lattice determinized on words (there were none: every one 0)."""
+    g, lp = _case(seed)
+    hyps, lattices = {}, {}
+    for value in (0.0, -1e20):
+        x = lp.copy()
+        x[:, 2, :] = value
+        lattices[value] = ctc_lattices(x, None, g, CtcBeamOptions(lattice_beam=2.0))
+        options = CtcBeamOptions(nbest=4, lattice_beam=math.inf, posteriors="determinized")
+        hyps[value] = decode_ctc(x, None, g, options)
+    for plain, huge in zip(lattices[0.0], lattices[-1e20], strict=True):
+        np.testing.assert_array_equal(huge.graph_arc, plain.graph_arc)
+    for plain, huge in zip(hyps[0.0], hyps[-1e20], strict=True):
+        assert [h.word_ids for h in huge] == [h.word_ids for h in plain]
+        for h, want in zip(huge, plain, strict=True):
+            assert h.word_confidences == pytest.approx(want.word_confidences, abs=1e-6)

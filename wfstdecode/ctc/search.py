@@ -167,8 +167,9 @@ def lattice_results(problem: SearchProblem, raws: list, pruned: list,
     posterior = final
     # (with an oov slot no posterior is used: spelled words are several lattice labels each)
     if options.posteriors == "determinized" and problem.oov is None:  # beam lowered if need be
-        posterior = [None if lat is None else
-                     determinize_pruned(lat, options.lattice_beam, alignments=False)[0]
+        # (costs relative to each frame's best: a frame of huge log-probs left no posterior)
+        posterior = [None if lat is None else determinize_pruned(
+                         lat.frame_relative(), options.lattice_beam, alignments=False)[0]
                      for lat in final]  # fmt: skip
     if options.mbr_candidates:
         hyps = mbr_ranked(problem, hyps, posterior)
