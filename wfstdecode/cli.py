@@ -416,15 +416,15 @@ def make_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "decode-corpus", help="decode many .npz shards on Ray (or local processes), resumably",
         description="Decodes every shard MANIFEST lists (a JSONL of {\"shard\": path}, a "
-        "directory of .npz (or Kaldi .ark) files, a glob, or one file; shards as `decode` reads "
-        "them, or with "
+        "directory of .npz (or Kaldi .ark, .ark.gz) files, a glob, or one file; shards as "
+        "`decode` reads them, or with "
         "--transducer as `decode-transducer` does) into OUT/NAME.jsonl, one line per "
         "utterance: id, text, words with frames (and seconds with --frame-shift), scores, notes "
         "(tokens too with --transducer), and ref/errors when the shard has texts. Finished shards "
         "are skipped on a rerun; a shard whose worker dies is retried; a corrupt shard is "
         "reported. OUT/summary.json sums up the run. Exit status 1 if any shard failed.",
     )  # fmt: skip
-    p.add_argument("manifest", help="shards: JSONL manifest, directory, glob, .npz or .ark")
+    p.add_argument("manifest", help="shards: JSONL manifest, directory, glob, .npz or .ark(.gz)")
     p.add_argument("--graph", type=Path, help="graph directory (or TLG.npz): CTC log-probs")
     p.add_argument("--transducer", metavar="MODEL",
                    help="rnnt, tdt or a SpeechTransducer .npz instead of a graph")  # fmt: skip

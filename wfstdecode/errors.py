@@ -28,7 +28,12 @@ class GraphError(WfstDecodeError, ValueError):
 
 
 class DecodeInputError(WfstDecodeError, ValueError):
-    """Decoder inputs have the wrong rank, dtype, shape or values."""
+    """Decoder inputs have the wrong rank, dtype, shape or values; ``utterance``: the batch
+    index of the utterance at fault where one is (a caller with ids names it by its id)."""
+
+    def __init__(self, message: str, utterance: int | None = None):
+        super().__init__(message)
+        self.utterance = utterance
 
 
 class OptionsError(WfstDecodeError, ValueError):

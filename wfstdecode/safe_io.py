@@ -24,6 +24,7 @@ import json
 import math
 import os
 import re
+import stat
 import struct
 import threading
 import tokenize
@@ -253,15 +254,19 @@ class NpzArchive:
 
     def _not_a_zip(self, exc: Exception) -> str:
         try:
+            regular = stat.S_ISREG(os.stat(self.path).st_mode)
             with open(self.path, "rb") as f:
                 head = f.read(256)
         except OSError:
-            head = b""
+            regular, head = True, b""
         if not head:
             return "the file is empty (not an .npz archive)"
         if _KALDI_ARCHIVE_START.match(head):
             return ("this looks like a Kaldi archive, not an .npz archive (log-probs: name it "
                     f"ark:{self.path})")  # fmt: skip
+        if not regular:  # (a pipe's bytes cannot be sought in, whatever they hold)
+            return ("not a regular file (a pipe or standard input?): an .npz archive is read by "
+                    "seeking in it; write it to a file and give that")  # fmt: skip
         if head[: len(_NPY_MAGIC)] == _NPY_MAGIC:
             return "this is a single .npy array, not an .npz archive"
         if head[:4] == _OPENFST_MAGIC:

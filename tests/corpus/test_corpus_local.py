@@ -407,6 +407,48 @@ def test_kaldi_archives_are_shards_as_their_npz_are(corpus, tmp_path):
         read_manifest(arks / "all.scp", (".npz", ".ark"))
 
 
+def test_gzip_compressed_archives_are_shards_as_decode_reads_them(corpus, tmp_path):
+    """``decode`` reads ``FILE.ark.gz`` (Kaldi's gzip-compressed archives), and decode-corpus
+    reads shards "as decode reads them": one given alone was read as a JSONL manifest ("not
+    UTF-8"), and a directory of them held "no .npz or .ark file"."""
+    kio = pytest.importorskip("kaldi_native_io", reason="writes the archives")
+    import gzip
+
+    arks = tmp_path / "arks"
+    arks.mkdir()
+    for path in corpus.shards:
+        ark = arks / f"{path.stem}.ark"
+        with np.load(path) as z, kio.FloatMatrixWriter(f"ark:{ark}") as w:
+            for i, (lp, n) in enumerate(zip(z["log_probs"], z["lengths"], strict=True)):
+                w.write(f"{path.stem}-{i}", lp[:n])
+        (arks / f"{path.stem}.ark.gz").write_bytes(gzip.compress(ark.read_bytes()))
+        ark.unlink()
+    one = arks / f"{corpus.shards[0].stem}.ark.gz"
+    suffixes = CtcCorpusDecoder.shard_suffixes
+    assert [s.name for s in read_manifest(one, suffixes)] == [corpus.shards[0].stem]
+    summary = run(corpus, tmp_path / "out", manifest=arks)
+    assert summary.ok and sorted(summary.decoded) == sorted(p.stem for p in corpus.shards)
+    assert_outputs_match(corpus, tmp_path / "out")
+
+
+def test_a_script_listed_by_a_manifest_or_matched_by_a_glob_is_refused_too(tmp_path):
+    """A script (``.scp``) is no shard however it is named: a rerun checks a shard's own file,
+    and a script stays the same when the archives it names are written again (new log-probs of
+    the same sizes), so its stale output was skipped as finished."""
+    (tmp_path / "x.ark").write_bytes(b"u [ 0 0 ]\n")
+    (tmp_path / "x.scp").write_text("u x.ark:2\n")
+    manifest = tmp_path / "m.jsonl"
+    manifest.write_text('{"shard": "x.ark"}\n{"shard": "x.scp"}\n')
+    with pytest.raises(WfstDecodeError, match=r"m.jsonl:2: x.scp: a Kaldi script is not a shard"):
+        read_manifest(manifest, (".npz", ".ark"))
+    with pytest.raises(WfstDecodeError, match=r"x.scp: a Kaldi script is not a shard"):
+        read_manifest(str(tmp_path / "x.*"), (".npz", ".ark"))
+    (tmp_path / "x.scp").rename(tmp_path / "y.SCP")
+    manifest.write_text('{"shard": "y.SCP"}\n')
+    with pytest.raises(WfstDecodeError, match=r"m.jsonl:1: y.SCP: a Kaldi script is not a shard"):
+        read_manifest(manifest, (".npz", ".ark"))
+
+
 def test_reference_texts_give_kaldi_archives_their_wer(corpus, tmp_path, capsys):
     """decode-corpus --text (a Kaldi data directory's text) scores archives, which carry no
     texts, as the .npz shards' own texts score them; a shard without ids cannot be matched to

@@ -246,3 +246,24 @@ def test_a_tab_before_a_text_matrix_is_skipped(tmp_path):
     ark.write_bytes(b"a \t[ 1 2\n 3 4 ]\n")
     got = read_kaldi_matrices(ark)
     assert np.array_equal(got["a"], np.array([[1, 2], [3, 4]], np.float32))
+
+
+def test_a_bad_frame_is_named_by_its_utterance_id(tables, capsys):
+    """A NaN (or an all -inf frame) in a table's entry names the entry's key, not only its
+    position in the padded batch: a table's entries are found by key (so are an .npz's, by its
+    ids)."""
+    g = tables / "g.npz"
+    width = random_graph(5).num_tokens  # (the fixture's graph)
+    lp = np.zeros((3, width), np.float32)
+    lp[1, 2] = np.nan
+    with kio.FloatMatrixWriter(f"ark:{tables / 'nan.ark'}") as w:
+        w.write("first", np.zeros((2, width), np.float32))
+        w.write("spk1-utt7", lp)
+    assert main(["decode", str(g), str(tables / "nan.ark")]) == 2
+    err = capsys.readouterr().err
+    assert "nan.ark: utterance 'spk1-utt7': log_probs[1, 1] contains NaN" in err
+    np.savez(tables / "nan.npz", log_probs=np.stack([lp, np.full_like(lp, -np.inf)]),
+             ids=np.array(["a", "b"]), lengths=np.array([1, 3]))  # fmt: skip
+    assert main(["decode", str(g), str(tables / "nan.npz")]) == 2
+    assert "nan.npz: utterance 'b': log_probs[1, 0] is -inf in every column" in (
+        capsys.readouterr().err)  # fmt: skip

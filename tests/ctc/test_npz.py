@@ -1,3 +1,5 @@
+import os
+
 import numpy as np
 import pytest
 
@@ -97,3 +99,20 @@ def test_probabilities_given_for_log_probs_are_warned_of(tmp_path, graph):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         decode_npz(good, graph, backend="cpu")
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="reopens a pipe by /dev/fd/N")
+def test_an_npz_through_a_pipe_is_named_a_pipe_not_a_bad_archive(tmp_path, graph):
+    """``decode G <(cat e.npz)`` (or ``... | decode G /dev/stdin``): zipfile cannot seek in a
+    pipe, and the file was said to be "not an .npz archive (BadZipFile)" though it is one."""
+    path = tmp_path / "e.npz"
+    np.savez(path, log_probs=np.zeros((1, 2, 3), np.float32) - 1.0)
+    read, write = os.pipe()
+    try:
+        os.write(write, path.read_bytes())
+        os.close(write)
+        with pytest.raises(InputFileError, match=r"not a regular file \(a pipe"):
+            decode_npz(f"/dev/fd/{read}", graph)
+    finally:
+        os.close(read)
+    assert decode_npz(path, graph).ids == ["utt0000"]  # (the same bytes, from the file)

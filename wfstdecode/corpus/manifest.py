@@ -2,10 +2,11 @@
 
 Every shard gets an output name: its path relative to the directory the spec names (the
 directory itself, the manifest's directory, a glob's directory before its first wildcard, a
-file's directory), without its suffix (``.npz``; ``.ark``, a Kaldi archive of CTC log-probs), so
-that ``a/part0.npz`` and ``b/part0.npz`` write ``OUT/a/part0.jsonl`` and ``OUT/b/part0.jsonl``
-rather than one file twice, and shards added later (a new ``day2/``) leave the names of those
-done alone. A manifest entry outside its directory moves the base up to a directory holding both.
+file's directory), without its suffix (``.npz``; ``.ark`` or ``.ark.gz``, a Kaldi archive of CTC
+log-probs), so that ``a/part0.npz`` and ``b/part0.npz`` write ``OUT/a/part0.jsonl`` and
+``OUT/b/part0.jsonl`` rather than one file twice, and shards added later (a new ``day2/``) leave
+the names of those done alone. A manifest entry outside its directory moves the base up to a
+directory holding both.
 """
 
 from __future__ import annotations
@@ -52,11 +53,10 @@ def read_manifest(
         paths, base = _files_below(path, suffixes), path
         if not paths:
             raise WfstDecodeError(f"{path}: no {kinds} file in this directory")
-    elif path.is_file() and path.suffix in suffixes:
+    elif path.is_file() and _shard_suffix(path.name, suffixes):
         paths, base = [path], path.parent
-    elif path.suffix == ".scp":  # (its matrices may change in files no ledger would check)
-        raise WfstDecodeError(f"{path}: a Kaldi script is not a shard: give the archives it "
-                              "names (a directory, a glob or a manifest of them)")  # fmt: skip
+    elif _is_script(path):  # (its matrices may change in files no ledger would check)
+        raise WfstDecodeError(f"{path}: {_SCRIPT_REFUSED}")
     elif path.is_file():
         paths, base = _read_jsonl(path), path.parent
     else:
@@ -65,7 +65,28 @@ def read_manifest(
             what = "no such file" if not glob.has_magic(text) else "no file matches this pattern"
             raise WfstDecodeError(f"{text}: {what}")
         base = Path(*_prefix(Path(text).parts) or ".")
+        script = next((p for p in paths if _is_script(p)), None)
+        if script is not None:
+            raise WfstDecodeError(f"{text}: matches {script}: {_SCRIPT_REFUSED}")
     return _name_shards([p.absolute() for p in paths], text, suffixes, base.absolute())
+
+
+# a shard's input is identified (and a finished one skipped) by its own file's size, mtime and
+# digest: a script's would not change when the archives it names do
+_SCRIPT_REFUSED = ("a Kaldi script is not a shard: give the archives it names (a directory, a "
+                   "glob or a manifest of them)")  # fmt: skip
+
+
+def _is_script(path: Path) -> bool:
+    """Whether ``path`` names a Kaldi script (``.scp``, as `kaldi_tables` tells one)."""
+    return path.suffix.lower() == ".scp"
+
+
+def _shard_suffix(name: str, suffixes: tuple[str, ...]) -> str:
+    """The longest of ``suffixes`` the file ``name`` ends with (a two-part one such as
+    ``.ark.gz`` too, which `Path.suffix` would not see), or ""."""
+    found = [s for s in suffixes if name.endswith(s) and len(name) > len(s)]  # (".npz": none,
+    return max(found, key=len, default="")  # as Path.suffix has it)
 
 
 def _prefix(parts: tuple[str, ...]) -> list[str]:
@@ -89,7 +110,7 @@ def _files_below(root: Path, suffixes: tuple[str, ...]) -> list[Path]:
             dirs[:] = []
             continue
         seen.add(real)
-        found += [Path(top, f) for f in files if Path(f).suffix in suffixes]
+        found += [Path(top, f) for f in files if _shard_suffix(f, suffixes)]
     return sorted(p for p in found if p.is_file())
 
 
@@ -108,6 +129,8 @@ def _read_jsonl(path: Path) -> list[Path]:
             raise fail('expected {"shard": "path/to/file.npz"}')
         if "\0" in shard:
             raise fail(f"the shard path {shard!r} holds a NUL character: no file has that name")
+        if _is_script(Path(shard)):
+            raise fail(f"{shard}: {_SCRIPT_REFUSED}")
         resolved = (path.parent / shard).absolute()
         if resolved in seen:
             raise fail(f"{shard} is listed twice (first on line {seen[resolved]})")
@@ -128,8 +151,8 @@ def _name_shards(paths: list[Path], spec: str, suffixes: tuple[str, ...],
     shards = []
     for p in normalized:
         rel = p.relative_to(root)
-        name = rel.with_suffix("") if rel.suffix in suffixes else rel
-        shards.append(Shard(p, name.as_posix()))
+        name = rel.as_posix().removesuffix(_shard_suffix(rel.name, suffixes))
+        shards.append(Shard(p, name))
     names = [s.name for s in shards]
     if len(set(names)) != len(names):  # e.g. "x.npz" beside "x" or "x.ark"
         dup = next(n for n in names if names.count(n) > 1)

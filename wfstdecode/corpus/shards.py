@@ -64,8 +64,8 @@ class ShardOutput:
 
 @dataclass(frozen=True)
 class CtcCorpusDecoder:
-    """Decode ``.npz`` log-prob shards, or Kaldi archives (``.ark``), as ``wfstdecode decode``
-    reads them, against a graph.
+    """Decode ``.npz`` log-prob shards, or Kaldi archives (``.ark``, or gzip-compressed
+    ``.ark.gz``), as ``wfstdecode decode`` reads them, against a graph.
 
     graph:       a graph directory or ``TLG.npz``;
     options:     `CtcBeamOptions` (None = defaults); boosts: one ``phrase -> bonus`` mapping (a
@@ -204,7 +204,7 @@ class CtcCorpusDecoder:
             **({} if self.lattices is None else {"lattices": self.lattices}),
         }  # fmt: skip
 
-    shard_suffixes: ClassVar[tuple[str, ...]] = (".npz", ".ark")
+    shard_suffixes: ClassVar[tuple[str, ...]] = (".npz", ".ark", ".ark.gz")
 
     def load(self) -> Callable[[Path], ShardOutput]:
         """Load the graph (once per worker) and return the shard decoder."""

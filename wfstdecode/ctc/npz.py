@@ -291,7 +291,9 @@ def decode_npz(
                               num_threads=num_threads, oov_lexicon=oov_lexicon,
                               rescore=rescore)  # fmt: skip
     except DecodeInputError as exc:  # e.g. a width the graph cannot read: name the file
-        raise DecodeInputError(f"{path}: {exc}") from None
+        # (an utterance at fault named by its id: a table's entries are found by name)
+        who = "" if exc.utterance is None else f"utterance {data['ids'][exc.utterance]!r}: "
+        raise DecodeInputError(f"{path}: {who}{exc}", exc.utterance) from None
     texts = [h[0].text for h in hyps]
     greedy = (
         greedy_ctc_texts(

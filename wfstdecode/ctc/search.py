@@ -287,14 +287,16 @@ def prepare_problem(
     if bad == NAN_OR_POS_INF:
         beyond = beyond_float32(given[b, t], lp[b, t])
         if beyond:
-            raise DecodeInputError(f"log_probs[{b}, {t}, {beyond} (frame within lengths[{b}])")
+            raise DecodeInputError(f"log_probs[{b}, {t}, {beyond} (frame within lengths[{b}])", b)
         what = "NaN" if np.isnan(lp[b, t]).any() else "+inf"
-        raise DecodeInputError(f"log_probs[{b}, {t}] contains {what} (frame within lengths[{b}])")
+        raise DecodeInputError(
+            f"log_probs[{b}, {t}] contains {what} (frame within lengths[{b}])", b
+        )
     if bad == ALL_NEG_INF:
         beyond = beyond_float32(given[b, t], lp[b, t], -np.inf)
         if beyond:
-            raise DecodeInputError(f"log_probs[{b}, {t}, {beyond} (frame within lengths[{b}])")
-        raise DecodeInputError(f"log_probs[{b}, {t}] is -inf in every column")
+            raise DecodeInputError(f"log_probs[{b}, {t}, {beyond} (frame within lengths[{b}])", b)
+        raise DecodeInputError(f"log_probs[{b}, {t}] is -inf in every column", b)
     return SearchProblem(ac=ac, log_probs=lp, **common)
 
 

@@ -90,10 +90,12 @@ def check_device_log_probs(lp, lengths: np.ndarray):
     if first_bad != none:
         b, t = divmod(first_bad // 2, T)
         what = "NaN" if first_bad % 2 == 0 else "+inf"
-        raise DecodeInputError(f"log_probs[{b}, {t}] contains {what} (frame within lengths[{b}])")
+        raise DecodeInputError(
+            f"log_probs[{b}, {t}] contains {what} (frame within lengths[{b}])", b
+        )
     if first_dead != none:
         b, t = divmod(first_dead, T)
-        raise DecodeInputError(f"log_probs[{b}, {t}] is -inf in every column")
+        raise DecodeInputError(f"log_probs[{b}, {t}] is -inf in every column", b)
     return frame_max
 
 
