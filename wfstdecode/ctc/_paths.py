@@ -14,13 +14,14 @@ Words: the non-epsilon output labels along the path. ``word_timestamps[i] = (sta
 token, wherever label pushing put the word's output arc. Which tokens are word ``i``'s: with a
 word separator (the graph's ``metadata["separator"]``, e.g. ``|`` or ``<wb>``, which the lexicon
 puts between words), the ``i``-th run of tokens between separators, when there are as many runs
-as words; else, when the graph keeps its lexicon (`Pronunciations`, as graphs built here do),
-the split of the path's tokens into a pronunciation of each word in turn (separators skipped; the
-last word of a path cut short may be a prefix of one). Separators belong to no word. Failing
-both, the tokens from the word's output arc to
-the next word's: ``start`` is the first token at or after the output arc, ``end`` the last
-non-blank frame before the next word's output arc (or the end); a word with no token there gets
-``(f, f)``, ``f`` the frame of its output arc (clamped to >= 0).
+as words (on a path cut short — a partial result, or one without a final state — at least as
+many: the runs after the last word's are words whose output labels are still to come); else,
+when the graph keeps its lexicon (`Pronunciations`, as graphs built here do), the split of the
+path's tokens into a pronunciation of each word in turn (separators skipped; the last word of a
+path cut short may be a prefix of one). Separators belong to no word. Failing both, the tokens
+from the word's output arc to the next word's: ``start`` is the first token at or after the
+output arc, ``end`` the last non-blank frame before the next word's output arc (or the end); a
+word with no token there gets ``(f, f)``, ``f`` the frame of its output arc (clamped to >= 0).
 
 Scores (log scores, higher is better), recomputed along the path in float64:
 ``acoustic_score = -sum(ac)`` over the frames (``acoustic_scale * log_prob``),
@@ -82,10 +83,12 @@ def separator_id(graph) -> int | None:
     return graph.tokens.get(name)
 
 
-def token_spans(tokens, words, prons, separator) -> list[tuple[int, int]] | None:
+def token_spans(tokens, words, prons, separator, cut_short=False) -> list[tuple[int, int]] | None:
     """(first, last) index into ``tokens`` of each word's tokens (module docstring), or None
     when neither the separator runs nor the pronunciations account for the words. The runs come
-    first: they give the split the pronunciations would, at a fraction of the cost."""
+    first: they give the split the pronunciations would, at a fraction of the cost.
+    ``cut_short``: the path has no final cost (a partial result): runs beyond the words' may
+    follow them (words whose output labels are still to come)."""
     if separator is not None:
         runs: list[list[int]] = []
         for i, token in enumerate(tokens):
@@ -95,8 +98,8 @@ def token_spans(tokens, words, prons, separator) -> list[tuple[int, int]] | None
                 runs[-1][1] = i
             else:
                 runs.append([i, i])
-        if len(runs) == len(words):
-            return [(a, b) for a, b in runs]
+        if len(runs) == len(words) or (cut_short and len(runs) > len(words)):
+            return [(a, b) for a, b in runs[: len(words)]]
     return _pronounced(tokens, words, prons, separator) if prons is not None else None
 
 
@@ -177,7 +180,7 @@ def _collapse_spelled(oov, labels: list, spans: list, offsets: list, utterances:
 
 @njit(nogil=True, cache=True)
 def _path_arrays(arc, frame, offsets, ilabel, arc_source, next_state, olabel, num_emitting,
-                 blank, separator, merge_repeats=True):  # fmt: skip
+                 blank, separator, final, merge_repeats=True):  # fmt: skip
     """Tokens and words of every path (paths one after the other, path ``k``'s arcs at
     ``offsets[k]:offsets[k + 1]``), as the module docstring defines them, in one compiled call:
 
@@ -185,8 +188,8 @@ def _path_arrays(arc, frame, offsets, ilabel, arc_source, next_state, olabel, nu
     * emitting arcs: path, frame and column read (for the acoustic scores);
     * words: id, start and end frame, ``w_off``; the span from the word's output arc to the
       next word's, or, with a ``separator`` (>= 0), the path's separator runs where there are as
-      many as words: ``split[k]`` (`token_spans`' first rule), the other paths' left to the
-      caller.
+      many as words (at least as many on a path cut short: ``final[k]`` False): ``split[k]``
+      (`token_spans`' first rule), the other paths' left to the caller.
     """
     P = offsets.shape[0] - 1
     n = arc.shape[0]
@@ -252,11 +255,13 @@ def _path_arrays(arc, frame, offsets, ilabel, arc_source, next_state, olabel, nu
         for t in range(tok_off[k], tok_off[k + 1]):
             if tok_id[t] != separator and (t == tok_off[k] or tok_id[t - 1] == separator):
                 runs += 1
-        if runs != n_w - w_off[k]:
+        if runs < n_w - w_off[k] or (runs > n_w - w_off[k] and final[k]):
             continue
         split[k] = True
         w = w_off[k]
         for t in range(tok_off[k], tok_off[k + 1]):
+            if w == n_w:  # (cut short: the runs left are words whose labels are to come)
+                break
             if tok_id[t] == separator:
                 continue
             if t == tok_off[k] or tok_id[t - 1] == separator:
@@ -284,7 +289,7 @@ def _batch_hypotheses(problem: SearchProblem, batch: PathBatch) -> list[Hypothes
     runs_of = -1 if separator is None or problem.oov is not None else separator
     (tok_id, tok_first, tok_last, tok_off, e_path, e_frame, e_col, w_id, w_start, w_end, w_off,
      split) = _path_arrays(arc, frame, offsets, g.ilabel, g.arc_source, g.next_state, g.olabel,
-                           g.num_emitting_arcs, problem.blank_ilabel, runs_of,
+                           g.num_emitting_arcs, problem.blank_ilabel, runs_of, final,
                            merges_repeats(g))  # fmt: skip
     tok_ids, tok_frames, tok_ends = tok_id.tolist(), tok_first.tolist(), tok_last.tolist()
     tok_off = tok_off.tolist()
@@ -306,7 +311,8 @@ def _batch_hypotheses(problem: SearchProblem, batch: PathBatch) -> list[Hypothes
             if any(spelled[w0:w1]):  # a spelled word is pronounced as it was spelled
                 path_prons = dict(prons or {})
                 path_prons[problem.oov.slot.open] = [s[1] for s in spelled[w0:w1] if s]
-            found = token_spans(tok_ids[t0:t1], word_ids[w0:w1], path_prons, separator)
+            found = token_spans(tok_ids[t0:t1], word_ids[w0:w1], path_prons, separator,
+                                not final[k])  # fmt: skip
             if found is not None:
                 spans[w0:w1] = [(tok_frames[t0 + a], tok_ends[t0 + b]) for a, b in found]
     names = g.words.symbols_of(word_ids) if g.words is not None else list(map(str, word_ids))

@@ -67,7 +67,9 @@ def path_hypothesis(problem, b, arcs, frames, final=True, notes=()) -> Hypothesi
     if sep is not None:
         runs = itertools.groupby(token_frames, key=lambda t: t[0] == sep)
         groups = [list(run) for is_sep, run in runs if not is_sep]
-        groups = groups if len(groups) == len(word_ids) else None
+        # (a path cut short may end in words whose output labels are still to come)
+        enough = len(groups) == len(word_ids) or (not final and len(groups) > len(word_ids))
+        groups = groups[: len(word_ids)] if enough else None
     if groups is None and g.pronunciations is not None:
         ids = [t[0] for t in token_frames]
         groups = _search(ids, list(word_ids), g.pronunciations.by_word, sep, 0, False)
