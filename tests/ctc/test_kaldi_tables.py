@@ -267,3 +267,20 @@ def test_a_bad_frame_is_named_by_its_utterance_id(tables, capsys):
     assert main(["decode", str(g), str(tables / "nan.npz")]) == 2
     assert "nan.npz: utterance 'b': log_probs[1, 0] is -inf in every column" in (
         capsys.readouterr().err)  # fmt: skip
+
+
+def test_a_table_of_empty_matrices_with_columns_decodes_to_nothing(tables, capsys):
+    """kaldiio keeps an empty matrix's width (0 x V): a table of only such utterances (silent
+    files) was refused as having "no token columns", where the same utterances in an .npz of
+    shape (B, 0, V) decode to nothing; a 0 x 0 matrix (Kaldi's empty one) says no width."""
+    kaldiio = pytest.importorskip("kaldiio")
+    g = random_graph(5)
+    kaldiio.save_ark(str(tables / "silent.ark"), {"s1": np.zeros((0, g.num_tokens), np.float32),
+                                                  "s2": np.zeros((0, 0), np.float32)})  # fmt: skip
+    assert main(["decode", str(tables / "g.npz"), str(tables / "silent.ark")]) == 0
+    lines = capsys.readouterr().out.splitlines()  # id, score, no words
+    assert [line.split("\t")[0] for line in lines] == ["s1", "s2"]
+    assert all(line.endswith("\t") for line in lines)
+    kaldiio.save_ark(str(tables / "unsized.ark"), {"s2": np.zeros((0, 0), np.float32)})
+    assert main(["decode", str(tables / "g.npz"), str(tables / "unsized.ark")]) == 2
+    assert "no token columns" in capsys.readouterr().err

@@ -93,7 +93,8 @@ def load_emissions(path: str | os.PathLike) -> dict:
     matrices = read_kaldi_matrices(path)
     if not matrices:
         raise InputFileError(path, None, "holds no matrices")
-    spoken = [(key, m) for key, m in matrices.items() if len(m)]
+    # (Kaldi writes an empty matrix as 0 x 0, kaldiio as 0 x V: a width where one is given)
+    spoken = [(key, m) for key, m in matrices.items() if m.shape[1]]
     width = spoken[0][1].shape[1] if spoken else 0
     for key, m in spoken:
         if m.shape[1] != width:
