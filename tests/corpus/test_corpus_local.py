@@ -584,3 +584,19 @@ def test_a_ray_address_with_the_local_executor_is_refused(corpus, tmp_path, caps
     err = capsys.readouterr().err
     assert code == 2 and "ray://head:10001" in err and "local executor" in err
     assert not out.exists()
+
+
+def test_upper_case_shard_suffixes_are_read_as_decode_reads_them(tmp_path):
+    """``decode`` reads ``X.NPZ`` as an .npz (and ``X.ARK`` as an archive); a directory scan
+    left such shards out, unsaid, and a listed ``X.NPZ`` was taken for a Kaldi archive (its
+    missing ids defaulted as a table's, not ``NAME-i``)."""
+    from wfstdecode.corpus.shards import _has_ids
+
+    for name in ("a.NPZ", "b.npz", "c.Ark", "d.ARK.GZ", "notes.txt"):
+        (tmp_path / name).write_bytes(b"")
+    shards = read_manifest(tmp_path, CtcCorpusDecoder.shard_suffixes)
+    want = [("a.NPZ", "a"), ("b.npz", "b"), ("c.Ark", "c"), ("d.ARK.GZ", "d")]
+    assert [(s.path.name, s.name) for s in shards] == want
+    with open(tmp_path / "a.NPZ", "wb") as f:  # (np.savez would add ".npz" to the name)
+        np.savez(f, log_probs=np.zeros((1, 2, 3), np.float32), lengths=[2])
+    assert not _has_ids(tmp_path / "a.NPZ") and _has_ids(tmp_path / "c.Ark")

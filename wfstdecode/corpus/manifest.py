@@ -83,10 +83,12 @@ def _is_script(path: Path) -> bool:
 
 
 def _shard_suffix(name: str, suffixes: tuple[str, ...]) -> str:
-    """The longest of ``suffixes`` the file ``name`` ends with (a two-part one such as
-    ``.ark.gz`` too, which `Path.suffix` would not see), or ""."""
-    found = [s for s in suffixes if name.endswith(s) and len(name) > len(s)]  # (".npz": none,
-    return max(found, key=len, default="")  # as Path.suffix has it)
+    """The end of the file ``name`` that is the longest of ``suffixes`` in any case (a
+    two-part one such as ``.ark.gz`` too, which `Path.suffix` would not see; ``x.NPZ`` is read
+    as an ``.npz``, as `decode` reads it), or ""."""
+    lower = name.lower()
+    found = [s for s in suffixes if lower.endswith(s) and len(name) > len(s)]  # (".npz": none,
+    return name[-max(map(len, found)) :] if found else ""  # as Path.suffix has it)
 
 
 def _prefix(parts: tuple[str, ...]) -> list[str]:

@@ -318,14 +318,14 @@ def utterance_record(
 
 
 def _has_ids(path: Path) -> bool:
-    return path.suffix != ".npz" or _has_member(path, "ids")  # (a Kaldi archive's keys)
+    return path.suffix.lower() != ".npz" or _has_member(path, "ids")  # (a Kaldi archive's keys)
 
 
 def _has_member(path: Path, member: str) -> bool:
     """Whether the ``.npz`` shard ``path`` holds ``member`` (a Kaldi archive holds none)."""
     from ..safe_io import NpzArchive
 
-    if path.suffix != ".npz":
+    if path.suffix.lower() != ".npz":
         return False
     with NpzArchive(path, (member,), lambda m: InputFileError(path, None, m)) as z:
         return member in z.names
