@@ -12,10 +12,11 @@ Read (an rspecifier, or a file told by its suffix):
 Write (a wspecifier): ``ark:PATH`` (or a plain path), or ``ark,scp:PATH,SCRIPT`` for an archive
 and its script. Options before the colon (``ark,s,cs:``, ``ark,b:``; in any order, as Kaldi
 takes them: ``b,ark:``) are accepted where they change nothing here; text output (``ark,t:``)
-is refused, entries are written in binary. Pipes (``ark:cmd |``, ``ark:-``, ``ark:``) and row
-ranges (``FILE:OFFSET[0:9]``) are refused: tables are files here. Errors are `InputFileError`
-(reading: the file, the entry, its byte or the script's line) or `OptionsError` (a specifier
-that cannot be written).
+is refused, entries are written in binary. Kaldi's pipe forms (``ark:cmd |``, ``ark:-``,
+``ark:``) and row ranges (``FILE:OFFSET[0:9]``) are refused: tables are files here (a pipe
+named by a path, ``ark:/dev/stdin`` or the shell's ``ark:<(cmd)``, is read as one). Errors
+are `InputFileError` (reading: the file, the entry, its byte or the script's line) or
+`OptionsError` (a specifier that cannot be written).
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ __all__ = [
 _SPECIFIER = re.compile(r"^((?:[a-z]+,)*(?:ark|scp)(?:,[a-z]+)*):(.*)$", re.DOTALL)
 _GZIP_MAGIC = b"\x1f\x8b"
 _ASCII_SPACE = re.compile(rb"[ \t\n\r\v\f]")  # what bytes.isspace() is
-_PIPE_HINT = ("pipes and standard input are not read: write the table to a file (ark:out.ark) "
-              "and give that; a gzip-compressed archive (lat.1.gz) is read as it is")  # fmt: skip
+_PIPE_HINT = ("Kaldi's pipes (ark:cmd |, ark:-) are not read: write the table to a file "
+              "(ark:out.ark) and give that, or name the pipe by a path (ark:/dev/stdin, "
+              "ark:<(cmd)); a gzip-compressed archive (lat.1.gz) is read as it is")  # fmt: skip
 
 
 def is_kaldi_table(spec: str | os.PathLike) -> bool:
