@@ -401,6 +401,12 @@ class DecodingGraph:
             listed[0] = True  # 0 is the epsilon, a table's or not
             _first_bad("olabel", self.olabel, ~listed[self.olabel],
                        "no word of the word table has this id (a gap in its ids)")  # fmt: skip
+        if self.tokens is not None and len(self.tokens) < self.tokens.next_id and ne[0]:
+            listed = np.zeros(self.tokens.next_id + 1, np.bool_)  # by input label: id + 1
+            listed[[i + 1 for _, i in self.tokens]] = True
+            _first_bad("ilabel", self.ilabel[: ne[0]], ~listed[self.ilabel[: ne[0]]],
+                       "no token of the token table has this id + 1 (a gap in its ids): the "
+                       "model's column has no name")  # fmt: skip
         if self.pronunciations is not None:
             self.pronunciations.check(
                 self.num_tokens, self.words.next_id if self.words is not None else None

@@ -174,6 +174,14 @@ def test_what_would_not_survive_a_save_is_refused():
         DecodingGraph.from_arrays(fst, tokens, gap)
     gap.add("v", 1)
     assert DecodingGraph.from_arrays(fst, tokens, gap).words.symbol(1) == "v"
+    # a token id in a gap: a log-prob column without a name (hypotheses' tokens unnameable)
+    token_gap = SymbolTable()
+    token_gap.add("<blk>", 0), token_gap.add("b", 2)
+    reads_gap = dataclasses.replace(fst, ilabel=np.array([2, 0], np.int32))
+    with pytest.raises(GraphError, match=r"ilabel\[0\] is 2: .*gap"):
+        DecodingGraph.from_arrays(reads_gap, token_gap, gap)
+    reads_b = dataclasses.replace(fst, ilabel=np.array([3, 0], np.int32))
+    assert DecodingGraph.from_arrays(reads_b, token_gap, gap).num_tokens == 3
     for weights in ([-3e38, 0.0], [1e31, 0.0]):
         with pytest.raises(GraphError, match="at most 1e\\+30 in magnitude"):
             DecodingGraph.from_arrays(
