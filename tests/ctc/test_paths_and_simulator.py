@@ -229,6 +229,68 @@ def test_batched_word_spans_equal_the_one_path_version_on_paths_cut_short(
     assert unsplit  # paths whose separator runs are not their words were among them
 
 
+def test_pronunciation_spans_of_paths_cut_short_leave_the_words_still_to_come(tmp_path):
+    """Without a separator, a path cut short (a partial result, or one without a final state)
+    usually ends in tokens of a word whose output label is still to come (determinization
+    delays it until the word is told apart): the split of the path's first tokens into the
+    words' pronunciations gives the words' tokens (no split of all of them fits); a final path
+    is split whole, as before. The one-path oracle agrees, on decoded paths too."""
+    from wfstdecode import SymbolTable
+    from wfstdecode.ctc._paths import NOTE_NO_FINAL, to_hypotheses, token_spans
+    from wfstdecode.ctc.cpu import decode_cpu
+    from wfstdecode.ctc.search import prepare_problem
+    from wfstdecode.graph import build_tlg
+    from wfstdecode.graph.lexicon import spell_lexicon
+    from wfstdecode.testing.lm import random_arpa
+    from wfstdecode.testing.paths import path_hypothesis
+
+    prons = {1: [(0, 1, 1)], 2: [(0, 1, 0)], 3: [(0,)], 4: [(0, 2)], 5: [(1, 0, 1), (1, 0, 1, 2)]}
+    tokens = [0, 1, 1, 0, 2]  # word 1 (s e e), then "a s" of a word to come
+    for words, cut, want in [
+        ([1], True, [(0, 2)]),
+        ([1], False, None),
+        ([1, 4], True, [(0, 2), (3, 4)]),  # all the tokens fit: as before
+        ([1, 3], True, [(0, 2), (3, 3)]),  # the earliest split, "s" still to come
+        ([1, 3], False, None),
+        ([5], True, None),
+    ]:
+        assert token_spans(tokens, words, prons, None, cut) == want, (words, cut)
+    assert token_spans([1, 0, 1, 2], [5], prons, None, True) == [(0, 3)]  # all fit: as before
+    assert token_spans([1, 0, 1, 2, 0], [5], prons, None, True) == [(0, 2)]  # the earliest end
+    assert token_spans([1, 0], [5], prons, None, True) == [(0, 1)]  # ended inside the word
+
+    words = ["see", "sea", "a", "as", "seas", "ease", "tea", "eat", "set"]
+    table = SymbolTable.from_list(["<blk>", *sorted(set("".join(words)))])
+    (tmp_path / "lm.arpa").write_text(random_arpa(words, order=2, seed=4))
+    lexicon, _ = spell_lexicon(words, table)
+    g = build_tlg(table, lexicon, str(tmp_path / "lm.arpa"), "normal").graph
+    by_word = g.pronunciations.by_word
+    left = 0
+    for seed in range(8):
+        rng = np.random.default_rng(seed)
+        sentences = [list(rng.choice(words, size=int(rng.integers(1, 5)))) for _ in range(6)]
+        seqs = [[g.tokens.id(c) for w in s for c in w] for s in sentences]
+        lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=seed, frames_per_token=(1, 3),
+                                   blanks_between=(0, 2), noise=1.0)  # fmt: skip
+        lengths = np.maximum(lengths - rng.integers(0, 6, len(lengths)), 0)
+        p = prepare_problem(lp, lengths, g, CtcBeamOptions(beam=10.0, nbest=3), None)
+        raw = decode_cpu(p)
+        for b, (r, hyps) in enumerate(zip(raw, to_hypotheses(p, raw), strict=True)):
+            final = not r.status & 1
+            notes = () if final else (NOTE_NO_FINAL,)
+            for (arcs, frames, _), h in zip(r.paths, hyps, strict=True):
+                oracle = path_hypothesis(p, b, arcs, frames, final, notes)
+                for field in ("tokens", "timestamps", "words", "word_timestamps", "notes"):
+                    assert getattr(oracle, field) == getattr(h, field), field
+                split = token_spans(h.tokens, h.word_ids, by_word, None, not final)
+                if final:  # split whole, or not at all
+                    assert split is None or not split or split[-1][1] == len(h.tokens) - 1
+                elif split and split[-1][1] < len(h.tokens) - 1:  # tokens left
+                    assert token_spans(h.tokens, h.word_ids, by_word, None) is None
+                    left += 1
+    assert left  # paths with tokens of words still to come were among them
+
+
 def test_shipped_ocr_word_times_follow_the_letters(tmp_path):
     """Issue 16's example: in the shipped OCR data, "as" is spelled a(2) s(4) |(6)."""
     from wfstdecode.ctc import decode_npz

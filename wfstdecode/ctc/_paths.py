@@ -17,11 +17,14 @@ puts between words), the ``i``-th run of tokens between separators, when there a
 as words (on a path cut short — a partial result, or one without a final state — at least as
 many: the runs after the last word's are words whose output labels are still to come); else,
 when the graph keeps its lexicon (`Pronunciations`, as graphs built here do), the split of the
-path's tokens into a pronunciation of each word in turn (separators skipped; the last word of a
-path cut short may be a prefix of one). Separators belong to no word. Failing both, the tokens
-from the word's output arc to the next word's: ``start`` is the first token at or after the
-output arc, ``end`` the last non-blank frame before the next word's output arc (or the end); a
-word with no token there gets ``(f, f)``, ``f`` the frame of its output arc (clamped to >= 0).
+path's tokens into a pronunciation of each word in turn (separators skipped); failing that, such
+a split whose last word is a prefix of one (the path ended inside it); and on a path cut short,
+failing both, a split of the path's first tokens (the tokens left after the last word's are
+words whose output labels are still to come). Separators belong to no word. Failing all these,
+the tokens from the word's output arc to the next word's: ``start`` is the first token at or
+after the output arc, ``end`` the last non-blank frame before the next word's output arc (or the
+end); a word with no token there gets ``(f, f)``, ``f`` the frame of its output arc (clamped to
+>= 0).
 
 Scores (log scores, higher is better), recomputed along the path in float64:
 ``acoustic_score = -sum(ac)`` over the frames (``acoustic_scale * log_prob``),
@@ -87,8 +90,8 @@ def token_spans(tokens, words, prons, separator, cut_short=False) -> list[tuple[
     """(first, last) index into ``tokens`` of each word's tokens (module docstring), or None
     when neither the separator runs nor the pronunciations account for the words. The runs come
     first: they give the split the pronunciations would, at a fraction of the cost.
-    ``cut_short``: the path has no final cost (a partial result): runs beyond the words' may
-    follow them (words whose output labels are still to come)."""
+    ``cut_short``: the path has no final cost (a partial result): runs, or tokens, beyond the
+    words' may follow them (words whose output labels are still to come)."""
     if separator is not None:
         runs: list[list[int]] = []
         for i, token in enumerate(tokens):
@@ -100,14 +103,16 @@ def token_spans(tokens, words, prons, separator, cut_short=False) -> list[tuple[
                 runs.append([i, i])
         if len(runs) == len(words) or (cut_short and len(runs) > len(words)):
             return [(a, b) for a, b in runs[: len(words)]]
-    return _pronounced(tokens, words, prons, separator) if prons is not None else None
+    return _pronounced(tokens, words, prons, separator, cut_short) if prons is not None else None
 
 
-def _pronounced(tokens, words, prons, separator) -> list[tuple[int, int]] | None:
+def _pronounced(tokens, words, prons, separator, cut_short=False) -> list[tuple[int, int]] | None:
     """Split ``tokens`` into a pronunciation of each word in turn; of several splits, the one
     whose words end earliest, first word first (a depth-first search trying shorter spellings
     first finds it; this finds it in one pass forward over the reachable positions and one
-    back). The last word may be cut short when nothing else fits."""
+    back). The last word may be cut short when nothing else fits; with ``cut_short`` (the path
+    has no final cost), failing both, tokens may be left after the last word (words whose
+    output labels are still to come)."""
     n, m = len(tokens), len(words)
 
     def skip(i: int) -> int:
@@ -132,11 +137,10 @@ def _pronounced(tokens, words, prons, separator) -> list[tuple[int, int]] | None
             rest = tuple(tokens[i:])
             if rest and any(p[: len(rest)] == rest for p in prons.get(words[-1], ())):
                 moves[-1].setdefault(i, []).append((n - 1, n))
-    finishing = [set() for _ in range(m)] + [{n}]  # starts from which the rest fits exactly
-    for j in range(m - 1, -1, -1):
-        finishing[j] = {i for i, options in moves[j].items()
-                        if any(nxt in finishing[j + 1] for _, nxt in options)}  # fmt: skip
     i = skip(0)
+    finishing = _finishing(moves, {n})  # starts from which the rest fits exactly
+    if i not in finishing[0] and cut_short:  # the rest of the path: words still to come
+        finishing = _finishing(moves, starts[m])
     if i not in finishing[0]:
         return None
     spans = []
@@ -145,6 +149,17 @@ def _pronounced(tokens, words, prons, separator) -> list[tuple[int, int]] | None
         spans.append((i, last))
         i = nxt
     return spans
+
+
+def _finishing(moves, ends: set) -> list[set]:
+    """``finishing[j]``: the starts of word ``j`` from which words ``j``, ``j + 1``, ... fit
+    in turn (``moves``, as `_pronounced` makes them), the token after the last word's (its
+    separators skipped) at one of ``ends``."""
+    finishing = [set() for _ in moves] + [ends]
+    for j in range(len(moves) - 1, -1, -1):
+        finishing[j] = {i for i, options in moves[j].items()
+                        if any(nxt in finishing[j + 1] for _, nxt in options)}  # fmt: skip
+    return finishing
 
 
 def _with_notes(h: Hypothesis, notes) -> Hypothesis:

@@ -75,6 +75,8 @@ def path_hypothesis(problem, b, arcs, frames, final=True, notes=()) -> Hypothesi
         groups = _search(ids, list(word_ids), g.pronunciations.by_word, sep, 0, False)
         if groups is None:
             groups = _search(ids, list(word_ids), g.pronunciations.by_word, sep, 0, True)
+        if groups is None and not final:  # tokens left: words whose labels are still to come
+            groups = _search(ids, list(word_ids), g.pronunciations.by_word, sep, 0, True, True)
         if groups is not None:
             groups = [token_frames[a : b + 1] for a, b in groups]
     if groups is not None:
@@ -105,17 +107,17 @@ def path_hypothesis(problem, b, arcs, frames, final=True, notes=()) -> Hypothesi
     )
 
 
-def _search(tokens, words, prons, sep, i, cut_short) -> list[tuple[int, int]] | None:
+def _search(tokens, words, prons, sep, i, cut_short, left=False) -> list[tuple[int, int]] | None:
     """The first split of ``tokens[i:]`` into the spellings of ``words`` (token index ranges),
     trying separators, then shorter spellings first; with ``cut_short`` the last word may be a
-    prefix of a spelling."""
+    prefix of a spelling; with ``left``, tokens may be left after the last word."""
     while i < len(tokens) and tokens[i] == sep:
         i += 1
     if not words:
-        return [] if i == len(tokens) else None
+        return [] if i == len(tokens) or left else None
     for pron in sorted(prons.get(words[0], ()), key=len):
         if tokens[i : i + len(pron)] == list(pron):
-            rest = _search(tokens, words[1:], prons, sep, i + len(pron), cut_short)
+            rest = _search(tokens, words[1:], prons, sep, i + len(pron), cut_short, left)
             if rest is not None:
                 return [(i, i + len(pron) - 1), *rest]
     rest_tokens = tokens[i:]
