@@ -107,19 +107,13 @@ def run_kaldi(graph, lp, lengths, opts, repeats=3):
 def flashlight_decoder(tokens, lexicon_path, arpa_path, args):
     """flashlight-text LexiconDecoder + KenLM on the same ARPA, and its word dictionary. KenLM
     scores are log10, so ``lm_weight = ln 10`` puts them on the natural-log scale of the TLG's
-    costs."""
+    costs. flashlight scores its inputs unscaled, so its scores are the TLG searches' divided by
+    the acoustic scale (``lm_weight = ln 10 / scale``), and so is its beam: ``beam_threshold =
+    beam / scale`` is the same beam as ours and Kaldi's. Feed it `flashlight_feats`."""
     import gzip
-    import math
     import shutil
 
-    from flashlight.lib.text.decoder import (
-        CriterionType,
-        KenLM,
-        LexiconDecoder,
-        LexiconDecoderOptions,
-        SmearingMode,
-        Trie,
-    )
+    from flashlight.lib.text.decoder import KenLM, LexiconDecoder, SmearingMode, Trie
     from flashlight.lib.text.dictionary import Dictionary, create_word_dict
 
     sep = args.separator
@@ -139,7 +133,7 @@ def flashlight_decoder(tokens, lexicon_path, arpa_path, args):
             arpa = os.path.join(d, "lm.arpa")
             with gzip.open(arpa_path, "rb") as src, open(arpa, "wb") as dst:
                 shutil.copyfileobj(src, dst)
-        lm = KenLM(arpa, word_dict)
+        lm = KenLM(str(arpa), word_dict)
     trie = Trie(len(tokens), tok_dict.get_index(sep) if sep else 0)
     start = lm.start(False)
     for word, spellings in lexicon.items():
@@ -148,16 +142,45 @@ def flashlight_decoder(tokens, lexicon_path, arpa_path, args):
         for spelling in spellings:
             trie.insert([tok_dict.get_index(t) for t in spelling], widx, score)
     trie.smear(SmearingMode.MAX)
-    opts = LexiconDecoderOptions(
-        beam_size=args.fl_beam_size, beam_size_token=len(tokens), beam_threshold=args.beam,
+    decoder = LexiconDecoder(
+        flashlight_options(args, len(tokens)), trie, lm, tok_dict.get_index(sep) if sep else 0,
+        tokens.id("<blk>"), word_dict.get_index("<unk>"), [], False,
+    )  # fmt: skip
+    return decoder, word_dict
+
+
+def flashlight_options(args, num_tokens: int):
+    """`flashlight_decoder`'s LexiconDecoderOptions: ``args.beam`` and ``args.acoustic_scale``
+    turned into flashlight's units (its scores are ours over the acoustic scale)."""
+    import math
+
+    from flashlight.lib.text.decoder import CriterionType, LexiconDecoderOptions
+
+    return LexiconDecoderOptions(
+        beam_size=args.fl_beam_size, beam_size_token=num_tokens,
+        beam_threshold=args.beam / args.acoustic_scale,
         lm_weight=math.log(10) / args.acoustic_scale, word_score=0.0, unk_score=-math.inf,
         sil_score=0.0, log_add=False, criterion_type=CriterionType.CTC,
     )  # fmt: skip
-    decoder = LexiconDecoder(
-        opts, trie, lm, tok_dict.get_index(sep) if sep else 0, tokens.id("<blk>"),
-        word_dict.get_index("<unk>"), [], False,
-    )  # fmt: skip
-    return decoder, word_dict
+
+
+def flashlight_feats(lp, lengths, tokens, separator):
+    """flashlight-text's inputs: each utterance's (T, V) float32 log-probs and, with a
+    ``separator``, one more frame in which the separator has log-prob 0 and every other token
+    -1e4. `flashlight_decoder`'s lexicon spells every word with the separator at its end, so
+    flashlight must read one after the last word, while the TLG (`build_lexicon_fst`) may end
+    without one and the models here never emit one there: without the free frame flashlight pays
+    for a separator the posteriors do not hold (it drops or shortens the last word: "ruler" read
+    as "rule" + ``|``). A separator that already ends a path repeats into it at no cost."""
+    feats = []
+    for b in range(len(lp)):
+        f = np.asarray(lp[b, : int(lengths[b])], np.float32)
+        if separator:
+            end = np.full((1, f.shape[1]), -1e4, np.float32)
+            end[0, tokens.id(separator)] = 0.0
+            f = np.concatenate([f, end])
+        feats.append(np.ascontiguousarray(f))
+    return feats
 
 
 def _flashlight_decode(decoder, word_dict, feats):
@@ -170,7 +193,7 @@ def _flashlight_decode(decoder, word_dict, feats):
 
 def run_flashlight(tokens, lexicon_path, arpa_path, lp, lengths, args):
     decoder, word_dict = flashlight_decoder(tokens, lexicon_path, arpa_path, args)
-    feats = [np.ascontiguousarray(lp[b, : lengths[b]], np.float32) for b in range(len(lp))]
+    feats = flashlight_feats(lp, lengths, tokens, args.separator)
     best = (float("inf"), float("inf"))
     for _ in range(args.repeats):
         t0 = _clock()
@@ -196,7 +219,7 @@ def run_flashlight_processes(tokens, lexicon_path, arpa_path, lp, lengths, args)
     import multiprocessing as mp
 
     n = args.fl_processes
-    feats = [np.ascontiguousarray(lp[b, : lengths[b]], np.float32) for b in range(len(lp))]
+    feats = flashlight_feats(lp, lengths, tokens, args.separator)
     chunks = [feats[i::n] for i in range(n)]
     ctx = mp.get_context("fork")
     with ctx.Pool(n, _fl_init, (tokens, lexicon_path, arpa_path, args)) as pool:

@@ -103,7 +103,7 @@ def sweep(s: dict, beams: list[float], repeats: int, fl_beam_size: int) -> list[
         args = SimpleNamespace(separator=s["sep"], fl_beam_size=fl_beam_size, beam=beam,
                                acoustic_scale=s["scale"])  # fmt: skip
         fl = bench_ctc.flashlight_decoder(g.tokens, s["lexicon"], s["arpa"], args)
-        feats = [np.ascontiguousarray(lp[b, : lengths[b]], np.float32) for b in range(len(lp))]
+        feats = bench_ctc.flashlight_feats(lp, lengths, g.tokens, s["sep"])
 
         def flashlight(fl=fl, feats=feats):
             return bench_ctc._flashlight_decode(*fl, feats)

@@ -109,7 +109,7 @@ def run(s: dict, repeats: int, lattice_beam: float, nbest: int, fl_beam_size: in
     frames = int(lengths.sum())
     full, pruned = s["graphs"]["full"], s["graphs"]["pruned"]
     rescoring = LmRescoring(NgramLm(s["full_lm"]), NgramLm(s["pruned_lm"]), 1.0, lattice_beam)
-    feats = [np.ascontiguousarray(lp[b, : lengths[b]], np.float32) for b in range(len(lp))]
+    feats = bench_ctc.flashlight_feats(lp, lengths, full.tokens, s["sep"])
     rows = []
     for beam in beams or s["beams"]:
         base = dict(beam=beam, max_active=s["max_active"], acoustic_scale=s["scale"])
