@@ -412,3 +412,97 @@ def test_a_full_standard_output_is_named(files, capsys, monkeypatch, line_buffer
     monkeypatch.undo()
     full.close()
     assert "wfstdecode: error: standard output: No space left on device" in capsys.readouterr().err
+
+
+def test_json_lines_of_a_file_name_that_is_not_utf8_can_be_written():
+    """transcribe --json prints each audio file's path: a name whose bytes are not UTF-8 comes
+    from Python as lone surrogates, which json.dumps(ensure_ascii=False) left raw, so the line
+    raised UnicodeEncodeError on a UTF-8 stdout (a traceback; under C.UTF-8 a raw 0xE9 byte in
+    the JSON). Escaped, it is ASCII there and reads back as the same string."""
+    from wfstdecode.safe_io import json_line
+
+    path = os.fsdecode(b"caf\xe9.wav")
+    line = json_line({"path": path, "text": "é\u2028"})
+    line.encode("utf-8")  # (raised before)
+    assert "\\udce9" in line and "é" in line and "\\u2028" in line
+    assert json.loads(line) == {"path": path, "text": "é\u2028"}
+
+
+def test_a_replaced_output_keeps_its_permissions(tmp_path):
+    """Every output is written beside its path and renamed over it: the new file had the
+    umask's mode, so a private 0600 archive (or summary) came back world-readable 0644."""
+    from wfstdecode.safe_io import replacing
+
+    out = tmp_path / "private.ark"
+    out.write_bytes(b"old")
+    out.chmod(0o600)
+    link = tmp_path / "link.ark"
+    os.symlink(out, link)
+    with replacing(link) as f:  # (through a link: the file it names keeps its mode)
+        f.write(b"new")
+    assert out.read_bytes() == b"new" and (out.stat().st_mode & 0o777) == 0o600
+    new = tmp_path / "new.ark"
+    with replacing(new) as f:
+        f.write(b"x")
+    assert (new.stat().st_mode & 0o777) == 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def test_a_symbol_table_write_that_fails_leaves_the_old_file(tmp_path, monkeypatch):
+    """SymbolTable.write opened its path for writing (truncating it) and wrote line by line: a
+    Ctrl-C or full disk half-way left the user's words.txt cut short. Now whole or nothing."""
+    import errno
+
+    import wfstdecode.safe_io as safe_io
+    from wfstdecode import SymbolTable
+
+    path = tmp_path / "words.txt"
+    path.write_text("old 0\n")
+    table = SymbolTable.from_list(["<eps>", *(f"w{i}" for i in range(1000))])
+
+    class Interrupted(dict):
+        def __getitem__(self, key):
+            if key == 500:
+                raise KeyboardInterrupt
+            return super().__getitem__(key)
+
+    monkeypatch.setattr(table, "_symbol_of", Interrupted(table._symbol_of))
+    with pytest.raises(KeyboardInterrupt):
+        table.write(path)
+    assert path.read_text() == "old 0\n" and os.listdir(tmp_path) == ["words.txt"]
+    monkeypatch.undo()
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(safe_io.os, "fsync", full)
+    with pytest.raises(OSError, match="No space left"):
+        table.write(path)
+    monkeypatch.undo()
+    assert path.read_text() == "old 0\n" and os.listdir(tmp_path) == ["words.txt"]
+    table.write(path)
+    assert SymbolTable.read(path).symbols_of([0, 1000]) == ["<eps>", "w999"]
+
+
+def test_a_path_that_is_not_utf8_is_printed_not_a_traceback(monkeypatch):
+    """On a strict UTF-8 stdout (en_US.UTF-8: Python's default errors='strict') a message
+    naming a path whose bytes are not UTF-8 ('wrote DIR' after build-tlg, decode-corpus'
+    summary lines) raised UnicodeEncodeError after the work was done: a traceback and status
+    1. The path is written as its bytes."""
+    import io
+    import sys
+
+    from wfstdecode.cli import run_reporting
+
+    raw = io.BytesIO()
+    strict = io.TextIOWrapper(raw, encoding="utf-8", errors="strict", line_buffering=True)
+    monkeypatch.setattr(sys, "stdout", strict)
+    name = os.fsdecode(b"/tmp/g\xe9")
+    assert run_reporting(lambda: print(f"wrote {name}: é")) == 0
+    strict.flush()
+    assert raw.getvalue() == b"wrote /tmp/g\xe9: \xc3\xa9\n"

@@ -232,3 +232,63 @@ def test_the_archive_is_renamed_into_place_before_its_script(first_pass, tmp_pat
     monkeypatch.setattr(safe_io.os, "replace", lambda a, b: (renamed.append(b), replace(a, b)))
     write_kaldi_archive({"u": lats[0]}, f"ark,scp:{tmp_path}/a.ark,{tmp_path}/a.scp")
     assert [os.path.basename(p) for p in renamed] == ["a.ark", "a.scp"]
+
+
+def test_a_script_that_cannot_be_written_leaves_the_old_archive(first_pass, tmp_path, monkeypatch):
+    """A full disk while the script is written (after the archive took the space) leaves the
+    old archive and script as they were: never the new archive under the old script's
+    offsets."""
+    import errno
+
+    import wfstdecode.safe_io as safe_io
+
+    _, _, _, lats = first_pass
+    spec = f"ark,scp:{tmp_path}/a.ark,{tmp_path}/a.scp"
+    write_kaldi_archive({"u1": lats[0], "u2": lats[1]}, spec)
+    before = {n: (tmp_path / n).read_bytes() for n in ("a.ark", "a.scp")}
+
+    class Full:  # the script's temporary file, on a disk that is full
+        def __init__(self, f):
+            self._f = f
+
+        def flush(self):
+            raise OSError(errno.ENOSPC, "No space left on device")
+
+        def __getattr__(self, name):
+            return getattr(self._f, name)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self._f.close()
+
+    def opened(path, mode):
+        f = open(path, mode)  # noqa: SIM115
+        return Full(f) if ".a.scp." in os.fspath(path) else f
+
+    monkeypatch.setattr(safe_io, "open", opened, raising=False)
+    with pytest.raises(OSError, match="No space left"):
+        write_kaldi_archive({"u2": lats[2], "u1": lats[1]}, spec)
+    monkeypatch.undo()
+    assert {n: (tmp_path / n).read_bytes() for n in ("a.ark", "a.scp")} == before
+    assert sorted(os.listdir(tmp_path)) == ["a.ark", "a.scp"]
+
+
+def test_an_archive_over_the_file_stdout_writes_to_is_refused(tmp_path):
+    """`decode ... --write-lattices out.ark > out.ark`: the archive renamed over the file left
+    every printed hypothesis in the deleted file (status 0, nothing said); /dev/stdout was
+    refused, the file it is redirected to was not."""
+    out = tmp_path / "out.ark"
+    saved = os.dup(1)
+    try:
+        with open(out, "wb") as redirected:
+            os.dup2(redirected.fileno(), 1)
+        with pytest.raises(OptionsError, match="standard output or error is redirected"):
+            check_archive_path(out, [], "--write-lattices")
+        with pytest.raises(OptionsError, match="standard output or error is redirected"):
+            check_archive_path(f"ark,scp:{tmp_path}/other.ark,{out}", [], "--out")
+    finally:
+        os.dup2(saved, 1)
+        os.close(saved)
+    check_archive_path(out, [], "--write-lattices")  # (stdout elsewhere: a file like any)

@@ -580,7 +580,17 @@ class _NamedOnError:
 
     def write(self, text: str) -> int:
         try:
-            return self._stream.write(text)
+            try:
+                return self._stream.write(text)
+            except UnicodeEncodeError:  # a path whose bytes are not UTF-8 ("wrote DIR"): its
+                if not hasattr(self._stream, "buffer"):  # bytes as they are, as ls prints them
+                    raise
+                data = text.encode(self._stream.encoding, "surrogateescape")
+                self._stream.flush()
+                self._stream.buffer.write(data)
+                if getattr(self._stream, "line_buffering", False):
+                    self._stream.buffer.flush()
+                return len(text)
         except OSError as exc:
             self._name_in(exc)
             raise

@@ -57,6 +57,9 @@ def write_kaldi_archive(lattices, path: str | os.PathLike | io.BufferedIOBase) -
         if script_file is not None:
             lines = "".join(f"{key} {archive}:{at}\n" for key, at in offsets.items())
             script_file.write(lines.encode())
+            # whole before the archive is renamed: a full disk said now keeps the old pair
+            script_file.flush()
+            os.fsync(script_file.fileno())
 
 
 def determinized_on_words(lattices: dict, beam: float, prefix: str = "") -> dict:
@@ -133,6 +136,10 @@ def _check_output_file(path: str | os.PathLike, inputs, option: str) -> None:
         raise OptionsError(f"{option} {path}: not a regular file (a device, pipe or standard "
                            f"stream); give a file name: the archive is written whole, then "
                            f"renamed into place")  # fmt: skip
+    if path.exists() and _is_standard_stream(target):  # `> FILE`: the results would be lost
+        raise OptionsError(f"{option} {path}: standard output or error is redirected to this "
+                           f"file; the archive renamed over it would leave what is printed "
+                           f"in a deleted file: give another file")  # fmt: skip
     if not target.parent.is_dir():
         raise OptionsError(f"{option} {path}: its folder {path.parent} does not exist")
     if not os.access(target.parent, os.W_OK | os.X_OK):
@@ -159,6 +166,19 @@ def _check_output_file(path: str | os.PathLike, inputs, option: str) -> None:
         if inside or same:
             raise OptionsError(f"{option} {path} would overwrite the input {given}; "
                                f"give another file")  # fmt: skip
+
+
+def _is_standard_stream(path: Path) -> bool:
+    """Whether the file ``path`` is the one standard output or error writes to."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    for fd in (1, 2):
+        with contextlib.suppress(OSError):
+            if os.path.samestat(st, os.fstat(fd)):
+                return True
+    return False
 
 
 def read_kaldi_archive(path: str | os.PathLike, acoustic_scale: float = 1.0,

@@ -275,12 +275,25 @@ class NpzArchive:
         return f"not an .npz archive ({type(exc).__name__}: {exc})"
 
 
+# what JSON leaves raw in strings with ensure_ascii=False and a line cannot hold: the line
+# separators `str.splitlines` splits at, and lone surrogates (a file name's bytes that are not
+# UTF-8, as Python decodes them), which no UTF-8 stream can write
+_RAW_IN_JSON = re.compile("[\u2028\u2029\x85\ud800-\udfff]")
+
+
 def json_line(value) -> str:
-    """``value`` as one line of JSON (non-ASCII kept) that every line splitter reads as one line:
-    the line separators JSON leaves raw in strings (U+2028, U+2029, U+0085; `str.splitlines`
-    splits at them) escaped."""
-    text = json.dumps(value, ensure_ascii=False)
-    return text.replace("\u2028", "\\u2028").replace("\u2029", "\\u2029").replace("\x85", "\\u0085")
+    """``value`` as one line of JSON (non-ASCII kept) that every line splitter reads as one line
+    and UTF-8 can write: the line separators JSON leaves raw in strings (U+2028, U+2029, U+0085;
+    `str.splitlines` splits at them) and lone surrogates (``os.fsdecode`` of a file name that is
+    not UTF-8) escaped (``json.loads`` gives the same string back)."""
+    return json_text(value)
+
+
+def json_text(value, indent: int | None = None) -> str:
+    """``json.dumps(value, ensure_ascii=False, indent=indent)`` with what `json_line` escapes
+    escaped: text that UTF-8 can always write (a path's bytes that are not UTF-8 too)."""
+    text = json.dumps(value, ensure_ascii=False, indent=indent)
+    return _RAW_IN_JSON.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
 
 
 _HEADER_WARNINGS = threading.Lock()
@@ -402,13 +415,20 @@ def replacing(path: str | os.PathLike) -> Iterator[BinaryIO]:
     without an error, removed when it raises. So a failed write (a full disk, Ctrl-C) leaves
     ``path`` as it was, and whoever has the old file open or memory-mapped (a graph loaded with
     ``mmap=True`` and saved to its own file) keeps reading it. A symbolic link is written
-    through (the file it names is replaced). OSErrors name ``path``, not the temporary file."""
+    through (the file it names is replaced). An existing file's permissions are kept (a private
+    0600 file stays private). OSErrors name ``path``, not the temporary file."""
     given = os.fspath(path)
     target = os.path.realpath(given)
     folder, name = os.path.split(target)
     tmp = os.path.join(folder, f".{name}.{os.getpid()}{PARTIAL_SUFFIX}")
     try:
+        mode = stat.S_IMODE(os.stat(target).st_mode) & 0o777  # (no set-id bits copied)
+    except OSError:  # a new file: the umask's mode
+        mode = None
+    try:
         with open(tmp, "wb") as f:
+            if mode is not None:
+                os.fchmod(f.fileno(), mode)
             yield f
             f.flush()
             os.fsync(f.fileno())

@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterable, Iterator
 
 from .errors import GraphError, InputFileError, SymbolError
+from .safe_io import replacing
 from .textfiles import quoted, text_lines
 
 log = logging.getLogger(__name__)
@@ -87,9 +88,10 @@ class SymbolTable:
         return table
 
     def write(self, path: str | os.PathLike) -> None:
-        with open(path, "w", encoding="utf-8") as f:
-            for idx in sorted(self._symbol_of):
-                f.write(f"{self._symbol_of[idx]} {idx}\n")
+        """Write ``SYMBOL ID`` lines, whole or not at all (`safe_io.replacing`)."""
+        text = "".join(f"{self._symbol_of[idx]} {idx}\n" for idx in sorted(self._symbol_of))
+        with replacing(path) as f:
+            f.write(text.encode("utf-8"))
 
     def add(self, symbol: str, idx: int | None = None) -> int:
         """Add ``symbol`` (at ``idx``, or after the largest id) and return its id."""

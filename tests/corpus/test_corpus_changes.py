@@ -291,3 +291,25 @@ def test_the_wer_line_counts_the_utterances_it_scores(corpus, tmp_path, capsys):
     assert summary["scored_utterances"] == summary["utterances"] - unscored > 0
     assert (f"({summary['scored_utterances']:,} of {summary['utterances']:,} utterances)"
             in capsys.readouterr().out)  # fmt: skip
+
+
+def test_a_shard_below_a_folder_whose_name_is_not_utf8_is_recorded(tmp_path):
+    """A shard's name (its path below the directory given) is checked to be UTF-8, but its
+    done record and a failure in summary.json hold its whole path: a folder above it named in
+    Latin-1 made every run end in a UnicodeEncodeError traceback at the first done record."""
+    from wfstdecode.corpus.ledger import OutputDir
+    from wfstdecode.corpus.manifest import Shard
+    from wfstdecode.corpus.shards import InputId, ShardOutput
+    from wfstdecode.safe_io import read_json_file
+
+    shard = Shard(tmp_path / os.fsdecode(b"caf\xe9") / "part0.npz", "part0")
+    output = ShardOutput(text='{"id": "u"}\n', utterances=1, frames=3,
+                         input=InputId(10, 1, "0" * 64), wall_seconds=0.1, cpu_seconds=0.1,
+                         worker="w")  # fmt: skip
+    with OutputDir(tmp_path / "out", {"decoder": "test"}) as out:
+        out.write(shard, output, attempts=1)
+        out.write_summary({"failed": [{"shard": str(shard.path), "error": "x"}]})
+    record = read_json_file(tmp_path / "out" / "part0.done.json", ValueError)
+    assert record["shard"] == str(shard.path)
+    summary = read_json_file(tmp_path / "out" / "summary.json", ValueError)
+    assert summary["failed"][0]["shard"] == str(shard.path)

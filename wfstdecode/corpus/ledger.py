@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 from ..errors import WfstDecodeError
-from ..safe_io import PARTIAL_SUFFIX, file_sha256, read_json_file, replacing
+from ..safe_io import PARTIAL_SUFFIX, file_sha256, json_text, read_json_file, replacing
 from .manifest import Shard
 from .shards import ShardOutput, input_id
 
@@ -256,4 +256,4 @@ def _config_digest(config) -> str:
 
 
 def _json_bytes(value: dict) -> bytes:
-    return (json.dumps(value, indent=1, ensure_ascii=False) + "\n").encode("utf-8")
+    return (json_text(value, indent=1) + "\n").encode("utf-8")  # (a shard's path not UTF-8)
