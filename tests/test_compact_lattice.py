@@ -5,6 +5,7 @@ CompactLattice files written and read back; the expansion back to a state-level 
 
 import math
 import struct
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -301,6 +302,31 @@ def test_a_lowered_determinization_beam_is_noted_on_the_hypotheses(monkeypatch):
     (hyps,) = decode_ctc(lp, None, g, options)
     for h in hyps:
         assert h.notes[-1].startswith("determinized at lattice beam")
+
+
+def test_determinized_posteriors_past_every_beam_fall_back_to_the_lattice(monkeypatch):
+    """Exactly tied paths (a zero-weight graph, uniform frames) stay tied at every lattice
+    beam: word determinization passed its limits at the smallest beam too, and decode_ctc
+    raised that OptionsError ("prune the lattice with a smaller lattice beam first") for the
+    whole batch, after minutes. Now such an utterance is weighed by its state-level lattice,
+    with a note (here every determinization is made to fail: 1 state at most)."""
+    import functools
+
+    from wfstdecode.compact_lattice import determinize_pruned
+    from wfstdecode.ctc import decode_ctc, search
+
+    g = random_graph(2, num_states=9, num_tokens=5, arcs_per_state=3)
+    lp = random_log_probs(2, 1, 7, g.num_tokens, peaky=1.5)
+    options = CtcBeamOptions(**{**WIDE, "nbest": 3, "mbr_candidates": 3},
+                             posteriors="determinized")  # fmt: skip
+    plain = decode_ctc(lp, None, g, replace(options, posteriors="lattice"))
+    monkeypatch.setattr(search, "determinize_pruned",
+                        functools.partial(determinize_pruned, max_states=1))  # fmt: skip
+    (hyps,) = decode_ctc(lp, None, g, options)
+    for h, want in zip(hyps, plain[0], strict=True):
+        assert h.notes[-1] == search.UNDETERMINIZED
+        assert h.word_ids == want.word_ids
+        assert h.word_confidences == want.word_confidences
 
 
 def _text(s: str) -> bytes:

@@ -610,6 +610,25 @@ def test_mbr_ranks_the_candidates_by_expected_word_errors(seed):
             assert h.score == pytest.approx(candidates[b][i].score)
 
 
+@pytest.mark.parametrize("seed", [1, 5])
+def test_mbr_ranks_mbr_candidates_whatever_nbest(seed):
+    """MBR ranks the lattice's ``mbr_candidates`` best sequences: asking for more hypotheses
+    (nbest above mbr_candidates) must not change the candidates, hence the MBR winner. It
+    ranked max(nbest, mbr_candidates) of them: nbest=8 with mbr_candidates=2 said "MBR over 8
+    candidates" and put another sequence first than nbest=1 did."""
+    g = random_graph(seed, num_states=8, num_tokens=5, arcs_per_state=3, word_prob=0.6)
+    lp = random_log_probs(seed, 1, 6, g.num_tokens, peaky=1.5)
+    one = decode_ctc(lp, None, g, CtcBeamOptions(lattice_beam=6.0, nbest=1, mbr_candidates=2))
+    ranked = decode_ctc(lp, None, g, CtcBeamOptions(lattice_beam=6.0, nbest=2, mbr_candidates=2))
+    many = decode_ctc(lp, None, g, CtcBeamOptions(lattice_beam=6.0, nbest=8, mbr_candidates=2))
+    plain = decode_ctc(lp, None, g, CtcBeamOptions(lattice_beam=6.0, nbest=8))
+    assert many[0][0] == one[0][0]
+    assert many[0][:2] == ranked[0]
+    assert many[0][0].notes[-1].startswith("MBR over 2 candidates")
+    assert many[0][2:] == plain[0][2:]  # the rest: the lattice's next best, as they came
+    assert len(many[0]) == len(plain[0]) > 2
+
+
 def test_mbr_options_are_checked():
     for bad in (1, -1):
         with pytest.raises(OptionsError, match="mbr_candidates"):

@@ -159,17 +159,20 @@ def mbr_ranked(p: SearchProblem, hyps: list, lattices: list) -> list:
     weighted by their posteriors in ``lattices`` (`Lattice`s, or `CompactLattice`s when
     ``options.posteriors == "determinized"``), normalised over the candidates; candidates ranked
     by it (ties: the lattice's order), the first ``nbest`` kept, each with its expected errors
-    in its notes (Stolcke et al.'s n-best MBR)."""
-    n = p.options.nbest
+    in its notes (Stolcke et al.'s n-best MBR). With ``nbest`` above ``mbr_candidates``, the
+    lattice's next best sequences follow the ranked candidates, as they came: the candidates,
+    and so the ranking, do not depend on how many hypotheses are asked for."""
+    n, k = p.options.nbest, p.options.mbr_candidates
     out = []
     for utt, lat in zip(hyps, lattices, strict=True):
+        utt, rest = utt[:k], utt[k:]
         if lat is None or len(utt) < 2:
-            out.append(utt[:n])
+            out.append([*utt, *rest][:n])
             continue
         # in the log domain: over a long lattice every candidate's posterior can underflow to 0
         log_post = np.array([lat.path_log_posterior(h.word_ids) for h in utt])
         if not log_post.max() > -np.inf:  # (none in the lattice: nothing to weigh them by)
-            out.append(utt[:n])
+            out.append([*utt, *rest][:n])
             continue
         post = np.exp(log_post - log_post.max())
         post /= post.sum()
@@ -177,8 +180,8 @@ def mbr_ranked(p: SearchProblem, hyps: list, lattices: list) -> list:
                           for q, g in zip(post, utt, strict=True))) for h in utt]  # fmt: skip
         order = sorted(range(len(utt)), key=lambda i: (risk[i], i))[:n]
         note = "MBR over {} candidates: expected word errors {:.3f}"
-        out.append([changed(utt[i], notes=(*utt[i].notes, note.format(len(utt), risk[i])))
-                     for i in order])  # fmt: skip
+        out.append([*(changed(utt[i], notes=(*utt[i].notes, note.format(len(utt), risk[i])))
+                      for i in order), *rest][:n])  # fmt: skip
     return out
 
 

@@ -62,7 +62,8 @@ class CtcBeamOptions:
                             decoding over the lattice's this many best word sequences — they
                             are ranked by their expected word errors against each other under
                             the lattice's posteriors, and the first ``nbest`` returned (needs
-                            ``lattice_beam``).
+                            ``lattice_beam``; with ``nbest`` above it, the lattice's next best
+                            sequences follow, unranked: the ranking never depends on nbest).
     posteriors:             what the lattice's posteriors (word confidences, MBR) count:
                             ``"lattice"`` (default: every path of the state-level lattice, so a
                             word sequence with more alignments or graph paths — backoff arcs,
@@ -73,7 +74,9 @@ class CtcBeamOptions:
                             but determinizing costs time: a speech decode at lattice beam 8
                             took 3.5x as long as with ``"lattice"``; where it would pass
                             100,000 states the lattice beam is halved until it fits, and the
-                            hypotheses say so in their notes).
+                            hypotheses say so in their notes; where even 0.25 does not fit
+                            (exactly tied paths), that utterance's state-level lattice is used,
+                            with a note).
     max_candidates:         cuda backend: states one utterance may reach in a frame before
                             pruning (its token table holds twice as many slots). None = twice
                             ``max_active`` (at least 256), at most the graph's state count. A frame

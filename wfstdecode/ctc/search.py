@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import weakref
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 import numpy as np
 
@@ -167,9 +168,7 @@ def lattice_results(problem: SearchProblem, raws: list, pruned: list,
     posterior = final
     # (with an oov slot no posterior is used: spelled words are several lattice labels each)
     if options.posteriors == "determinized" and problem.oov is None:  # beam lowered if need be
-        # (costs relative to each frame's best: a frame of huge log-probs left no posterior)
-        posterior = [None if lat is None else determinize_pruned(
-                         lat.frame_relative(), options.lattice_beam, alignments=False)[0]
+        posterior = [None if lat is None else determinized_posteriors(lat, options.lattice_beam)
                      for lat in final]  # fmt: skip
     if options.mbr_candidates:
         hyps = mbr_ranked(problem, hyps, posterior)
@@ -179,6 +178,23 @@ def lattice_results(problem: SearchProblem, raws: list, pruned: list,
                 [changed(h, notes=(*h.notes, *c.notes[len(lat.notes):])) for h in utt]
                 for utt, c, lat in zip(hyps, posterior, final, strict=True)]  # fmt: skip
     return hyps, final
+
+
+UNDETERMINIZED = (
+    "word determinization passed its limits even at its smallest lattice beam "
+    "(many exactly tied paths): posteriors of the state-level lattice instead"
+)
+
+
+def determinized_posteriors(lat: Lattice, beam: float):
+    """What ``posteriors="determinized"`` weighs ``lat``'s word sequences by: its
+    `CompactLattice` (`determinize_pruned`, the beam lowered if need be); where even the
+    smallest beam is too much (exactly tied paths: every beam keeps them all), ``lat`` itself
+    with a note saying so, rather than an error that fails the whole batch."""
+    try:  # (costs relative to each frame's best: a frame of huge log-probs left no posterior)
+        return determinize_pruned(lat.frame_relative(), beam, alignments=False)[0]
+    except OptionsError:
+        return replace(lat, notes=(*lat.notes, UNDETERMINIZED))
 
 
 def check_lattice_options(options: CtcBeamOptions, graph: DecodingGraph, rescore) -> None:
