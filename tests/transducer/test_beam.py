@@ -575,6 +575,28 @@ def test_standard_is_maes_without_its_extras():
                         beam_decode(model, enc, lengths, maes))  # fmt: skip
 
 
+@pytest.mark.parametrize("durations", [None, TDT])
+def test_maes_keeps_to_max_symbols_per_frame(durations):
+    """MAES's label rounds per frame were maes_steps whatever max_symbols_per_frame said (both
+    given by the CLI too): max_symbols_per_frame=1 emitted two labels at one frame. Now the
+    smaller bound holds: max_symbols_per_frame=1 is maes_steps=1, in the search and the
+    reference."""
+    assert BeamOptions("maes", max_symbols_per_frame=1).rounds == 1
+    assert BeamOptions("maes", maes_steps=3).rounds == 3
+    model, enc = tiny(2, vocab=5, frames=8, durations=durations, batch=3)
+    lengths = torch.tensor([8, 6, 7])
+    capped = BeamOptions("maes", beam_size=3, nbest=3, max_symbols_per_frame=1,
+                         durations=durations)  # fmt: skip
+    one_step = BeamOptions("maes", beam_size=3, nbest=3, maes_steps=1, durations=durations)
+    got = beam_decode(model, enc, lengths, capped)
+    assert_same(got, beam_decode(model, enc, lengths, one_step))
+    assert_same(got, beam_reference(model, enc, lengths, capped))
+    if durations is None:  # (TDT: a duration-0 label and the next share a frame by design)
+        for hyps in got:
+            for h in hyps:
+                assert len(set(h.timestamps)) == len(h.timestamps), h
+
+
 def test_the_wind_reference_applies_graves_rule_as_the_search_does():
     """Graves' rule (an earliest-frame hypothesis goes on only while fewer than beam_size at
     later frames beat it) decides this n-best; no other wind case here reaches it (found by

@@ -191,3 +191,32 @@ def test_encode_takes_float64_log_probs():
         got, _ = model.encode(x.double(), torch.tensor([41, 30]))
     assert got.dtype == torch.float32
     torch.testing.assert_close(got, want)
+
+
+def test_a_weight_beyond_float16_saves_as_float32_and_loads(tmp_path):
+    """`save` stored every weight as float16: a value beyond its range (65504) became inf and
+    the file saved without a word was one `load` refuses ('holds NaN or inf'). Such a weight is
+    now stored as float32; a NaN weight is refused when saving, naming it; a bfloat16 model
+    saves (NumPy has no bfloat16)."""
+    import numpy as np
+
+    from wfstdecode.errors import OptionsError
+
+    model = SpeechTransducer(enc_dim=16, pred_dim=8, joint_dim=12, enc_layers=1).eval()
+    with torch.no_grad():
+        model.out.bias[0] = 1e5
+    model.save(tmp_path / "big.npz")
+    loaded = SpeechTransducer.load(tmp_path / "big.npz")
+    assert float(loaded.out.bias[0].detach()) == 1e5
+    torch.testing.assert_close(loaded.out.weight, model.out.weight.half().float())
+    with np.load(tmp_path / "big.npz") as z:
+        assert z["out.bias"].dtype == np.float32 and z["out.weight"].dtype == np.float16
+    with torch.no_grad():
+        model.out.bias[1] = float("nan")
+    with pytest.raises(OptionsError, match="out.bias holds NaN"):
+        model.save(tmp_path / "nan.npz")
+    assert not (tmp_path / "nan.npz").exists()
+    with torch.no_grad():
+        model.out.bias[:2] = 0.5
+    model.bfloat16().save(tmp_path / "bf16.npz")
+    assert float(SpeechTransducer.load(tmp_path / "bf16.npz").out.bias[0].detach()) == 0.5

@@ -115,10 +115,17 @@ class SpeechTransducer(LstmTransducer):
 
     # ----- weights ------------------------------------------------------------------------
     def save(self, path: str | os.PathLike, extra: dict | None = None) -> None:
-        """Weights as float16 arrays in an .npz (no pickle), the configuration as JSON."""
-        arrays = {
-            k: v.detach().cpu().numpy().astype(np.float16) for k, v in self.state_dict().items()
-        }
+        """Weights as float16 arrays in an .npz (no pickle), the configuration as JSON; a weight
+        with a value beyond float16's range as float32 (float16 would make it inf, a file
+        `load` refuses). A weight holding NaN or inf raises `OptionsError` naming it."""
+        arrays = {}
+        for k, v in self.state_dict().items():
+            weight = v.detach().cpu().float().numpy()
+            if not np.isfinite(weight).all():
+                raise OptionsError(f"weight {k} holds NaN or inf: not saved (load refuses it)")
+            with np.errstate(over="ignore"):
+                half = weight.astype(np.float16)
+            arrays[k] = half if np.isfinite(half).all() else weight
         meta = json.dumps({"config": self.config, **(extra or {})})
         with replacing(path) as f:
             np.savez_compressed(f, __meta__=np.array(meta), **arrays)

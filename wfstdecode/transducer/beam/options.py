@@ -64,7 +64,8 @@ class BeamOptions:
     nbest:       hypotheses returned per utterance, best first (<= beam_size).
     length_norm: rank the final hypotheses by score / number of tokens (NeMo's score_norm,
                  Graves' final choice); the search itself compares raw log-probabilities.
-    max_symbols_per_frame: labels one hypothesis may emit at one frame (a blank must follow).
+    max_symbols_per_frame: labels one hypothesis may emit at one frame (a blank must follow);
+                 "maes" emits at most the smaller of this and ``maes_steps``.
     durations:   TDT duration values (a token moves its duration on, a blank at least one
                  frame); supported by "alsd" and by "standard" and "maes", which then sum over
                  alignments per (token sequence, frame reached): a hypothesis holds its mass
@@ -176,8 +177,9 @@ class BeamOptions:
     @property
     def rounds(self) -> int:
         """Label rounds per segment of the frame-synchronous searches (labels per segment)."""
-        if self.algorithm == "maes":
-            return 2 if self.maes_steps is None else self.maes_steps
+        if self.algorithm == "maes":  # (max_symbols_per_frame binds it too, as documented)
+            steps = 2 if self.maes_steps is None else self.maes_steps
+            return min(steps, self.max_symbols_per_frame)
         return self.max_symbols_per_frame * self.effective_segment
 
     @property
