@@ -280,6 +280,10 @@ def test_outputs_say_what_they_leave_out_and_stay_valid(files, capsys):
     out = capsys.readouterr()
     assert "gone: no words (search died" in out.err and "gone" not in out.out
     assert "WER" not in out.err  # no reference word: no rate
+    assert main(argv) == 0  # plain lines: the score says -inf, stderr why
+    out = capsys.readouterr()
+    assert "gone\t-inf\t\n" in out.out and "gone: search died" in out.err
+    assert "ok:" not in out.err
     assert main([*argv, "--json", "--frame-shift", "1e307"]) == 2
     assert "--frame-shift must be in [0.001, 10] seconds" in capsys.readouterr().err
 

@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import logging
+import math
 import os
 import signal
 import sys
@@ -248,6 +249,8 @@ def decode_command(args: argparse.Namespace) -> None:
                     conf = f" {word['confidence']:.4f}" if "confidence" in word else ""
                     print(f"{field} 1 {word['start']:.3f} {duration:.3f} {word['word']}{conf}")
             else:
+                if hyp.score == -math.inf and hyp.notes:  # (the line says -inf: say why)
+                    print(f"{tag}: {'; '.join(hyp.notes)}", file=sys.stderr)
                 print(f"{tag}\t{hyp.score:.3f}\t{hyp.text}")
     if result.wer is not None:
         greedy = ("no greedy CTC: the graph has no token table" if result.greedy_wer is None
