@@ -329,6 +329,23 @@ def test_determinized_posteriors_past_every_beam_fall_back_to_the_lattice(monkey
         assert h.word_confidences == want.word_confidences
 
 
+def test_a_lattice_past_every_beam_is_named_when_written_determinized(monkeypatch):
+    """As above, for the lattices `decode --write-lattices` determinizes: the error names the
+    utterance (it named none: which of a corpus's lattices was it?)."""
+    import functools
+
+    from wfstdecode import compact_lattice
+    from wfstdecode.lattice_io import determinized_on_words
+
+    g = random_graph(2, num_states=9, num_tokens=5, arcs_per_state=3)
+    lp = random_log_probs(2, 1, 7, g.num_tokens, peaky=1.5)
+    (lat,) = ctc_lattices(lp, None, g, CtcBeamOptions(**{**WIDE, "nbest": 1}))
+    tight = functools.partial(compact_lattice.determinize_pruned, max_states=1)
+    monkeypatch.setattr(compact_lattice, "determinize_pruned", tight)
+    with pytest.raises(OptionsError, match=r"^shard7/utt-3: .*state-level"):
+        determinized_on_words({"utt-3": lat}, 8.0, prefix="shard7/")
+
+
 def _text(s: str) -> bytes:
     return struct.pack("<i", len(s)) + s.encode()
 

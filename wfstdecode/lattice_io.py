@@ -72,7 +72,11 @@ def determinized_on_words(lattices: dict, beam: float, prefix: str = "") -> dict
 
     out = {}
     for key, lat in lattices.items():
-        out[key] = determinize_pruned(lat, beam)[0]
+        try:
+            out[key] = determinize_pruned(lat, beam)[0]
+        except OptionsError as exc:  # past its smallest beam (exactly tied paths): name whose
+            raise OptionsError(f"{prefix}{key}: {exc} (or keep the lattices state-level: not "
+                               "determinized)") from None  # fmt: skip
         for note in out[key].notes[len(lat.notes) :]:  # a lowered beam
             print(f"{prefix}{key}: {note}", file=sys.stderr)
     return out
