@@ -1,6 +1,7 @@
 """Recipe: TLG for a BPE / unigram-piece CTC model; the lexicon splits each ARPA word with the
-sentencepiece model. Without --tokens, tokens.txt is the model's pieces with <blk> at id 0
-(the model's own piece 0 if it is <blk>, else every piece shifted up by one)."""
+sentencepiece model. Without --tokens, tokens.txt is the model's pieces numbered as the model
+numbers them when it has a blank piece (<blk> or <blank>, usually id 0), else with <blk> at id 0
+and every piece shifted up by one."""
 
 from __future__ import annotations
 
@@ -13,14 +14,15 @@ from common import arpa_words, build_and_write, parser, run_reporting
 
 from wfstdecode import SymbolTable
 from wfstdecode.graph.lexicon import load_sentencepiece, sentencepiece_lexicon
+from wfstdecode.symbols import blank_symbol
 
 
 def tokens_from_sentencepiece(model: Path) -> SymbolTable:
     sp = load_sentencepiece(model)
-    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
-    if pieces[0] != "<blk>":
-        pieces = ["<blk>", *pieces]
-    return SymbolTable.from_list(pieces)
+    pieces = SymbolTable.from_list(sp.id_to_piece(i) for i in range(sp.get_piece_size()))
+    if blank_symbol(pieces) is not None:  # the model's own blank, wherever it is: its numbering
+        return pieces
+    return SymbolTable.from_list(["<blk>", *pieces.symbols()])
 
 
 def main(argv: list[str] | None = None) -> Path:

@@ -19,7 +19,10 @@ __all__ = ["arpa_words", "build_and_write", "parser", "run_reporting"]
 
 
 def parser(description: str) -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(description=description)
+    # (raw: a docstring's example commands keep their lines)
+    p = argparse.ArgumentParser(
+        description=description, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--arpa", required=True, type=Path, help="n-gram LM (ARPA, .gz ok)")
     p.add_argument("--topology", choices=("normal", "compact", "minimal"), default="compact",
                    help="CTC topology T: normal (exact CTC), compact (fewer arcs), minimal "

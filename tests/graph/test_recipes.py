@@ -194,3 +194,58 @@ def test_an_arpa_word_holding_a_no_break_space_is_left_out_of_a_sentencepiece_le
     lexicon, skipped = sentencepiece_lexicon([*words, joined], tmp_path / "bpe.model", tokens)
     assert skipped == [joined] and {e.word for e in lexicon} == set(words)
     build_tlg(tokens, lexicon, str(tmp_path / "lm.arpa"))  # builds, the word dropped
+
+
+def test_recipes_refuse_an_arpa_pipe_rather_than_hang(tmp_path):
+    """The recipes read the ARPA twice (its words, then the model), as build-tlg --chars does:
+    a named FIFO hung on the second open (an anonymous pipe said "not an ARPA file" of a good
+    one). Refused up front, without opening it, as build-tlg refuses it."""
+    import os
+    import subprocess
+
+    fifo = tmp_path / "lm.fifo"
+    os.mkfifo(fifo)
+    (tmp_path / "tokens.txt").write_text("<blk> 0\na 1\nb 2\n")
+    args = ["--tokens", str(tmp_path / "tokens.txt"), "--arpa", str(fifo), "--out",
+            str(tmp_path / "g")]  # fmt: skip
+    try:  # (no writer: an open of the FIFO would block)
+        run = subprocess.run([sys.executable, str(RECIPES / "characters.py"), *args],
+                             capture_output=True, text=True, timeout=30)  # fmt: skip
+    except subprocess.TimeoutExpired:
+        pytest.fail("the recipe hung on a named FIFO")
+    assert run.returncode == 2 and "not a regular file" in run.stderr, run.stderr
+    assert not (tmp_path / "g").exists()
+
+
+@pytest.mark.parametrize(
+    ("blank", "options"),
+    [("<blk>", {"user_defined_symbols": ["<blk>"]}),  # after <unk> <s> </s>: id 3
+     ("<blank>", {"pad_id": 0, "pad_piece": "<blank>", "unk_id": 1, "bos_id": 2, "eos_id": 3})],
+)  # fmt: skip
+def test_bpe_recipe_keeps_the_numbering_of_a_model_with_its_own_blank(tmp_path, blank, options):
+    """A model holding a blank piece other than <blk> at id 0 had <blk> put first anyway: a
+    <blk> elsewhere crashed with "duplicate symbol '<blk>'", a <blank> at 0 shifted every
+    piece one column off the model's (and the table had two blanks)."""
+    spm = pytest.importorskip("sentencepiece")
+    from importlib.resources import files
+
+    text = (files("wfstdecode") / "data" / "test_sentences.txt").read_text()
+    (tmp_path / "text.txt").write_text(text * 3)
+    spm.SentencePieceTrainer.train(input=str(tmp_path / "text.txt"), vocab_size=120,
+                                   model_prefix=str(tmp_path / "m"), model_type="bpe",
+                                   minloglevel=2, **options)  # fmt: skip
+    model = spm.SentencePieceProcessor(model_file=str(tmp_path / "m.model"))
+    pieces = [model.id_to_piece(i) for i in range(model.get_piece_size())]
+    words = sorted(set(text.split()))[:20]
+    (tmp_path / "lm.arpa").write_text(random_arpa(words, order=2, seed=3))
+    out = recipe("bpe").main(["--spm", str(tmp_path / "m.model"), "--arpa",
+                              str(tmp_path / "lm.arpa"), "--out", str(tmp_path / "g")])  # fmt: skip
+    assert SymbolTable.read(out / "tokens.txt").symbols() == pieces
+    assert DecodingGraph.load(out).metadata["blank_id"] == pieces.index(blank)
+
+
+def test_recipe_help_keeps_the_lines_of_its_example_commands(capsys):
+    """--help reflowed phones_hama's two example commands into one line of prose."""
+    with pytest.raises(SystemExit):
+        recipe("phones_hama").main(["--help"])
+    assert "--out graph/\n    wfstdecode transcribe --graph graph/" in capsys.readouterr().out

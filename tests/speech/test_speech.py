@@ -309,6 +309,30 @@ def test_phones_hama_recipe_spells_new_words_with_g2p(tmp_path):
     assert graph.metadata["separator"] == "<wb>" and graph.num_tokens == 191
 
 
+def test_phones_hama_recipe_finds_upper_case_arpa_words_in_the_shipped_lexicon(
+    tmp_path, monkeypatch
+):
+    """An upper-case ARPA (LibriSpeech's) skipped the lower-case shipped lexicon and CMU dict:
+    every word went to G2P (minutes for a real LM), one guessed pronunciation each."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "graph_recipes"))
+    import importlib
+
+    recipe = importlib.import_module("phones_hama")
+    asked = []
+    monkeypatch.setattr(recipe, "g2p", lambda words, jobs=1: asked.extend(words) or
+                        [("h", "ɛ", "l", "oʊ") for _ in words])  # fmt: skip
+    counts = {}
+    for case in (str.lower, str.upper):
+        words = [case(w) for w in ("hello", "world")]
+        arpa = tmp_path / f"{case.__name__}.arpa"
+        arpa.write_text("\\data\\\nngram 1=4\n\n\\1-grams:\n-99\t<s>\n-1.0\t</s>\n"
+                        + "".join(f"-1.0\t{w}\n" for w in words) + "\n\\end\\\n")  # fmt: skip
+        out = recipe.main(["--arpa", str(arpa), "--out", str(tmp_path / case.__name__)])
+        assert set(words) <= {s for s, _ in DecodingGraph.load(out).words}
+        counts[case.__name__] = json.loads((out / "build.json").read_text())["lexicon_entries"]
+    assert asked == [] and counts["upper"] == counts["lower"] >= 3  # hello: two shipped
+
+
 @pytest.mark.parametrize("kind", ["rnnt", "tdt"])
 def test_shipped_transducers_transcribe_the_librivox_clips(kind, model):
     from wfstdecode.speech.transcribe import transcribe_transducer

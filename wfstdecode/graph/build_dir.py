@@ -10,6 +10,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from ..errors import InputFileError
 from ..symbols import SymbolTable
 from .grammar import read_arpa_vocabulary
 from .lexicon import LexiconEntry
@@ -67,5 +68,11 @@ def build_graph_dir(
 
 
 def arpa_words(arpa: str | os.PathLike) -> list[str]:
-    """The ARPA's words less ``<s>``, ``</s>``, ``<unk>``: what a made-up lexicon must spell."""
+    """The ARPA's words less ``<s>``, ``</s>``, ``<unk>``: what a made-up lexicon must spell.
+
+    The build then reads the file again (the model), so a pipe is refused here, saying why: its
+    second read found nothing ("not an ARPA file"), and a named FIFO's hung forever."""
+    if Path(arpa).exists() and not Path(arpa).is_file():
+        raise InputFileError(arpa, None, "not a regular file (a pipe?): its words are read, then "
+                             "the model; give the file (gzip is read as it is)")  # fmt: skip
     return [w for w in read_arpa_vocabulary(arpa) if w not in ("<s>", "</s>", "<unk>")]
