@@ -23,7 +23,8 @@ class TransducerCorpusDecoder:
     frame_shift: seconds per encoder frame (default: the model's ``frame_seconds``).
 
     Each line carries the hypothesis' tokens, their frames (and TDT durations), and the words a
-    character model spells with their first and last character frames."""
+    character model spells with their frames (`speech.transcribe.spelled_words`: a TDT
+    character's run to the end of its duration)."""
 
     shard_suffixes: ClassVar[tuple[str, ...]] = (".npz",)
     model: str
@@ -99,7 +100,8 @@ class TransducerCorpusDecoder:
         hypotheses = result.hypotheses
         tokens = getattr(model, "tokens", None)
         if tokens is not None and tokens.get("|") is not None:  # a character model: words
-            hypotheses = [[spelled_words(h, tokens) for h in hyps] for hyps in hypotheses]
+            hypotheses = [[spelled_words(h, tokens, frames=n) for h in hyps]
+                          for hyps, n in zip(hypotheses, result.lengths, strict=True)]  # fmt: skip
         return result.ids, hypotheses, result.lengths, result.references
 
 

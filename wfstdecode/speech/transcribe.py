@@ -159,7 +159,8 @@ def transcribe_transducer(
     """Decode audio files with a shipped character transducer (``"rnnt"`` or ``"tdt"``) over
     hama's posteriors: greedily, or with ``beam`` (`BeamOptions`; its durations are the
     model's) the beam search's ``nbest``; each `Hypothesis` gets the words its characters
-    spell, with the frames of each word's first and last character (40 ms frames)."""
+    spell, each word's frames from its first character's to its last's (40 ms frames; a TDT
+    character's frames are those its duration covers: `spelled_words`)."""
     return [hyps for _, hyps in iter_transcribe(paths, model=model, kind=kind, beam=beam)]
 
 
@@ -176,10 +177,11 @@ def _decode_transducer(rows, kind: str, num_tokens: int, beam=None) -> list[list
         enc, enc_lengths = transducer.encode(torch.from_numpy(log_probs), torch.from_numpy(lengths))
         if beam is None:
             hyps = greedy_decode(transducer, enc, enc_lengths, GreedyOptions(durations=durations))
-            return [[spelled_words(h, transducer.tokens)] for h in hyps]
-        beam = beam.for_model(durations)
-        nbests = beam_decode(transducer, enc, enc_lengths, beam)
-    return [[spelled_words(h, transducer.tokens) for h in hyps] for hyps in nbests]
+            nbests = [[h] for h in hyps]
+        else:
+            nbests = beam_decode(transducer, enc, enc_lengths, beam.for_model(durations))
+    return [[spelled_words(h, transducer.tokens, frames=int(n)) for h in hyps]
+            for hyps, n in zip(nbests, enc_lengths.tolist(), strict=True)]  # fmt: skip
 
 
 @functools.cache
@@ -189,13 +191,18 @@ def _shipped_transducer(kind: str):
     return load_speech_transducer(kind)  # loaded once per process
 
 
-def spelled_words(hyp: Hypothesis, tokens, separator: str = "|") -> Hypothesis:
+def spelled_words(hyp: Hypothesis, tokens, separator: str = "|",
+                  frames: int | None = None) -> Hypothesis:  # fmt: skip
     """``hyp`` with the words its character tokens spell (split at ``separator``) and each
-    word's (first, last) character frame."""
+    word's frames: its first character's to its last character's last — a TDT token emitted at
+    frame t with duration d covers frames t .. t + d - 1 (NeMo's offsets; an RNN-T token its
+    own frame), within the utterance's ``frames`` where given."""
     import dataclasses
 
+    durations = hyp.durations or (1,) * len(hyp.tokens)
     words, spans, chars, first, last = [], [], [], None, None
-    for token, frame in [*zip(hyp.tokens, hyp.timestamps, strict=True), (None, None)]:
+    for token, frame, d in [*zip(hyp.tokens, hyp.timestamps, durations, strict=True),
+                            (None, None, None)]:  # fmt: skip
         symbol = tokens.symbol(int(token)) if token is not None else separator
         if symbol == separator:
             if chars:
@@ -205,7 +212,9 @@ def spelled_words(hyp: Hypothesis, tokens, separator: str = "|") -> Hypothesis:
             continue
         chars.append(symbol)
         first = frame if first is None else first
-        last = frame
+        last = frame + max(int(d), 1) - 1
+        if frames is not None:
+            last = max(frame, min(last, frames - 1))
     return dataclasses.replace(hyp, words=tuple(words), word_timestamps=tuple(spans))
 
 
