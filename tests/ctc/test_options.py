@@ -61,6 +61,28 @@ def test_numpy_scalars_are_taken_as_pythons_own():
         CtcBeamOptions(nbest=np.bool_(True))
 
 
+def test_cuda_tuning_takes_numpy_integers_as_cpu_tuning_does():
+    """CudaTuning refused np.int64(8) ("must be an int >= 1; got np.int64(8)"), where CpuTuning
+    and the options take NumPy integers as the Python ints they are."""
+    import numpy as np
+
+    from wfstdecode.ctc import CudaTuning
+
+    given = CudaTuning(
+        frames_per_chunk=np.int64(8),
+        prune_threads=np.int32(256),
+        max_frames_per_call=np.int64(512),
+        collect_records_at=np.uint32(1024),
+    )
+    assert given == CudaTuning(8, prune_threads=256, max_frames_per_call=512,
+                               collect_records_at=1024)  # fmt: skip
+    assert type(given.frames_per_chunk) is int and type(given.prune_threads) is int
+    with pytest.raises(OptionsError, match="frames_per_chunk must be an int >= 1"):
+        CudaTuning(frames_per_chunk=np.int64(0))
+    with pytest.raises(OptionsError, match="frames_per_chunk must be an int"):
+        CudaTuning(frames_per_chunk=np.bool_(True))
+
+
 def test_bounds_themselves_are_allowed():
     """MAX_COST_TERM and MAX_COUNT are inclusive bounds (mutants O4: ``<``; O5: one more)."""
     from wfstdecode import CtcBeamOptions, OptionsError

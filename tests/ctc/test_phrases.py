@@ -379,6 +379,22 @@ def test_per_utterance_boosts_on_the_command_line(tmp_path, capsys):
 
 
 @pytest.mark.parametrize(
+    ("shared", "own"), [(("cap", "pat"), "cap pat"), ("cap  pat", ("cap", "pat"))]
+)
+def test_per_utterance_boosts_win_over_a_shared_phrase_written_as_a_tuple(tmp_path, shared, own):
+    """decode_ctc reads a phrase as a string or a tuple of words: the utterance's own bonus
+    wins over the shared one however either writes it (it was refused as "the same phrase")."""
+    from wfstdecode import DecodingGraph
+    from wfstdecode.ctc import decode_npz
+
+    _two_utterances(tmp_path)
+    got = decode_npz(tmp_path / "lp.npz", DecodingGraph.load(tmp_path / "g.npz"),
+                     boosts={shared: -5.0}, utterance_boosts={"u2": {own: 1.5}},
+                     backend="cpu")  # fmt: skip
+    assert [h[0].text for h in got.hypotheses] == ["cat pat", "cap pat"]
+
+
+@pytest.mark.parametrize(
     ("text", "line", "match"),
     [
         ('{"id": "u1", "boosts": {"cap": 1}}\nnot json\n', 2, "not JSON"),

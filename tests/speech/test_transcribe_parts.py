@@ -501,3 +501,47 @@ def test_transcribe_rescore_lm_on_a_slot_graph_is_refused_before_the_lms_and_the
     err = capsys.readouterr().err
     assert code == 2 and not out
     assert "oov slot" in err and "TLG.npz" in err and "missing" not in err
+
+
+@pytest.mark.parametrize("key", ["zyx ab", ("zyx", "ab")])
+def test_a_phrase_given_as_a_tuple_finds_its_unknown_words_as_a_string_does(monkeypatch, key):
+    """decode_ctc takes a phrase as a tuple of words as well as a string: a word of either the
+    shipped graph lacks takes transcribe to the graph with an oov slot (and refuses rescoring),
+    not to a warning that the boost is ignored."""
+    from wfstdecode.rescore import LmRescoring
+    from wfstdecode.speech import graph as speech_graph
+    from wfstdecode.speech.transcribe import iter_transcribe
+    from wfstdecode.testing.ctc import lexicon_graph
+
+    g = lexicon_graph(["ab", "ba"])
+    calls = []
+    monkeypatch.setattr(speech_graph, "load_speech_graph", lambda **kw: calls.append(kw) or g)
+
+    class NoAudio:
+        def log_probs_of_file(self, path):
+            raise InputFileError(path, None, "no audio here")
+
+    found = iter_transcribe(["x.wav"], model=NoAudio(), boosts={key: 2.0})
+    with pytest.raises(InputFileError, match="no audio here"):
+        next(found)
+    assert calls == [{}, {"oov_slot": True}]
+    rescore = LmRescoring.__new__(LmRescoring)  # (refused before it is used)
+    with pytest.raises(DecodeInputError, match="zyx: boosted words the shipped graph lacks"):
+        next(iter_transcribe(["x.wav"], model=NoAudio(), boosts={key: 2.0}, rescore=rescore))
+
+
+def test_the_phone_model_refuses_audio_of_several_channels():
+    """A stereo (N, 2) array (as soundfile reads one) was flattened into interleaved samples
+    of twice the length, and decoded as such without a word; one channel in any shape
+    ((N,), (1, N), (N, 1)) is mono."""
+    pytest.importorskip("hama", reason="the speech tests need PyPI hama")
+    from wfstdecode.speech.phone_model import HamaPhoneModel
+
+    model = HamaPhoneModel()
+    x = np.random.default_rng(0).uniform(-0.1, 0.1, 1600).astype(np.float32)
+    mono = model.log_probs_of(x)
+    for one in (x[None], x[:, None]):
+        np.testing.assert_array_equal(model.log_probs_of(one), mono)
+    for shape in ((1600, 2), (2, 1600)):
+        with pytest.raises(DecodeInputError, match=r"mono samples \(N,\); got shape"):
+            model.log_probs_of(np.zeros(shape, np.float32))

@@ -170,7 +170,7 @@ def _resolve_boosts(boosts, batch_size: int, words, oov, largest_word):
         listed: dict[int, list[str]] = {}  # a mapping given for several utterances: once
         for t in per_utt:
             if isinstance(t, Mapping) and id(t) not in listed:
-                listed[id(t)] = [w for key in t for w in _words_of(key) if isinstance(w, str)]
+                listed[id(t)] = [w for key in t for w in words_of(key) if isinstance(w, str)]
         oov.name_spellings([listed.get(id(t)) for t in per_utt], words)
     if unknown:
         listed = sorted(set(unknown))
@@ -276,15 +276,15 @@ def _resolve_table(table: Mapping, b: int, words, unknown: list, known: dict, oo
             continue
         if isinstance(ids, list):  # spelled through the oov slot: label sequences
             vocabulary = words if words is not None else {}
-            new = [w for w in _words_of(key) if isinstance(w, str) and not vocabulary.get(w)]
+            new = [w for w in words_of(key) if isinstance(w, str) and not vocabulary.get(w)]
             cased = [w for w in new if w.lower() != w and vocabulary.get(w.lower())]
             if cased:  # ("Young" spelled as a new word when "young" was meant)
                 said.append(f"{key!r} is spelled as a new word: {cased[0]!r} is not in the "
                             f"vocabulary but {cased[0].lower()!r} is (words are "
                             "case-sensitive)")  # fmt: skip
-            words_in = len(_words_of(key))
+            words_in = len(words_of(key))
             for labels in ids:
-                if labels in given and _words_of(given[labels]) != _words_of(key):
+                if labels in given and words_of(given[labels]) != words_of(key):
                     # homophones (a phone lexicon's): the first one listed names it
                     said.append(f"{key!r} is spelled as {given[labels]!r} is; only the one "
                                 "listed first is boosted")  # fmt: skip
@@ -304,10 +304,10 @@ def resolve_phrase(key, words, oov=None, b: int = 0, unknown: list | None = None
     missing: list[str] = []
     ids = phrase_ids(key, words, b, missing)
     if ids is None and oov is not None:
-        spelled = oov.phrase_labels(list(_words_of(key)), words)
+        spelled = oov.phrase_labels(list(words_of(key)), words)
         if spelled is not None:
             return spelled
-        new = [w for w in _words_of(key) if isinstance(w, str) and not (words and words.get(w))]
+        new = [w for w in words_of(key) if isinstance(w, str) and not (words and words.get(w))]
         unspelled = [unknown_note(w, key, words) for w in new if not oov.spellings(w)]
         missing = unspelled or missing  # (the words that sank the phrase)
     if unknown is not None:
@@ -354,7 +354,7 @@ def _resolve_plain(keys: list, bonuses: list, words, oov, b: int, unknown: list)
     return PhraseList(ids, lengths, values.astype(np.float32)) if len(lengths) else None
 
 
-def _words_of(key) -> tuple:
+def words_of(key) -> tuple:
     """A key's words (or word ids): its space-separated words, a tuple's parts, or an id."""
     if isinstance(key, str):
         return tuple(key.split())
@@ -421,7 +421,7 @@ def unknown_note(part, key, words) -> str:
     lower = part.lower() if isinstance(part, str) else part
     if lower != part and words is not None and words.get(lower):
         note += f" ({lower!r} is a word: words are case-sensitive)"
-    if len(_words_of(key)) > 1:
+    if len(words_of(key)) > 1:
         note += f" (in {key!r})"
     return note
 

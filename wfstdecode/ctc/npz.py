@@ -346,7 +346,7 @@ def _per_utterance(path, ids, boosts, utterance_boosts) -> list:
         raise DecodeInputError(f"{path} has no utterance {missing[0]!r} ({len(missing)} boosted "
                                "utterance(s) not in the file)")  # fmt: skip
     shared = dict(boosts or {})
-    spaced = {_spaced(k): k for k in shared}  # a phrase however it is spaced
+    spaced = {_spaced(k): k for k in shared}  # a phrase however it is spaced or written
 
     def merged(own: dict) -> dict:  # the utterance's bonus wins for a phrase in both
         out = dict(shared)
@@ -360,7 +360,11 @@ def _per_utterance(path, ids, boosts, utterance_boosts) -> list:
 
 
 def _spaced(key):
-    return " ".join(key.split()) if isinstance(key, str) else key
+    """A boost key as its words: ``"new  york"`` and ``("new", "york")`` are one phrase, as
+    `decode_ctc` reads them."""
+    from .boost import words_of
+
+    return words_of(key)
 
 
 def _has(table: SymbolTable, idx: int) -> bool:

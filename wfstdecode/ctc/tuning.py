@@ -106,6 +106,11 @@ class CudaTuning:
     collect_records_at: int = 1 << 16
 
     def __post_init__(self):
+        for name in ("frames_per_chunk", "prune_threads", "max_frames_per_call",
+                     "collect_records_at"):  # (a NumPy integer, as CpuTuning takes)  # fmt: skip
+            value = getattr(self, name)
+            if isinstance(value, np.integer):
+                object.__setattr__(self, name, int(value))
         int_at_least("CudaTuning", "frames_per_chunk", self.frames_per_chunk, 1)
         int_at_least("CudaTuning", "max_frames_per_call", self.max_frames_per_call, 1)
         int_at_least("CudaTuning", "collect_records_at", self.collect_records_at, 1)

@@ -68,7 +68,12 @@ class HamaPhoneModel:
 
     def log_probs_of(self, samples: np.ndarray) -> np.ndarray:
         """(T, V) float32 log-probs of one utterance of mono samples at `sample_rate`."""
-        samples = np.asarray(samples, np.float32).reshape(-1)
+        samples = np.asarray(samples, np.float32)
+        if sum(n > 1 for n in samples.shape) > 1:  # (flattened, channels would interleave)
+            raise DecodeInputError(f"audio must be mono samples (N,); got shape "
+                                   f"{samples.shape}: mix the channels down first (e.g. "
+                                   "samples.mean(axis=1), as read_audio does)")  # fmt: skip
+        samples = samples.reshape(-1)
         if samples.size < 2 * self.hop:  # the model's convolutions need a few frames of input
             raise DecodeInputError(
                 f"audio of {samples.size} samples is too short for the phone model "

@@ -111,10 +111,12 @@ def _unknown_words(boosts, graph) -> list[str]:
     """The words of the boosted phrases that ``graph`` lacks."""
     if not boosts or graph.words is None:
         return []
+    from ..ctc.boost import words_of
     from ..ctc.search import output_words
 
     known = output_words(graph)  # (a word of words.txt on no arc is one the graph lacks)
-    words = {w for key in boosts if isinstance(key, str) for w in key.split()}
+    # (a phrase as decode_ctc takes it: a string of words, or a tuple of words / word ids)
+    words = {w for key in boosts for w in words_of(key) if isinstance(w, str)}
     return sorted(w for w in words if w not in known)
 
 
