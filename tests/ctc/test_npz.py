@@ -53,6 +53,8 @@ def test_greedy_ctc_texts(graph):
     for t, k in enumerate([1, 1, 0, 1, 2]):
         lp[0, t, k] = 0.0
     assert greedy_ctc_texts(lp, [5], graph.tokens) == ["aab"]
+    assert greedy_ctc_texts(lp, None, graph.tokens) == ["aab"]  # (all frames, as decode_ctc)
+    assert greedy_ctc_texts(lp, [3], graph.tokens) == ["aa"]
 
 
 def test_a_file_without_lengths_decodes_every_frame(tmp_path, graph):

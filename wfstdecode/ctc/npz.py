@@ -177,9 +177,12 @@ def greedy_ctc_texts(
     blanks; SentencePiece pieces (a token starts with "\u2581") are joined into words;
     characters (every token one character or the word separator, special symbols such as
     ``<unk>`` aside) are joined and the separator (``separator``, else ``|``) becomes a space;
-    otherwise tokens are joined by spaces."""
+    otherwise tokens are joined by spaces. ``lengths`` None: every utterance is all T frames
+    (as `decode_ctc` takes it)."""
     sep = WORD_SEPARATOR if separator is None else separator
     arg = np.asarray(log_probs).argmax(-1)
+    if lengths is None:
+        lengths = np.full(arg.shape[0], arg.shape[1])
     # which kind of tokens, from the model's own (special symbols such as <unk> or <sos/eos>,
     # which character and piece tables alike may hold, say nothing)
     own = [s for s, i in tokens if i != blank and not _special(s)]
