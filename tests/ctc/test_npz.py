@@ -54,7 +54,7 @@ def test_greedy_ctc_texts(graph):
         lp[0, t, k] = 0.0
     assert greedy_ctc_texts(lp, [5], graph.tokens) == ["aab"]
     assert greedy_ctc_texts(lp, None, graph.tokens) == ["aab"]  # (all frames, as decode_ctc)
-    assert greedy_ctc_texts(lp, [3], graph.tokens) == ["aa"]
+    assert greedy_ctc_texts(lp, [4], graph.tokens) == ["aa"]
 
 
 def test_a_file_without_lengths_decodes_every_frame(tmp_path, graph):
