@@ -89,9 +89,17 @@ def test_resample_takes_rates_of_any_number_type():
 
 
 def test_resample_identity_and_empty():
+    """The same rate gives the samples back as a new array (the caller's was returned: writing
+    to the result wrote to it); rates are checked there too; several channels are refused (they
+    were joined into one signal)."""
     x = np.arange(10, dtype=np.float32)
-    assert resample(x, 16000, 16000) is x or np.array_equal(resample(x, 16000, 16000), x)
+    same = resample(x, 16000, 16000)
+    assert np.array_equal(same, x) and not np.shares_memory(same, x)
     assert resample(np.zeros(0, np.float32), 8000, 16000).shape == (0,)
+    with pytest.raises(ValueError, match="got -1 and -1"):
+        resample(x, -1, -1)
+    with pytest.raises(ValueError, match=r"mono samples \(N,\); got shape \(5, 2\)"):
+        resample(np.zeros((5, 2)), 44100, 16000)
 
 
 def test_wavs_the_standard_library_does_not_read_go_to_soundfile(tmp_path):

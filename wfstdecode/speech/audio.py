@@ -170,10 +170,12 @@ def resample(samples: np.ndarray, rate: int, new_rate: int) -> np.ndarray:
     taps are made once (polyphase), where that table is of a sensible size.
     """
     samples = np.asarray(samples, np.float32)
-    if rate == new_rate or samples.size == 0:
-        return samples
+    if samples.ndim != 1:
+        raise ValueError(f"resample takes mono samples (N,); got shape {samples.shape}")
     if not all(float(r) == int(r) > 0 for r in (rate, new_rate)):
         raise ValueError(f"sample rates are whole numbers of Hz > 0; got {rate} and {new_rate}")
+    if rate == new_rate or samples.size == 0:
+        return samples.copy()  # (never the caller's array)
     rate, new_rate = int(rate), int(new_rate)  # (44100.0, a NumPy int: the same rate)
     ratio = new_rate / rate
     cutoff = min(1.0, ratio)  # in units of the input Nyquist rate
