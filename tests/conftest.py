@@ -2,9 +2,13 @@
 (``NUMBA_ENABLE_CUDASIM=1``), set here before anything imports Numba. WFSTDECODE_CUDASIM=0 / 1
 overrides the detection."""
 
+import hashlib
 import os
+import shutil
 import sys
+import tempfile
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -124,6 +128,37 @@ def _patch_simulator_barrier() -> None:
     manager.run = run
 
 
+def _numba_cache_keyed_by_source() -> None:
+    """Numba reuses a cached function while its own file is unchanged, even where it compiled
+    in code of another module that changed (the cpu backend's steps): tests then ran the old
+    code. The cache goes to a private folder named by a hash of every module that uses Numba
+    (a NUMBA_CACHE_DIR already set is left alone); folders of other sources unused for two
+    days are removed."""
+    if "NUMBA_CACHE_DIR" in os.environ or "numba" in sys.modules:
+        return
+    package = Path(__file__).resolve().parents[1] / "wfstdecode"
+    digest = hashlib.sha256()
+    for path in sorted(package.rglob("*.py")):
+        text = path.read_bytes()
+        if b"numba" in text:
+            digest.update(path.relative_to(package).as_posix().encode() + b"\0" + text)
+    root = Path(tempfile.gettempdir()) / f"wfstdecode-test-numba-{os.getuid()}"
+    try:
+        root.mkdir(mode=0o700, exist_ok=True)
+        if root.stat().st_uid != os.getuid() or root.stat().st_mode & 0o022:
+            return  # (not ours alone: cached code is loaded and run; keep Numba's own places)
+        here = root / digest.hexdigest()[:16]
+        here.mkdir(exist_ok=True)
+        os.utime(here)
+        for old in root.iterdir():
+            if old != here and time.time() - old.stat().st_mtime > 2 * 86400:
+                shutil.rmtree(old, ignore_errors=True)
+    except OSError:
+        return
+    os.environ["NUMBA_CACHE_DIR"] = str(here)
+
+
+_numba_cache_keyed_by_source()
 _sim = os.environ.get("WFSTDECODE_CUDASIM")
 if (_sim == "1" or (_sim is None and not _has_gpu())) and "numba" not in sys.modules:
     os.environ["NUMBA_ENABLE_CUDASIM"] = "1"
@@ -134,9 +169,9 @@ if os.environ.get("NUMBA_ENABLE_CUDASIM") == "1":
 
 def pytest_configure(config):
     """Under pytest-xdist, the controller compiles the cpu backend once before the workers
-    start: Numba caches it next to the sources, so the workers and the processes tests spawn
-    (corpus workers, CLI runs) load it instead of each compiling it again (~20 s apiece on a
-    fresh clone)."""
+    start: Numba caches it (in `_numba_cache_keyed_by_source`'s folder), so the workers and the
+    processes tests spawn (corpus workers, CLI runs) load it instead of each compiling it again
+    (~20 s apiece on a fresh clone)."""
     if hasattr(config, "workerinput") or not getattr(config.option, "numprocesses", None):
         return
     from wfstdecode.ctc import CtcBeamOptions, decode_ctc

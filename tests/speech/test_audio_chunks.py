@@ -26,11 +26,14 @@ def _wav_with_unpadded_odd_chunk(path):
 def test_a_wav_whose_chunks_wave_cannot_walk_is_an_input_file_error(tmp_path):
     path = _wav_with_unpadded_odd_chunk(tmp_path / "odd.wav")
     try:
-        read_audio(path)  # (a reader that copes with the missing pad byte is fine too)
+        samples, rate = read_audio(path)  # (a reader that copes with the missing pad byte...
     except InputFileError as exc:
         assert "odd.wav" in str(exc)
     except Exception as exc:
         pytest.fail(f"{type(exc).__name__} {exc!r} escaped read_audio, not naming the file")
+    else:  # ... is fine too, if it reads every sample: not a silently short or empty clip
+        want = (np.sin(np.arange(8000) / 5) * 8000).astype("<i2") / 32768.0
+        assert rate == 16000 and np.allclose(samples, want, atol=1e-4)
 
 
 def test_a_streamed_wav_of_unknown_length_is_read_without_a_false_warning(tmp_path):
