@@ -545,3 +545,44 @@ def test_a_json_file_beyond_the_size_limit_is_not_read(tmp_path, monkeypatch):
     monkeypatch.setattr(safe_io, "MAX_JSON_BYTES", 10)
     with pytest.raises(GraphError, match="larger than 10 bytes"):
         safe_io.read_json_file(path, GraphError)
+
+
+def test_a_gzip_bomb_of_a_kaldi_table_is_refused_while_it_is_decompressed(tmp_path, monkeypatch):
+    """A gzip-compressed Kaldi archive (``lat.1.gz``, ``feats.ark.gz``) expands at most as far
+    as an ``.npz`` may: gzip members of zeros (~1000x each, concatenated without limit) asked
+    for gigabytes from a few MB before the first key was read."""
+    import gzip
+
+    from wfstdecode import safe_io
+    from wfstdecode.kaldi_matrices import read_kaldi_matrices
+
+    monkeypatch.setattr(safe_io, "EXPANSION_FLOOR", 1 << 20)  # (a small bomb for the test)
+    good = tmp_path / "m.ark.gz"
+    good.write_bytes(gzip.compress(b"utt1 [ 1 2\n 3 4 ]\nutt2 [ 5 6 ]\n"))
+    got = read_kaldi_matrices(f"ark:{good}")
+    assert list(got) == ["utt1", "utt2"] and got["utt1"].tolist() == [[1, 2], [3, 4]]
+    bomb = tmp_path / "bomb.ark.gz"
+    bomb.write_bytes(gzip.compress(bytes(8 << 20)) * 4)  # 32 MB of zeros from ~32 KB
+    with pytest.raises(
+        InputFileError,
+        match=r"bomb.ark.gz: gzip-compressed, and expands past "
+        r"[0-9,]+ bytes from [0-9,]+, over 100x: .*bomb",
+    ):
+        read_kaldi_matrices(f"ark:{bomb}")
+    assert peak_mb(read_kaldi_matrices, f"ark:{bomb}") < 20  # (the limit, and a 4 MB chunk)
+
+
+@pytest.mark.parametrize("table", ["words", "tokens"])
+def test_a_graph_file_with_a_symbol_id_far_above_its_table_is_refused(tmp_path, graph, table):
+    """A graph's symbol tables are held to `SymbolTable.read`'s proportion of ids to symbols:
+    an id of 2^31 - 2^20 in a 4 KB file made the graph's checks allocate 2 GB (a table of
+    which ids are listed), and a token table that wide asks for 2^31 log-prob columns."""
+    n = int(max(graph.olabel.max(), graph.ilabel.max())) + 1
+    symbols = np.array([f"s{i}" for i in range(n)] + ["far"])
+    ids = np.array([*range(n), 2**31 - 2**20])
+    path = save_arrays(tmp_path / "TLG.npz", graph, **{f"{table}_symbols": symbols,
+                                                      f"{table}_ids": ids})  # fmt: skip
+    with pytest.raises(GraphError, match=rf"TLG.npz: {table} table: id 2,146,435,072 is far "
+                                         rf"above the table's {n + 1} symbols"):  # fmt: skip
+        DecodingGraph.load(path)
+    assert peak_mb(DecodingGraph.load, path) < 5

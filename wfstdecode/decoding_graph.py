@@ -472,9 +472,12 @@ def _read_table(z: NpzArchive, name: str, fail) -> SymbolTable:
     symbols = z.read(f"{name}_symbols", "U", ndim=1)
     ids = z.read(f"{name}_ids", "iu", shape=symbols.shape)
     try:
-        return SymbolTable(zip(symbols.tolist(), ids.tolist(), strict=True))
+        table = SymbolTable(zip(symbols.tolist(), ids.tolist(), strict=True))
     except WfstDecodeError as exc:
         raise fail(f"{name} table: {exc}") from None
+    if problem := table.sparse_ids():  # (as SymbolTable.read: the graph's checks allocate by it)
+        raise fail(f"{name} table: {problem}")
+    return table
 
 
 _ARRAY_FIELDS = {

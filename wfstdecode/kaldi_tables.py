@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import io
 import mmap
 import os
 import re
@@ -206,12 +207,36 @@ class _Bytes:
             raise InputFileError(self.path, None, f"cannot read: {exc}") from None
         if self.bytes[:2] == _GZIP_MAGIC:
             try:
-                self.bytes = gzip.decompress(self.bytes)
+                self.bytes = self._gunzipped()
             except (OSError, EOFError, zlib.error) as exc:
                 self.__exit__()
                 raise InputFileError(self.path, None, f"gzip-compressed, and cannot be "
                                                       f"decompressed: {exc}") from None  # fmt: skip
+            except InputFileError:
+                self.__exit__()
+                raise
         return self
+
+    def _gunzipped(self) -> bytearray:
+        """The gzip stream's bytes, decompressed in chunks up to the expansion an ``.npz`` is
+        allowed (`safe_io.MAX_EXPANSION`): deflate reaches ~1000x on constant data, and a few
+        MB of concatenated gzip members of zeros asked for gigabytes before their first key."""
+        from .safe_io import EXPANSION_FLOOR, MAX_EXPANSION
+
+        limit = max(EXPANSION_FLOOR, MAX_EXPANSION * len(self.bytes))
+        out = bytearray()
+        with gzip.GzipFile(fileobj=io.BytesIO(self.bytes)) as f:
+            while chunk := f.read(1 << 22):
+                out += chunk
+                if len(out) > limit:
+                    raise InputFileError(
+                        self.path,
+                        None,
+                        f"gzip-compressed, and expands past {limit:,} bytes "
+                        f"from {len(self.bytes):,}, over {MAX_EXPANSION}x: refused as a likely "
+                        "gzip bomb (decompress it, gunzip, and give the archive itself)",
+                    )
+        return out
 
     def __exit__(self, *exc) -> None:
         if self._map is not None:

@@ -76,16 +76,21 @@ class SymbolTable:
                 largest = (idx, line_no)
         if not len(table):
             raise InputFileError(path, None, "symbol table is empty")
-        # Ids index arrays (log-prob columns, label maps), so memory follows the largest id. Gaps
-        # are fine (a pruned table); an id out of all proportion to the table is a corrupt file.
-        if largest[0] >= _MAX_ID_PER_SYMBOL * len(table) + _MAX_ID_SLACK:
-            raise InputFileError(
-                path,
-                largest[1],
-                f"id {largest[0]:,} is far above the table's {len(table):,} symbols (at most "
-                f"{_MAX_ID_PER_SYMBOL} x symbols + {_MAX_ID_SLACK:,}); renumber the table",
-            )
+        if problem := table.sparse_ids():
+            raise InputFileError(path, largest[1], problem)
         return table
+
+    def sparse_ids(self) -> str | None:
+        """Why the largest id is out of all proportion to the table (a corrupt file), or None.
+        Ids index arrays (log-prob columns, label maps), so memory follows the largest id. Gaps
+        are fine (a pruned table); an id far above the table's size is not."""
+        largest = self.next_id - 1
+        if largest < _MAX_ID_PER_SYMBOL * len(self) + _MAX_ID_SLACK:
+            return None
+        return (
+            f"id {largest:,} is far above the table's {len(self):,} symbols (at most "
+            f"{_MAX_ID_PER_SYMBOL} x symbols + {_MAX_ID_SLACK:,}); renumber the table"
+        )
 
     def write(self, path: str | os.PathLike) -> None:
         """Write ``SYMBOL ID`` lines, whole or not at all (`safe_io.replacing`)."""
