@@ -234,7 +234,8 @@ class _Bytes:
                         None,
                         f"gzip-compressed, and expands past {limit:,} bytes "
                         f"from {len(self.bytes):,}, over {MAX_EXPANSION}x: refused as a likely "
-                        "gzip bomb (decompress it, gunzip, and give the archive itself)",
+                        "gzip bomb (gunzip it and give the archive itself: a plain .ark is "
+                        "memory-mapped)",
                     )
         return out
 
