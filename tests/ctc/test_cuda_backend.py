@@ -113,9 +113,9 @@ def test_cuda_memory_of_a_batch_and_the_largest_batch_that_fits():
     assert max_cuda_batch_size(g, opts, memory_bytes=budget) == 37
     assert max_cuda_batch_size(g, opts, memory_bytes=one - per_utterance - 1) == 0
     assert max_cuda_batch_size(g, opts, memory_bytes=2**60) == (2**31 - 3) // (4 * H)
-    with pytest.raises(ValueError, match="batch_size and frames must be >= 0; got -1, 0"):
+    with pytest.raises(ValueError, match="batch_size must be >= 0; got -1"):
         cuda_memory_bytes(g, opts, -1)
-    with pytest.raises(ValueError, match="contexts must be an integer >= 1; got 0"):
+    with pytest.raises(ValueError, match="contexts must be >= 1; got 0"):
         max_cuda_batch_size(g, opts, memory_bytes=2**30, contexts=0)
     lattices = CtcBeamOptions(max_active=500, lattice_beam=6.0)
     assert cuda_memory_bytes(g, lattices, 2) - cuda_memory_bytes(g, lattices, 1) > per_utterance

@@ -150,10 +150,28 @@ def test_cuda_memory_bytes_refuses_negative_frames():
     from wfstdecode.ctc import cuda_memory_bytes, max_cuda_batch_size
 
     g = random_graph(1, num_states=30, num_tokens=5)
-    with pytest.raises(ValueError, match="batch_size and frames must be >= 0; got 1, -1"):
+    with pytest.raises(ValueError, match="frames must be >= 0; got -1"):
         cuda_memory_bytes(g, None, 1, frames=-1)
     with pytest.raises(ValueError, match="frames must be >= 0; got -1"):
         max_cuda_batch_size(g, None, memory_bytes=2**30, frames=-1)
+
+
+def test_cuda_memory_sizes_take_whole_numbers_only():
+    """A float batch size gave a float "largest batch" (247769.0), a string a bare TypeError:
+    counts are integers (NumPy's too), named when not; a budget may be 80e9 bytes."""
+    from wfstdecode.ctc import cuda_memory_bytes, max_cuda_batch_size
+    from wfstdecode.errors import OptionsError
+
+    g = random_graph(1, num_states=30, num_tokens=5)
+    assert cuda_memory_bytes(g, None, np.int64(3)) == cuda_memory_bytes(g, None, 3)
+    for bad in (2.5, "3", True):
+        with pytest.raises(OptionsError, match=f"batch_size must be an integer >= 0; got {bad!r}"):
+            cuda_memory_bytes(g, None, bad)
+    largest = max_cuda_batch_size(g, None, memory_bytes=1e9)
+    assert type(largest) is int and largest == max_cuda_batch_size(g, None, memory_bytes=10**9)
+    for bad in (float("nan"), -1, "1e9"):
+        with pytest.raises(OptionsError, match="memory_bytes must be a number of bytes >= 0"):
+            max_cuda_batch_size(g, None, memory_bytes=bad)
 
 
 @needs_cuda

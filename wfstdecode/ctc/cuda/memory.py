@@ -4,9 +4,14 @@ to ask), and `release_cuda_buffers` for the pinned host memory it keeps between 
 
 from __future__ import annotations
 
+import math
+import numbers
 import sys
 
+import numpy as np
+
 from ...decoding_graph import DecodingGraph
+from ...errors import OptionsError
 from ..options import CtcBeamOptions
 
 _INT32_RECORDS = 2**31 - 3  # record indices are int32: two buffers of 2 * B * H records + 2
@@ -49,10 +54,14 @@ def _per_utterance_and_fixed(graph: DecodingGraph, options: CtcBeamOptions, fram
     return tables + survivors + records + log_probs + 64, fixed
 
 
-def _checked_contexts(contexts) -> int:
-    if isinstance(contexts, bool) or not isinstance(contexts, int) or contexts < 1:
-        raise ValueError(f"contexts must be an integer >= 1; got {contexts!r}")
-    return contexts
+def _whole(name: str, value, low: int) -> int:
+    """``value`` as an int (NumPy's too) of at least ``low``; else `OptionsError` naming it (a
+    float batch size gave a float "largest batch")."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+        raise OptionsError(f"{name} must be an integer >= {low}; got {value!r}")
+    if value < low:
+        raise OptionsError(f"{name} must be >= {low}; got {value}")
+    return int(value)
 
 
 def cuda_memory_bytes(
@@ -68,9 +77,8 @@ def cuda_memory_bytes(
     the most context states an utterance's boosted phrases give (`PhraseAutomaton.num_contexts`;
     1 for words alone), which can widen the tables of a graph with few states."""
     options = CtcBeamOptions() if options is None else options
-    if batch_size < 0 or frames < 0:
-        raise ValueError(f"batch_size and frames must be >= 0; got {batch_size}, {frames}")
-    return search_bytes(graph, options, batch_size, frames, _checked_contexts(contexts),
+    batch_size, frames = _whole("batch_size", batch_size, 0), _whole("frames", frames, 0)
+    return search_bytes(graph, options, batch_size, frames, _whole("contexts", contexts, 1),
                         options.lattice_beam is not None)  # fmt: skip
 
 
@@ -90,9 +98,14 @@ def max_cuda_batch_size(
     memory of the GPU, less what the model keeps), within the search's int32 record indices;
     0 when not even the graph fits."""
     options = CtcBeamOptions() if options is None else options
-    if frames < 0:
-        raise ValueError(f"frames must be >= 0; got {frames}")
-    contexts = _checked_contexts(contexts)
+    frames, contexts = _whole("frames", frames, 0), _whole("contexts", contexts, 1)
+    if (
+        isinstance(memory_bytes, bool)
+        or not isinstance(memory_bytes, numbers.Real)
+        or not (math.isfinite(memory_bytes) and memory_bytes >= 0)
+    ):
+        raise OptionsError(f"memory_bytes must be a number of bytes >= 0; got {memory_bytes!r}")
+    memory_bytes = int(memory_bytes)  # (80e9 too)
     per_utterance, fixed = _per_utterance_and_fixed(
         graph, options, frames, contexts, options.lattice_beam is not None
     )
