@@ -783,13 +783,34 @@ def test_bad_lm_scale_and_beam_are_refused_up_front(tmp_path, capsys):
     silently for an archive with no lattices."""
     ark, old, new = _archive_keyed(tmp_path, b"u1")
     (tmp_path / "empty.ark").write_bytes(b"")
-    for bad, message in ((["--lm-scale", "nan"], "--lm-scale must be a finite number"),
+    for bad, message in ((["--lm-scale", "nan"], "--lm-scale must be in"),
                          (["--beam", "nan"], "--beam must be > 0"),
                          (["--beam", "-1"], "--beam must be > 0")):  # fmt: skip
         for archive in (ark, tmp_path / "empty.ark"):
             assert main(["rescore", str(archive), *_rescore_args(tmp_path, old, new), *bad]) == 2
             err = capsys.readouterr().err
             assert message in err and "lattice 'u1'" not in err, err
+
+
+def test_a_huge_lm_scale_is_refused_not_lost_to_overflow(tmp_path, capsys):
+    """--lm-scale 1e300 (finite, so accepted) overflowed every rescored cost to inf: rescore
+    printed no hypothesis (status 0) or inf scores, and decode --rescore-lm silently printed the
+    first pass's hypotheses as if rescored. The scale is bounded as the acoustic scale is."""
+    ark, old, new = _archive_keyed(tmp_path, b"u1")
+    g, lp, lengths, _, _ = _first_pass(tmp_path, 1)
+    g.save(tmp_path / "TLG.npz")
+    np.savez(tmp_path / "e.npz", log_probs=lp, lengths=lengths)
+    decode = ["decode", str(tmp_path / "TLG.npz"), str(tmp_path / "e.npz"), "--lattice-beam", "8",
+              "--rescore-lm", str(new), "--first-pass-lm", str(old)]  # fmt: skip
+    for scale in ("1e300", "-1e300", "1e40"):
+        assert main(["rescore", str(ark), *_rescore_args(tmp_path, old, new),
+                     f"--lm-scale={scale}"]) == 2  # fmt: skip
+        assert "--lm-scale must be in" in capsys.readouterr().err
+        assert main([*decode, f"--lm-scale={scale}"]) == 2
+        assert "--lm-scale must be in" in capsys.readouterr().err
+        with pytest.raises(OptionsError, match="lm_scale"):
+            LmRescoring(NgramLm(old), NgramLm(old), lm_scale=float(scale))
+    assert main([*decode, "--lm-scale=1000"]) == 0  # the bound itself is allowed
 
 
 def test_rescore_warns_about_words_the_new_lm_lacks(tmp_path, capsys):

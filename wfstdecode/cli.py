@@ -22,6 +22,7 @@ from .cli_common import (
     add_text_argument,
     add_transducer_beam_arguments,
     boosts_of,
+    ctc_options,
     escaped_id,
     lattices_written,
     oov_lexicon_of,
@@ -177,7 +178,7 @@ def decode_command(args: argparse.Namespace) -> None:
         from .rescore import check_rescorable
 
         check_rescorable(graph, f"the graph {args.graph}")
-    options = CtcBeamOptions(**{name: getattr(args, name) for name in DECODE_OPTIONS})
+    options = ctc_options({name: getattr(args, name) for name in DECODE_OPTIONS})
     boosts = boosts_of(args)
     per_utterance = None
     if args.utterance_boosts:
@@ -283,7 +284,7 @@ def decode_corpus_command(args: argparse.Namespace) -> int:
         given = {n: v if (v := getattr(args, n)) is not None else defaults[n]
                  for n in DECODE_OPTIONS}  # fmt: skip
         decoder = CtcCorpusDecoder(
-            str(args.graph), CtcBeamOptions(**given), boosts_of(args),
+            str(args.graph), ctc_options(given), boosts_of(args),
             backend=args.backend, num_threads=args.threads_per_worker, mmap=not args.no_mmap,
             frame_shift=args.frame_shift, oov_lexicon=oov_lexicon_of(args),
             references=None if args.text is None else read_reference_texts(args.text),

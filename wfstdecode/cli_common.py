@@ -4,9 +4,10 @@ transducer beam options, and how utterance ids are printed (`escaped_id`)."""
 from __future__ import annotations
 
 import argparse
+import re
 from pathlib import Path
 
-from .errors import WfstDecodeError
+from .errors import OptionsError, WfstDecodeError
 
 # defaults are read from CtcBeamOptions itself so that the two cannot drift.
 DECODE_OPTIONS = {
@@ -33,6 +34,26 @@ def add_decode_options(p: argparse.ArgumentParser, defaults: dict, given_only: b
         p.add_argument(f"--{name.replace('_', '-')}", type=kind,
                        default=None if given_only else defaults[name],
                        help=f"{what} (default {defaults[name]})")  # fmt: skip
+
+
+def ctc_options(values: dict):
+    """`CtcBeamOptions` from the search's flags (``values``: `DECODE_OPTIONS` names): a value it
+    refuses is said of its flag (``--max-active must be >= 1``, not the field's Python name);
+    --posteriors determinized without --lattice-beam, which would change nothing, is refused."""
+    from .ctc import CtcBeamOptions
+
+    try:
+        options = CtcBeamOptions(**values)
+    except OptionsError as exc:
+        names = "|".join(n for n in DECODE_OPTIONS if "_" in n)  # (not "beam": a plain word)
+        message = re.sub(rf"CtcBeamOptions\.(\w+)|\b({names})\b",
+                         lambda m: "--" + (m[1] or m[2]).replace("_", "-"), str(exc))  # fmt: skip
+        raise WfstDecodeError(message) from None
+    if options.posteriors != "lattice" and options.lattice_beam is None:  # (refused, not ignored)
+        raise WfstDecodeError(f"--posteriors {options.posteriors} says what the lattice's "
+                              "confidences and MBR count: give --lattice-beam BEAM (e.g. "
+                              "8)")  # fmt: skip
+    return options
 
 
 def parse_boost(text: str) -> tuple[str, float]:

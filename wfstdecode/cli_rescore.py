@@ -112,12 +112,19 @@ def rescoring(args: argparse.Namespace):
 
     beam = args.rescore_beam if args.rescore_beam is not None else args.lattice_beam
     lm_scale = 1.0 if args.lm_scale is None else args.lm_scale
-    if not math.isfinite(lm_scale):  # (named here, as rescore names them)
-        raise WfstDecodeError(f"--lm-scale must be a finite number; got {lm_scale}")
+    _check_lm_scale(lm_scale)  # (named here, as rescore names them)
     if args.rescore_beam is not None and not args.rescore_beam > 0:  # also NaN
         raise WfstDecodeError(f"--rescore-beam must be > 0 (inf: exact); got {args.rescore_beam}")
     return RescoringFiles(args.rescore_lm, args.first_pass_lm, lm_scale,
                           None if math.isinf(beam) else beam)  # fmt: skip
+
+
+def _check_lm_scale(lm_scale: float) -> None:
+    from .rescore import MAX_LM_SCALE
+
+    if not abs(lm_scale) <= MAX_LM_SCALE:  # also NaN; a huge scale made every path's cost inf
+        raise WfstDecodeError(f"--lm-scale must be in [-{MAX_LM_SCALE:g}, {MAX_LM_SCALE:g}]; "
+                              f"got {lm_scale}")  # fmt: skip
 
 
 def rescore_command(args: argparse.Namespace) -> None:
@@ -140,8 +147,7 @@ def rescore_command(args: argparse.Namespace) -> None:
     if not lo <= args.acoustic_scale <= hi:  # also NaN
         raise WfstDecodeError(f"--acoustic-scale must be in [{lo:g}, {hi:g}]; got "
                               f"{args.acoustic_scale}")  # fmt: skip
-    if not math.isfinite(args.lm_scale):  # (checked here, not blamed on the first lattice)
-        raise WfstDecodeError(f"--lm-scale must be a finite number; got {args.lm_scale}")
+    _check_lm_scale(args.lm_scale)  # (checked here, not blamed on the first lattice)
     if args.beam is not None and not args.beam > 0:
         raise WfstDecodeError(f"--beam must be > 0 (inf: exact); got {args.beam}")
     if not abs(args.word_insertion_penalty) <= MAX_COST_TERM:  # also NaN

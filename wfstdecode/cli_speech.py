@@ -10,12 +10,12 @@ import sys
 from .cli_common import (
     DECODE_OPTIONS,
     boosts_of,
+    ctc_options,
     escaped_id,
     transducer_beam_options,
     transducer_flags_given,
 )
 from .cli_rescore import rescoring_flags_given
-from .ctc import CtcBeamOptions
 from .errors import InputFileError, WfstDecodeError
 from .results import finite_or_none
 from .safe_io import json_line
@@ -56,13 +56,12 @@ def transcribe_command(args: argparse.Namespace) -> int:
 
     defaults = dataclasses.asdict(SPEECH_OPTIONS)
     given = {n: v for n in DECODE_OPTIONS if (v := getattr(args, n)) is not None}
-    options = CtcBeamOptions(**{**defaults, **given})
-    boosts = boosts_of(args)
     if args.transducer:  # (refused before the phone model loads)
         ctc_given = [n for n in DECODE_OPTIONS if n != "nbest" and getattr(args, n) is not None]
         if (
             args.graph
-            or boosts
+            or args.boost
+            or args.boost_file  # (even one with no phrases: given, so refused)
             or ctc_given
             or args.backend != "auto"
             or rescoring_flags_given(args)
@@ -75,6 +74,9 @@ def transcribe_command(args: argparse.Namespace) -> int:
         raise WfstDecodeError(f"{', '.join(flags)}: the transducer beam search's (with "
                               "--transducer); the graph search's width is --beam / "
                               "--max-active")  # fmt: skip
+    else:  # (the graph search's options: not built for --transducer, whose --nbest is its own)
+        options = ctc_options({**defaults, **given})
+        boosts = boosts_of(args)
     rescore = graph = None
     if not args.transducer:
         from .cli_rescore import rescoring

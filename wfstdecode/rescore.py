@@ -34,6 +34,9 @@ LN10 = math.log(10.0)
 BOS, EOS, UNK = "<s>", "</s>", "<unk>"
 # KenLM's log10 probability for a word the model lacks when it has no <unk>
 MISSING_WORD_LOG10 = -100.0
+# |lm_scale| at most this (as the acoustic scale): a larger one overflows the lattices' float32
+# costs to inf, and every rescored path is lost
+MAX_LM_SCALE = 1e3
 
 
 class NgramLm:
@@ -254,9 +257,10 @@ def _check_scale(lm_scale) -> None:
     if (
         isinstance(lm_scale, bool)
         or not isinstance(lm_scale, numbers.Real)
-        or not math.isfinite(lm_scale)
+        or not abs(lm_scale) <= MAX_LM_SCALE  # also NaN
     ):
-        raise OptionsError(f"lm_scale must be a finite number; got {lm_scale!r}")
+        raise OptionsError(f"lm_scale must be a number in [-{MAX_LM_SCALE:g}, {MAX_LM_SCALE:g}]; "
+                           f"got {lm_scale!r}")  # fmt: skip
 
 
 def rescore(
