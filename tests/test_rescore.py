@@ -867,3 +867,24 @@ def test_determinize_lattice_without_an_archive_to_write_is_refused(tmp_path, ca
     captured = capsys.readouterr()
     assert "--out" in captured.err and not captured.out
     assert main([*rescore_cmd, "--out", str(tmp_path / "r.ark"), flag]) == 0
+
+
+def test_a_lattice_rescoring_leaves_without_a_path_keeps_the_first_pass_and_says_so(tmp_path):
+    """Where the rescored lattice has no complete path (every cost overflowed, say), the first
+    pass's hypotheses come back — now with a note; before, unsaid, as if rescored."""
+    from dataclasses import replace
+
+    from wfstdecode.ctc import search
+
+    g, lp, lengths, old, new = _first_pass(tmp_path, 5)
+    options = CtcBeamOptions(lattice_beam=8.0, nbest=2)
+    plain = decode_ctc(lp, lengths, g, options)
+
+    class Lost(LmRescoring):
+        def apply(self, lattice, words):  # (no final node left)
+            return replace(lattice, final=np.full(lattice.num_nodes, np.inf), _cache={})
+
+    lost = Lost(str(new), str(old))
+    for got, want in zip(decode_ctc(lp, lengths, g, options, rescore=lost), plain, strict=True):
+        assert [h.words for h in got] == [h.words for h in want]
+        assert all(h.notes[-1] == search.NOT_RESCORED for h in got)

@@ -165,6 +165,10 @@ def lattice_results(problem: SearchProblem, raws: list, pruned: list,
     first_lats = [None if r else lat for lat, r in zip(pruned, rescored, strict=True)]
     hyps = to_hypotheses(problem, nbest_results(problem, first_raws, first_lats, n))
     hyps = [h if b is None else b for h, b in zip(hyps, better, strict=True)]
+    if rescore is not None:  # a lattice rescoring left without a complete path: say so
+        hyps = [[changed(h, notes=(*h.notes, NOT_RESCORED)) for h in utt]
+                if lat is not None and b is None else utt
+                for utt, lat, b in zip(hyps, pruned, better, strict=True)]  # fmt: skip
     posterior = final
     # (with an oov slot no posterior is used: spelled words are several lattice labels each)
     if options.posteriors == "determinized" and problem.oov is None:  # beam lowered if need be
@@ -180,6 +184,9 @@ def lattice_results(problem: SearchProblem, raws: list, pruned: list,
     return hyps, final
 
 
+NOT_RESCORED = (
+    "rescoring left the lattice no complete path: the first pass's hypotheses, not rescored"
+)
 UNDETERMINIZED = (
     "word determinization passed its limits even at its smallest lattice beam "
     "(many exactly tied paths): posteriors of the state-level lattice instead"
