@@ -712,3 +712,33 @@ def test_decode_rescore_lm_on_a_slot_graph_is_refused_before_the_lms_are_read(tm
                  missing]) == 2  # fmt: skip
     err = capsys.readouterr().err
     assert "oov slot" in err and "TLG.npz" in err and "missing" not in err
+
+
+def test_a_spelled_word_on_a_graph_without_separator_or_lexicon_starts_at_its_first_token(
+    tmp_path,
+):
+    """A graph read from OpenFst (no separator, no pronunciations: word times from the labels'
+    arcs) times a spelled word by its own tokens: its ``<oov>`` arc, taken before any of them
+    (right after the last word's token), once gave it that arc's frame as its start, inside the
+    word before it."""
+    from wfstdecode import DecodingGraph
+    from wfstdecode.graph.lexicon import LexiconEntry
+
+    arpa = tmp_path / "lm.arpa"
+    arpa.write_text("\\data\\\nngram 1=4\n\n\\1-grams:\n-1.0 <s>\n-0.5 </s>\n-0.3 ab\n"
+                    "-1.0 <unk>\n\n\\end\\\n")  # fmt: skip
+    tokens = SymbolTable.from_list(["<blk>", "A", "B", "C"])
+    for topology in ("normal", "compact", "minimal"):
+        built = build_tlg(tokens, [LexiconEntry("ab", ("A", "B"))], arpa, topology,
+                          oov_slot={"spelling": "lexicon"}).graph  # fmt: skip
+        built.to_openfst(tmp_path / "TLG.fst")
+        g = DecodingGraph.from_openfst(tmp_path / "TLG.fst", built.tokens, built.words,
+                                       topology=topology)  # fmt: skip
+        frames = ["A", "<blk>", "B", "<blk>", "<blk>", "<blk>", "C", "<blk>", "A", "<blk>"]
+        lp = np.full((1, len(frames), g.num_tokens), -20.0, np.float32)
+        lp[0, np.arange(len(frames)), [tokens.id(c) for c in frames]] = 0.0
+        for graph in (built, g):
+            h = decode_ctc(lp, None, graph, CtcBeamOptions(beam=30.0), {"ca": 5.0},
+                           oov_lexicon={"ca": "C A"})[0][0]  # fmt: skip
+            assert h.words == ("ab", "ca")
+            assert h.word_timestamps == ((0, 2), (6, 8)), (topology, graph is g)

@@ -169,10 +169,13 @@ def _with_notes(h: Hypothesis, notes) -> Hypothesis:
     )  # fmt: skip
 
 
-def _collapse_spelled(oov, labels: list, spans: list, offsets: list, utterances: list):
+def _collapse_spelled(oov, labels: list, spans: list, timed: list, offsets: list,
+                      utterances: list):  # fmt: skip
     """Each path's spelled runs ``<oov> … </oov>`` as one word (`OovSpeller.collapse`, named by
     the path's utterance), spanning the frames of its spelled tokens: ``(word ids, (word, token
-    ids) of each spelled word or None, spans, offsets)``."""
+    ids) of each spelled word or None, spans, offsets)``. ``timed[i]``: label ``i``'s span is
+    its tokens' (not the frame of a label arc with no token after it, as ``<oov>`` and
+    ``</oov>`` may be: the word starts at its first token, ends at its last)."""
     ids, spelled, out_spans, out_off = [], [], [], [0]
     for k in range(len(offsets) - 1):
         w0, w1 = offsets[k], offsets[k + 1]
@@ -185,10 +188,11 @@ def _collapse_spelled(oov, labels: list, spans: list, offsets: list, utterances:
             path_ids, path_spelled, label_spans = oov.collapse(path, utterances[k])
             ids += path_ids
             spelled += path_spelled
-            for word, (first, last) in zip(path_spelled, label_spans, strict=True):
-                if word is not None and last > first and path[last] == oov.slot.close:
-                    last -= 1  # </oov> sits after the word's last token
-                out_spans.append((spans[w0 + first][0], spans[w0 + last][1]))
+            for first, last in label_spans:
+                with_tokens = [i for i in range(w0 + first, w0 + last + 1) if timed[i]]
+                if not with_tokens:  # (no token at all: the frame of its first label's arc)
+                    with_tokens = [w0 + first]
+                out_spans.append((spans[with_tokens[0]][0], spans[with_tokens[-1]][1]))
         out_off.append(len(ids))
     return ids, spelled, out_spans, out_off
 
@@ -202,9 +206,10 @@ def _path_arrays(arc, frame, offsets, ilabel, arc_source, next_state, olabel, nu
     * tokens: id, first frame, last frame, and ``tok_off`` (path k's at ``tok_off[k]:``);
     * emitting arcs: path, frame and column read (for the acoustic scores);
     * words: id, start and end frame, ``w_off``; the span from the word's output arc to the
-      next word's, or, with a ``separator`` (>= 0), the path's separator runs where there are as
-      many as words (at least as many on a path cut short: ``final[k]`` False): ``split[k]``
-      (`token_spans`' first rule), the other paths' left to the caller.
+      next word's (``w_timed``: there is a token between them; if not, the arc's frame), or,
+      with a ``separator`` (>= 0), the path's separator runs where there are as many as words
+      (at least as many on a path cut short: ``final[k]`` False): ``split[k]`` (`token_spans`'
+      first rule), the other paths' left to the caller.
     """
     P = offsets.shape[0] - 1
     n = arc.shape[0]
@@ -242,6 +247,7 @@ def _path_arrays(arc, frame, offsets, ilabel, arc_source, next_state, olabel, nu
             prev = il
         tok_off[k + 1] = n_tok
     w_id, w_start, w_end = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+    w_timed = np.zeros(n, np.bool_)
     w_off = np.zeros(P + 1, np.int64)
     split = np.zeros(P, np.bool_)
     n_w = 0
@@ -258,6 +264,7 @@ def _path_arrays(arc, frame, offsets, ilabel, arc_source, next_state, olabel, nu
             first = np.searchsorted(tok_pos[:n_tok], i)  # the first token at or after the arc
             w_id[n_w] = olabel[arc[i]]
             if first < n_tok and tok_pos[first] < nxt:
+                w_timed[n_w] = True
                 w_start[n_w] = tok_first[first]
                 w_end[n_w] = nonblank_frame[np.searchsorted(nonblank_pos[:n_nb], nxt) - 1]
             else:
@@ -285,8 +292,8 @@ def _path_arrays(arc, frame, offsets, ilabel, arc_source, next_state, olabel, nu
             if t + 1 == tok_off[k + 1] or tok_id[t + 1] == separator:
                 w += 1
     return (tok_id[:n_tok], tok_first[:n_tok], tok_last[:n_tok], tok_off, e_path[:n_e],
-            e_frame[:n_e], e_col[:n_e], w_id[:n_w], w_start[:n_w], w_end[:n_w], w_off,
-            split)  # fmt: skip
+            e_frame[:n_e], e_col[:n_e], w_id[:n_w], w_start[:n_w], w_end[:n_w], w_timed[:n_w],
+            w_off, split)  # fmt: skip
 
 
 def _batch_hypotheses(problem: SearchProblem, batch: PathBatch) -> list[Hypothesis]:
@@ -302,10 +309,10 @@ def _batch_hypotheses(problem: SearchProblem, batch: PathBatch) -> list[Hypothes
     # with an oov slot the labels are collapsed into words first (a spelled word is several
     # labels), so every path's spans come from `token_spans` below
     runs_of = -1 if separator is None or problem.oov is not None else separator
-    (tok_id, tok_first, tok_last, tok_off, e_path, e_frame, e_col, w_id, w_start, w_end, w_off,
-     split) = _path_arrays(arc, frame, offsets, g.ilabel, g.arc_source, g.next_state, g.olabel,
-                           g.num_emitting_arcs, problem.blank_ilabel, runs_of, final,
-                           merges_repeats(g))  # fmt: skip
+    (tok_id, tok_first, tok_last, tok_off, e_path, e_frame, e_col, w_id, w_start, w_end, w_timed,
+     w_off, split) = _path_arrays(arc, frame, offsets, g.ilabel, g.arc_source, g.next_state,
+                                  g.olabel, g.num_emitting_arcs, problem.blank_ilabel, runs_of,
+                                  final, merges_repeats(g))  # fmt: skip
     tok_ids, tok_frames, tok_ends = tok_id.tolist(), tok_first.tolist(), tok_last.tolist()
     tok_off = tok_off.tolist()
     label_ids = word_ids = w_id.tolist()
@@ -313,7 +320,8 @@ def _batch_hypotheses(problem: SearchProblem, batch: PathBatch) -> list[Hypothes
     label_off = w_off = w_off.tolist()
     spelled: list = [None] * len(word_ids)
     if problem.oov is not None:
-        word_ids, spelled, spans, w_off = _collapse_spelled(problem.oov, word_ids, spans, w_off,
+        word_ids, spelled, spans, w_off = _collapse_spelled(problem.oov, word_ids, spans,
+                                                            w_timed.tolist(), w_off,
                                                             path_b.tolist())  # fmt: skip
     prons = g.pronunciations.by_word if g.pronunciations is not None else None
     if separator is not None or prons is not None:
