@@ -27,6 +27,9 @@ def add_import_parser(sub) -> None:
                    help="how T was built; minimal: a self-loop is a new token, not a CTC "
                         "repeat (default: repeats merge, as in normal and compact)")  # fmt: skip
     p.add_argument("--separator", help="word-separator token (e.g. '|')")
+    p.add_argument("--lexicon", type=Path,
+                   help="the build's lexicon (word tok1 tok2 ...): word times follow the "
+                        "pronunciations on a graph without a separator")  # fmt: skip
     p.add_argument("--out", required=True, type=Path, help="graph directory to write")
     p.add_argument("--force", action="store_true",
                    help="replace a graph directory wfstdecode wrote")  # fmt: skip
@@ -42,7 +45,12 @@ def import_graph_command(args: argparse.Namespace) -> Path:
     check_out_dir(args.out, args.force)  # before a large graph is read
     started = time.perf_counter()
     graph = DecodingGraph.from_openfst(
-        args.fst, args.tokens, args.words, topology=args.topology, separator=args.separator
+        args.fst,
+        args.tokens,
+        args.words,
+        topology=args.topology,
+        separator=args.separator,
+        lexicon=args.lexicon,
     )
     stage = {
         "stage": "import",
@@ -54,7 +62,8 @@ def import_graph_command(args: argparse.Namespace) -> Path:
     print_stage(stage)
     build = TlgBuild(graph, graph.to_arrays(), graph.words, stages=[stage])
     info = {"imported_from": str(args.fst.absolute()), "tokens": str(args.tokens),
-            "words": str(args.words)}  # fmt: skip
+            "words": str(args.words),
+            **({"lexicon": str(args.lexicon)} if args.lexicon else {})}  # fmt: skip
     out = write_graph_dir(build, args.out, info, force=args.force)
     print(f"wrote {out}: {graph.summary()}")
     return out

@@ -161,7 +161,7 @@ class DecodingGraph:
     def from_openfst(
         cls, path: str | os.PathLike, tokens: SymbolTable | str | os.PathLike | None = None,
         words: SymbolTable | str | os.PathLike | None = None, *,
-        topology: str | None = None, separator: str | None = None,
+        topology: str | None = None, separator: str | None = None, lexicon=None,
     ) -> DecodingGraph:  # fmt: skip
         """Load an OpenFst binary graph (e.g. a TLG.fst / HLG.fst from Kaldi, icefall or riva
         scripts) whose input labels are token id + 1 and output labels are word ids.
@@ -176,7 +176,11 @@ class DecodingGraph:
         are left out (`model_tokens`). A word table ending with the labels of ``build-tlg
         --oov-slot`` (``<oov>``, ``</oov>``, ``<oov:TOKEN>``…) gives the graph that slot, closed
         unless boosted, its words spelled from the pronunciations given at decode time
-        (``oov_lexicon``: the file does not say how the build spelled them)."""
+        (``oov_lexicon``: the file does not say how the build spelled them). ``lexicon``: the
+        build's lexicon (a ``word tok1 tok2 …`` file, or `LexiconEntry` objects), so that word
+        times follow the words' pronunciations on a graph without a separator (without it they
+        fall back to the spans between output labels, which determinization moves); words the
+        word table lacks are left out with a warning."""
         from .graph.oov_slot import OPEN as OOV_OPEN
         from .graph.oov_slot import OovSlot, is_slot_label
         from .graph.topo import TOPOLOGIES
@@ -230,8 +234,11 @@ class DecodingGraph:
                                  "disambiguation symbols; remove them before the import (e.g. "
                                  "fstrmsymbols with their ids, as Kaldi's mkgraph.sh "
                                  "does)")  # fmt: skip
+        pronunciations = None
+        if lexicon is not None:
+            pronunciations = _lexicon_pronunciations(lexicon, tokens, words, path)
         try:
-            graph = cls.from_arrays(fst, tokens, words, metadata)
+            graph = cls.from_arrays(fst, tokens, words, metadata, pronunciations)
         except GraphError as exc:
             raise GraphError(f"{path}: {exc}") from None
         if "oov_slot" in metadata:
@@ -418,6 +425,25 @@ class DecodingGraph:
         _first_bad("final_cost", final, ~(np.abs(final) <= MAX_COST) & ~np.isposinf(final),
                    f"final costs must be at most {MAX_COST:g} in magnitude, or +inf for a "
                    "non-final state")  # fmt: skip
+
+
+def _lexicon_pronunciations(lexicon, tokens, words, path) -> Pronunciations:
+    """`from_openfst`'s ``lexicon`` as the graph's `Pronunciations`."""
+    import warnings
+
+    from .graph.lexicon import read_lexicon
+
+    if tokens is None or words is None:
+        raise GraphError(f"{path}: a lexicon needs the graph's token and word tables")
+    given = isinstance(lexicon, (str, os.PathLike))
+    entries = read_lexicon(lexicon, tokens) if given else list(lexicon)
+    known = [e for e in entries if e.word in words]
+    if missing := sorted({e.word for e in entries} - {e.word for e in known}):
+        shown = ", ".join(map(repr, missing[:5])) + (", ..." if len(missing) > 5 else "")
+        name = lexicon if given else "lexicon"
+        warnings.warn(f"{name}: {len(missing)} words are not in the word table, their "
+                      f"pronunciations left out: {shown}", stacklevel=3)  # fmt: skip
+    return Pronunciations.from_lexicon(known, tokens, words)
 
 
 def _special(symbol: str) -> bool:

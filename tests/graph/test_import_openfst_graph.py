@@ -220,3 +220,35 @@ def test_an_imported_graph_with_an_oov_slot_keeps_the_slot_closed(tmp_path):
     assert h.words == ("ba",)
     with pytest.raises(GraphError, match="--separator"):
         DecodingGraph.from_openfst(tmp_path / "TLG.fst", built.tokens, built.words)
+
+
+def test_a_lexicon_given_gives_word_times_from_the_pronunciations(tmp_path):
+    """Without a separator a graph's word times come from its lexicon (`Pronunciations`), which
+    an OpenFst file does not hold: imported, they fell back to the spans between output labels,
+    which determinization moves. ``lexicon=`` / ``import-graph --lexicon`` give it back."""
+    words = ["ab", "abb", "b", "ba"]
+    lexicon = [LexiconEntry(w, tuple(w)) for w in words]
+    arpa = "".join(f"-0.5 {w}\n" for w in words)
+    (tmp_path / "lm.arpa").write_text(f"\\data\\\nngram 1={len(words) + 2}\n\n\\1-grams:\n"
+                                      f"-1.0 <s>\n-0.5 </s>\n{arpa}\n\\end\\\n")  # fmt: skip
+    built = build_tlg(TOKENS, lexicon, str(tmp_path / "lm.arpa"), "compact").graph
+    built.to_openfst(tmp_path / "TLG.fst")
+    (tmp_path / "lexicon.txt").write_text("".join(f"{w} {' '.join(w)}\n" for w in words))
+    bare = DecodingGraph.from_openfst(tmp_path / "TLG.fst", built.tokens, built.words)
+    told = DecodingGraph.from_openfst(tmp_path / "TLG.fst", built.tokens, built.words,
+                                      lexicon=tmp_path / "lexicon.txt")  # fmt: skip
+    differ = 0
+    for n in range(1, 6):
+        for labels in itertools.product(["<blk>", "a", "b"], repeat=n):
+            want = _best(built, labels)
+            assert _best(told, labels) == want, labels
+            differ += _best(bare, labels) != want
+    assert differ > 10
+    with pytest.warns(UserWarning, match="1 words are not in the word table.*'zz'"):
+        DecodingGraph.from_openfst(tmp_path / "TLG.fst", built.tokens, built.words,
+                                   lexicon=[*lexicon, LexiconEntry("zz", ("b",))])  # fmt: skip
+    built.tokens.write(tmp_path / "tokens.txt")
+    built.words.write(tmp_path / "words.txt")
+    out = _import(tmp_path, "--lexicon", tmp_path / "lexicon.txt", "--out", tmp_path / "g")
+    assert out.returncode == 0, out.stderr
+    assert DecodingGraph.load(tmp_path / "g").pronunciations is not None
