@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import weakref
 from concurrent import futures
+from dataclasses import replace
 from typing import NamedTuple
 
 import numba
@@ -411,6 +412,10 @@ def _run_interruptibly(problem, lanes, rows, tuning):
     where it is called, signals deferred till it returns."""
     cancel = np.zeros(1, np.int32)
     if int(problem.lengths[lanes].sum()) > DIRECT_FRAMES:
+        # Numba's thread count is per thread: the caller's holds on the worker too (asked only
+        # where this process may start the threading layer: asking starts it)
+        if tuning.num_threads is None and claim_parallel():
+            tuning = replace(tuning, num_threads=numba.get_num_threads())
         return on_worker(_run, problem, lanes, rows, tuning, cancel, cancel=cancel)
     return signals_deferred(_run, problem, lanes, rows, tuning, cancel)
 
@@ -490,9 +495,11 @@ class CpuStreams:
     def map(self, fn, jobs) -> list:
         """``[fn(job) for job in jobs]`` on this backend's threads (for functions that spend
         their time in Numba code that releases the GIL)."""
-        claim_parallel()  # (asking for the count starts the threading layer)
+        # (asking for the count starts the threading layer.) In a forked child, in turn, as
+        # `CpuTuning.num_threads` says: a pool the parent made has no threads here
+        parallel = claim_parallel()
         threads = self.tuning.num_threads or numba.get_num_threads()
-        if threads == 1 or len(jobs) == 1:
+        if threads == 1 or len(jobs) == 1 or not parallel:
             return [signals_deferred(fn, job) for job in jobs]
         with self._pool_made:  # (threads calling at once make one pool)
             if self._pool is None:
@@ -500,7 +507,12 @@ class CpuStreams:
         # the submits and waits too: a handler raising inside the executor's Python-level locks
         # (a new thread's start, a Future's Condition.wait) can break them for good
         done = signals_deferred(lambda: [self._pool.submit(fn, job) for job in jobs])
-        return [signals_deferred(job.result) for job in done]
+        try:
+            return [signals_deferred(job.result) for job in done]
+        except BaseException:  # (a Ctrl-C, or a job's error): the jobs not started never run
+            for job in done:
+                job.cancel()
+            raise
 
     def advance_keeping(self, jobs) -> list[tuple]:
         """`advance` each job, keeping every token frame's survivors: ``(state,

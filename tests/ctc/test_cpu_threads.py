@@ -1,0 +1,101 @@
+"""The cpu backend's threads: a stream decoder carried into a forked child, the jobs of a
+thread pool call that raised, and the thread count of a search handed to the worker thread."""
+
+import os
+import subprocess
+import sys
+import threading
+import time
+from contextlib import contextmanager
+
+import numba
+import pytest
+
+import wfstdecode.ctc.cpu as cpu
+from wfstdecode.ctc import CpuTuning, CtcBeamOptions, decode_ctc
+from wfstdecode.ctc.cpu import DIRECT_FRAMES, CpuStreams
+from wfstdecode.testing import random_graph, random_log_probs
+
+FORKED_STREAMS = """
+import os, sys
+from wfstdecode.ctc import CpuTuning, CtcBeamOptions, CtcStreamDecoder
+from wfstdecode.testing import random_graph, random_log_probs
+g = random_graph(3)
+lp = random_log_probs(3, 3, 20, g.num_tokens)
+d = CtcStreamDecoder(g, CtcBeamOptions(beam=6.0), tuning=CpuTuning(num_threads=2))
+
+def use():
+    sids = [d.open() for _ in range(3)]
+    d.advance({sid: lp[i] for i, sid in enumerate(sids)})  # (a group: on the pool)
+    return [d.finish(sid) for sid in sids]
+
+want = use()  # the parent made the decoder's thread pool
+pid = os.fork()
+if pid == 0:  # a server that made its decoder before forking its workers
+    os._exit(0 if use() == want else 3)
+sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_a_stream_decoder_carried_into_a_forked_child_streams_there():
+    """The pool the parent made has no threads in the child: a group of streams advanced
+    there waited for ever on jobs no thread would run. The child advances them in turn."""
+    run = subprocess.run([sys.executable, "-c", FORKED_STREAMS], capture_output=True,
+                         text=True, timeout=60)  # fmt: skip
+    assert run.returncode == 0, run.stderr
+
+
+def test_the_jobs_of_a_map_that_raised_are_not_run():
+    """A Ctrl-C (or a job's error) out of `CpuStreams.map` — a lattice decode's searches —
+    left every queued job to run in the background, and the interpreter's exit waited for them
+    all (seconds to minutes after a Ctrl-C on a large batch)."""
+    streams = CpuStreams(CpuTuning(num_threads=2))
+    ran = []
+
+    def job(i):
+        if i == 0:
+            raise KeyboardInterrupt
+        time.sleep(0.2)  # (long against a loaded machine's delays: a few run, not 39)
+        ran.append(i)
+
+    with pytest.raises(KeyboardInterrupt):
+        streams.map(job, list(range(40)))
+    streams._pool.shutdown(wait=True)
+    assert len(ran) < 10, ran  # (those already running finish)
+
+
+@contextmanager
+def _threads_seen(seen):
+    original = cpu.numba_threads
+
+    @contextmanager
+    def spy(count):
+        with original(count) as n:
+            seen.append(n)
+            yield n
+
+    cpu.numba_threads = spy
+    try:
+        yield
+    finally:
+        cpu.numba_threads = original
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs 2 Numba threads")
+def test_a_long_search_keeps_the_callers_numba_thread_count():
+    """``num_threads=None`` keeps Numba's setting, which is per thread: a search long enough
+    to run on the worker thread took the worker's (Numba's default), not the caller's."""
+    assert threading.current_thread() is threading.main_thread()
+    g = random_graph(3)
+    lp = random_log_probs(3, 4, DIRECT_FRAMES, g.num_tokens)  # (1024 frames: on the worker)
+    want = decode_ctc(lp, None, g, CtcBeamOptions(beam=6.0), backend="cpu", num_threads=1)
+    before, seen = numba.get_num_threads(), []
+    numba.set_num_threads(1)
+    try:
+        with _threads_seen(seen):
+            got = decode_ctc(lp, None, g, CtcBeamOptions(beam=6.0), backend="cpu")
+    finally:
+        numba.set_num_threads(before)
+    assert got == want
+    assert seen == [1]
