@@ -99,3 +99,23 @@ def test_a_long_search_keeps_the_callers_numba_thread_count():
         numba.set_num_threads(before)
     assert got == want
     assert seen == [1]
+
+
+FORKED_CACHE = """
+import os, sys
+from wfstdecode.ctc import phrase_cache
+phrase_cache._LOCK.acquire()  # (as another thread compiling a list at the fork)
+pid = os.fork()
+if pid == 0:
+    os._exit(0 if phrase_cache._LOCK.acquire(timeout=5) else 3)
+sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+"""
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="no fork on this platform")
+def test_the_phrase_cache_lock_is_free_in_a_forked_child():
+    """A child forked while another thread held the compiled-list cache's lock waited on it
+    for ever at its first decode with a list of 64 phrases or more."""
+    run = subprocess.run([sys.executable, "-c", FORKED_CACHE], capture_output=True, text=True,
+                         timeout=60)  # fmt: skip
+    assert run.returncode == 0, run.stderr

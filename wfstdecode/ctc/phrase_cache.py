@@ -17,6 +17,7 @@ since been dropped (a service that reloads its graph) goes with it, not kept unt
 
 from __future__ import annotations
 
+import os
 import threading
 import weakref
 from collections import OrderedDict
@@ -25,6 +26,8 @@ MIN_PHRASES = 64
 MAX_KEPT_PHRASES = 200_000
 
 _LOCK = threading.Lock()
+# A child forked while another thread held it would wait on it for ever: the child's is new.
+os.register_at_fork(after_in_child=_LOCK._at_fork_reinit)
 _ENTRIES: OrderedDict = OrderedDict()  # key -> _Entry
 _BY_RESOLVED: dict[int, object] = {}  # id(resolved mapping) -> key, for its automaton
 _KEPT = [0]  # phrases held
