@@ -73,3 +73,25 @@ def test_transcribe_transducer_refuses_a_boost_file_even_an_empty_one(tmp_path, 
     assert "--nbest must be >= 1" in err and "CtcBeamOptions" not in err
     assert main(["transcribe", "--posteriors", "determinized", audio]) == 2
     assert "--lattice-beam" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "flags, said",
+    [
+        (["--workers", "0"], "argument --workers: must be at least 1; got 0"),
+        (["--threads-per-worker", "0"], "argument --threads-per-worker: must be at least 1"),
+        (["--max-attempts", "x"], "argument --max-attempts: expected a whole number >= 1"),
+        (["--shard-timeout", "nan"], "argument --shard-timeout: must be a positive number"),
+    ],
+)
+def test_decode_corpus_names_the_flag_of_a_refused_run_option(graph_and_log_probs, tmp_path,
+                                                              capsys, flags, said):  # fmt: skip
+    """They were said by the library's names ('workers must be at least 1',
+    'CtcBeamOptions.num_threads ...'), after the graph was loaded; now by argparse, naming the
+    flag, before anything is read or written."""
+    graph, emissions = graph_and_log_probs
+    with pytest.raises(SystemExit) as exit_:
+        main(["decode-corpus", emissions, "--graph", graph, "--out", str(tmp_path / "out"),
+              "--executor", "local", *flags])  # fmt: skip
+    assert exit_.value.code == 2 and said in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()

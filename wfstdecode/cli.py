@@ -316,6 +316,28 @@ def demo_command(args: argparse.Namespace) -> None:
     run_speech_demo()
 
 
+def _count(text: str) -> int:
+    """An argparse type: a whole number >= 1 (said of its flag by argparse)."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number >= 1; got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1; got {value}")
+    return value
+
+
+def _seconds(text: str) -> float:
+    """An argparse type: a finite number of seconds > 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds; got {text!r}") from None
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds; got {value}")
+    return value
+
+
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="wfstdecode",
@@ -453,12 +475,12 @@ def make_parser() -> argparse.ArgumentParser:
                    help="auto: Ray when installed, else local processes")  # fmt: skip
     p.add_argument("--address", help="Ray cluster to join (e.g. auto, ray://head:10001); "
                    "default: start Ray on this machine")  # fmt: skip
-    p.add_argument("--workers", type=int, help="workers (default: CPUs / threads, or GPUs)")
-    p.add_argument("--threads-per-worker", type=int, default=1,
+    p.add_argument("--workers", type=_count, help="workers (default: CPUs / threads, or GPUs)")
+    p.add_argument("--threads-per-worker", type=_count, default=1,
                    help="threads per worker (Numba; torch with --transducer)")  # fmt: skip
-    p.add_argument("--max-attempts", type=int, default=3,
+    p.add_argument("--max-attempts", type=_count, default=3,
                    help="tries per shard if its worker dies or an error may pass")  # fmt: skip
-    p.add_argument("--shard-timeout", type=float, metavar="SECONDS",
+    p.add_argument("--shard-timeout", type=_seconds, metavar="SECONDS",
                    help="stop a worker that holds a shard this long; retry the shard")  # fmt: skip
     p.add_argument("--frame-shift", type=float, help="seconds per frame: word times, RTFx")
     add_text_argument(p, "the shards' texts")

@@ -535,10 +535,11 @@ def test_a_bad_thread_count_is_refused_before_any_shard(corpus, tmp_path, capsys
     from wfstdecode.corpus import TransducerCorpusDecoder
 
     out = tmp_path / "out"
-    code = main(["decode-corpus", str(corpus.shard_dir), "--graph", str(corpus.graph_path),
-                 "--out", str(out), "--executor", "local", "--workers", "1", "--quiet",
-                 "--threads-per-worker", threads])  # fmt: skip
-    assert code == 2 and "num_threads" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:  # (argparse's, naming the flag)
+        main(["decode-corpus", str(corpus.shard_dir), "--graph", str(corpus.graph_path),
+              "--out", str(out), "--executor", "local", "--workers", "1", "--quiet",
+              "--threads-per-worker", threads])  # fmt: skip
+    assert exit_.value.code == 2 and "--threads-per-worker" in capsys.readouterr().err
     assert not out.exists()
     with pytest.raises(WfstDecodeError, match="num_threads"):
         TransducerCorpusDecoder("rnnt", num_threads=int(threads))
