@@ -5,7 +5,6 @@ import os
 import subprocess
 import sys
 import threading
-import time
 from contextlib import contextmanager
 
 import numba
@@ -49,20 +48,22 @@ def test_a_stream_decoder_carried_into_a_forked_child_streams_there():
 def test_the_jobs_of_a_map_that_raised_are_not_run():
     """A Ctrl-C (or a job's error) out of `CpuStreams.map` — a lattice decode's searches —
     left every queued job to run in the background, and the interpreter's exit waited for them
-    all (seconds to minutes after a Ctrl-C on a large batch)."""
+    all (seconds to minutes after a Ctrl-C on a large batch). The jobs wait at a gate opened
+    only after the map raised: only those already on a thread (one per thread) may start."""
     streams = CpuStreams(CpuTuning(num_threads=2))
-    ran = []
+    gate, started = threading.Event(), []
 
     def job(i):
         if i == 0:
             raise KeyboardInterrupt
-        time.sleep(0.2)  # (long against a loaded machine's delays: a few run, not 39)
-        ran.append(i)
+        started.append(i)
+        gate.wait(timeout=60)
 
     with pytest.raises(KeyboardInterrupt):
         streams.map(job, list(range(40)))
+    gate.set()
     streams._pool.shutdown(wait=True)
-    assert len(ran) < 10, ran  # (those already running finish)
+    assert len(started) <= 2, started  # (was all 39)
 
 
 @contextmanager

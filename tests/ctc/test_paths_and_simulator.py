@@ -186,6 +186,22 @@ def test_word_times_span_the_tokens_that_spell_the_word(separator_graph, seed):
     assert right >= 4  # mostly the sentences simulated
 
 
+def _checked_against_the_oracle(p, raw):
+    """Each decoded path's hypothesis, checked field by field against the one-path oracle
+    (`path_hypothesis`): ``(whether it reached a final state, hypothesis)``."""
+    from wfstdecode.ctc._paths import NOTE_NO_FINAL, to_hypotheses
+    from wfstdecode.testing.paths import path_hypothesis
+
+    for b, (r, hyps) in enumerate(zip(raw, to_hypotheses(p, raw), strict=True)):
+        final = not r.status & 1
+        notes = () if final else (NOTE_NO_FINAL,)
+        for (arcs, frames, _), h in zip(r.paths, hyps, strict=True):
+            oracle = path_hypothesis(p, b, arcs, frames, final, notes)
+            for field in ("tokens", "timestamps", "words", "word_timestamps", "notes"):
+                assert getattr(oracle, field) == getattr(h, field), field
+            yield final, h
+
+
 @pytest.mark.parametrize("keep_pronunciations", [True, False])
 def test_batched_word_spans_equal_the_one_path_version_on_paths_cut_short(
     separator_graph, keep_pronunciations
@@ -195,10 +211,8 @@ def test_batched_word_spans_equal_the_one_path_version_on_paths_cut_short(
     pronunciations or the output arcs for the others) equal the one-path oracle's."""
     from dataclasses import replace
 
-    from wfstdecode.ctc._paths import NOTE_NO_FINAL, to_hypotheses
     from wfstdecode.ctc.cpu import decode_cpu
     from wfstdecode.ctc.search import prepare_problem
-    from wfstdecode.testing.paths import path_hypothesis
 
     g, words = separator_graph
     if not keep_pronunciations:
@@ -216,16 +230,10 @@ def test_batched_word_spans_equal_the_one_path_version_on_paths_cut_short(
         lengths = np.maximum(lengths - rng.integers(0, 4, len(lengths)), 0)
         p = prepare_problem(lp, lengths, g, CtcBeamOptions(beam=10.0, nbest=4), None)
         raw = decode_cpu(p)
-        for b, (r, hyps) in enumerate(zip(raw, to_hypotheses(p, raw), strict=True)):
-            final = not r.status & 1
-            notes = () if final else (NOTE_NO_FINAL,)
-            for (arcs, frames, _), h in zip(r.paths, hyps, strict=True):
-                oracle = path_hypothesis(p, b, arcs, frames, final, notes)
-                for field in ("tokens", "timestamps", "words", "word_timestamps", "notes"):
-                    assert getattr(oracle, field) == getattr(h, field), field
-                runs = [t != sep and (i == 0 or h.tokens[i - 1] == sep)
-                        for i, t in enumerate(h.tokens)]  # fmt: skip
-                unsplit += sum(runs) != len(h.words)
+        for _, h in _checked_against_the_oracle(p, raw):
+            runs = [t != sep and (i == 0 or h.tokens[i - 1] == sep)
+                    for i, t in enumerate(h.tokens)]  # fmt: skip
+            unsplit += sum(runs) != len(h.words)
     assert unsplit  # paths whose separator runs are not their words were among them
 
 
@@ -236,13 +244,12 @@ def test_pronunciation_spans_of_paths_cut_short_leave_the_words_still_to_come(tm
     words' pronunciations gives the words' tokens (no split of all of them fits); a final path
     is split whole, as before. The one-path oracle agrees, on decoded paths too."""
     from wfstdecode import SymbolTable
-    from wfstdecode.ctc._paths import NOTE_NO_FINAL, to_hypotheses, token_spans
+    from wfstdecode.ctc._paths import token_spans
     from wfstdecode.ctc.cpu import decode_cpu
     from wfstdecode.ctc.search import prepare_problem
     from wfstdecode.graph import build_tlg
     from wfstdecode.graph.lexicon import spell_lexicon
     from wfstdecode.testing.lm import random_arpa
-    from wfstdecode.testing.paths import path_hypothesis
 
     prons = {1: [(0, 1, 1)], 2: [(0, 1, 0)], 3: [(0,)], 4: [(0, 2)], 5: [(1, 0, 1), (1, 0, 1, 2)]}
     tokens = [0, 1, 1, 0, 2]  # word 1 (s e e), then "a s" of a word to come
@@ -275,19 +282,13 @@ def test_pronunciation_spans_of_paths_cut_short_leave_the_words_still_to_come(tm
         lengths = np.maximum(lengths - rng.integers(0, 6, len(lengths)), 0)
         p = prepare_problem(lp, lengths, g, CtcBeamOptions(beam=10.0, nbest=3), None)
         raw = decode_cpu(p)
-        for b, (r, hyps) in enumerate(zip(raw, to_hypotheses(p, raw), strict=True)):
-            final = not r.status & 1
-            notes = () if final else (NOTE_NO_FINAL,)
-            for (arcs, frames, _), h in zip(r.paths, hyps, strict=True):
-                oracle = path_hypothesis(p, b, arcs, frames, final, notes)
-                for field in ("tokens", "timestamps", "words", "word_timestamps", "notes"):
-                    assert getattr(oracle, field) == getattr(h, field), field
-                split = token_spans(h.tokens, h.word_ids, by_word, None, not final)
-                if final:  # split whole, or not at all
-                    assert split is None or not split or split[-1][1] == len(h.tokens) - 1
-                elif split and split[-1][1] < len(h.tokens) - 1:  # tokens left
-                    assert token_spans(h.tokens, h.word_ids, by_word, None) is None
-                    left += 1
+        for final, h in _checked_against_the_oracle(p, raw):
+            split = token_spans(h.tokens, h.word_ids, by_word, None, not final)
+            if final:  # split whole, or not at all
+                assert split is None or not split or split[-1][1] == len(h.tokens) - 1
+            elif split and split[-1][1] < len(h.tokens) - 1:  # tokens left
+                assert token_spans(h.tokens, h.word_ids, by_word, None) is None
+                left += 1
     assert left  # paths with tokens of words still to come were among them
 
 
