@@ -14,7 +14,10 @@ per-utterance boost lists that travel with the emissions (`decode_npz`, ``decode
 from __future__ import annotations
 
 import os
+import re
 import warnings
+from collections.abc import Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -85,6 +88,16 @@ def load_emissions(path: str | os.PathLike) -> dict:
     """`load_log_probs_npz`'s dict from an ``.npz``, or from a Kaldi table of (frames, tokens)
     matrices (``ark:``/``scp:`` or a ``.ark``/``.scp`` file): padded, its keys as ids, no texts,
     tokens or boosts. Raises `InputFileError`."""
+    data = _emissions(path)
+    if "matrices" in data:
+        matrices = data.pop("matrices")
+        data["log_probs"], data["lengths"] = _padded(matrices, data.pop("width"))
+    return data
+
+
+def _emissions(path) -> dict:
+    """`load_emissions`'s dict, but a Kaldi table's matrices left as they are (``matrices``,
+    ``width``; no ``log_probs``): `decode_npz` pads them batch by batch (`_batches`)."""
     from ..kaldi_matrices import read_kaldi_matrices
     from ..kaldi_tables import is_kaldi_table
 
@@ -103,13 +116,51 @@ def load_emissions(path: str | os.PathLike) -> dict:
                                              "one column per token")  # fmt: skip
     if width == 0:
         raise InputFileError(path, None, "its matrices have no token columns")
-    lengths = np.array([len(m) for m in matrices.values()], np.int64)
-    log_probs = np.zeros((len(matrices), int(lengths.max()), width), np.float32)
-    for b, m in enumerate(matrices.values()):
+    return {"matrices": list(matrices.values()), "width": width, "ids": list(matrices),
+            "texts": None, "tokens": None, "boosts": None}  # fmt: skip
+
+
+def _padded(matrices: list, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(log_probs (B, T_max, width), lengths)`` of these (frames, width) matrices."""
+    lengths = np.array([len(m) for m in matrices], np.int64)
+    log_probs = np.zeros((len(matrices), int(lengths.max(initial=0)), width), np.float32)
+    for b, m in enumerate(matrices):
         if len(m):  # (an empty one is 0 x 0)
             log_probs[b, : len(m)] = m
-    return {"log_probs": log_probs, "lengths": lengths, "ids": list(matrices), "texts": None,
-            "tokens": None, "boosts": None}  # fmt: skip
+    return log_probs, lengths
+
+
+# A Kaldi table is decoded in batches of utterances of similar lengths, each padded to its own
+# longest, at most this many floats each (or one utterance): padding the whole table to its
+# longest utterance took B x T_max x V floats, many times the table (one 30 s utterance among
+# short ones).
+_BATCH_FLOATS = 1 << 26  # 256 MB
+
+
+def _batches(data: dict, batch_floats: int = _BATCH_FLOATS):
+    """``(utterance indices, log_probs, lengths)`` of each batch to decode: an ``.npz``'s
+    arrays whole (padded as stored); a Kaldi table's matrices whole when padded they fit in
+    ``batch_floats``, else by increasing length."""
+    if "matrices" not in data:
+        lp = data["log_probs"]
+        lengths = data["lengths"]
+        if lengths is None:
+            lengths = np.full(lp.shape[0], lp.shape[1], np.int64)
+        yield np.arange(lp.shape[0]), lp, lengths
+        return
+    matrices, width = data["matrices"], data["width"]
+    sizes = np.array([len(m) for m in matrices], np.int64)
+    if len(matrices) * int(sizes.max()) * width <= batch_floats:
+        yield (np.arange(len(matrices)), *_padded(matrices, width))
+        return
+    order = np.argsort(sizes, kind="stable")
+    lo = 0
+    while lo < len(order):
+        hi = lo + 1  # (sorted: the last one is the batch's longest)
+        while hi < len(order) and (hi + 1 - lo) * int(sizes[order[hi]]) * width <= batch_floats:
+            hi += 1
+        yield (order[lo:hi], *_padded([matrices[i] for i in order[lo:hi]], width))
+        lo = hi
 
 
 def read_reference_texts(path: str | os.PathLike) -> dict[str, str]:
@@ -240,17 +291,16 @@ def decode_npz(
     Output: `NpzDecodeResult` with graph and greedy transcripts, and their WER when there are
     reference texts.
     """
-    data = load_emissions(path)
+    data = _emissions(path)
+    ids = data["ids"]
     if check_ids is not None:
-        check_ids(data["ids"])
+        check_ids(ids)
     if references is not None:
-        missing = [u for u in data["ids"] if u not in references]
+        missing = [u for u in ids if u not in references]
         if missing:
             raise DecodeInputError(f"the reference texts have no utterance {missing[0]!r} of "
-                                   f"{path} ({len(missing)} of {len(data['ids'])} "
-                                   "missing)")  # fmt: skip
-        data["texts"] = [references[u] for u in data["ids"]]
-    lp = data["log_probs"]
+                                   f"{path} ({len(missing)} of {len(ids)} missing)")  # fmt: skip
+        data["texts"] = [references[u] for u in ids]
     if data["tokens"] is not None and graph.tokens is not None:
         graph_tokens = [graph.tokens.symbol(i) if _has(graph.tokens, i) else None
                         for i in range(graph.num_tokens)]  # fmt: skip
@@ -272,45 +322,48 @@ def decode_npz(
                                "them there or in the utterance boosts file, not both")  # fmt: skip
     utterance_boosts = utterance_boosts or data["boosts"]
     if utterance_boosts:
-        boosts = _per_utterance(path, data["ids"], boosts, utterance_boosts)
-    lengths = data["lengths"]
-    if lengths is None:
-        lengths = np.full(lp.shape[0], lp.shape[1], np.int64)
-    if _probabilities(lp, lengths):
-        warnings.warn(f"{path}: log_probs holds probabilities (every frame's values are >= 0 "
-                      "and sum to 1), not their logarithms: give log-probabilities (np.log, "
-                      "log_softmax); decoded as given, the graph outweighs them",
-                      stacklevel=2)  # fmt: skip
-    lats = None
-    try:
-        if lattices:
-            if options is None or options.lattice_beam is None:
-                raise OptionsError("lattices need options with lattice_beam set")
-            problem, name, tuning = prepared(lp, lengths, graph, options, boosts, backend,
-                                             tuning, num_threads, oov_lexicon,
-                                             rescore)  # fmt: skip
-            hyps, lats = lattice_decode(problem, name, tuning, rescore) if len(lp) else ([], [])
-        else:
-            hyps = decode_ctc(lp, lengths, graph, options, boosts, backend, tuning=tuning,
-                              num_threads=num_threads, oov_lexicon=oov_lexicon,
-                              rescore=rescore)  # fmt: skip
-    except DecodeInputError as exc:  # e.g. a width the graph cannot read: name the file
-        # (an utterance at fault named by its id: a table's entries are found by name)
-        who = "" if exc.utterance is None else f"utterance {data['ids'][exc.utterance]!r}: "
-        raise DecodeInputError(f"{path}: {who}{exc}", exc.utterance) from None
+        boosts = _per_utterance(path, ids, boosts, utterance_boosts)
+    if lattices and (options is None or options.lattice_beam is None):
+        raise OptionsError("lattices need options with lattice_beam set")
+    B = len(ids)
+    per_utterance = None  # boosts as one list per utterance, sliced for each batch
+    if isinstance(boosts, Sequence) and not isinstance(boosts, (str, bytes)):
+        if len(boosts) != B:
+            raise DecodeInputError(f"boosts must have one entry per utterance of {path} ({B}); "
+                                   f"got {len(boosts)}")  # fmt: skip
+        per_utterance = list(boosts)
+    hyps, greedy, lats = [None] * B, [""] * B, [None] * B if lattices else None
+    frames, warned = [0] * B, False
+    for batch, lp, lengths in _batches(data):
+        if not warned and _probabilities(lp, lengths):
+            warned = True
+            warnings.warn(f"{path}: log_probs holds probabilities (every frame's values are >= "
+                          "0 and sum to 1), not their logarithms: give log-probabilities "
+                          "(np.log, log_softmax); decoded as given, the graph outweighs them",
+                          stacklevel=2)  # fmt: skip
+        own = boosts if per_utterance is None else [per_utterance[i] for i in batch]
+        with _said_of_file(path, ids, batch):
+            if lattices:
+                problem, name, tuning = prepared(lp, lengths, graph, options, own, backend,
+                                                 tuning, num_threads, oov_lexicon,
+                                                 rescore)  # fmt: skip
+                got, got_lats = lattice_decode(problem, name, tuning, rescore) if len(lp) else (
+                    [], [])  # fmt: skip
+                for i, lat in zip(batch, got_lats, strict=True):
+                    lats[i] = lat
+            else:
+                got = decode_ctc(lp, lengths, graph, options, own, backend, tuning=tuning,
+                                 num_threads=num_threads, oov_lexicon=oov_lexicon,
+                                 rescore=rescore)  # fmt: skip
+        texts = (
+            greedy_ctc_texts(lp, lengths, graph.tokens, blank_id(graph),
+                             graph.metadata.get("separator"), merges_repeats(graph))
+            if graph.tokens is not None
+            else [""] * len(batch)
+        )  # fmt: skip
+        for i, h, text, n in zip(batch, got, texts, lengths.tolist(), strict=True):
+            hyps[i], greedy[i], frames[i] = h, text, int(n)
     texts = [h[0].text for h in hyps]
-    greedy = (
-        greedy_ctc_texts(
-            lp,
-            lengths,
-            graph.tokens,
-            blank_id(graph),
-            graph.metadata.get("separator"),
-            merges_repeats(graph),
-        )
-        if graph.tokens is not None
-        else [""] * len(hyps)
-    )
     refs = data["texts"]
     wer = greedy_wer = None
     ref_words = [r.split() for r in refs] if refs is not None else []
@@ -318,9 +371,38 @@ def decode_npz(
         wer = word_error_rate(ref_words, [t.split() for t in texts])
         if graph.tokens is not None:  # (no token table: no greedy transcript to score)
             greedy_wer = word_error_rate(ref_words, [t.split() for t in greedy])
-    return NpzDecodeResult(
-        data["ids"], hyps, texts, greedy, refs, wer, greedy_wer, [int(n) for n in lengths], lats
-    )
+    return NpzDecodeResult(ids, hyps, texts, greedy, refs, wer, greedy_wer, frames, lats)
+
+
+@contextmanager
+def _said_of_file(path, ids: list, batch: np.ndarray):
+    """Decoding the utterances ``batch`` of ``path``: a `DecodeInputError` (e.g. a width the
+    graph cannot read) names the file and the utterance at fault by its id (a table's entries
+    are found by name); where the batch is not the whole file in order, an utterance's index in
+    its errors and warnings (``log_probs[b, ...]``, ``lengths[b]``, ``boosts[b]``) becomes its
+    index in the file."""
+    whole = bool(np.array_equal(batch, np.arange(len(ids))))
+
+    def in_file(text: str) -> str:
+        if whole:
+            return text
+        return re.sub(r"\b(log_probs|lengths|boosts)\[(\d+)",
+                      lambda m: f"{m[1]}[{batch[int(m[2])]}" if int(m[2]) < len(batch) else m[0],
+                      text)  # fmt: skip
+
+    try:
+        with warnings.catch_warnings(record=not whole) as caught:
+            if not whole:
+                warnings.simplefilter("always")
+            yield
+    except DecodeInputError as exc:
+        if exc.utterance is None:
+            raise DecodeInputError(f"{path}: {in_file(str(exc))}") from None
+        at = int(batch[exc.utterance])
+        raise DecodeInputError(f"{path}: utterance {ids[at]!r}: {in_file(str(exc))}", at) from None
+    finally:
+        for w in caught or ():
+            warnings.warn(w.category(in_file(str(w.message))), stacklevel=4)
 
 
 def _probabilities(lp: np.ndarray, lengths) -> bool:
@@ -339,8 +421,6 @@ def _probabilities(lp: np.ndarray, lengths) -> bool:
 
 
 def _per_utterance(path, ids, boosts, utterance_boosts) -> list:
-    from collections.abc import Mapping
-
     if boosts is not None and not isinstance(boosts, Mapping):
         raise DecodeInputError("utterance_boosts add to one boosts mapping for the whole file; "
                                "got a list")  # fmt: skip
