@@ -888,3 +888,53 @@ def test_a_lattice_rescoring_leaves_without_a_path_keeps_the_first_pass_and_says
     for got, want in zip(decode_ctc(lp, lengths, g, options, rescore=lost), plain, strict=True):
         assert [h.words for h in got] == [h.words for h in want]
         assert all(h.notes[-1] == search.NOT_RESCORED for h in got)
+
+
+def _same_lattice(a, b):
+    for name in ("node_frame", "node_state", "final", "src", "dst", "graph_arc", "olabel",
+                 "graph_cost", "acoustic_cost"):  # fmt: skip
+        x, y = getattr(a, name), getattr(b, name)
+        assert x.dtype == y.dtype and np.array_equal(x, y), name
+
+
+@pytest.mark.parametrize("beam", [None, 3.0])
+def test_an_lm_rescoring_keeps_its_steps_between_lattices_without_changing_them(tmp_path, beam):
+    """`LmRescoring` keeps its checked words and LM steps from one lattice to the next (per word
+    table): every lattice rescored through it, in any order, equals `rescore` on it alone;
+    a word refused in one lattice is refused in the next; two graphs' word tables do not mix;
+    a pickled copy starts empty."""
+    import pickle
+
+    options = CtcBeamOptions(beam=math.inf, lattice_beam=12.0, max_active=1_000_000)
+    runs = []
+    for seed in range(3):
+        work = tmp_path / str(seed)
+        work.mkdir()
+        g, lp, lengths, old, new = _first_pass(work, seed, old_order=2, new_order=4)
+        runs.append((g, ctc_lattices(lp, lengths, g, options), old, new))
+    g0, lats0, old0, new0 = runs[0]
+    kept = LmRescoring(NgramLm(new0), NgramLm(old0), 0.8, beam)
+    for lat in [*lats0, *lats0[::-1]]:
+        _same_lattice(kept.apply(lat, g0.words), rescore(lat, g0.words, new0, old0, 0.8, beam))
+    assert kept._kept.of(g0.words)[2].n > 0  # (steps were kept)
+    copy = pickle.loads(pickle.dumps(kept))
+    assert copy.lm_scale == kept.lm_scale and copy._kept.of(g0.words)[2] is None
+    # another graph (its own words and old LM) through its own rescoring, then back
+    g1, lats1, old1, new1 = runs[1]
+    other = LmRescoring(NgramLm(new1), NgramLm(old1), 0.8, beam)
+    for g, lats, rescoring, (old, new) in ((g1, lats1, other, (old1, new1)),
+                                           (g0, lats0, kept, (old0, new0))):  # fmt: skip
+        for lat in lats:
+            _same_lattice(rescoring.apply(lat, g.words), rescore(lat, g.words, new, old, 0.8, beam))
+    # a word the old LM lacks stays refused however many lattices came before
+    from wfstdecode.graph import read_arpa
+    from wfstdecode.testing.lm import arpa_text, restrict_arpa
+
+    missing = read_arpa(old0)
+    lacking = tmp_path / "lacking.arpa"
+    lacking.write_text(arpa_text(restrict_arpa(missing, 3, (0,))))  # the first words only
+    refusing = LmRescoring(NgramLm(new0), NgramLm(lacking), 1.0, beam)
+    lat = next(lat for lat in lats0 if len(set(lat.olabel.tolist()) - {0, 1, 2, 3}) > 1)
+    for _ in range(len(set(lat.olabel.tolist())) + 1):  # (each word checked again)
+        with pytest.raises(OptionsError, match="is not in the old LM"):
+            refusing.apply(lat, g0.words)

@@ -111,10 +111,11 @@ class Lattice:
         frame). Where some path ends earlier (a lattice read from a file), `arc_cost` itself."""
         if "w_post" in self._cache:
             return self._cache["w_post"]
-        w, shift = self.arc_cost(), self._acoustic_shift()
-        if shift is not None:
-            acoustic = self.acoustic_cost.astype(np.float64) - shift
-            w = self.graph_cost.astype(np.float64) + self.acoustic_scale * acoustic
+        shift = self._acoustic_shift()
+        if shift is None:
+            w = self.arc_cost()
+        else:
+            w = _shifted_cost(self.graph_cost, self.acoustic_cost, shift, self.acoustic_scale)
             w.flags.writeable = False
         self._cache["w_post"] = w
         return w
@@ -123,17 +124,9 @@ class Lattice:
         """float64 [A]: on each emitting arc the acoustic cost of its frame's best emitting arc,
         0 on the others (`_posterior_cost`); None where some path ends before the last frame
         or no arc emits."""
-        emitting = self.ilabel != 0
-        ends = np.isfinite(self.final)
-        if not emitting.any() or not np.all(self.node_frame[ends] == self.num_frames):
-            return None
-        acoustic = self.acoustic_cost.astype(np.float64)
-        frame = self.frame[emitting]
-        best = np.full(self.num_frames, np.inf)
-        np.minimum.at(best, frame, acoustic[emitting])
-        shift = np.zeros(self.num_arcs)
-        shift[emitting] = np.where(np.isfinite(best[frame]), best[frame], 0.0)
-        return shift
+        applies, shift = _acoustic_shift(self.num_frames, self.final, self.node_frame,
+                                         self.ilabel, self.frame, self.acoustic_cost)  # fmt: skip
+        return shift if applies else None
 
     def frame_relative(self) -> Lattice:
         """This lattice with each emitting arc's acoustic cost less that of its frame's best
@@ -518,6 +511,37 @@ def _doubled(keys, values):
             at = _slot(new_keys, keys[j])
             new_keys[at], new_values[at] = keys[j], values[j]
     return new_keys, new_values
+
+
+@njit(nogil=True, cache=True)
+def _acoustic_shift(num_frames, final, node_frame, ilabel, frame, acoustic_cost):
+    """`Lattice._acoustic_shift` compiled (np.minimum.at and its checks took most of the
+    posteriors' time): ``(whether it applies, the shift)``."""
+    shift = np.zeros(ilabel.shape[0])
+    for v in range(final.shape[0]):
+        if math.isfinite(final[v]) and node_frame[v] != num_frames:
+            return False, shift
+    best = np.full(num_frames, np.inf)
+    emitting = False
+    for i in range(ilabel.shape[0]):
+        c = np.float64(acoustic_cost[i])
+        if ilabel[i] != 0:
+            emitting = True
+            if c < best[frame[i]] or c != c:  # (NaN kept, as np.minimum keeps it)
+                best[frame[i]] = c
+    for i in range(ilabel.shape[0]):
+        if ilabel[i] != 0 and math.isfinite(best[frame[i]]):
+            shift[i] = best[frame[i]]
+    return emitting, shift
+
+
+@njit(nogil=True, cache=True)
+def _shifted_cost(graph_cost, acoustic_cost, shift, scale):
+    """float64 ``graph + scale * (acoustic - shift)`` per arc (`Lattice._posterior_cost`)."""
+    w = np.empty(graph_cost.shape[0])
+    for i in range(w.shape[0]):
+        w[i] = np.float64(graph_cost[i]) + scale * (np.float64(acoustic_cost[i]) - shift[i])
+    return w
 
 
 @njit(nogil=True, cache=True)

@@ -3,7 +3,8 @@ LMs' states, in topological order, with the LM steps supplied by the caller.
 
 An LM step is ``(state, word) -> (cost change, next state)`` on Python objects (`NgramLm.step`
 on tuples of words), which compiled code cannot call. So `compose` numbers the states and keeps
-their steps in arrays indexed by a hash of ``state << 32 | word``; the compiled loop (`_run`)
+their steps in arrays indexed by a hash of ``state << 32 | word`` (a `StepTable`, which
+`rescore.LmRescoring` keeps from one lattice to the next); the compiled loop (`_run`)
 goes node after node and, where a node needs steps it lacks, returns those as misses: `compose`
 computes them in Python, adds them, and calls it again from that node. A node is processed whole
 or not at all, so the result is the plain loop's (`compose_reference`, which
@@ -141,23 +142,61 @@ def _run(u, first, dst, olabel, w_arc, beta, limit, on_best, steps, step_cost, s
     return _DONE, u
 
 
-def compose(first, dst, olabel, w_arc, beta, limit, best_arcs, start, step, max_nodes):
+class StepTable:
+    """The LM steps the compiled loop looks up: rows ``keys`` (``state << 32 | word``),
+    ``cost``, ``after`` (a state id) of the first ``n`` slots, found through the hash table
+    ``index``; the states themselves (Python objects) numbered in ``states``, ``start`` first.
+    ``step(state, word id)`` gives ``(cost change, next state)``. One table may serve every
+    lattice of a rescoring with the same word table (`rescore.LmRescoring` keeps it): a lattice
+    then finds most steps there, where each step missing costs a return to Python."""
+
+    def __init__(self, start, step):
+        self.step = step
+        self.states, self._ids = [start], {start: 0}
+        self.keys = np.empty(256, np.int64)
+        self.cost, self.after = np.empty(256, np.float64), np.empty(256, np.int64)
+        self.index = _index(self.keys, 0, 1024)
+        self.n = 0
+
+    def add(self, missing) -> None:
+        """Computes the steps of the keys ``missing`` (none already in) and enters them."""
+        new = list(dict.fromkeys(missing))
+        n = self.n
+        if n + len(new) > len(self.keys):
+            self.keys, self.cost, self.after = (
+                _grown(x, n, n + len(new)) for x in (self.keys, self.cost, self.after)
+            )
+        for j, key in enumerate(new, n):
+            cost, after = self.step(self.states[key >> 32], key & 0xFFFFFFFF)
+            self.keys[j], self.cost[j], self.after[j] = key, cost, self._intern(after)
+        self.n = n + len(new)
+        if 2 * self.n > self.index.shape[1]:
+            self.index = _index(self.keys, self.n, _pow2(4 * self.n))
+        else:
+            _add(self.index, self.keys, n, self.n)
+
+    def _intern(self, state) -> int:
+        sid = self._ids.get(state)
+        if sid is None:
+            sid = self._ids[state] = len(self.states)
+            self.states.append(state)
+        return sid
+
+
+def compose(first, dst, olabel, w_arc, beta, limit, best_arcs, start, step, max_nodes,
+            table: StepTable | None = None):  # fmt: skip
     """The split lattice: ``(node_of, state_of, states, src, dst, arc_of, extra)`` — each split
     node's lattice node and LM state (an index into ``states``, Python objects; ``start`` at
     node 0), and each arc's split source and target, lattice arc and LM cost change.
     ``step(state, word id)`` gives ``(cost change, next state)``; ``beta``/``limit``/
     ``best_arcs`` (the first pass's best path, arc after arc) prune as `rescore` describes
-    (``limit`` inf: exact)."""
+    (``limit`` inf: exact). ``table``: steps kept from earlier lattices (its ``start`` and
+    ``step`` then stand for these), else a new one."""
     n = len(first) - 1
-    states, ids = [start], {start: 0}
-
-    def intern(state) -> int:
-        sid = ids.get(state)
-        if sid is None:
-            sid = ids[state] = len(states)
-            states.append(state)
-        return sid
-
+    if table is None:
+        table = StepTable(start, step)
+    elif table.states[0] != start:
+        raise ValueError("the step table starts from another LM state")
     on_best = np.zeros(len(dst), np.bool_)
     on_best[np.asarray(best_arcs, np.int64)] = True
     size = _first_room(n)
@@ -170,19 +209,16 @@ def compose(first, dst, olabel, w_arc, beta, limit, best_arcs, start, step, max_
     head, tail = np.full(n, -1, np.int64), np.full(n, -1, np.int64)
     arcs, extra = np.empty((3, 2 * size), np.int64), np.empty(2 * size, np.float64)
     splits = _index(split_node, 1 if n else 0, _pow2(4 * size))
-    step_keys = np.empty(256, np.int64)
-    step_cost, step_after = np.empty(256, np.float64), np.empty(256, np.int64)
-    steps = _index(step_keys, 0, 1024)
     counts, misses = np.zeros(3, np.int64), np.empty(_MISSES, np.int64)
     if n:
         head[0] = tail[0] = 0
         counts[0] = 1
-    u, n_steps = 0, 0
+    u = 0
     while True:
         status, u = _run(
-            u, first, dst, olabel, w_arc, beta, limit, on_best, steps, step_cost, step_after,
-            splits, split_node, split_state, alpha, on_path, head, tail, next_split, arcs, extra,
-            counts, misses, max_nodes,
+            u, first, dst, olabel, w_arc, beta, limit, on_best, table.index, table.cost,
+            table.after, splits, split_node, split_state, alpha, on_path, head, tail, next_split,
+            arcs, extra, counts, misses, max_nodes,
         )  # fmt: skip
         if status == _DONE:
             break
@@ -191,20 +227,7 @@ def compose(first, dst, olabel, w_arc, beta, limit, best_arcs, start, step, max_
                 f"rescoring would split the lattice into more than {max_nodes} nodes (max_nodes)"
             )
         if status == _NEEDS_STEPS:
-            new = list(dict.fromkeys(misses[: counts[2]].tolist()))
-            if n_steps + len(new) > len(step_keys):
-                step_keys, step_cost, step_after = (
-                    _grown(x, n_steps, n_steps + len(new))
-                    for x in (step_keys, step_cost, step_after)
-                )
-            for j, key in enumerate(new, n_steps):
-                cost, after = step(states[key >> 32], key & 0xFFFFFFFF)
-                step_keys[j], step_cost[j], step_after[j] = key, cost, intern(after)
-            n_steps += len(new)
-            if 2 * n_steps > steps.shape[1]:
-                steps = _index(step_keys, n_steps, _pow2(4 * n_steps))
-            else:
-                _add(steps, step_keys, n_steps - len(new), n_steps)
+            table.add(misses[: counts[2]].tolist())
             continue
         # _FULL: room for the ``counts[2]`` more split nodes and arcs that node u may add
         k, a, need = int(counts[0]), int(counts[1]), int(counts[2])
@@ -219,8 +242,8 @@ def compose(first, dst, olabel, w_arc, beta, limit, best_arcs, start, step, max_
         if 2 * (k + need) > splits.shape[1]:
             splits = _index((split_node << 32) | split_state, k, _pow2(4 * (k + need)))
     k, a = int(counts[0]), int(counts[1])
-    return (split_node[:k], split_state[:k], states, arcs[0, :a], arcs[1, :a], arcs[2, :a],
-            extra[:a])  # fmt: skip
+    return (split_node[:k], split_state[:k], table.states, arcs[0, :a], arcs[1, :a],
+            arcs[2, :a], extra[:a])  # fmt: skip
 
 
 def compose_reference(first, dst, olabel, w_arc, beta, limit, best_arcs, start, step,

@@ -248,14 +248,22 @@ def _assemble(first_state, first_ctx, kept_state, kept_ctx, kept_ends, path_fram
     frames[n_first + n_kept], keys[n_first + n_kept] = 0, start_key
     frames[n_first + n_kept + 1 :] = path_frames
     keys[n_first + n_kept + 1 :] = path_keys
-    # canonical order (frame, key), duplicates dropped: the same lattice from every backend
-    all_keys, frame_start = _canonical_nodes(frames, keys, T + 1)
+    # canonical order (frame, key), duplicates dropped: the same lattice from every backend;
+    # the survivors' first, then the start and path tokens that are none (seldom any)
+    n_survivors = n_first + n_kept
+    all_keys, frame_start = _canonical_nodes(frames[:n_survivors], keys[:n_survivors], T + 1)
+    extra = np.zeros(frames.shape[0], np.bool_)
+    for i in range(n_survivors, frames.shape[0]):
+        extra[i] = _node_at(all_keys, frame_start, frames[i], keys[i]) < 0
+    survivor = np.ones(all_keys.shape[0], np.bool_)
+    if extra.any():
+        extra[:n_survivors] = True  # (every survivor, and the extra tokens)
+        all_keys, frame_start = _canonical_nodes(frames[extra], keys[extra], T + 1)
+        survivor = np.zeros(all_keys.shape[0], np.bool_)
+        for i in range(n_survivors):
+            survivor[_node_at(all_keys, frame_start, frames[i], keys[i])] = True
     node_state = (all_keys >> 32).astype(np.int32)
     node_ctx = (all_keys & 0xFFFFFFFF).astype(np.int32)
-    survivor = np.zeros(all_keys.shape[0], np.bool_)  # the start and path tokens may not be
-    for i in range(n_first + n_kept):
-        lo, hi = frame_start[frames[i]], frame_start[frames[i] + 1]
-        survivor[lo + np.searchsorted(all_keys[lo:hi], keys[i])] = True
     src, dst, garc, gcost, acost, afr = _links(node_state, node_ctx, survivor, frame_start,
                                                graph, boosts, lp, heads)  # fmt: skip
     start = np.searchsorted(all_keys[: frame_start[1]], start_key)
@@ -296,6 +304,15 @@ def _canonical_nodes(frames, keys, n_frames):
                 n += 1
         out_start[f + 1] = n
     return out[:n], out_start
+
+
+@njit(nogil=True, cache=True)
+def _node_at(keys, frame_start, frame, key):
+    """The index of ``key`` among frame ``frame``'s sorted ``keys`` (`_canonical_nodes`), or
+    -1."""
+    lo, hi = frame_start[frame], frame_start[frame + 1]
+    at = lo + np.searchsorted(keys[lo:hi], key)
+    return at if at < hi and keys[at] == key else -1
 
 
 @njit(nogil=True, cache=True)
