@@ -38,6 +38,7 @@ import gc
 import warnings
 from collections.abc import Mapping, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,6 +53,12 @@ from .word_index import phrase_ids_bulk
 MAX_PHRASES = 200_000
 MAX_PHRASE_WORDS = 64
 MAX_LISTED = 20  # unknown-word notes a warning lists
+
+# Each batch utterance's index in its file while `decode_npz` decodes a Kaldi table in batches
+# (None: the batch is the whole input): the warnings naming ``boosts[b]`` say that index. A
+# context variable, not `warnings.catch_warnings` (which swaps process-wide state: two threads'
+# decodes overlapping left its recording in place, every later warning lost).
+utterance_numbers: ContextVar = ContextVar("utterance_numbers", default=None)
 
 
 @dataclass(frozen=True)
@@ -214,8 +221,10 @@ def _resolve_or_recall(table: Mapping, b: int, words, unknown: list, known: dict
         if key is not None:
             phrase_cache.keep_resolved(key, words, oov, resolved, missing, said)
     unknown.extend(missing)
+    numbers = utterance_numbers.get()
+    named = b if numbers is None else int(numbers[b])
     for message in said:  # (a recalled list says them again, as resolving it would)
-        warnings.warn(f"boosts[{b}]: {message}", UserWarning, stacklevel=5)
+        warnings.warn(f"boosts[{named}]: {message}", UserWarning, stacklevel=5)
     return resolved
 
 

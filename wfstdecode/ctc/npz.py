@@ -30,7 +30,7 @@ from ..safe_io import NpzArchive
 from ..symbols import SymbolTable
 from ._paths import merges_repeats
 from .options import CtcBeamOptions
-from .search import blank_id, decode_ctc, lattice_decode, prepared
+from .search import blank_id, decode_ctc, lattice_decode, prepare_problem, prepared
 
 WORD_SEPARATOR = "|"
 
@@ -87,7 +87,9 @@ def load_log_probs_npz(path: str | os.PathLike) -> dict:
 def load_emissions(path: str | os.PathLike) -> dict:
     """`load_log_probs_npz`'s dict from an ``.npz``, or from a Kaldi table of (frames, tokens)
     matrices (``ark:``/``scp:`` or a ``.ark``/``.scp`` file): padded, its keys as ids, no texts,
-    tokens or boosts. Raises `InputFileError`."""
+    tokens or boosts. Raises `InputFileError`. A table is padded whole, to its longest
+    utterance (B x T_max x V floats: one long utterance among short ones costs many times the
+    table); `decode_npz` pads a large one batch by batch instead."""
     data = _emissions(path)
     if "matrices" in data:
         matrices = data.pop("matrices")
@@ -137,10 +139,12 @@ def _padded(matrices: list, width: int) -> tuple[np.ndarray, np.ndarray]:
 _BATCH_FLOATS = 1 << 26  # 256 MB
 
 
-def _batches(data: dict, batch_floats: int = _BATCH_FLOATS):
+def _batches(data: dict, batch_floats: int | None = None):
     """``(utterance indices, log_probs, lengths)`` of each batch to decode: an ``.npz``'s
     arrays whole (padded as stored); a Kaldi table's matrices whole when padded they fit in
-    ``batch_floats``, else by increasing length."""
+    ``batch_floats`` (None: `_BATCH_FLOATS`, read at each call), else by increasing length."""
+    if batch_floats is None:
+        batch_floats = _BATCH_FLOATS
     if "matrices" not in data:
         lp = data["log_probs"]
         lengths = data["lengths"]
@@ -149,10 +153,10 @@ def _batches(data: dict, batch_floats: int = _BATCH_FLOATS):
         yield np.arange(lp.shape[0]), lp, lengths
         return
     matrices, width = data["matrices"], data["width"]
-    sizes = np.array([len(m) for m in matrices], np.int64)
-    if len(matrices) * int(sizes.max()) * width <= batch_floats:
+    if _whole(data, batch_floats):
         yield (np.arange(len(matrices)), *_padded(matrices, width))
         return
+    sizes = np.array([len(m) for m in matrices], np.int64)
     order = np.argsort(sizes, kind="stable")
     lo = 0
     while lo < len(order):
@@ -161,6 +165,25 @@ def _batches(data: dict, batch_floats: int = _BATCH_FLOATS):
             hi += 1
         yield (order[lo:hi], *_padded([matrices[i] for i in order[lo:hi]], width))
         lo = hi
+
+
+def _whole(data: dict, batch_floats: int | None = None) -> bool:
+    """Whether `_batches` decodes the file as one batch."""
+    if "matrices" not in data:
+        return True
+    longest = max(len(m) for m in data["matrices"])
+    return len(data["matrices"]) * longest * data["width"] <= (batch_floats or _BATCH_FLOATS)
+
+
+def _check_values(path, ids: list, matrices: list, graph, options) -> None:
+    """Before a table is decoded in batches: each utterance holding a value that is not
+    finite checked alone (by the search's own checks). The search checks a batch when it comes
+    to it: a NaN in a late batch was reported after the earlier ones were decoded (minutes,
+    with lattices), and of several bad utterances the shortest, not the first."""
+    for b, m in enumerate(matrices):
+        if len(m) and not np.isfinite(m).all():
+            with _said_of_file(path, ids, np.array([b]), False):
+                prepare_problem(m[None], [len(m)], graph, options or CtcBeamOptions(), None)
 
 
 def read_reference_texts(path: str | os.PathLike) -> dict[str, str]:
@@ -290,6 +313,10 @@ def decode_npz(
     (the CLI refuses there ids a lattice archive cannot hold).
     Output: `NpzDecodeResult` with graph and greedy transcripts, and their WER when there are
     reference texts.
+    A Kaldi table too large to pad whole (`_BATCH_FLOATS`) is decoded in batches of similar
+    lengths, results unchanged: bad values are found before any batch is decoded (an error of
+    a later batch's boosts comes after the earlier batches), and errors and warnings name an
+    utterance by its index in the file.
     """
     data = _emissions(path)
     ids = data["ids"]
@@ -334,6 +361,8 @@ def decode_npz(
         per_utterance = list(boosts)
     hyps, greedy, lats = [None] * B, [""] * B, [None] * B if lattices else None
     frames, warned = [0] * B, False
+    if not _whole(data):
+        _check_values(path, ids, data["matrices"], graph, options)
     for batch, lp, lengths in _batches(data):
         if not warned and _probabilities(lp, lengths):
             warned = True
@@ -342,12 +371,14 @@ def decode_npz(
                           "(np.log, log_softmax); decoded as given, the graph outweighs them",
                           stacklevel=2)  # fmt: skip
         own = boosts if per_utterance is None else [per_utterance[i] for i in batch]
-        with _said_of_file(path, ids, batch):
+        with _said_of_file(path, ids, batch, per_utterance is not None):
             if lattices:
-                problem, name, tuning = prepared(lp, lengths, graph, options, own, backend,
-                                                 tuning, num_threads, oov_lexicon,
-                                                 rescore)  # fmt: skip
-                got, got_lats = lattice_decode(problem, name, tuning, rescore) if len(lp) else (
+                # (the batch's own tuning: ``tuning`` and ``num_threads`` stay as given, else
+                # the next batch got both and raised)
+                problem, name, tuned = prepared(lp, lengths, graph, options, own, backend,
+                                                tuning, num_threads, oov_lexicon,
+                                                rescore)  # fmt: skip
+                got, got_lats = lattice_decode(problem, name, tuned, rescore) if len(lp) else (
                     [], [])  # fmt: skip
                 for i, lat in zip(batch, got_lats, strict=True):
                     lats[i] = lat
@@ -375,34 +406,35 @@ def decode_npz(
 
 
 @contextmanager
-def _said_of_file(path, ids: list, batch: np.ndarray):
+def _said_of_file(path, ids: list, batch: np.ndarray, boosts_per_utterance: bool):
     """Decoding the utterances ``batch`` of ``path``: a `DecodeInputError` (e.g. a width the
     graph cannot read) names the file and the utterance at fault by its id (a table's entries
     are found by name); where the batch is not the whole file in order, an utterance's index in
-    its errors and warnings (``log_probs[b, ...]``, ``lengths[b]``, ``boosts[b]``) becomes its
-    index in the file."""
+    its errors (``log_probs[b, ...]``, ``lengths[b]``, and ``boosts[b]`` where the boosts are
+    one list per utterance: one mapping for all is ``boosts[0]`` in every batch) and in the
+    boosts' warnings (`boost.utterance_numbers`) becomes its index in the file."""
+    from .boost import utterance_numbers
+
     whole = bool(np.array_equal(batch, np.arange(len(ids))))
 
     def in_file(text: str) -> str:
         if whole:
             return text
-        return re.sub(r"\b(log_probs|lengths|boosts)\[(\d+)",
+        names = "log_probs|lengths|boosts" if boosts_per_utterance else "log_probs|lengths"
+        return re.sub(rf"\b({names})\[(\d+)",
                       lambda m: f"{m[1]}[{batch[int(m[2])]}" if int(m[2]) < len(batch) else m[0],
                       text)  # fmt: skip
 
+    numbered = utterance_numbers.set(None if whole or not boosts_per_utterance else batch)
     try:
-        with warnings.catch_warnings(record=not whole) as caught:
-            if not whole:
-                warnings.simplefilter("always")
-            yield
+        yield
     except DecodeInputError as exc:
         if exc.utterance is None:
             raise DecodeInputError(f"{path}: {in_file(str(exc))}") from None
         at = int(batch[exc.utterance])
         raise DecodeInputError(f"{path}: utterance {ids[at]!r}: {in_file(str(exc))}", at) from None
     finally:
-        for w in caught or ():
-            warnings.warn(w.category(in_file(str(w.message))), stacklevel=4)
+        utterance_numbers.reset(numbered)
 
 
 def _probabilities(lp: np.ndarray, lengths) -> bool:
