@@ -451,6 +451,39 @@ def test_a_replaced_output_keeps_its_permissions(tmp_path):
     assert (new.stat().st_mode & 0o777) == 0o666 & ~_umask()
 
 
+def test_two_threads_replacing_one_file_leave_one_whole_file(tmp_path):
+    """The temporary file was named by the process id only: two threads writing one path (two
+    `DecodingGraph.save` calls) wrote into one file, which was renamed into place holding both
+    writers' bytes mixed, and the other thread failed with FileNotFoundError."""
+    import threading
+
+    from wfstdecode.safe_io import replacing
+
+    path = tmp_path / "out.bin"
+    both_open = threading.Barrier(2)
+    errors = []
+
+    def write(byte: int) -> None:
+        try:
+            with replacing(path) as f:
+                both_open.wait(timeout=10)
+                for _ in range(50):
+                    f.write(bytes([byte]) * 1000)
+                    f.flush()
+        except Exception as exc:  # (reported below)
+            errors.append(exc)
+
+    for _ in range(5):
+        threads = [threading.Thread(target=write, args=(b,)) for b in b"AB"]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        assert not errors
+        assert path.read_bytes() in (b"A" * 50_000, b"B" * 50_000)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.bin"]
+
+
 def _umask() -> int:
     mask = os.umask(0o022)
     os.umask(mask)

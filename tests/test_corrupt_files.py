@@ -135,6 +135,10 @@ def test_npy_renamed_npz(tmp_path, graph, capsys):
         ('{"format_version": 1, "start": true}', "start state must be an integer; got True"),
         ('{"format_version": 1, "start": null}', "start state must be an integer; got None"),
         ('{"format_version": 1, "start": 99}', "start state 99 outside 0..7"),
+        # json reads NaN and Infinity, which save refuses: loaded, info printed them as
+        # invalid JSON and the graph could not be saved again
+        ('{"format_version": 1, "start": 0, "x": NaN}', "metadata_json holds NaN or Infinity"),
+        ('{"format_version": 1, "start": 0, "x": [1e999]}', "metadata_json holds NaN or Inf"),
     ],
 )
 def test_bad_metadata(tmp_path, graph, capsys, metadata, message):

@@ -362,8 +362,9 @@ class DecodingGraph:
         for name, dtype in _ARRAY_FIELDS.items():
             object.__setattr__(self, name, checked_array(name, getattr(self, name), dtype))
         meta = self.metadata
-        if not isinstance(meta, dict) or not all(isinstance(k, str) for k in meta):
-            raise GraphError("metadata must be a dict with string keys (it is saved as JSON)")
+        if not isinstance(meta, dict) or not _string_keys(meta):
+            raise GraphError("metadata must be a dict with string keys, nested dicts' too (it "
+                             "is saved as JSON, which would turn a key 1 into '1')")  # fmt: skip
         reserved = sorted({"start", "format_version"} & self.metadata.keys())
         if reserved:
             raise GraphError(f"metadata keys {reserved} are the graph file's own (its start "
@@ -400,7 +401,8 @@ class DecodingGraph:
                 f"ilabel {int(self.ilabel.max())} needs log-prob column "
                 f"{int(self.ilabel.max()) - 1}, but the token table has {self.tokens.next_id} ids"
             )
-        if self.words is not None and self.olabel.max(initial=0) >= self.words.next_id:
+        # (olabel 0 is the epsilon, in the table or not: an empty table takes it too)
+        if self.words is not None and self.olabel.max(initial=0) >= max(self.words.next_id, 1):
             raise GraphError(f"olabel {int(self.olabel.max())} is not in the word table")
         if self.words is not None and len(self.words) < self.words.next_id and a:
             listed = np.zeros(self.words.next_id, np.bool_)  # a table with gaps in its ids
@@ -459,6 +461,15 @@ def _first_bad(name: str, values: np.ndarray, bad: np.ndarray, why: str) -> None
         raise GraphError(f"{name}[{i}] is {shown}: {why}")
 
 
+def _string_keys(value) -> bool:
+    """Whether every dict in ``value`` (nested in dicts, lists and tuples) has str keys only."""
+    if isinstance(value, dict):
+        return all(isinstance(k, str) for k in value) and all(map(_string_keys, value.values()))
+    if isinstance(value, (list, tuple)):
+        return all(map(_string_keys, value))
+    return True
+
+
 def _json_scalar(value):
     """A NumPy scalar in the metadata (``blank_id=np.int64(0)``) as the Python number it is."""
     if isinstance(value, np.generic):
@@ -469,6 +480,10 @@ def _json_scalar(value):
 def _read_metadata(z: NpzArchive, fail) -> dict:
     text = str(z.read("metadata_json", "U", shape=(), max_bytes=MAX_JSON_BYTES)[()])
     meta = json_object(text, "metadata_json", fail)
+    try:  # (json reads NaN and Infinity, which save refuses to write)
+        json.dumps(meta, allow_nan=False)
+    except ValueError:
+        raise fail("metadata_json holds NaN or Infinity, which JSON does not allow") from None
     if meta.get("format_version") != FORMAT_VERSION:
         raise fail(f"graph format {meta.get('format_version')!r} is not supported")
     del meta["format_version"]

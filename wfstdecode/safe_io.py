@@ -411,16 +411,19 @@ def read_json_file(path: str | os.PathLike, fail: Fail) -> dict:
 @contextlib.contextmanager
 def replacing(path: str | os.PathLike) -> Iterator[BinaryIO]:
     """A binary file to write ``path``'s new contents into: a temporary file beside it
-    (``.NAME.PID`` + `PARTIAL_SUFFIX`), synced and renamed over ``path`` when the block ends
-    without an error, removed when it raises. So a failed write (a full disk, Ctrl-C) leaves
-    ``path`` as it was, and whoever has the old file open or memory-mapped (a graph loaded with
-    ``mmap=True`` and saved to its own file) keeps reading it. A symbolic link is written
-    through (the file it names is replaced). An existing file's permissions are kept (a private
-    0600 file stays private). OSErrors name ``path``, not the temporary file."""
+    (``.NAME.TID`` + `PARTIAL_SUFFIX`, TID the writing thread's native id), synced and renamed
+    over ``path`` when the block ends without an error, removed when it raises. So a failed
+    write (a full disk, Ctrl-C) leaves ``path`` as it was, and whoever has the old file open or
+    memory-mapped (a graph loaded with ``mmap=True`` and saved to its own file) keeps reading
+    it. A symbolic link is written through (the file it names is replaced). An existing file's
+    permissions are kept (a private 0600 file stays private). OSErrors name ``path``, not the
+    temporary file."""
     given = os.fspath(path)
     target = os.path.realpath(given)
     folder, name = os.path.split(target)
-    tmp = os.path.join(folder, f".{name}.{os.getpid()}{PARTIAL_SUFFIX}")
+    # the thread's id, not the process's: two threads writing one path would share the file
+    # (the main thread's is the process id; both are unique among live threads of the system)
+    tmp = os.path.join(folder, f".{name}.{threading.get_native_id()}{PARTIAL_SUFFIX}")
     try:
         mode = stat.S_IMODE(os.stat(target).st_mode) & 0o777  # (no set-id bits copied)
     except OSError:  # a new file: the umask's mode

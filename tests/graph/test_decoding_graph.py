@@ -168,6 +168,9 @@ def test_what_would_not_survive_a_save_is_refused():
             DecodingGraph.from_arrays(fst, metadata={key: 0})
     with pytest.raises(GraphError, match="string keys"):
         DecodingGraph.from_arrays(fst, metadata={1: "x"})
+    for nested in ({"a": {1: "x"}}, {"a": [{"b": {None: 0}}]}):  # saved as "1", "null"
+        with pytest.raises(GraphError, match="string keys, nested dicts' too"):
+            DecodingGraph.from_arrays(fst, metadata=nested)
     gap = SymbolTable()
     gap.add("<eps>", 0), gap.add("w", 2)
     with pytest.raises(GraphError, match=r"olabel\[0\] is 1: .*gap"):
@@ -400,6 +403,25 @@ def test_a_word_table_with_gaps_and_no_epsilon_entry_accepts_epsilon_outputs():
     fst = FstArrays(0, [np.inf, 0.0], [0, 0], [1, 1], [1, 0], [0, 3], [0.0, 0.0])
     g = DecodingGraph.from_arrays(fst, words=words)
     assert sorted(g.olabel.tolist()) == [0, 3]
+
+
+def test_an_empty_word_table_takes_epsilon_outputs_and_a_graph_without_arcs(tmp_path):
+    """An empty word table (next id 0) refused olabel 0, the epsilon that a table with gaps
+    takes; with no arcs at all, the check raised numpy's ValueError (the max of no olabels),
+    from `load` too, where a corrupt file must raise GraphError naming it."""
+    from wfstdecode import SymbolTable
+    from wfstdecode.decoding_graph import DecodingGraph
+    from wfstdecode.fstio import FstArrays
+
+    for n in (0, 1):  # no arcs; one epsilon-output arc
+        fst = FstArrays(0, [0.0], [0] * n, [0] * n, [1] * n, [0] * n, [0.0] * n)
+        g = DecodingGraph.from_arrays(fst, SymbolTable.from_list(["<blk>"]), SymbolTable())
+        g.save(tmp_path / f"g{n}.npz")
+        back = DecodingGraph.load(tmp_path / f"g{n}.npz", mmap=True)
+        assert back.words == SymbolTable() and back.num_arcs == n
+    fst = FstArrays(0, [0.0], [0], [0], [1], [1], [0.0])
+    with pytest.raises(GraphError, match="olabel 1 is not in the word table"):
+        DecodingGraph.from_arrays(fst, SymbolTable.from_list(["<blk>"]), SymbolTable())
 
 
 def test_an_empty_pronunciation_is_refused():
