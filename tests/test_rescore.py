@@ -6,6 +6,7 @@ alignment kept; the pruned composition keeps the best path; `decode_ctc(rescore=
 
 import argparse
 import math
+import os
 
 import numpy as np
 import pytest
@@ -938,3 +939,109 @@ def test_an_lm_rescoring_keeps_its_steps_between_lattices_without_changing_them(
     for _ in range(len(set(lat.olabel.tolist())) + 1):  # (each word checked again)
         with pytest.raises(OptionsError, match="is not in the old LM"):
             refusing.apply(lat, g0.words)
+
+
+def _tiny_lattice():
+    """A two-word lattice (``a b``) of the word table ``<eps> a b``."""
+    from wfstdecode import SymbolTable
+    from wfstdecode.lattice import Lattice
+
+    i32 = lambda *x: np.array(x, np.int32)  # noqa: E731
+    f32 = lambda *x: np.array(x, np.float32)  # noqa: E731
+    lat = Lattice(2, i32(0, 1, 2), i32(0, 1, 2), f32(np.inf, np.inf, 0.0), i32(0, 1), i32(1, 2),
+                  i32(0, 1), i32(1, 1), i32(1, 2), i32(0, 1), f32(0.5, 0.5), f32(1.0, 1.0),
+                  1.0)  # fmt: skip
+    return lat, SymbolTable.from_list(["<eps>", "a", "b"])
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_child_forked_while_another_thread_rescores_rescores_too(tmp_path):
+    """An `LmRescoring`'s kept steps are new in a forked child: forked while another thread
+    held their lock (mid-lattice), the child waited on it for ever in its first `apply`."""
+    import subprocess
+    import sys
+    import textwrap
+
+    lm = tmp_path / "lm.arpa"
+    lm.write_text(random_arpa(["a", "b"], order=2, seed=0))
+    code = textwrap.dedent(f"""
+        import os, signal, sys, threading
+        sys.path.insert(0, {os.path.dirname(__file__)!r})
+        from test_rescore import _tiny_lattice
+        from wfstdecode.rescore import LmRescoring, NgramLm
+
+        inside, go = threading.Event(), threading.Event()
+
+        class Held(NgramLm):  # the first step waits: the thread holds the lock meanwhile
+            def step(self, state, word):
+                if not inside.is_set():
+                    inside.set()
+                    go.wait()
+                return super().step(state, word)
+
+        lat, words = _tiny_lattice()
+        rescoring = LmRescoring(Held({str(lm)!r}), NgramLm({str(lm)!r}))
+        thread = threading.Thread(target=rescoring.apply, args=(lat, words))
+        thread.start()
+        inside.wait()
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(10)  # a child stuck on the lock dies of SIGALRM
+            go.set()
+            rescoring.apply(lat, words)
+            os._exit(0)
+        go.set()
+        thread.join()
+        _, status = os.waitpid(pid, 0)
+        print("child", os.waitstatus_to_exitcode(status))
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)  # fmt: skip
+    assert proc.stdout.strip() == "child 0", (proc.stdout, proc.stderr)
+
+
+def test_an_lm_rescoring_bounds_its_kept_steps_in_all(tmp_path, monkeypatch):
+    """The steps an `LmRescoring` keeps for all its word tables together stay within
+    `MAX_KEPT_STEPS` (as `_KeptSteps` says): each table's alone did, so ``MAX_KEPT_TABLES``
+    times as much stayed kept."""
+    import copy
+
+    from wfstdecode import rescore as rescore_module
+
+    lm = tmp_path / "lm.arpa"
+    lm.write_text(random_arpa(["a", "b"], order=3, seed=1))
+    lat, words = _tiny_lattice()
+    rescoring = LmRescoring(NgramLm(lm), NgramLm(lm))
+
+    def kept_steps():
+        return sum(k[2].n for k in rescoring._kept._by_words.values() if k[2] is not None)
+
+    rescoring.apply(lat, words)
+    one = kept_steps()
+    assert one > 0
+    monkeypatch.setattr(rescore_module, "MAX_KEPT_STEPS", one)  # one table's steps: kept
+    other = copy.deepcopy(words)
+    _same_lattice(rescoring.apply(lat, other), rescore(lat, other, lm, lm))
+    _same_lattice(rescoring.apply(lat, words), rescore(lat, words, lm, lm))
+    assert kept_steps() <= one  # (two tables' steps, past the bound: dropped first)
+
+
+def test_an_lm_rescoring_keeps_no_word_table_alive(tmp_path):
+    """A word table dropped (a service reloading its graph, with the same rescoring) is freed:
+    the steps kept for it do not hold it, and they go at the next lattice."""
+    import copy
+    import gc
+    import weakref
+
+    lm = tmp_path / "lm.arpa"
+    lm.write_text(random_arpa(["a", "b"], order=3, seed=1))
+    lat, words = _tiny_lattice()
+    rescoring = LmRescoring(NgramLm(lm), NgramLm(lm))
+    other = copy.deepcopy(words)
+    rescoring.apply(lat, other)
+    gone = weakref.ref(other)
+    del other
+    gc.collect()
+    assert gone() is None
+    _same_lattice(rescoring.apply(lat, words), rescore(lat, words, lm, lm))
+    assert len(rescoring._kept._by_words) == 1

@@ -526,6 +526,8 @@ def _acoustic_shift(num_frames, final, node_frame, ilabel, frame, acoustic_cost)
     for i in range(ilabel.shape[0]):
         c = np.float64(acoustic_cost[i])
         if ilabel[i] != 0:
+            if not 0 <= frame[i] < num_frames:  # (no bounds checks here: a hand-made lattice)
+                raise IndexError("an emitting arc's frame is outside the lattice's frames")
             emitting = True
             if c < best[frame[i]] or c != c:  # (NaN kept, as np.minimum keeps it)
                 best[frame[i]] = c

@@ -23,6 +23,7 @@ import numbers
 import os
 import stat
 import threading
+import weakref
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -170,21 +171,32 @@ class _KeptSteps:
     """What an `LmRescoring` keeps between lattices, per word table (the lattices' output
     labels): the word names checked (`_word_names`) and the LM steps taken
     (`rescore_compose.StepTable`), so that a lattice computes in Python only the steps no
-    earlier one took (on the OCR lines, most: the rescoring took 1.6x the time). Dropped when
-    it grows past `MAX_KEPT_STEPS` steps or `MAX_KEPT_TABLES` word tables; not pickled."""
+    earlier one took (on the OCR lines, most: the rescoring took 1.6x the time). Dropped, all
+    of it, when it grows past `MAX_KEPT_STEPS` steps in all or `MAX_KEPT_TABLES` word tables;
+    the word tables held weakly (a graph dropped, as a service that reloads its graph drops
+    it, takes its steps with it at the next lattice); not pickled; new in a forked child (one
+    forked while another thread rescored would wait on the lock for ever)."""
 
     def __init__(self):
         self.lock = threading.Lock()
-        self._by_words: dict[int, tuple] = {}  # id(words) -> (words, names, StepTable or None)
+        # id(words) -> [weak reference to words, names, StepTable or None]
+        self._by_words: dict[int, list] = {}
+        _ALL_KEPT.add(self)
 
     def of(self, words) -> list:
-        """``[words, names, table]`` for ``words`` (a table None until made), kept as is."""
-        kept = self._by_words.get(id(words))
-        if kept is None or kept[0] is not words or (kept[2] is not None and
-                                                    kept[2].n > MAX_KEPT_STEPS):  # fmt: skip
-            if len(self._by_words) >= MAX_KEPT_TABLES:
-                self._by_words.clear()
-            kept = self._by_words[id(words)] = [words, {}, None]
+        """``[weak reference to words, names, table]`` for ``words`` (a table None until
+        made), kept as is."""
+        by_words = self._by_words
+        if any(kept[0]() is None for kept in by_words.values()):  # (an id freed may come back)
+            by_words = self._by_words = {k: v for k, v in by_words.items() if v[0]() is not None}
+        steps = sum(kept[2].n for kept in by_words.values() if kept[2] is not None)
+        if steps > MAX_KEPT_STEPS:
+            by_words.clear()
+        kept = by_words.get(id(words))
+        if kept is None:
+            if len(by_words) >= MAX_KEPT_TABLES:
+                by_words.clear()
+            kept = by_words[id(words)] = [weakref.ref(words), {}, None]
         return kept
 
     def __getstate__(self):
@@ -194,8 +206,19 @@ class _KeptSteps:
         self.__init__()
 
 
-MAX_KEPT_STEPS = 4_000_000  # ~100 MB of steps and states
+# ~70 bytes a step (its key, cost and state id, grown by doubling, and its slots in the hash
+# index; 288 MB at 4.1M steps), plus the states: ~70 MB
+MAX_KEPT_STEPS = 1_000_000
 MAX_KEPT_TABLES = 4
+_ALL_KEPT: weakref.WeakSet = weakref.WeakSet()
+
+
+def _new_in_child() -> None:
+    for kept in list(_ALL_KEPT):
+        kept.__init__()
+
+
+os.register_at_fork(after_in_child=_new_in_child)
 
 
 def check_rescorable(graph, name: str = "the graph") -> None:
@@ -239,7 +262,6 @@ class RescoringFiles:
     def __post_init__(self):
         _check_scale(self.lm_scale)
         _check_beam(self.beam)
-        object.__setattr__(self, "_kept", _KeptSteps())
         # plain floats, an infinite beam as None (exact, as the CLI says it): the config is
         # JSON (a NumPy float is not) and one setting has one digest (1 and 1.0 differ in JSON)
         object.__setattr__(self, "lm_scale", float(self.lm_scale))
