@@ -1,45 +1,20 @@
 """`Lattice.nbest` against brute-force enumeration on lattices with many word sequences (its
 A* search keeps the word prefixes and the (node, prefix) pairs done in hash tables that grow)."""
 
-import itertools
-
 import numpy as np
 import pytest
 
-from wfstdecode.lattice import Lattice, _doubled, _new_table, _slot
-
-
-def _sausage(rng, positions: int, width: int, vocab: int) -> Lattice:
-    """``positions`` slots in a row, each ``width`` parallel arcs with random words (0: no
-    word) and costs; every path ends at the last node."""
-    src, dst, olabel, gcost, acost = [], [], [], [], []
-    for p in range(positions):
-        for _ in range(width):
-            src.append(p)
-            dst.append(p + 1)
-            olabel.append(int(rng.integers(0, vocab + 1)))
-            gcost.append(float(rng.uniform(0, 3)))
-            acost.append(float(rng.uniform(0, 3)))
-    n_nodes, n_arcs = positions + 1, len(src)
-    final = np.full(n_nodes, np.inf, np.float32)
-    final[-1] = float(rng.uniform(0, 1))
-    i32 = lambda x: np.asarray(x, np.int32)  # noqa: E731
-    return Lattice(
-        positions, i32(range(n_nodes)), i32(range(n_nodes)), final, i32(src), i32(dst),
-        i32(range(n_arcs)), i32([1] * n_arcs), i32(olabel), i32([p for p in range(positions)
-        for _ in range(width)]), np.asarray(gcost, np.float32), np.asarray(acost, np.float32),
-        0.5,
-    )  # fmt: skip
+from wfstdecode.lattice import _doubled, _new_table, _slot
+from wfstdecode.testing.lattices import sausage_lattice, sausage_paths
 
 
 @pytest.mark.parametrize("seed", range(4))
 def test_nbest_equals_brute_force_over_hundreds_of_word_sequences(seed):
     rng = np.random.default_rng(seed)
-    lat = _sausage(rng, positions=5, width=5, vocab=6)
+    lat = sausage_lattice(rng, positions=5, width=5, vocab=6)
     w = lat.arc_cost()
-    by_slot = [np.flatnonzero(lat.src == p) for p in range(lat.num_frames)]
     best: dict[tuple, float] = {}
-    for arcs in itertools.product(*by_slot):
+    for arcs in sausage_paths(lat):
         words = tuple(int(lat.olabel[a]) for a in arcs if lat.olabel[a])
         cost = float(sum(w[a] for a in arcs)) + float(lat.final[-1])
         best[words] = min(best.get(words, np.inf), cost)

@@ -36,6 +36,7 @@ from .cli_rescore import (
     rescoring,
     rescoring_flags_given,
 )
+from .cli_score import add_score_parser
 from .cli_speech import decode_transducer_command, transcribe_command
 from .ctc import CtcBeamOptions
 from .errors import InputFileError, WfstDecodeError
@@ -438,6 +439,7 @@ def make_parser() -> argparse.ArgumentParser:
 
     add_import_parser(sub)
     add_rescore_parser(sub)
+    add_score_parser(sub)
 
     p = sub.add_parser(
         "decode-corpus", help="decode many .npz shards on Ray (or local processes), resumably",

@@ -119,6 +119,20 @@ def rescoring(args: argparse.Namespace):
                           None if math.isinf(beam) else beam)  # fmt: skip
 
 
+def words_table(path: Path):
+    """``--words``: a words.txt, or a graph directory or TLG.npz (the table it holds)."""
+    from .symbols import SymbolTable
+
+    if path.is_dir() or path.suffix == ".npz":
+        from .decoding_graph import DecodingGraph
+
+        words = DecodingGraph.load(path, mmap=True).words
+        if words is None:
+            raise WfstDecodeError(f"{path}: the graph has no word table")
+        return words
+    return SymbolTable.read(path)
+
+
 def _check_lm_scale(lm_scale: float) -> None:
     from .rescore import MAX_LM_SCALE
 
@@ -137,7 +151,6 @@ def rescore_command(args: argparse.Namespace) -> None:
         write_kaldi_archive,
     )
     from .rescore import MISSING_WORD_LOG10, NgramLm, rescore
-    from .symbols import SymbolTable
 
     if args.max_nodes < 1:
         raise WfstDecodeError(f"--max-nodes must be >= 1; got {args.max_nodes}")
@@ -161,14 +174,7 @@ def rescore_command(args: argparse.Namespace) -> None:
 
         inputs = (*table_files(args.lattices), args.words, args.new_lm, args.old_lm, args.text)
         check_archive_path(args.out, inputs, "--out")
-    if args.words.is_dir() or args.words.suffix == ".npz":  # a graph: the table it holds
-        from .decoding_graph import DecodingGraph
-
-        words = DecodingGraph.load(args.words, mmap=True).words
-        if words is None:
-            raise WfstDecodeError(f"{args.words}: the graph has no word table")
-    else:
-        words = SymbolTable.read(args.words)
+    words = words_table(args.words)
     references = None
     if args.text is not None:
         from .ctc import read_reference_texts

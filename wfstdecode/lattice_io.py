@@ -113,13 +113,13 @@ def check_archive_keys(keys) -> None:
 def check_archive_path(path: str | os.PathLike, inputs, option: str) -> None:
     """Before any work, refuse an archive (a path or a wspecifier, given as ``option``) that
     `write_kaldi_archive` would not write, and a file of it that cannot be written or would
-    destroy something (`_check_output_file`)."""
+    destroy something (`check_output_file`)."""
     given = os.fspath(path)
     for file in filter(None, written_files(given, option)):
-        _check_output_file(file, inputs, option if file == given else f"{option} {given}:")
+        check_output_file(file, inputs, option if file == given else f"{option} {given}:")
 
 
-def _check_output_file(path: str | os.PathLike, inputs, option: str) -> None:
+def check_output_file(path: str | os.PathLike, inputs, option: str) -> None:
     """Refuse an output file that cannot be written or would destroy something: an existing
     directory, a device, pipe or standard stream (the archive is written beside its path and
     renamed over it: a device would be replaced, a redirected stdout's file emptied), a folder
@@ -132,17 +132,17 @@ def _check_output_file(path: str | os.PathLike, inputs, option: str) -> None:
 
     path = Path(path)
     if path.is_dir():
-        raise OptionsError(f"{option} {path}: is a directory; give the archive's file name")
+        raise OptionsError(f"{option} {path}: is a directory; give a file name")
     target = path.resolve()  # (a new file's too: it may be made inside a graph directory)
     given_at = os.path.abspath(path)  # /dev/stdout, /proc/self/fd/1: links to a stream's file
     stream = os.path.islink(given_at) and Path(given_at).parts[1:2] in (("dev",), ("proc",))
     if stream or (path.exists() and not target.is_file()):
         raise OptionsError(f"{option} {path}: not a regular file (a device, pipe or standard "
-                           f"stream); give a file name: the archive is written whole, then "
+                           f"stream); give a file name: the file is written whole, then "
                            f"renamed into place")  # fmt: skip
     if path.exists() and _is_standard_stream(target):  # `> FILE`: the results would be lost
         raise OptionsError(f"{option} {path}: standard output or error is redirected to this "
-                           f"file; the archive renamed over it would leave what is printed "
+                           f"file; the file renamed over it would leave what is printed "
                            f"in a deleted file: give another file")  # fmt: skip
     if not target.parent.is_dir():
         raise OptionsError(f"{option} {path}: its folder {path.parent} does not exist")
