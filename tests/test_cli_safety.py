@@ -242,6 +242,13 @@ def test_a_graph_directory_with_a_replaced_file(tmp_path, capsys):
     assert main(rescore) == 0 and capsys.readouterr().out == before  # the graph's own words
     with pytest.warns(UserWarning, match=r"words.txt is not the file this graph's build wrote"):
         assert main(["info", str(dirs[0])]) == 0
+    with pytest.warns(UserWarning, match=r"words.txt is not the file"):  # (its TLG.npz given)
+        assert main(["info", str(dirs[0] / "TLG.npz")]) == 0
+    report = json.loads((dirs[0] / "build.json").read_text())
+    report["files"]["../l.ark"] = report["files"]["words.txt"]  # (hashed, once: not its file)
+    (dirs[0] / "build.json").write_text(json.dumps(report))
+    with pytest.warns(UserWarning, match=r"build.json lists '../l.ark', not a file of the dir"):
+        assert main(["info", str(dirs[0])]) == 0
     (dirs[0] / "TLG.npz").write_bytes((dirs[1] / "TLG.npz").read_bytes())
     with pytest.warns(UserWarning, match="describes another graph than the directory's TLG.npz"):
         assert main(["info", str(dirs[0])]) == 0

@@ -115,7 +115,10 @@ def info_command(args: argparse.Namespace) -> None:
     from .safe_io import read_json_file
 
     graph = DecodingGraph.load(args.dir)
-    report = Path(args.dir) / "build.json"
+    folder = Path(args.dir)
+    if folder.is_file() and (folder.parent / "build.json").is_file():  # a directory's TLG.npz
+        folder = folder.parent
+    report = folder / "build.json"
     stages = []
     if report.is_file():  # checked before anything is printed
         built = read_json_file(report, lambda m: InputFileError(report, None, m))
@@ -123,7 +126,7 @@ def info_command(args: argparse.Namespace) -> None:
             warnings.warn(f"{report} describes another graph than the directory's TLG.npz "
                           "(a file of it was replaced?): its stages are not this graph's",
                           stacklevel=1)  # fmt: skip
-        _check_graph_files(Path(args.dir), built.get("files"))
+        _check_graph_files(folder, built.get("files"))
         stages = built.get("stages", [])
         numbers = ("states", "arcs", "seconds", "peak_rss_mb")
         if not isinstance(stages, list) or not all(
@@ -153,7 +156,10 @@ def _check_graph_files(folder: Path, recorded) -> None:
 
     for name, want in recorded.items():
         path = folder / name
-        if not path.is_file():
+        if Path(name).name != name or name in (".", ".."):  # (the build writes names only)
+            warnings.warn(f"build.json lists {name!r}, not a file of the directory: not "
+                          "checked", stacklevel=1)  # fmt: skip
+        elif not path.is_file():
             warnings.warn(f"{path} is missing (build.json lists it)", stacklevel=1)
         elif not isinstance(want, dict) or file_record(path) != want:
             warnings.warn(f"{path} is not the file this graph's build wrote (its size or "
