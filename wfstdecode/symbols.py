@@ -9,6 +9,7 @@ import logging
 import numbers
 import os
 import re
+import unicodedata
 from collections.abc import Iterable, Iterator
 
 from .errors import GraphError, InputFileError, SymbolError
@@ -40,6 +41,19 @@ def is_disambig(symbol: str) -> bool:
     return len(symbol) > 1 and symbol[0] == "#" and symbol[1:].isascii() and symbol[1:].isdigit()
 
 
+def _odd_space(line: str) -> str:
+    """What to add to a refusal of ``line`` when a space other than ' ' and tab split it (as
+    wfstdecode splits every word list; Kaldi and OpenFst split symbol files at those two only)."""
+    odd = sorted({c for c in line.strip() if c.isspace() and c not in " \t"})
+    if not odd:
+        return ""
+    named = ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, 'a space')}" for c in odd)
+    return (
+        f": it holds {named}, whitespace to wfstdecode (which splits words, transcripts "
+        "too, at any whitespace), so no symbol may hold it"
+    )
+
+
 class SymbolTable:
     """A bijection between symbols and non-negative integer ids."""
 
@@ -65,9 +79,9 @@ class SymbolTable:
             if not fields:
                 continue
             if len(fields) != 2 or not _ID.fullmatch(fields[1]):
-                raise InputFileError(
-                    path, line_no, f"expected 'symbol id' (id in [0, {MAX_ID}]), got {quoted(line)}"
-                )
+                got = f"got {quoted(line)}{_odd_space(line)}"
+                expected = f"expected 'symbol id' (id in [0, {MAX_ID}])"
+                raise InputFileError(path, line_no, f"{expected}, {got}")
             try:
                 idx = table.add(fields[0], int(fields[1]))
             except SymbolError as exc:

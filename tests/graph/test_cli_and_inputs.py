@@ -237,6 +237,8 @@ def test_a_repeated_lexicon_line_is_read_once(tmp_path):
         ("<blk> 0\na\n", 2, "expected 'symbol id'"),
         ("<blk> 0\na x\n", 2, "expected 'symbol id'"),
         ("<blk> 0\na 1 2\n", 2, "expected 'symbol id'"),  # (a file of another format)
+        # (Kaldi takes "a\u00a0b" as one symbol; wfstdecode splits words at any whitespace)
+        ("<blk> 0\na\u00a0b 1\n", 2, "it holds U\\+00A0 NO-BREAK SPACE, whitespace to wfst"),
         ("", None, "empty"),
     ],
 )
