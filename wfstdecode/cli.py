@@ -261,8 +261,11 @@ def decode_command(args: argparse.Namespace) -> None:
                     print(f"{tag}: {'; '.join(hyp.notes)}", file=sys.stderr)
                 print(f"{tag}\t{hyp.score:.3f}\t{hyp.text}")
     if result.wer is not None:
-        greedy = ("no greedy CTC: the graph has no token table" if result.greedy_wer is None
-                  else f"greedy CTC {100 * result.greedy_wer:.2f}%")  # fmt: skip
+        greedy = (
+            f"greedy CTC {100 * result.greedy_wer:.2f}%" if result.greedy_wer is not None
+            else "no greedy CTC: the graph has no token table" if graph.tokens is None
+            else "no greedy CTC WER: the tokens are not characters or word pieces"
+        )  # fmt: skip
         print(f"WER {100 * result.wer:.2f}% ({greedy})", file=sys.stderr)
 
 

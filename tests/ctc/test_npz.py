@@ -86,6 +86,33 @@ def test_a_graph_without_a_token_table_reports_no_greedy_wer(tmp_path, graph, ca
     assert "WER 0.00% (no greedy CTC: the graph has no token table)" in err, err
 
 
+def test_a_phone_graph_reports_no_greedy_wer(tmp_path, capsys):
+    """A phone model's greedy transcript is phones, not words: its 'WER' against word
+    references was printed (419 % on the shipped speech graph)."""
+    from wfstdecode import SymbolTable
+    from wfstdecode.cli import main
+    from wfstdecode.graph import LexiconEntry, build_tlg
+    from wfstdecode.testing.lm import random_arpa
+
+    tokens = SymbolTable.from_list(["<blk>", "AA", "B", "K"])
+    words = ["bob", "back", "cab"]
+    phones = {"bob": ("B", "AA", "B"), "back": ("B", "AA", "K"), "cab": ("K", "AA", "B")}
+    (tmp_path / "lm.arpa").write_text(random_arpa(words, order=1, seed=0))
+    lexicon = [LexiconEntry(w, phones[w]) for w in words]
+    g = build_tlg(tokens, lexicon, str(tmp_path / "lm.arpa"), "compact").graph
+    g.save(tmp_path / "g.npz")
+    seqs = [[tokens.id(p) for w in ("bob", "cab") for p in phones[w]]]
+    lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=0)
+    path = tmp_path / "e.npz"
+    np.savez(path, log_probs=lp, lengths=lengths, texts=np.array(["bob cab"]))
+    res = decode_npz(path, g, backend="cpu")
+    assert res.texts == ["bob cab"] and res.greedy_texts == ["B AA B K AA B"]
+    assert res.wer == 0.0 and res.greedy_wer is None
+    assert main(["decode", str(tmp_path / "g.npz"), str(path), "--backend", "cpu"]) == 0
+    err = capsys.readouterr().err
+    assert "WER 0.00% (no greedy CTC WER: the tokens are not characters or word pieces)" in err
+
+
 def test_probabilities_given_for_log_probs_are_warned_of(tmp_path, graph):
     """A softmax's output in place of log_probs decoded silently (the graph's costs then
     outweigh scores in [0, 1]: wrong words); it is warned of, and log-probs are not."""

@@ -39,8 +39,9 @@ WORD_SEPARATOR = "|"
 class NpzDecodeResult:
     """ids, hypotheses (per utterance, best first), graph transcripts, greedy CTC transcripts
     (empty when the graph has no token table), references (or None), the corpus WERs (None
-    without references; the greedy one also None without a token table) and the frames of each
-    utterance."""
+    without references; the greedy one also None when the greedy transcripts are not words: no
+    token table, or tokens that are neither characters nor word pieces, e.g. phones) and the
+    frames of each utterance."""
 
     ids: list[str]
     hypotheses: list[list[Hypothesis]]
@@ -257,11 +258,7 @@ def greedy_ctc_texts(
     arg = np.asarray(log_probs).argmax(-1)
     if lengths is None:
         lengths = np.full(arg.shape[0], arg.shape[1])
-    # which kind of tokens, from the model's own (special symbols such as <unk> or <sos/eos>,
-    # which character and piece tables alike may hold, say nothing)
-    own = [s for s, i in tokens if i != blank and not _special(s)]
-    pieces = any(s.startswith("\u2581") for s in own)  # (a character model's too: "\u2581")
-    chars = not pieces and all(len(s) == 1 or s == sep for s in own)
+    pieces, chars = _token_kind(tokens, blank, sep)
     texts = []
     for b, L in enumerate(np.asarray(lengths)):
         ids = ctc_collapse(arg[b, : int(L)], blank, merge_repeats)
@@ -273,6 +270,24 @@ def greedy_ctc_texts(
         else:
             texts.append(" ".join(syms))
     return texts
+
+
+def _token_kind(tokens: SymbolTable, blank: int, sep: str) -> tuple[bool, bool]:
+    """``(word pieces, characters)``: which kind of tokens `greedy_ctc_texts` reads, from the
+    model's own (special symbols such as <unk> or <sos/eos>, which character and piece tables
+    alike may hold, say nothing); neither: phones or other units, no words."""
+    own = [s for s, i in tokens if i != blank and not _special(s)]
+    pieces = any(s.startswith("\u2581") for s in own)  # (a character model's too: "\u2581")
+    return pieces, not pieces and all(len(s) == 1 or s == sep for s in own)
+
+
+def greedy_spells_words(graph: DecodingGraph) -> bool:
+    """Whether `greedy_ctc_texts` gives words for ``graph``'s tokens (characters or word
+    pieces), so that their WER means something: not for phones."""
+    if graph.tokens is None:
+        return False
+    sep = graph.metadata.get("separator") or WORD_SEPARATOR
+    return any(_token_kind(graph.tokens, blank_id(graph), sep))
 
 
 def _special(symbol: str) -> bool:
@@ -400,7 +415,7 @@ def decode_npz(
     ref_words = [r.split() for r in refs] if refs is not None else []
     if any(ref_words):  # (no reference word at all: no rate to give)
         wer = word_error_rate(ref_words, [t.split() for t in texts])
-        if graph.tokens is not None:  # (no token table: no greedy transcript to score)
+        if greedy_spells_words(graph):  # (no token table, or phones: no words to score)
             greedy_wer = word_error_rate(ref_words, [t.split() for t in greedy])
     return NpzDecodeResult(ids, hyps, texts, greedy, refs, wer, greedy_wer, frames, lats)
 
