@@ -49,24 +49,56 @@ def test_each_setting_takes_the_cheapest_path_of_every_lattice(seed):
     assert len({tuple(map(tuple, s.hypotheses.values())) for s in settings}) > 1
 
 
+def _kaldi_counts(ref, hyp):
+    """(ins, del, sub) as Kaldi's util/edit-distance-inl.h LevenshteinEditDistance(ref, hyp,
+    &ins, &del, &sub) counts them (compute-wer), transcribed: a forward pass over the
+    hypothesis carrying (cost, ins, del, sub) per reference prefix; a match or substitution
+    only when strictly cheaper than both others, then a deletion strictly cheaper than an
+    insertion, else an insertion."""
+    e = [(i, 0, i, 0) for i in range(len(ref) + 1)]
+    for h in hyp:
+        cur = [(e[0][0] + 1, e[0][1] + 1, e[0][2], e[0][3])]
+        for i in range(1, len(ref) + 1):
+            ins, dels, sub = e[i][0] + 1, cur[i - 1][0] + 1, e[i - 1][0] + (h != ref[i - 1])
+            if sub < ins and sub < dels:
+                _, i_, d_, s_ = e[i - 1]
+                cur.append((sub, i_, d_, s_ + (h != ref[i - 1])))
+            elif dels < ins:
+                _, i_, d_, s_ = cur[i - 1]
+                cur.append((dels, i_, d_ + 1, s_))
+            else:
+                _, i_, d_, s_ = e[i]
+                cur.append((ins, i_ + 1, d_, s_))
+        e = cur
+    return e[-1][1:]
+
+
 @pytest.mark.parametrize("seed", range(20))
-def test_error_counts_split_the_edit_distance_as_the_alignment_does(seed):
+def test_error_counts_split_the_edit_distance_as_kaldis_compute_wer_does(seed):
     rng = np.random.default_rng(seed)
     refs = [list(rng.integers(0, 4, size=int(rng.integers(0, 9))).astype(str)) for _ in range(4)]
     hyps = [list(rng.integers(0, 4, size=int(rng.integers(0, 9))).astype(str)) for _ in range(4)]
     counts = error_counts(refs, hyps)
-    ins = dels = subs = 0
-    for r, h in zip(refs, hyps, strict=True):
-        for a, b in alignment(r, h):
-            ins += a is None
-            dels += b is None
-            subs += a is not None and b is not None and a != b
-    assert (counts.insertions, counts.deletions, counts.substitutions) == (ins, dels, subs)
+    want = np.sum([_kaldi_counts(r, h) for r, h in zip(refs, hyps, strict=True)], axis=0)
+    assert (counts.insertions, counts.deletions, counts.substitutions) == tuple(want)
     assert counts.errors == sum(map(edit_distance, refs, hyps))
     assert counts.words == sum(map(len, refs))
     assert counts.kaldi().startswith(f"%WER {100 * counts.wer:.2f} [ {counts.errors} / ")
     with pytest.raises(TypeError):
         error_counts(["a b"], ["a b"])
+
+
+def test_error_counts_take_compute_wers_split_where_the_alignments_differs():
+    """compute-wer's counts come from a forward pass, not from the alignment's backtrace: of
+    the equal-cost splits of 'a b b a' / 'a c b b' it takes 1 ins 1 del (the backtrace: 2
+    sub); likewise 'b b a' / 'c a c': 1 ins 1 del 1 sub (the backtrace: 3 sub)."""
+    for ref, hyp, want in (("a b b a", "a c b b", (1, 1, 0)), ("b b a", "c a c", (1, 1, 1)),
+                           ("a b", "a b", (0, 0, 0)), ("", "a b", (2, 0, 0)),
+                           ("a b", "", (0, 2, 0))):  # fmt: skip
+        c = error_counts([ref.split()], [hyp.split()])
+        assert (c.insertions, c.deletions, c.substitutions) == want, (ref, hyp)
+    pairs = alignment(["a", "b", "b", "a"], ["a", "c", "b", "b"])
+    assert sum(a is not None and b is not None and a != b for a, b in pairs) == 2
 
 
 def test_bad_settings_and_missing_references_are_refused():
@@ -145,3 +177,71 @@ def test_the_score_command_on_decoded_lattices(tmp_path, capsys):
     assert main(["score", str(ark), "--words", str(tmp_path / "g.npz"), "--text",
                  str(tmp_path / "short")]) == 2  # fmt: skip
     assert "has no reference for lattice 'utt1'" in capsys.readouterr().err
+
+
+def test_a_word_id_not_in_the_table_is_refused_up_front_naming_the_lattice():
+    """A lattice with a word the table lacks (another graph's words.txt) is refused before any
+    scoring, naming the lattice — also when no setting's best path takes that word (it was a
+    bare 'id 5 is not in the table' from whichever best path met it first, or nothing)."""
+    lat = sausage_lattice(np.random.default_rng(2), positions=3, width=3, vocab=5)
+    refs = {"u": "w1"}
+    assert int(lat.olabel.max()) == 5
+    with pytest.raises(OptionsError, match="lattice 'u' has the word id 5, which is not in"):
+        score_lattices({"u": lat}, _words(4), refs, [1.0])
+    best = score_lattices({"u": lat}, _words(5), refs, WEIGHTS, PENALTIES)
+    assert not any("w5" in s.hypotheses["u"] for s in best)  # no best path takes it here
+    with pytest.raises(OptionsError, match="lattice 'u' has the word id 5"):
+        score_lattices({"u": lat}, _words(4), refs, WEIGHTS, PENALTIES)
+
+
+def _score_files(tmp_path, keys):
+    """An archive of sausage lattices under ``keys``, words.txt and a text of their references;
+    the score command's arguments for them (LMWT 1)."""
+    from wfstdecode.lattice_io import write_kaldi_archive
+
+    rng = np.random.default_rng(0)
+    lattices = {k: sausage_lattice(rng, positions=2, width=2, vocab=3) for k in keys}
+    write_kaldi_archive(lattices, tmp_path / "lat.ark")
+    _words(3).write(tmp_path / "words.txt")
+    (tmp_path / "text").write_text("".join(f"{k} w1 w2\n" for k in keys), encoding="utf-8")
+    return ["score", str(tmp_path / "lat.ark"), "--words", str(tmp_path / "words.txt"),
+            "--text", str(tmp_path / "text"), "--lm-weights", "1"]  # fmt: skip
+
+
+def test_best_text_writes_ids_as_the_archive_and_the_references_have_them(tmp_path):
+    """--best-text is a Kaldi text file of --text's ids (compute-wer's hypotheses): an id is
+    written as read (a backslash or a control character was escaped: 'a\\\\b' and
+    'x\\x85y', which neither compute-wer nor --text match)."""
+    from wfstdecode.ctc import read_reference_texts
+
+    keys = ["a\\b", "x\x85y", "plain"]
+    argv = _score_files(tmp_path, keys)
+    assert main([*argv, "--best-text", str(tmp_path / "best.txt")]) == 0
+    written = (tmp_path / "best.txt").read_text(encoding="utf-8").split("\n")[:-1]
+    assert [line.split(" ")[0] for line in written] == keys
+    assert list(read_reference_texts(tmp_path / "best.txt")) == keys
+
+
+def test_best_text_standard_output_is_refused(tmp_path, monkeypatch, capsys):
+    """--best-text - (Kaldi's standard output) is refused before any work; it made a file
+    named '-'."""
+    argv = _score_files(tmp_path, ["u"])
+    monkeypatch.chdir(tmp_path)
+    assert main([*argv, "--best-text", "-"]) == 2
+    assert "--best-text -: standard output is not written" in capsys.readouterr().err
+    assert not (tmp_path / "-").exists()
+
+
+def test_references_without_lattices_mark_the_lines_partial(tmp_path, capsys):
+    """As compute-wer --mode=present (score.sh's): references without a hypothesis are not
+    scored and each WER line says [PARTIAL]; not when every reference has its lattice."""
+    argv = _score_files(tmp_path, ["u", "v"])
+    assert main(argv) == 0
+    assert "[PARTIAL]" not in capsys.readouterr().out
+    with open(tmp_path / "text", "a", encoding="utf-8") as f:
+        f.write("extra w1\n")
+    assert main(argv) == 0
+    out = capsys.readouterr()
+    lines = out.out.splitlines()
+    assert len(lines) == 4 and all("] [PARTIAL] LMWT 1 WIP " in line for line in lines)
+    assert "1 utterances of" in out.err

@@ -22,7 +22,9 @@ def add_score_parser(sub) -> None:
         "LMWT and word insertion penalty WIP, as Kaldi's local/score.sh does: the best path "
         "of graph + WIP * words + acoustic / LMWT (the archive keeps acoustic costs unscaled: "
         "LMWT is the inverse of a decode's --acoustic-scale). Prints compute-wer's line for "
-        "each setting, then the best.",
+        "each setting, then the best. A lattice without a complete path is scored as no words "
+        "(all its reference words deleted); references without a lattice are not scored (the "
+        "lines then say [PARTIAL], as compute-wer --mode=present does).",
     )  # fmt: skip
     p.add_argument("lattices",
                    help="binary Kaldi table of CompactLattice or Lattice: FILE (gzip-compressed "
@@ -37,8 +39,9 @@ def add_score_parser(sub) -> None:
                         "default, as Kaldi's 7:17), comma-separated (default "
                         f"{DEFAULT_LM_WEIGHTS})")  # fmt: skip
     p.add_argument("--word-insertion-penalties", default=DEFAULT_WORD_PENALTIES, metavar="LIST",
-                   help="WIP values, the same way (positive = fewer words; default "
-                        f"{DEFAULT_WORD_PENALTIES})")  # fmt: skip
+                   help="WIP values, the same way (positive = fewer words; a list starting "
+                        "with a minus sign after '=': --word-insertion-penalties=-1:1:0.5; "
+                        f"default {DEFAULT_WORD_PENALTIES})")  # fmt: skip
     p.add_argument(
         "--best-text",
         metavar="FILE",
@@ -73,7 +76,6 @@ def number_list(text: str, option: str) -> list[float]:
 
 
 def score_command(args: argparse.Namespace) -> None:
-    from .cli_common import escaped_id
     from .cli_rescore import words_table
     from .ctc import read_reference_texts
     from .errors import OptionsError
@@ -119,13 +121,16 @@ def score_command(args: argparse.Namespace) -> None:
     if unscored:  # (as compute-wer --mode=present: what has no lattice is not counted)
         print(f"note: {unscored} utterances of {args.text} have no lattice in {args.lattices}; "
               "not scored", file=sys.stderr)  # fmt: skip
+    partial = " [PARTIAL]" if unscored else ""  # (compute-wer's mark for the same)
     for s in settings:
-        print(f"{s.counts.kaldi()} LMWT {s.lm_weight:g} WIP {s.word_penalty:g}")
+        print(f"{s.counts.kaldi()}{partial} LMWT {s.lm_weight:g} WIP {s.word_penalty:g}")
     best = best_setting(settings)
-    print(f"best: {best.counts.kaldi()} LMWT {best.lm_weight:g} WIP {best.word_penalty:g}")
+    print(f"best: {best.counts.kaldi()}{partial} LMWT {best.lm_weight:g} WIP "
+          f"{best.word_penalty:g}")  # fmt: skip
     for value, tried, what in ((best.lm_weight, weights, "LMWT"),
                                (best.word_penalty, penalties, "WIP")):  # fmt: skip
-        if len(tried) > 1 and value in (min(tried), max(tried)):
+        tied = all(s.counts.errors == best.counts.errors for s in settings)
+        if len(tried) > 1 and value in (min(tried), max(tried)) and not tied:
             edge = "smallest" if value == min(tried) else "largest"
             print(f"note: the best {what} is the {edge} tried: the best setting may lie beyond "
                   "the grid", file=sys.stderr)  # fmt: skip
@@ -134,7 +139,7 @@ def score_command(args: argparse.Namespace) -> None:
               f"words), e.g. {best.pathless[0]!r}", file=sys.stderr)  # fmt: skip
     if args.best_text is not None:
         with replacing(args.best_text) as f:
-            for key, hyp in best.hypotheses.items():
-                f.write(" ".join([escaped_id(key), *hyp]).encode("utf-8") + b"\n")
+            for key, hyp in best.hypotheses.items():  # (ids as read: they are --text's ids)
+                f.write(" ".join([key, *hyp]).encode("utf-8") + b"\n")
         print(f"wrote the transcripts of LMWT {best.lm_weight:g} WIP {best.word_penalty:g} to "
               f"{args.best_text}", file=sys.stderr)  # fmt: skip

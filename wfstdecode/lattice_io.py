@@ -130,6 +130,9 @@ def check_output_file(path: str | os.PathLike, inputs, option: str) -> None:
     from .graph.output import is_graph_dir
     from .safe_io import PARTIAL_SUFFIX
 
+    if os.fspath(path).strip() == "-":  # (Kaldi's standard output: not a file named '-')
+        raise OptionsError(f"{option} -: standard output is not written: give a file name (the "
+                           "file is written whole, then renamed into place)")  # fmt: skip
     path = Path(path)
     if path.is_dir():
         raise OptionsError(f"{option} {path}: is a directory; give a file name")

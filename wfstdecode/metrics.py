@@ -92,8 +92,8 @@ class ErrorCounts:
 
 def error_counts(refs: Sequence[Sequence[str]], hyps: Sequence[Sequence[str]]) -> ErrorCounts:
     """`ErrorCounts` of word lists (`word_error_rate`'s; its rate is theirs): insertions,
-    deletions and substitutions of one minimum-edit alignment per pair, taken as `alignment`
-    takes it (a match or substitution first, then a deletion), compiled."""
+    deletions and substitutions of one minimum-edit alignment per pair, split as Kaldi's
+    compute-wer splits them (`_edit_counts`; not always `alignment`'s split), compiled."""
     if any(isinstance(x, str) for x in (*refs, *hyps)):
         raise TypeError("error_counts takes word lists (e.g. text.split()), not strings")
     totals = np.zeros(3, np.int64)
@@ -108,26 +108,35 @@ def error_counts(refs: Sequence[Sequence[str]], hyps: Sequence[Sequence[str]]) -
 
 @njit(nogil=True, cache=True)
 def _edit_counts(ref, hyp):
-    """``[insertions, deletions, substitutions]`` of `alignment`'s backtrace."""
+    """``[insertions, deletions, substitutions]`` as Kaldi's ``LevenshteinEditDistance`` (what
+    compute-wer prints) counts them: a forward pass over the hypothesis that carries each
+    cell's counts, taking a match or substitution only when strictly cheaper than both
+    others, then a deletion when strictly cheaper than an insertion. Of equal-cost splits it
+    may take another than `alignment`'s backtrace (ref ``a b b a``, hyp ``a c b b``: 1 ins
+    1 del, not 2 sub). Two rows of (cost, ins, del, sub): memory linear in the reference."""
     n, m = ref.shape[0], hyp.shape[0]
-    d = np.empty((n + 1, m + 1), np.int64)
-    for j in range(m + 1):
-        d[0, j] = j
-    for i in range(1, n + 1):
-        d[i, 0] = i
-        for j in range(1, m + 1):
-            d[i, j] = min(d[i - 1, j] + 1, d[i, j - 1] + 1,
-                          d[i - 1, j - 1] + (ref[i - 1] != hyp[j - 1]))  # fmt: skip
-    out = np.zeros(3, np.int64)
-    i, j = n, m
-    while i or j:
-        if i and j and d[i, j] == d[i - 1, j - 1] + (ref[i - 1] != hyp[j - 1]):
-            out[2] += ref[i - 1] != hyp[j - 1]
-            i, j = i - 1, j - 1
-        elif i and d[i, j] == d[i - 1, j] + 1:
-            out[1] += 1
-            i -= 1
-        else:
-            out[0] += 1
-            j -= 1
-    return out
+    prev = np.zeros((n + 1, 4), np.int64)  # per reference prefix: cost, ins, del, sub
+    cur = np.zeros((n + 1, 4), np.int64)
+    for i in range(n + 1):
+        prev[i, 0] = prev[i, 2] = i
+    for j in range(m):
+        cur[0, :] = prev[0, :]
+        cur[0, 0] += 1
+        cur[0, 1] += 1
+        for i in range(1, n + 1):
+            differ = ref[i - 1] != hyp[j]
+            ins, dels, sub = prev[i, 0] + 1, cur[i - 1, 0] + 1, prev[i - 1, 0] + differ
+            if sub < ins and sub < dels:
+                cur[i, :] = prev[i - 1, :]
+                cur[i, 0] = sub
+                cur[i, 3] += differ
+            elif dels < ins:
+                cur[i, :] = cur[i - 1, :]
+                cur[i, 0] = dels
+                cur[i, 2] += 1
+            else:
+                cur[i, :] = prev[i, :]
+                cur[i, 0] = ins
+                cur[i, 1] += 1
+        prev, cur = cur, prev
+    return prev[n, 1:].copy()

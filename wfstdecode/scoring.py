@@ -14,6 +14,8 @@ import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from .ctc.options import ACOUSTIC_SCALE_RANGE, MAX_COST_TERM
 from .errors import OptionsError
 from .lattice import Lattice
@@ -50,6 +52,11 @@ def score_lattices(
     for key, lat in lattices.items():
         if not isinstance(lat, Lattice):
             raise OptionsError(f"lattice {key!r} must be a Lattice; got {type(lat).__name__}")
+        # (up front, of every word: the best paths of some settings only would meet it later)
+        if unknown := [w for w in np.unique(lat.olabel).tolist() if w and not words.has_id(w)]:
+            raise OptionsError(f"lattice {key!r} has the word id {unknown[0]}, which is not in "
+                               f"the word table ({len(words)} symbols): is it the lattices' "
+                               "graph's words.txt?")  # fmt: skip
     refs = {key: references[key].split() for key in lattices}
     out = []
     for penalty in penalties:
