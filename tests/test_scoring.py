@@ -245,3 +245,12 @@ def test_references_without_lattices_mark_the_lines_partial(tmp_path, capsys):
     lines = out.out.splitlines()
     assert len(lines) == 4 and all("] [PARTIAL] LMWT 1 WIP " in line for line in lines)
     assert "1 utterances of" in out.err
+
+
+def test_lattices_with_oov_slot_labels_are_refused():
+    """A spelled word is several lattice labels (the slot's and its characters'), not a word
+    to score; rescore refuses such lattices too."""
+    lat = sausage_lattice(np.random.default_rng(0), positions=2, width=2, vocab=2)
+    words = SymbolTable.from_list(["<eps>", "w1", "<oov>"])
+    with pytest.raises(OptionsError, match="holds the oov slot's label '<oov>'"):
+        score_lattices({"u": lat}, words, {"u": "w1"}, [1.0])

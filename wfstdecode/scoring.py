@@ -44,6 +44,8 @@ def score_lattices(
     """Every (LM weight, word penalty) pair, penalties outer: each lattice's best path at that
     setting (module docstring) scored against ``references`` (``{id: "word word ..."}``, one
     for every lattice; `read_reference_texts`). ``words``: the lattices' word table."""
+    from .graph.oov_slot import is_slot_label
+
     weights, penalties = checked_lm_weights(lm_weights), checked_word_penalties(word_penalties)
     missing = [key for key in lattices if key not in references]
     if missing:
@@ -57,6 +59,12 @@ def score_lattices(
             raise OptionsError(f"lattice {key!r} has the word id {unknown[0]}, which is not in "
                                f"the word table ({len(words)} symbols): is it the lattices' "
                                "graph's words.txt?")  # fmt: skip
+        if slots := [w for w in np.unique(lat.olabel).tolist() if w and
+                     is_slot_label(words.symbol(w))]:  # fmt: skip
+            raise OptionsError(f"lattice {key!r} holds the oov slot's label "
+                               f"{words.symbol(slots[0])!r}: a spelled word is several labels, "
+                               "not a word to score (score lattices of a graph without an oov "
+                               "slot)")  # fmt: skip
     refs = {key: references[key].split() for key in lattices}
     out = []
     for penalty in penalties:
