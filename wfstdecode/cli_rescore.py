@@ -33,6 +33,15 @@ def add_rescoring_arguments(p: argparse.ArgumentParser, first_pass_default: str 
                         "composition keeps")  # fmt: skip
 
 
+def add_lattice_arguments(p: argparse.ArgumentParser) -> None:
+    """The lattice archive a command reads and its word table (``rescore``, ``score``)."""
+    p.add_argument("lattices",
+                   help="binary Kaldi table of CompactLattice or Lattice: FILE (gzip-compressed "
+                        "too), ark:FILE or scp:FILE")  # fmt: skip
+    p.add_argument("--words", type=Path, required=True,
+                   help="the graph's words.txt (or its graph directory, or TLG.npz)")  # fmt: skip
+
+
 def add_rescore_parser(sub) -> None:
     """The ``rescore`` command."""
     p = sub.add_parser(
@@ -43,11 +52,7 @@ def add_rescore_parser(sub) -> None:
         "old LM at scale -1 and the new at +LM_SCALE) and prints ID<tab>SCORE<tab>TEXT of the "
         "best path (ID-RANK with --nbest > 1); --out writes the rescored lattices.",
     )  # fmt: skip
-    p.add_argument("lattices",
-                   help="binary Kaldi table of CompactLattice or Lattice: FILE (gzip-compressed "
-                        "too), ark:FILE or scp:FILE")  # fmt: skip
-    p.add_argument("--words", type=Path, required=True,
-                   help="the graph's words.txt (or its graph directory, or TLG.npz)")  # fmt: skip
+    add_lattice_arguments(p)
     p.add_argument("--new-lm", type=Path, required=True, metavar="ARPA", help="the LM to apply")
     p.add_argument("--old-lm", type=Path, required=True, metavar="ARPA",
                    help="the LM the graph was built from (its scores are taken out)")  # fmt: skip

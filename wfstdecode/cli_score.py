@@ -7,6 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .cli_rescore import add_lattice_arguments
 from .errors import WfstDecodeError
 
 DEFAULT_LM_WEIGHTS = "0.5:2:0.1"  # around a CTC decode's acoustic scale 1 (LMWT 1)
@@ -26,11 +27,7 @@ def add_score_parser(sub) -> None:
         "(all its reference words deleted); references without a lattice are not scored (the "
         "lines then say [PARTIAL], as compute-wer --mode=present does).",
     )  # fmt: skip
-    p.add_argument("lattices",
-                   help="binary Kaldi table of CompactLattice or Lattice: FILE (gzip-compressed "
-                        "too), ark:FILE or scp:FILE")  # fmt: skip
-    p.add_argument("--words", type=Path, required=True,
-                   help="the graph's words.txt (or its graph directory, or TLG.npz)")  # fmt: skip
+    add_lattice_arguments(p)
     p.add_argument("--text", type=Path, required=True, metavar="FILE",
                    help="reference transcripts, 'ID word word ...' per line (a Kaldi data "
                         "directory's text); every lattice needs one")  # fmt: skip
