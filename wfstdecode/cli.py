@@ -191,7 +191,12 @@ def decode_command(args: argparse.Namespace) -> None:
     if args.utterance_boosts:
         from .ctc.boost_files import read_utterance_boosts
 
-        per_utterance = read_utterance_boosts(args.utterance_boosts)
+        per_utterance, source = {}, {}
+        for path in args.utterance_boosts:  # (repeatable: every file read, an id in one only)
+            for utt, phrases in read_utterance_boosts(path).items():
+                if utt in per_utterance:
+                    raise WfstDecodeError(f"utterance {utt!r} is in {source[utt]} and in {path}")
+                per_utterance[utt], source[utt] = phrases, path
     oov_lexicon = oov_lexicon_of(args, graph)
     if args.write_lattices is None and args.determinize_lattice is not None:
         raise WfstDecodeError("--determinize-lattice / --no-determinize-lattice say how "
@@ -204,9 +209,9 @@ def decode_command(args: argparse.Namespace) -> None:
             raise WfstDecodeError("--write-lattices needs --lattice-beam BEAM (e.g. 8)")
         from .kaldi_tables import table_files
 
-        inputs = (*table_files(args.log_probs), args.graph, args.boost_file, args.text,
-                  args.utterance_boosts, args.oov_lexicon, args.rescore_lm,
-                  args.first_pass_lm)  # fmt: skip
+        inputs = (*table_files(args.log_probs), args.graph, *(args.boost_file or ()),
+                  args.text, *(args.utterance_boosts or ()), args.oov_lexicon,
+                  args.rescore_lm, args.first_pass_lm)  # fmt: skip
         check_archive_path(args.write_lattices, inputs, "--write-lattices")
     keys_check = None
     if args.write_lattices is not None:
@@ -415,10 +420,11 @@ def make_parser() -> argparse.ArgumentParser:
     defaults = {f.name: f.default for f in dataclasses.fields(CtcBeamOptions)}
     add_decode_options(p, defaults, given_only=False)
     add_boost_arguments(p)
-    p.add_argument("--utterance-boosts", type=Path, metavar="FILE",
+    p.add_argument("--utterance-boosts", type=Path, action="append", metavar="FILE",
                    help='per-utterance phrases, a JSON object per line: {"id": ID, "boosts": '
                         "{PHRASE: BONUS}} (added to --boost / --boost-file for that "
-                        "utterance; for a phrase in both, the utterance's bonus wins)")  # fmt: skip
+                        "utterance; for a phrase in both, the utterance's bonus wins); "
+                        "repeatable")  # fmt: skip
     p.add_argument("--oov-lexicon", type=Path, metavar="FILE",
                    help="pronunciations of boosted words the graph lacks, 'word tok1 tok2 …' "
                         "per line (a graph built with --oov-slot)")  # fmt: skip

@@ -58,13 +58,14 @@ def ctc_options(values: dict):
 
 def parse_boost(text: str) -> tuple[str, float]:
     from .ctc.options import MAX_COST_TERM
+    from .textfiles import strict_float
 
     phrase, sep, value = text.rpartition("=")
     phrase = " ".join(phrase.split())  # as --boost-file reads it
     try:
         if not sep or not phrase:
             raise ValueError
-        bonus = float(value)
+        bonus = strict_float(value)  # (not 1_5 as 15, as float() reads it)
     except ValueError:
         raise argparse.ArgumentTypeError(f"--boost expects PHRASE=BONUS; got {text!r}") from None
     if not abs(bonus) <= MAX_COST_TERM:  # also NaN
@@ -86,21 +87,28 @@ def add_boost_arguments(p: argparse.ArgumentParser) -> None:
                    help="boost a word or a phrase of words in every utterance (bonus per word, "
                         "positive = more likely; a word the graph lacks goes through its oov "
                         "slot, if it has one); repeatable")  # fmt: skip
-    p.add_argument("--boost-file", type=Path, metavar="FILE",
-                   help="phrases to boost: PHRASE<TAB>BONUS per line")  # fmt: skip
+    p.add_argument("--boost-file", type=Path, action="append", metavar="FILE",
+                   help="phrases to boost: PHRASE<TAB>BONUS per line; repeatable")  # fmt: skip
 
 
 def boosts_of(args: argparse.Namespace) -> dict | None:
-    """--boost-file's phrases and the repeated --boost (a phrase given by both is refused)."""
+    """The repeated --boost-file's phrases and the repeated --boost (a phrase given twice, by
+    two files, two flags or a file and a flag, is refused)."""
     from .ctc.boost_files import read_boost_file
 
-    boosts = read_boost_file(args.boost_file) if args.boost_file else {}
+    boosts: dict = {}
+    source: dict = {}  # phrase -> the file that gave it
+    for path in args.boost_file or ():
+        for phrase, bonus in read_boost_file(path).items():
+            if phrase in boosts:
+                raise WfstDecodeError(f"{phrase!r} is boosted in {source[phrase]} and in {path}")
+            boosts[phrase], source[phrase] = bonus, path
     given = set()
     for word, bonus in args.boost or ():
         if word in given:
             raise WfstDecodeError(f"{word!r} is boosted by two --boost options")
         if word in boosts:
-            raise WfstDecodeError(f"{word!r} is boosted by --boost and in {args.boost_file}")
+            raise WfstDecodeError(f"{word!r} is boosted by --boost and in {source[word]}")
         boosts[word] = bonus
         given.add(word)
     return boosts or None

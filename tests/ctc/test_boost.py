@@ -237,3 +237,107 @@ def test_lists_with_unknown_words_resolve_in_bulk_as_phrase_by_phrase(seed):
         # every word the graph lacks, with the phrase it sinks
         assert noted == [w if len(k.split()) == 1 else f"{w} (in {k!r})"
                          for k in fine for w in k.split() if WORDS.get(w) in (None, 0)]  # fmt: skip
+
+
+def test_boosts_from_files_name_word_ids_on_a_graph_without_a_word_table(tmp_path, capsys):
+    """A graph without a word table prints its words as ids ("1 3"); --boost 2=3.5, a boost
+    file's ``2<TAB>3.5`` and per-utterance lists were refused ("pass word ids instead", which
+    no file or flag can): a phrase of ASCII digits is a phrase of word ids there, decoded as
+    ``decode_ctc(..., boosts={2: 3.5})`` decodes."""
+    from dataclasses import replace
+
+    from wfstdecode.cli import main
+    from wfstdecode.ctc import decode_ctc
+    from wfstdecode.testing import lexicon_graph, simulate_ctc
+
+    g = lexicon_graph(["see", "sea", "a"])
+    bare = replace(g, words=None)
+    bare.save(tmp_path / "g.npz")
+    seqs = [[g.tokens.id(c) for c in "seea"], [g.tokens.id(c) for c in "sea"]]
+    lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=1, noise=2.0)
+    np.savez(tmp_path / "lp.npz", log_probs=lp, lengths=lengths)
+    want = decode_ctc(lp, lengths, bare, boosts={2: 3.5, (1, 3): 1.0}, backend="cpu")
+    assert decode_ctc(lp, lengths, bare, boosts={"2": 3.5, "1  3": 1.0}, backend="cpu") == want
+    (tmp_path / "b.txt").write_text("2\t3.5\n1 3\t1.0\n")
+    common = ["decode", str(tmp_path / "g.npz"), str(tmp_path / "lp.npz"), "--backend", "cpu"]
+    ids = ("utt0000", "utt0001")
+    lines = [f"{u}\t{h[0].score:.3f}\t{h[0].text}" for u, h in zip(ids, want, strict=True)]
+    flags_given = (["--boost-file", str(tmp_path / "b.txt")],
+                   ["--boost", "2=3.5", "--boost", "1 3=1"])  # fmt: skip
+    for flags in flags_given:
+        assert main([*common, *flags]) == 0, capsys.readouterr().err
+        assert capsys.readouterr().out.splitlines() == lines
+    with pytest.raises(DecodeInputError, match="no word table; pass word ids instead"):
+        decode_ctc(lp, lengths, bare, boosts={"sea": 1.0}, backend="cpu")
+    many = {str(w): 0.5 for w in range(1, 100)}  # (a list long enough for the phrase cache)
+    with pytest.warns(UserWarning, match="not in the graph's vocabulary"):  # (ids beyond 3)
+        got = decode_ctc(lp, lengths, bare, boosts=many, backend="cpu")
+    assert got == decode_ctc(lp, lengths, bare, boosts={1: 0.5, 2: 0.5, 3: 0.5}, backend="cpu")
+
+
+def test_repeated_boost_files_are_all_read(tmp_path, capsys):
+    """--boost-file given twice kept the last file alone (argparse's default for a flag given
+    again): the first file's phrases were dropped without a word. Every file is read, as
+    every --boost is; a phrase in two files is refused, naming both."""
+    from wfstdecode.cli import main
+    from wfstdecode.testing import lexicon_graph, simulate_ctc
+
+    g = lexicon_graph(["see", "sea", "a"])
+    g.save(tmp_path / "g.npz")
+    seqs = [[g.tokens.id(c) for c in "seea"], [g.tokens.id(c) for c in "sea"]]
+    lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=1, noise=2.0)
+    np.savez(tmp_path / "lp.npz", log_probs=lp, lengths=lengths)
+    (tmp_path / "a.txt").write_text("sea\t3.5\n")
+    (tmp_path / "b.txt").write_text("see\t-1\n")
+    (tmp_path / "c.txt").write_text("a\t1\nsea\t2\n")
+    common = ["decode", str(tmp_path / "g.npz"), str(tmp_path / "lp.npz"), "--backend", "cpu"]
+    assert main([*common, "--boost", "sea=3.5", "--boost", "see=-1"]) == 0
+    from_flags = capsys.readouterr().out
+    files = ["--boost-file", str(tmp_path / "a.txt"), "--boost-file", str(tmp_path / "b.txt")]
+    assert main([*common, *files]) == 0
+    assert capsys.readouterr().out == from_flags
+    twice = ["--boost-file", str(tmp_path / "a.txt"), "--boost-file", str(tmp_path / "c.txt")]
+    assert main([*common, *twice]) == 2
+    err = capsys.readouterr().err
+    assert "'sea' is boosted in" in err and "a.txt" in err and "c.txt" in err
+    assert main([*common, "--boost-file", str(tmp_path / "b.txt"), "--boost", "see=2"]) == 2
+    assert "boosted by --boost and in" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "cat\t2\t1\n",  # a third column: was {'cat 2': 1.0}, its words unknown, the line lost
+        "new\tyork\t2\n",  # a tab between words: the format's words are spaced
+        "cat\t2\u2028dog\t3\n",  # two lines joined by a separator a text file's reader keeps
+        "cat\t2\x85dog\t3\n",  # (was the phrase 'cat 2 dog', bonus 3)
+    ],
+)
+def test_a_boost_file_line_with_more_than_one_tab_is_refused(tmp_path, text):
+    from wfstdecode.ctc.boost_files import read_boost_file
+    from wfstdecode.errors import InputFileError
+
+    path = tmp_path / "boosts.txt"
+    path.write_text("sea\t1\n" + text)
+    with pytest.raises(InputFileError, match=r"boosts.txt:2: expected PHRASE<TAB>BONUS, one tab"):
+        read_boost_file(path)
+    path.write_text("sea\t1\ncat\t\t2\n")  # (empty fields around one phrase: read as before)
+    assert read_boost_file(path) == {"sea": 1.0, "cat": 2.0}
+
+
+def test_a_bonus_with_an_underscore_is_refused_in_files_and_flags(tmp_path):
+    """Python's float() reads '1_5' as 15 (and '1_000' as 1000), which no other reader here
+    takes (`textfiles.strict_float`): a typo for 1.5 boosted ten times as much."""
+    import argparse
+
+    from wfstdecode.cli_common import parse_boost
+    from wfstdecode.ctc.boost_files import read_boost_file
+    from wfstdecode.errors import InputFileError
+
+    path = tmp_path / "boosts.txt"
+    path.write_text("sea\t1_5\n")
+    with pytest.raises(InputFileError, match=r"boosts.txt:1: expected PHRASE<TAB>BONUS"):
+        read_boost_file(path)
+    with pytest.raises(argparse.ArgumentTypeError, match="PHRASE=BONUS"):
+        parse_boost("sea=1_5")
+    assert parse_boost("sea=1.5") == ("sea", 1.5)

@@ -431,6 +431,31 @@ def test_per_utterance_boosts_for_an_utterance_the_file_lacks(tmp_path, capsys):
     assert "has no utterance 'u9'" in capsys.readouterr().err
 
 
+def test_repeated_utterance_boosts_files_are_all_read(tmp_path, capsys):
+    """--utterance-boosts given twice kept the last file alone: u2's list in the first file was
+    dropped without a word. Every file is read; an utterance in two files is refused."""
+    from wfstdecode.cli import main
+
+    common = _two_utterances(tmp_path)
+    (tmp_path / "u2.jsonl").write_text('{"id": "u2", "boosts": {"cap  pat": 1.5}}\n')
+    (tmp_path / "u1.jsonl").write_text('{"id": "u1", "boosts": {"cat": 0.5}}\n')
+    (tmp_path / "both.jsonl").write_text(
+        '{"id": "u2", "boosts": {"cap  pat": 1.5}}\n{"id": "u1", "boosts": {"cat": 0.5}}\n'
+    )
+    assert main([*common, "--utterance-boosts", str(tmp_path / "both.jsonl")]) == 0
+    together = capsys.readouterr().out
+    assert together.splitlines()[1].endswith("\tcap pat")
+    files = ["--utterance-boosts", str(tmp_path / "u2.jsonl"),
+             "--utterance-boosts", str(tmp_path / "u1.jsonl")]  # fmt: skip
+    assert main([*common, *files]) == 0
+    assert capsys.readouterr().out == together
+    again = ["--utterance-boosts", str(tmp_path / "u2.jsonl"),
+             "--utterance-boosts", str(tmp_path / "both.jsonl")]  # fmt: skip
+    assert main([*common, *again]) == 2
+    err = capsys.readouterr().err
+    assert "utterance 'u2' is in" in err and "u2.jsonl" in err and "both.jsonl" in err
+
+
 def _with_boosts_member(tmp_path, boosts_json):
     common = _two_utterances(tmp_path)
     with np.load(tmp_path / "lp.npz") as z:

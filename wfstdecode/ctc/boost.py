@@ -119,8 +119,10 @@ def resolve_boosts(
     ``MAX_PHRASE_WORDS`` words raise `DecodeInputError`. With ``oov`` (an `oov.OovSpeller`: the
     graph has an oov slot) a word absent from ``words`` is spelled through the slot instead: the
     phrase becomes label sequences (`OovSpeller.phrase_labels`) whose bonus per label pays the
-    phrase's bonus per word in all. A graph without a word table knows its words by id: ids
-    above ``largest_word`` (its largest output label) are unknown words as well.
+    phrase's bonus per word in all. A graph without a word table knows its words by id (its
+    hypotheses' text is ids): a word written in ASCII digits (``"17"``, ``"17 4"``, as files
+    and the CLI give them) is that id there; ids above ``largest_word`` (its largest output
+    label) are unknown words as well.
     """
     if boosts is None:
         return [None] * batch_size
@@ -210,7 +212,9 @@ def _resolve_or_recall(table: Mapping, b: int, words, unknown: list, known: dict
     Only lists of phrase strings and plain numbers are kept: their equality is their meaning
     (``True == 1``, and a bonus of True is refused, not recalled)."""
     plain = _plain(table, table.values())
-    keep = plain and len(table) >= phrase_cache.MIN_PHRASES
+    # (not without a word table: its digit-string words are ids, and the cache keys a list by
+    # a weak reference to the table)
+    keep = plain and words is not None and len(table) >= phrase_cache.MIN_PHRASES
     key = phrase_cache.list_key(table, words, oov) if keep else None
     hit = phrase_cache.resolved_list(key, words, oov) if key is not None else None
     if hit is not None:
@@ -398,6 +402,8 @@ def phrase_ids(key, words, b: int = 0, unknown: list | None = None) -> tuple[int
         )
     ids, missing = [], []
     for part in parts:
+        if words is None and isinstance(part, str) and part.isascii() and part.isdigit():
+            part = int(part)  # a word id as a file or the CLI writes it (as a hypothesis shows it)
         if isinstance(part, (int, np.integer)) and not isinstance(part, bool):
             wid = int(part)  # known when the word table has it (any positive id without one)
             known = wid > 0 and (words is None or words.has_id(wid))
@@ -405,7 +411,7 @@ def phrase_ids(key, words, b: int = 0, unknown: list | None = None) -> tuple[int
             if words is None:
                 raise DecodeInputError(
                     f"boosts[{b}] names word {part!r}, but the graph has no word table; "
-                    "pass word ids instead"
+                    "pass word ids instead (e.g. '17', or 17)"
                 )
             wid = words.get(part)
             known = wid is not None and wid != 0  # epsilon is never an output word

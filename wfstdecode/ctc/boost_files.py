@@ -9,7 +9,7 @@ from collections.abc import Mapping
 
 from ..errors import InputFileError
 from ..safe_io import json_loads
-from ..textfiles import text_lines
+from ..textfiles import quoted, strict_float, text_lines
 from .boost import MAX_PHRASES, as_float
 from .options import MAX_COST_TERM
 
@@ -89,9 +89,12 @@ def read_boost_file(path) -> dict[str, float]:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         phrase, tab, value = line.rpartition("\t")
+        if "\t" in phrase.strip():  # a third column ("cat<TAB>2<TAB>1" read as 'cat 2': 1)
+            raise InputFileError(path, line_no, "expected PHRASE<TAB>BONUS, one tab (spaces "
+                                 f"between a phrase's words); got {quoted(line)}")  # fmt: skip
         phrase = " ".join(phrase.split())
         try:
-            bonus = float(value) if tab and phrase else math.nan
+            bonus = strict_float(value) if tab and phrase else math.nan
         except ValueError:
             bonus = math.nan
         if not tab or not phrase or not math.isfinite(bonus):
