@@ -410,6 +410,8 @@ def test_per_utterance_boosts_win_over_a_shared_phrase_written_as_a_tuple(tmp_pa
         ('{"id": "u1", "boosts": {"cap": -1e9}}\n', 1, "beyond"),
         ('{"id": "u1", "boosts": {"cap": true}}\n', 1, "must be a number"),
         ('{"id": "u1", "boosts": {"cap pat": 1, "cap  pat": 2}}\n', 1, "given twice"),
+        # (a misspelled key beside the right one was lost silently)
+        ('{"id": "u1", "boosts": {}, "Boosts": {"cap": 2}}\n', 1, "unknown key 'Boosts'"),
     ],
 )
 def test_bad_per_utterance_boosts_name_the_line(tmp_path, capsys, text, line, match):

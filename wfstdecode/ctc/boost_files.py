@@ -48,8 +48,9 @@ def checked_phrases(phrases: Mapping) -> dict[str, float]:
 def read_utterance_boosts(path) -> dict[str, dict[str, float]]:
     """Per-utterance boosts: a JSON object per line, ``{"id": UTTERANCE, "boosts": {PHRASE:
     BONUS, ...}}`` (blank lines skipped), as ``{id: {phrase: bonus}}``. A line that is not such
-    an object, an id given twice, an empty phrase, a phrase twice in one line, a bad bonus or
-    more than ``MAX_PHRASES`` phrases on a line raise `InputFileError` naming the line."""
+    an object, a key other than those two, an id given twice, an empty phrase, a phrase twice
+    in one line, a bad bonus or more than ``MAX_PHRASES`` phrases on a line raise
+    `InputFileError` naming the line."""
     out: dict[str, dict[str, float]] = {}
     where: dict[str, int] = {}
     for line_no, line in text_lines(path, "utterance boosts file"):
@@ -66,6 +67,9 @@ def read_utterance_boosts(path) -> dict[str, dict[str, float]]:
         ):
             raise InputFileError(path, line_no, 'expected {"id": "...", "boosts": {"phrase": '
                                  "bonus, ...}}")  # fmt: skip
+        if others := sorted(set(record) - {"id", "boosts"}):  # ("Boosts" misspelled: lost)
+            raise InputFileError(path, line_no, f"unknown key {others[0]!r}: a line holds "
+                                 '"id" and "boosts" only')  # fmt: skip
         utt = record["id"]
         if utt in out:
             raise InputFileError(path, line_no, f"utterance {utt!r} is already on line "
