@@ -359,7 +359,7 @@ def decode_npz(
                 f"{path}: the file's tokens differ from the graph's token table at column {diff} "
                 f"({len(data['tokens'])} vs {len(graph_tokens)} tokens)"
             )
-    if utterance_boosts and data["boosts"] is not None:
+    if utterance_boosts and data["boosts"]:  # (an empty member carries none)
         raise DecodeInputError(f"{path} carries per-utterance boosts (its 'boosts' member); give "
                                "them there or in the utterance boosts file, not both")  # fmt: skip
     utterance_boosts = utterance_boosts or data["boosts"]
