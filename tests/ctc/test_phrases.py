@@ -477,11 +477,8 @@ def test_per_utterance_boosts_travel_in_the_npz(tmp_path, capsys):
     (tmp_path / "u.jsonl").write_text('{"id": "u1", "boosts": {"cap": 1}}\n')
     assert main([*common, "--utterance-boosts", str(tmp_path / "u.jsonl")]) == 2
     assert "give them there or in the utterance boosts file, not both" in capsys.readouterr().err
-    empty = (
-        _with_boosts_member(tmp_path / "empty", "{}")
-        if (tmp_path / "empty").mkdir() is None
-        else None
-    )
+    (tmp_path / "empty").mkdir()  # an empty member carries no lists: the file's are used
+    empty = _with_boosts_member(tmp_path / "empty", "{}")
     assert main([*empty, "--utterance-boosts", str(tmp_path / "u.jsonl")]) == 0  # (none carried)
     capsys.readouterr()
     # a corpus shard carries its lists to the workers
