@@ -550,3 +550,26 @@ def test_a_path_that_is_not_utf8_is_printed_not_a_traceback(monkeypatch):
     assert run_reporting(lambda: print(f"wrote {name}: é")) == 0
     strict.flush()
     assert raw.getvalue() == b"wrote /tmp/g\xe9: \xc3\xa9\n"
+
+
+def test_info_of_another_graph_file_in_a_graph_directory_reads_no_build_json(files, capsys):
+    """`info DIR/TLG.npz` reads DIR's build.json; another .npz kept in the directory (a graph
+    saved there beside it) is not the graph build.json describes: its stages were printed as
+    that file's and a warning said build.json "describes another graph than the directory's
+    TLG.npz (a file of it was replaced?)" when nothing had been."""
+    import warnings
+
+    from wfstdecode.testing import random_graph
+
+    other = files["graph"] / "other.npz"
+    random_graph(5).save(other)
+    capsys.readouterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # (no warning at all)
+        assert main(["info", str(other)]) == 0
+    out = capsys.readouterr().out
+    assert json.loads(out)["graph"]["states"] == random_graph(5).num_states
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert main(["info", str(files["graph"] / "TLG.npz")]) == 0  # (its own: checked, fine)
+    assert "TLG" in capsys.readouterr().out  # the build's stages, printed after the summary

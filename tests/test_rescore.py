@@ -902,7 +902,8 @@ def _same_lattice(a, b):
 def test_an_lm_rescoring_keeps_its_steps_between_lattices_without_changing_them(tmp_path, beam):
     """`LmRescoring` keeps its checked words and LM steps from one lattice to the next (per word
     table): every lattice rescored through it, in any order, equals `rescore` on it alone;
-    a word refused in one lattice is refused in the next; two graphs' word tables do not mix;
+    a word refused in one lattice is refused in the next; another graph through its own rescoring
+    (one rescoring's two tables: test_one_lm_rescoring_keeps_two_word_tables_apart);
     a pickled copy starts empty."""
     import pickle
 
@@ -1045,3 +1046,21 @@ def test_an_lm_rescoring_keeps_no_word_table_alive(tmp_path):
     assert gone() is None
     _same_lattice(rescoring.apply(lat, words), rescore(lat, words, lm, lm))
     assert len(rescoring._kept._by_words) == 1
+
+
+def test_one_lm_rescoring_keeps_two_word_tables_apart(tmp_path):
+    """Two word tables through one `LmRescoring` (two graphs of one LM, their ids numbered
+    differently): each lattice is rescored with its own table's words, as `rescore` alone does
+    (kept names or steps of one table must not serve the other, where id 1 is another word)."""
+    from wfstdecode import SymbolTable
+
+    lm = tmp_path / "lm.arpa"
+    lm.write_text(random_arpa(["a", "b"], order=2, seed=0))
+    lat, words = _tiny_lattice()  # "a b"
+    swapped = SymbolTable.from_list(["<eps>", "b", "a"])  # the same labels read "b a"
+    rescoring = LmRescoring(NgramLm(lm), NgramLm(lm), 0.5)
+    ab, ba = rescore(lat, words, lm, lm, 0.5), rescore(lat, swapped, lm, lm, 0.5)
+    assert not np.array_equal(ab.graph_cost, ba.graph_cost)  # (the tables differ here)
+    for _ in range(2):
+        _same_lattice(rescoring.apply(lat, words), ab)
+        _same_lattice(rescoring.apply(lat, swapped), ba)

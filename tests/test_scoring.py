@@ -171,6 +171,7 @@ def test_the_score_command_on_decoded_lattices(tmp_path, capsys):
     for extra, says in ((["--best-text", str(tmp_path / "text")], "would overwrite the input"),
                         (["--lm-weights", "2:1"], "--lm-weights: '2:1' must have FIRST <= LAST"),
                         (["--lm-weights", "x"], "--lm-weights: 'x' is not a number"),
+                        (["--lm-weights", "1_5"], "--lm-weights: '1_5' is not a number"),
                         (["--lm-weights", "0"], "--lm-weights: lm weight must be in")):  # fmt: skip
         assert main([*argv[:-2], *extra]) == 2
         assert says in capsys.readouterr().err

@@ -111,12 +111,13 @@ def _read_inputs(args: argparse.Namespace) -> tuple:
 
 def info_command(args: argparse.Namespace) -> None:
     from .ctc import cuda_memory_bytes
-    from .decoding_graph import DecodingGraph
+    from .decoding_graph import GRAPH_FILE, DecodingGraph
     from .safe_io import read_json_file
 
     graph = DecodingGraph.load(args.dir)
     folder = Path(args.dir)
-    if folder.is_file() and (folder.parent / "build.json").is_file():  # a directory's TLG.npz
+    # a directory's TLG.npz: its build.json (not another .npz kept there, which it describes not)
+    if folder.is_file() and folder.name == GRAPH_FILE and (folder.parent / "build.json").is_file():
         folder = folder.parent
     report = folder / "build.json"
     stages = []

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from .cli_rescore import add_lattice_arguments
 from .errors import WfstDecodeError
+from .textfiles import strict_float
 
 DEFAULT_LM_WEIGHTS = "0.5:2:0.1"  # around a CTC decode's acoustic scale 1 (LMWT 1)
 DEFAULT_WORD_PENALTIES = "0,0.5,1"  # Kaldi's score.sh default
@@ -54,7 +55,7 @@ def number_list(text: str, option: str) -> list[float]:
     for item in text.split(","):
         parts = item.strip().split(":")
         try:
-            numbers = [float(x) for x in parts]
+            numbers = [strict_float(x) for x in parts]  # (not 1_5 as 15)
         except ValueError:
             raise WfstDecodeError(f"{option}: {item.strip()!r} is not a number or a "
                                   "FIRST:LAST[:STEP] range") from None  # fmt: skip

@@ -128,7 +128,7 @@ def check_output_file(path: str | os.PathLike, inputs, option: str) -> None:
     skipped): the same file, through any link, or a file inside an input directory (a graph's,
     also when the graph was given as its TLG.npz)."""
     from .graph.output import is_graph_dir
-    from .safe_io import PARTIAL_SUFFIX
+    from .safe_io import PARTIAL_NAME_ROOM
 
     if os.fspath(path).strip() == "-":  # (Kaldi's standard output: not a file named '-')
         raise OptionsError(f"{option} -: standard output is not written: give a file name (the "
@@ -158,7 +158,7 @@ def check_output_file(path: str | os.PathLike, inputs, option: str) -> None:
         name_max = os.pathconf(target.parent, "PC_NAME_MAX")
     except (OSError, ValueError):
         name_max = 255
-    spare = name_max - len(f"..{os.getpid()}{PARTIAL_SUFFIX}")  # (`safe_io.replacing`'s name)
+    spare = name_max - PARTIAL_NAME_ROOM  # (`safe_io.replacing`'s name)
     if len(os.fsencode(target.name)) > spare:
         raise OptionsError(f"{option} {path}: the file name is too long; at most {spare} bytes "
                            f"here")  # fmt: skip

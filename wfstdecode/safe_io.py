@@ -41,6 +41,9 @@ from .errors import WfstDecodeError
 Fail = Callable[[str], WfstDecodeError]
 
 PARTIAL_SUFFIX = ".wfstdecode-partial"  # an output being written (`replacing`)
+# what `replacing`'s temporary file adds to a name: ".NAME.TID" + PARTIAL_SUFFIX, the writing
+# thread's id of at most 10 digits (a worker's may be longer than this process's id)
+PARTIAL_NAME_ROOM = len(f"..{2**32 - 1}{PARTIAL_SUFFIX}")
 MAX_EXPANSION = 100  # numpy's savez writes stored members (1x); savez_compressed gives ~1-5x
 EXPANSION_FLOOR = 64 << 20  # small archives may expand this far whatever their ratio
 MAX_JSON_BYTES = 16 << 20  # metadata and build reports are a few KB

@@ -601,3 +601,20 @@ def test_upper_case_shard_suffixes_are_read_as_decode_reads_them(tmp_path):
     with open(tmp_path / "a.NPZ", "wb") as f:  # (np.savez would add ".npz" to the name)
         np.savez(f, log_probs=np.zeros((1, 2, 3), np.float32), lengths=[2])
     assert not _has_ids(tmp_path / "a.NPZ") and _has_ids(tmp_path / "c.Ark")
+
+
+def test_a_shard_name_too_long_for_a_worker_threads_temporary_file_is_refused():
+    """The done record is written through `safe_io.replacing`, whose temporary file is named by
+    the writing thread's id (up to 7 digits on Linux, 10 for any 32-bit id), but the check
+    measured it with the driver's process id: a name that fit with the driver's pid (5 digits,
+    say) failed with ENAMETOOLONG in a worker thread after its shard was decoded."""
+    from types import SimpleNamespace
+
+    from wfstdecode.corpus.ledger import DONE_SUFFIX, check_output_names
+    from wfstdecode.safe_io import PARTIAL_SUFFIX
+
+    fits_with_pid = 255 - len(f".{DONE_SUFFIX}.{os.getpid()}{PARTIAL_SUFFIX}")
+    shard = SimpleNamespace(name="y" * fits_with_pid, path="y.npz")
+    with pytest.raises(WfstDecodeError, match="rename the shard"):
+        check_output_names([shard])
+    check_output_names([SimpleNamespace(name="y" * (fits_with_pid - 10), path="y.npz")])

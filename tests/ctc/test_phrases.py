@@ -480,7 +480,8 @@ def test_per_utterance_boosts_travel_in_the_npz(tmp_path, capsys):
     (tmp_path / "empty").mkdir()  # an empty member carries no lists: the file's are used
     empty = _with_boosts_member(tmp_path / "empty", "{}")
     assert main([*empty, "--utterance-boosts", str(tmp_path / "u.jsonl")]) == 0  # (none carried)
-    capsys.readouterr()
+    lines = capsys.readouterr().out.splitlines()  # u1 boosted by the file, u2 by nothing
+    assert lines[0].endswith("\tcap pat") and lines[1].endswith("\tcat pat")
     # a corpus shard carries its lists to the workers
     decode = CtcCorpusDecoder(str(tmp_path / "g.npz")).load()
     out = decode(tmp_path / "lp.npz", "lp")

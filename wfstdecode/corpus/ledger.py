@@ -25,7 +25,14 @@ import time
 from pathlib import Path
 
 from ..errors import WfstDecodeError
-from ..safe_io import PARTIAL_SUFFIX, file_sha256, json_text, read_json_file, replacing
+from ..safe_io import (
+    PARTIAL_NAME_ROOM,
+    PARTIAL_SUFFIX,
+    file_sha256,
+    json_text,
+    read_json_file,
+    replacing,
+)
 from .manifest import Shard
 from .shards import ShardOutput, input_id
 
@@ -51,10 +58,11 @@ def check_output_names(shards) -> None:
                 f"{os.fsencode(shard.path)!r}: the shard's name is not UTF-8, "
                 "which its output's records cannot hold; rename it"
             ) from None
-        longest = f".{Path(shard.name).name}{DONE_SUFFIX}.{os.getpid()}{PARTIAL_SUFFIX}"
-        if len(os.fsencode(longest)) > 255:
+        # (`replacing` names the file by the writing thread's id: any worker thread's)
+        longest = len(os.fsencode(f"{Path(shard.name).name}{DONE_SUFFIX}")) + PARTIAL_NAME_ROOM
+        if longest > 255:
             raise WfstDecodeError(f"{shard.path}: its output files' names would be "
-                                  f"{len(os.fsencode(longest))} bytes, more than the 255 a file "
+                                  f"{longest} bytes, more than the 255 a file "
                                   "name may have; rename the shard")  # fmt: skip
 
 
