@@ -189,3 +189,62 @@ def test_sigterm_in_a_cli_command_exits_143_in_a_real_process(tmp_path):
     """)
     assert proc.returncode == 143, proc
     assert "terminated (SIGTERM)" in proc.stderr
+
+
+def test_a_ctrl_c_inside_an_unguarded_compiled_call_in_a_cli_command_exits_130():
+    """A Ctrl-C during a Numba call that no `signals_deferred` guards (`decode --write-lattices`
+    pruning a lattice, `rescore`, `score`) comes out of Numba's boxing of a tuple of arrays as a
+    `SystemError` ("returned a result with an exception set"): `run_reporting` must still say
+    "interrupted" and exit 130, not print a SystemError traceback and exit 1."""
+    proc = _python("""
+        import os, signal, threading
+        import numba, numpy as np
+        from wfstdecode.cli import run_reporting
+
+        @numba.njit
+        def busy(n):  # (a tuple of arrays: its boxing runs Python code, where the handler raises)
+            a = np.zeros(2)
+            s = 0.0
+            for i in range(n):
+                s += np.sqrt(i)
+            a[0] = s
+            return a, a[:1]
+
+        busy(10)  # compiled before the signal
+
+        def command():
+            threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+            busy(10**9)  # seconds: the signal arrives inside it
+
+        raise SystemExit(run_reporting(command))
+    """)
+    assert proc.returncode == 130, proc
+    assert "interrupted" in proc.stderr and "SystemError" not in proc.stderr, proc.stderr
+
+
+def test_decode_npz_with_lattices_raises_a_ctrl_c_as_itself(tmp_path, monkeypatch):
+    """`decode_npz(..., lattices=True)` (the CLI's `decode --write-lattices`, each corpus
+    worker) runs the lattice search outside `decode_ctc`'s `interrupts_raised`: a Ctrl-C that
+    Numba's boxing wrapped in a `SystemError` must come out as the KeyboardInterrupt, as
+    `decode_ctc` raises it (simulated: the wrapper as Numba makes it)."""
+    import numpy as np
+
+    from wfstdecode.ctc import CtcBeamOptions
+    from wfstdecode.ctc import npz as npz_module
+    from wfstdecode.testing import random_graph
+
+    g = random_graph(3, num_states=6, num_tokens=4, arcs_per_state=2)
+    path = tmp_path / "lp.npz"
+    lp = np.log(np.full((1, 5, 4), 0.25, np.float32))
+    np.savez(path, log_probs=lp, lengths=np.array([5]))
+
+    def interrupted(*args, **kwargs):
+        try:
+            raise KeyboardInterrupt
+        except KeyboardInterrupt as inner:
+            raise SystemError("_within returned a result with an exception set") from inner
+
+    monkeypatch.setattr(npz_module, "lattice_decode", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        npz_module.decode_npz(path, g, CtcBeamOptions(lattice_beam=4.0), backend="cpu",
+                              lattices=True)  # fmt: skip

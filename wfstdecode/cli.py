@@ -40,7 +40,7 @@ from .cli_score import add_score_parser
 from .cli_speech import decode_transducer_command, transcribe_command
 from .ctc import CtcBeamOptions
 from .errors import InputFileError, WfstDecodeError
-from .interrupts import Terminated, termination_raised
+from .interrupts import Terminated, interrupts_raised, termination_raised
 from .progress import print_stage
 from .safe_io import json_line
 
@@ -591,7 +591,9 @@ def run_reporting(command: Callable[[], object]) -> int:
     if stdout is not None:
         sys.stdout = _NamedOnError(stdout, "standard output")
     try:
-        with termination_raised():
+        # (a Ctrl-C during a compiled call outside the searches' guards, a lattice's pruning
+        # say, comes out of Numba's boxing as a SystemError: it is the Ctrl-C)
+        with termination_raised(), interrupts_raised():
             status = command()
             if stdout is not None:
                 sys.stdout.flush()  # (a full disk is reported here, named, not at exit)

@@ -24,6 +24,7 @@ import numpy as np
 
 from ..decoding_graph import DecodingGraph
 from ..errors import DecodeInputError, InputFileError, OptionsError
+from ..interrupts import interrupts_raised
 from ..metrics import word_error_rate
 from ..results import Hypothesis
 from ..safe_io import NpzArchive
@@ -386,8 +387,8 @@ def decode_npz(
                           "(np.log, log_softmax); decoded as given, the graph outweighs them",
                           stacklevel=2)  # fmt: skip
         own = boosts if per_utterance is None else [per_utterance[i] for i in batch]
-        with _said_of_file(path, ids, batch, per_utterance is not None):
-            if lattices:
+        with _said_of_file(path, ids, batch, per_utterance is not None), interrupts_raised():
+            if lattices:  # (a Ctrl-C as such, as `decode_ctc` raises it: `interrupts`)
                 # (the batch's own tuning: ``tuning`` and ``num_threads`` stay as given, else
                 # the next batch got both and raised)
                 problem, name, tuned = prepared(lp, lengths, graph, options, own, backend,
