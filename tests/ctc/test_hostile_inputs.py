@@ -255,6 +255,39 @@ def test_keyboard_interrupt_cancels_the_search_on_the_worker(monkeypatch, python
     assert seen == {"cancelled": True}
 
 
+def test_keyboard_interrupt_cancels_a_lattice_search_on_the_worker(monkeypatch, python_sigint):
+    """The same for a lattice decode: its utterances ran with Ctrl-C held till each was done,
+    searched and its lattice built (33 s on an 11,040-frame line); now a long one runs on the
+    worker, Ctrl-C stops its search at the next frame and no lattice is built (the stand-in
+    search only returns once it sees the cancel flag, or after a minute)."""
+    from wfstdecode.ctc import cpu, ctc_lattices
+    from wfstdecode.ctc import lattice as lattice_module
+
+    seen, built = {}, []
+    real = cpu.advance_keeping
+
+    def keeping_until_cancelled(state, ac, n_frames, graph, boosts, lane, lim, state_map,
+                                cancel, room):  # fmt: skip
+        if not seen:
+            _thread.interrupt_main()
+            deadline = time.monotonic() + 60
+            while not cancel[0] and time.monotonic() < deadline:
+                time.sleep(0.01)
+            seen["cancelled"] = bool(cancel[0])
+        return real(state, ac, n_frames, graph, boosts, lane, lim, state_map, cancel, room)
+
+    g, lp, lengths = _lexicon_case(0)
+    lp, lengths = np.repeat(lp, 8, axis=0), np.repeat(lengths, 8)  # more than DIRECT_FRAMES
+    assert lengths.sum() > cpu.DIRECT_FRAMES
+    options = CtcBeamOptions(beam=8.0, lattice_beam=4.0)
+    ctc_lattices(lp[:1], lengths[:1], g, options, backend="cpu")  # compiled before
+    monkeypatch.setattr(cpu, "advance_keeping", keeping_until_cancelled)
+    monkeypatch.setattr(lattice_module, "build_lattice", lambda *a: built.append(1))
+    with pytest.raises(KeyboardInterrupt):
+        ctc_lattices(lp, lengths, g, options, backend="cpu")
+    assert seen == {"cancelled": True} and not built
+
+
 def test_a_keyboard_interrupt_while_the_inputs_are_prepared_comes_after_them(
     monkeypatch, python_sigint
 ):

@@ -446,7 +446,8 @@ class CpuStreams:
         self.tuning = tuning or CpuTuning()
         self._pool: futures.ThreadPoolExecutor | None = None
         self._pool_made = threading.Lock()
-        self._cancel = np.zeros(1, np.int32)  # chunks are short: nothing to interrupt
+        # chunks are short: nothing to interrupt (but `run_interruptibly`'s whole utterances)
+        self._cancel = np.zeros(1, np.int32)
         self._made: dict[int, tuple] = {}  # id(problem) -> its bundles, while it lives
 
     def _bundles(self, p) -> tuple:
@@ -468,6 +469,19 @@ class CpuStreams:
 
     def begin_all(self, problems) -> list[SearchState]:
         return [self.begin(p) for p in problems]
+
+    def run_interruptibly(self, fn, frames: int):
+        """``fn(cancel)`` where a Ctrl-C stops it soon, as `decode_cpu`'s searches: more than
+        `DIRECT_FRAMES` frames in all run on the worker thread, and a Ctrl-C sets ``cancel[0]``,
+        this object's flag, which stops its searches at their next frame (``fn`` may check it
+        between its own calls). Only for an object made for the one call (`lattice_search`):
+        a stream group's streams must stay whole."""
+        if frames <= DIRECT_FRAMES:
+            return fn(self._cancel)
+        # Numba's thread count is per thread: the caller's holds on the worker too
+        if self.tuning.num_threads is None and claim_parallel():
+            self.tuning = replace(self.tuning, num_threads=numba.get_num_threads())
+        return on_worker(fn, self._cancel, cancel=self._cancel)
 
     # Each call that returns a search state runs with signals deferred (`interrupts`: a Ctrl-C
     # inside Numba's boxing of the state crashed the process); one stream or utterance at a

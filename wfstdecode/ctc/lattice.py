@@ -51,6 +51,15 @@ def lattice_search(problem: SearchProblem, backend: str, tuning) -> tuple[list, 
     survivors: ``(RawResult per utterance, Lattice or None per utterance)`` (None when the
     search died). Utterances run on the backend's threads, searches and lattices alike."""
     streams = ctc_stream_backend(backend)(tuning)
+    run = getattr(streams, "run_interruptibly", None)  # (cpu's: a Ctrl-C stops it soon)
+    if run is None:
+        return _searched(problem, streams, None)
+    return run(lambda cancel: _searched(problem, streams, cancel), int(problem.lengths.sum()))
+
+
+def _searched(problem: SearchProblem, streams, cancel) -> tuple[list, list]:
+    """`lattice_search` on ``streams``; ``cancel``: a flag set once a Ctrl-C came (the
+    searches stop, no lattice is built: the result is dropped), or None."""
     one = [problem.utterance(b) for b in range(problem.batch_size)]
     begun = streams.begin_all(one)
     firsts = [streams.survivors(state) for state in begun]  # before advancing (in place)
@@ -59,6 +68,8 @@ def lattice_search(problem: SearchProblem, backend: str, tuning) -> tuple[list, 
     raws = [streams.end(p, state) for p, (state, _) in zip(one, done, strict=True)]
 
     def lattice_of(b):
+        if cancel is not None and cancel[0]:
+            return None
         p, first, kept, raw = one[b], firsts[b], done[b][1], raws[b]
         if not raw.paths or first is None or kept.num_frames < p.lengths[0]:  # it died
             return None
