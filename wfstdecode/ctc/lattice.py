@@ -43,6 +43,7 @@ from .scratch import state_maps
 from .status import DIED, NO_FINAL
 
 _F32_INF = np.float32(np.inf)
+_NEVER = np.zeros(1, np.int32)  # a cancel flag nothing sets
 _NO_FINAL_NOTE = "no final state survived the last frame: the lattice ends without final costs"
 
 
@@ -73,15 +74,18 @@ def _searched(problem: SearchProblem, streams, cancel) -> tuple[list, list]:
         p, first, kept, raw = one[b], firsts[b], done[b][1], raws[b]
         if not raw.paths or first is None or kept.num_frames < p.lengths[0]:  # it died
             return None
-        return build_lattice(p, first, kept, raw)
+        lattice = build_lattice(p, first, kept, raw, cancel)
+        return None if cancel is not None and cancel[0] else lattice  # (cut short: dropped)
 
     return raws, streams.map(lattice_of, range(len(one)))
 
 
-def build_lattice(p: SearchProblem, first: tuple, kept: FrameSurvivors, raw: RawResult) -> Lattice:
+def build_lattice(p: SearchProblem, first: tuple, kept: FrameSurvivors, raw: RawResult,
+                  cancel=None) -> Lattice:  # fmt: skip
     """Utterance 0 of ``p``'s lattice from its survivors — those of token frame 0 (``first``:
     ``(states, context states)``) and of every later frame (``kept``) — and the search's result
-    ``raw`` (module docstring), before pruning."""
+    ``raw`` (module docstring), before pruning. ``cancel``: a flag whose ``[0]`` set stops the
+    links' pass at its next frame (the lattice then lacks arcs: for a caller that drops it)."""
     graph, boosts = search_graph(p), lane_boosts(p)
     T = kept.num_frames
     path_frames, path_keys = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
@@ -93,6 +97,7 @@ def build_lattice(p: SearchProblem, first: tuple, kept: FrameSurvivors, raw: Raw
         node_state, node_ctx, node_frame, survivor, arcs, n_cut = _assemble(
             first[0], first[1], kept.state, kept.ctx, kept.ends, np.concatenate(path_frames),
             np.concatenate(path_keys), graph, boosts, p.log_probs[0, :T], maps[0],
+            _NEVER if cancel is None else cancel,
         )  # fmt: skip
     final = np.full(len(node_state), np.inf, np.float32)
     last = (node_frame == T) & survivor
@@ -236,7 +241,7 @@ def _path_tokens(graph, boosts, arcs, path_frames):
 
 @njit(nogil=True, cache=True)
 def _assemble(first_state, first_ctx, kept_state, kept_ctx, kept_ends, path_frames, path_keys,
-              graph, boosts, lp, heads):  # fmt: skip
+              graph, boosts, lp, heads, cancel):  # fmt: skip
     """`build_lattice`'s nodes and arcs in one call: the survivors of token frame 0 (``first``)
     and later (``kept``) and the result paths' tokens as nodes in canonical order, the arcs
     between them (`_links`, with ``heads`` a state map: `scratch.state_maps`), ranked
@@ -276,7 +281,7 @@ def _assemble(first_state, first_ctx, kept_state, kept_ctx, kept_ends, path_fram
     node_state = (all_keys >> 32).astype(np.int32)
     node_ctx = (all_keys & 0xFFFFFFFF).astype(np.int32)
     src, dst, garc, gcost, acost, afr = _links(node_state, node_ctx, survivor, frame_start,
-                                               graph, boosts, lp, heads)  # fmt: skip
+                                               graph, boosts, lp, heads, cancel)  # fmt: skip
     start = np.searchsorted(all_keys[: frame_start[1]], start_key)
     rank, cut = _topological_ranks(frame_start, src, dst, garc < graph.num_emitting, start)
     arcs = _by_source(rank, cut, src, dst, garc, gcost, acost, afr)
@@ -362,11 +367,12 @@ def _node_of(head, same_state, node_ctx, state, ctx):
 
 
 @njit(nogil=True, cache=True)
-def _links(node_state, node_ctx, survivor, frame_start, graph, boosts, lp, head):
+def _links(node_state, node_ctx, survivor, frame_start, graph, boosts, lp, head, cancel):
     """Every graph arc between two nodes (module docstring), frame by frame: the emitting arcs
     into frame ``f`` (out of ``survivor`` nodes), then the epsilon arcs within it. Returns
     ``(src, dst, graph arc, graph cost, acoustic cost, frame)``. ``head``: -1 per graph state,
-    the first node of each state in the frame at hand while it is at hand (-1 again after)."""
+    the first node of each state in the frame at hand while it is at hand (-1 again after).
+    Stops before the next frame once ``cancel[0]`` is set (Ctrl-C: `lattice_search`)."""
     n_nodes = node_state.shape[0]
     same_state = np.full(n_nodes, -1, np.int32)
     cap = max(16, 4 * n_nodes)
@@ -378,6 +384,8 @@ def _links(node_state, node_ctx, survivor, frame_start, graph, boosts, lp, head)
     afr = np.empty(cap, np.int32)
     n = 0
     for f in range(frame_start.shape[0] - 1):
+        if cancel[0] != 0:
+            break
         lo, hi = frame_start[f], frame_start[f + 1]
         # room for every arc this frame can link, made here: a buffer the arc loops below could
         # rebind would cost Numba's atomic reference counts of all six on every arc
