@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import logging
 import math
 import os
@@ -30,6 +29,7 @@ from .cli_common import (
     transducer_flags_given,
 )
 from .cli_import import add_import_parser
+from .cli_info import add_info_parser
 from .cli_rescore import (
     add_rescore_parser,
     add_rescoring_arguments,
@@ -39,7 +39,7 @@ from .cli_rescore import (
 from .cli_score import add_score_parser
 from .cli_speech import decode_transducer_command, transcribe_command
 from .ctc import CtcBeamOptions
-from .errors import InputFileError, WfstDecodeError
+from .errors import WfstDecodeError
 from .interrupts import Terminated, interrupts_raised, termination_raised
 from .progress import print_stage
 from .safe_io import json_line
@@ -107,65 +107,6 @@ def _read_inputs(args: argparse.Namespace) -> tuple:
             raise WfstDecodeError(f"no word of {args.arpa} can be written with {args.tokens}")
     print(f"building TLG ({args.topology}) from {args.arpa}: {len(lexicon):,} lexicon entries")
     return tokens, lexicon
-
-
-def info_command(args: argparse.Namespace) -> None:
-    from .ctc import cuda_memory_bytes
-    from .decoding_graph import GRAPH_FILE, DecodingGraph
-    from .safe_io import read_json_file
-
-    graph = DecodingGraph.load(args.dir)
-    folder = Path(args.dir)
-    # a directory's TLG.npz: its build.json (not another .npz kept there, which it describes not)
-    if folder.is_file() and folder.name == GRAPH_FILE and (folder.parent / "build.json").is_file():
-        folder = folder.parent
-    report = folder / "build.json"
-    stages = []
-    if report.is_file():  # checked before anything is printed
-        built = read_json_file(report, lambda m: InputFileError(report, None, m))
-        if "graph" in built and built["graph"] != json.loads(json.dumps(graph.summary())):
-            warnings.warn(f"{report} describes another graph than the directory's TLG.npz "
-                          "(a file of it was replaced?): its stages are not this graph's",
-                          stacklevel=1)  # fmt: skip
-        _check_graph_files(folder, built.get("files"))
-        stages = built.get("stages", [])
-        numbers = ("states", "arcs", "seconds", "peak_rss_mb")
-        if not isinstance(stages, list) or not all(
-            isinstance(s, dict) and isinstance(s.get("stage"), str)
-            and all(type(s.get(k)) in (int, float) for k in numbers)
-            for s in stages
-        ):  # fmt: skip
-            raise InputFileError(report, None, f"'stages' must be a list of objects with a "
-                                 f"'stage' name and numbers {', '.join(numbers)}")  # fmt: skip
-    graph_bytes = cuda_memory_bytes(graph, batch_size=0)
-    cuda = {  # with CtcBeamOptions() defaults; log-probs already on the GPU
-        "graph_mb": round(graph_bytes / 2**20, 1),
-        "per_utterance_mb": round((cuda_memory_bytes(graph) - graph_bytes) / 2**20, 2),
-    }
-    summary = {"graph": graph.summary(), "metadata": graph.metadata, "cuda_memory_default": cuda}
-    print(json.dumps(summary, indent=2))
-    for stage in stages:
-        print_stage(stage)
-
-
-def _check_graph_files(folder: Path, recorded) -> None:
-    """Warn of each file of a graph directory that is not the one its build wrote (build.json's
-    ``files``: sizes and SHA-256; directories built before they were recorded are not checked)."""
-    if not isinstance(recorded, dict):
-        return
-    from .graph.output import file_record
-
-    for name, want in recorded.items():
-        path = folder / name
-        if Path(name).name != name or name in (".", ".."):  # (the build writes names only)
-            warnings.warn(f"build.json lists {name!r}, not a file of the directory: not "
-                          "checked", stacklevel=1)  # fmt: skip
-        elif not path.is_file():
-            warnings.warn(f"{path} is missing (build.json lists it)", stacklevel=1)
-        elif not isinstance(want, dict) or file_record(path) != want:
-            warnings.warn(f"{path} is not the file this graph's build wrote (its size or "
-                          "SHA-256 differs from build.json's): replaced or damaged",
-                          stacklevel=1)  # fmt: skip
 
 
 def decode_command(args: argparse.Namespace) -> None:
@@ -397,9 +338,7 @@ def make_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=build_tlg_command)
 
-    p = sub.add_parser("info", help="describe a graph directory")
-    p.add_argument("dir", type=Path)
-    p.set_defaults(func=info_command)
+    add_info_parser(sub)
 
     p = sub.add_parser(
         "decode", help="decode CTC log-probs (.npz, Kaldi .ark/.scp) against a graph directory",
