@@ -31,7 +31,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .errors import OptionsError
-from .lattice import Lattice, lattice_from_fst, topological_order
+from .lattice import Lattice, first_arcs, lattice_from_fst, topological_order
 from .posteriors import position_posteriors, sequence_log_posterior, sequence_posterior
 
 _INF = np.inf
@@ -114,7 +114,7 @@ class CompactLattice:
         """How many complete paths (= distinct word sequences) it holds, counted backwards over
         the topological order, not enumerated."""
         count = [0] * self.num_states
-        first = np.searchsorted(self.src, np.arange(self.num_states + 1)).tolist()
+        first = first_arcs(self.src, self.num_states).tolist()
         dst = self.dst.tolist()
         for s in range(self.num_states - 1, -1, -1):
             ends = int(np.isfinite(self.final_graph[s]))
@@ -125,7 +125,7 @@ class CompactLattice:
         """Every path as ``(words, graph cost, acoustic cost, string)``, at most ``limit`` of
         them (a determinized lattice has one per word sequence; for tests and small lattices)."""
         out: list = []
-        first = np.searchsorted(self.src, np.arange(self.num_states + 1))
+        first = first_arcs(self.src, self.num_states)
         stack = [(0, (), 0.0, 0.0, ())] if self.num_states else []
         while stack:
             s, words, g, a, labels = stack.pop()
@@ -210,7 +210,7 @@ def determinize(
     scale = lattice.acoustic_scale
     g_arc = lattice.graph_cost.astype(np.float64)
     a_arc = lattice.acoustic_cost.astype(np.float64)
-    first = np.searchsorted(lattice.src, np.arange(lattice.num_nodes + 1))
+    first = first_arcs(lattice.src, lattice.num_nodes)
     dst, ilabel, olabel = lattice.dst.tolist(), lattice.ilabel.tolist(), lattice.olabel.tolist()
     final = lattice.final.astype(np.float64)
     g_arc, a_arc, first = g_arc.tolist(), a_arc.tolist(), first.tolist()

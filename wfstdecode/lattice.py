@@ -218,13 +218,6 @@ class Lattice:
                        self.olabel[arcs], self.frame[arcs], self.graph_cost[arcs],
                        self.acoustic_cost[arcs], self.acoustic_scale, self.notes)  # fmt: skip
 
-    def _first_arcs(self) -> np.ndarray:
-        """int64 [N + 1]: node ``n``'s arcs are ``first[n]:first[n + 1]`` (arcs sorted by
-        ``src``): counted, not searched (a searchsorted of every node was 8x slower and half of
-        `wfstdecode.scoring`'s time, one best path per lattice and setting)."""
-        counts = np.bincount(self.src, minlength=self.num_nodes)
-        return np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-
     def best_path(self) -> tuple[np.ndarray, float] | None:
         """A best complete path ``(arc indices, cost)`` (None: there is none): from the start,
         the first arc whose cost plus the backward cost after it equals the backward cost
@@ -233,7 +226,7 @@ class Lattice:
         if not self.num_nodes or not self.best_cost < _INF:
             return None
         w, _, beta = self._ranking()
-        first = self._first_arcs()
+        first = first_arcs(self.src, self.num_nodes)
         arcs = _best_path(first, self.dst, w, self.final.astype(np.float64), beta)
         return arcs.astype(np.int32), self.best_cost
 
@@ -249,7 +242,7 @@ class Lattice:
         if not self.num_nodes or not self.best_cost < _INF:
             return []
         w, _, beta = self._ranking()
-        first = self._first_arcs()
+        first = first_arcs(self.src, self.num_nodes)
         arcs, ends, costs = _nbest(n, first, self.dst, self.olabel, w, self.arc_cost(),
                                    self.final.astype(np.float64), beta)  # fmt: skip
         starts = np.concatenate(([0], ends))[:-1]
@@ -306,6 +299,14 @@ _NOTHING = (
     np.zeros(0, np.int32),
     np.zeros(0, np.int32),
 )
+
+
+def first_arcs(src: np.ndarray, n_nodes: int) -> np.ndarray:
+    """int64 [N + 1]: node ``n``'s arcs are ``first[n]:first[n + 1]`` of arcs sorted by
+    ``src``: counted, not searched (a searchsorted of every node was 8x slower and half of
+    `wfstdecode.scoring`'s time, one best path per lattice and setting)."""
+    counts = np.bincount(src, minlength=n_nodes)
+    return np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
 
 
 def lattice_from_fst(a: dict, acoustic_scale: float) -> Lattice:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from .errors import InputFileError, OptionsError, SymbolError
-from .lattice import Lattice
+from .lattice import Lattice, first_arcs
 from .rescore_compose import StepTable, compose
 
 LN10 = math.log(10.0)
@@ -370,9 +370,9 @@ def _rescore(lattice, words, new_lm, old_lm, lm_scale, beam, max_nodes=2_000_000
         return lm_scale * c_new - c_old, (s_old, s_new)
 
     n = lattice.num_nodes
-    first = np.searchsorted(lattice.src, np.arange(n + 1))
+    first = first_arcs(lattice.src, n)
     if kept is None:
-        kept = [words, {}, None]
+        kept = [None, {}, None]  # (no word table to hold: this lattice only)
     names = _word_names(lattice, words, old_lm, kept[1])
     start = (old_lm.start if old_lm is not None else None, new_lm.start)
     beta, limit, best_arcs = np.zeros(n), math.inf, np.zeros(0, np.int64)

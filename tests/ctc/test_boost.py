@@ -148,8 +148,8 @@ def test_boost_file_reads_words_and_names_bad_lines(tmp_path):
             read_boost_file(path)
 
 
-def test_boost_file_on_the_command_line_equals_repeated_boost(tmp_path, capsys):
-    from wfstdecode.cli import main
+def _see_sea_files(tmp_path):
+    """g.npz (the words see, sea, a) and lp.npz (two utterances: "see a", "sea") in tmp_path."""
     from wfstdecode.testing import lexicon_graph, simulate_ctc
 
     g = lexicon_graph(["see", "sea", "a"])
@@ -157,6 +157,12 @@ def test_boost_file_on_the_command_line_equals_repeated_boost(tmp_path, capsys):
     seqs = [[g.tokens.id(c) for c in "seea"], [g.tokens.id(c) for c in "sea"]]
     lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=1, noise=2.0)
     np.savez(tmp_path / "lp.npz", log_probs=lp, lengths=lengths)
+
+
+def test_boost_file_on_the_command_line_equals_repeated_boost(tmp_path, capsys):
+    from wfstdecode.cli import main
+
+    _see_sea_files(tmp_path)
     (tmp_path / "b.txt").write_text("sea\t3.5\nsee\t-1\n")
     common = ["decode", str(tmp_path / "g.npz"), str(tmp_path / "lp.npz"), "--backend", "cpu"]
     assert main([*common, "--boost-file", str(tmp_path / "b.txt")]) == 0
@@ -280,13 +286,8 @@ def test_repeated_boost_files_are_all_read(tmp_path, capsys):
     again): the first file's phrases were dropped without a word. Every file is read, as
     every --boost is; a phrase in two files is refused, naming both."""
     from wfstdecode.cli import main
-    from wfstdecode.testing import lexicon_graph, simulate_ctc
 
-    g = lexicon_graph(["see", "sea", "a"])
-    g.save(tmp_path / "g.npz")
-    seqs = [[g.tokens.id(c) for c in "seea"], [g.tokens.id(c) for c in "sea"]]
-    lp, lengths = simulate_ctc(seqs, g.num_tokens, seed=1, noise=2.0)
-    np.savez(tmp_path / "lp.npz", log_probs=lp, lengths=lengths)
+    _see_sea_files(tmp_path)
     (tmp_path / "a.txt").write_text("sea\t3.5\n")
     (tmp_path / "b.txt").write_text("see\t-1\n")
     (tmp_path / "c.txt").write_text("a\t1\nsea\t2\n")
