@@ -31,6 +31,16 @@ import numpy as np
 from numba import njit
 
 from .errors import OptionsError
+from .lattice_costs import (
+    NEVER,
+    NO_PARTS,
+    SUMMED,
+    acoustic_shift,
+    arcs_within,
+    shifted_cost,
+    viterbi_backward,
+    viterbi_forward,
+)
 from .posteriors import (
     log_backward,
     log_forward,
@@ -115,7 +125,7 @@ class Lattice:
         if shift is None:
             w = self.arc_cost()
         else:
-            w = _shifted_cost(self.graph_cost, self.acoustic_cost, shift, self.acoustic_scale)
+            w = shifted_cost(self.graph_cost, self.acoustic_cost, shift, self.acoustic_scale)
             w.flags.writeable = False
         self._cache["w_post"] = w
         return w
@@ -124,7 +134,7 @@ class Lattice:
         """float64 [A]: on each emitting arc the acoustic cost of its frame's best emitting arc,
         0 on the others (`_posterior_cost`); None where some path ends before the last frame
         or no arc emits."""
-        applies, shift = _acoustic_shift(self.num_frames, self.final, self.node_frame,
+        applies, shift = acoustic_shift(self.num_frames, self.final, self.node_frame,
                                          self.ilabel, self.frame, self.acoustic_cost)  # fmt: skip
         return shift if applies else None
 
@@ -153,23 +163,25 @@ class Lattice:
                 self._cache["rank"] = (self.arc_cost(), self.forward(), self.backward())
             else:
                 w = self._posterior_cost()
-                alpha = _viterbi_forward(self.num_nodes, self.src, self.dst, w)
-                beta = _viterbi_backward(self.final.astype(np.float64), self.src, self.dst, w)
+                alpha = viterbi_forward(self.num_nodes, self.src, self.dst, w, *NO_PARTS, NEVER)
+                beta = viterbi_backward(self.final.astype(np.float64), self.src, self.dst, w,
+                                        *NO_PARTS, NEVER)  # fmt: skip
                 self._cache["rank"] = (w, alpha, beta)
         return self._cache["rank"]
 
     def forward(self) -> np.ndarray:
         """Viterbi cost of the best path from the start to each node (float64; inf: none)."""
         if "alpha" not in self._cache:
-            self._cache["alpha"] = _viterbi_forward(self.num_nodes, self.src, self.dst,
-                                                    self.arc_cost())  # fmt: skip
+            self._cache["alpha"] = viterbi_forward(self.num_nodes, self.src, self.dst,
+                                                   self.arc_cost(), *NO_PARTS, NEVER)  # fmt: skip
         return self._cache["alpha"]
 
     def backward(self) -> np.ndarray:
         """Viterbi cost of the best way from each node to the end, final cost included."""
         if "beta" not in self._cache:
-            self._cache["beta"] = _viterbi_backward(self.final.astype(np.float64), self.src,
-                                                    self.dst, self.arc_cost())  # fmt: skip
+            self._cache["beta"] = viterbi_backward(self.final.astype(np.float64), self.src,
+                                                   self.dst, self.arc_cost(), *NO_PARTS,
+                                                   NEVER)  # fmt: skip
         return self._cache["beta"]
 
     @property
@@ -189,30 +201,56 @@ class Lattice:
         cost = self.graph_cost + np.float32(penalty) * (self.olabel != 0)
         return replace(self, graph_cost=cost.astype(np.float32), _cache={})
 
-    def pruned(self, beam: float) -> Lattice:
+    def pruned(self, beam: float, cancel: np.ndarray | None = None) -> Lattice | None:
         """The arcs and nodes on some complete path within ``beam`` of the best (Kaldi's lattice
-        beam, applied exactly with forward and backward costs)."""
+        beam, applied exactly with forward and backward costs). ``cancel``: a flag whose ``[0]``
+        set (a Ctrl-C) stops the passes early: None is then returned, for a caller that drops
+        it."""
         if not beam > 0:
             raise OptionsError(f"lattice beam must be > 0; got {beam}")
-        if not self.num_nodes or not self.best_cost < _INF:
+        cancel = NEVER if cancel is None else cancel
+        if not self.num_nodes:
             return self._subset(*_NOTHING)
-        w, alpha, beta = self._ranking()
-        arcs, nodes, src, dst = _within(alpha, beta, w, self.src, self.dst, beta[0] + beam)
+        w, alpha, beta = self._pruning_ranking(cancel)
+        if cancel[0]:
+            return None
+        if not beta[0] < _INF:
+            return self._subset(*_NOTHING)
+        summed = w is SUMMED
+        parts = (self.graph_cost, self.acoustic_cost, self.acoustic_scale) if summed else NO_PARTS
+        arcs, nodes, src, dst, w_kept = arcs_within(alpha, beta, self.src, self.dst,
+                                                    beta[0] + beam, w, *parts, cancel)  # fmt: skip
+        if cancel[0]:
+            return None
         out = self._subset(nodes, arcs, src, dst)
         # A kept node's best ways from the start and to the end lie within the beam, so they
         # are kept: its forward and backward costs stay what they were, the same sums.
-        w_kept, arc_kept = w[arcs], self.arc_cost()[arcs]
+        arc_kept = w_kept if summed else self.arc_cost()[arcs]
         w_kept.flags.writeable = arc_kept.flags.writeable = False
         out._cache.update(w=arc_kept, rank=(w_kept, alpha[nodes], beta[nodes]))
-        if w is self.arc_cost():
+        if summed or w is self.arc_cost():
             out._cache.update(alpha=alpha[nodes], beta=beta[nodes])
         else:  # (the absolute costs' sums are recomputed: their rounding is the kept paths')
             out._cache.update(w_post=w_kept)
         return out
 
+    def _pruning_ranking(self, cancel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """`_ranking` for `pruned`; for a lattice whose costs were never summed (fresh from
+        the search: nothing else will read them), with ``w`` = `SUMMED`, each pass summing an
+        arc's costs as it reads them, the float64 costs of all its arcs never stored."""
+        if "rank" in self._cache or "w" in self._cache:
+            return self._ranking()
+        parts = (self.graph_cost, self.acoustic_cost, self.acoustic_scale)
+        beta = viterbi_backward(self.final.astype(np.float64), self.src, self.dst, SUMMED,
+                                *parts, cancel)  # fmt: skip
+        if _EXACT_COSTS < abs(beta[0]) < _INF and not cancel[0]:  # (by `_posterior_cost`)
+            return self._ranking()
+        alpha = viterbi_forward(self.num_nodes, self.src, self.dst, SUMMED, *parts, cancel)
+        return SUMMED, alpha, beta
+
     def _subset(self, nodes, arcs, src, dst) -> Lattice:
         """The lattice of the nodes and arcs at these (increasing) indices, ``src`` and
-        ``dst`` the arcs' ends numbered among those nodes (`_within`)."""
+        ``dst`` the arcs' ends numbered among those nodes (`arcs_within`)."""
         return Lattice(self.num_frames, self.node_frame[nodes], self.node_state[nodes],
                        self.final[nodes], src, dst, self.graph_arc[arcs], self.ilabel[arcs],
                        self.olabel[arcs], self.frame[arcs], self.graph_cost[arcs],
@@ -397,7 +435,7 @@ def _reaches_all(n, src, dst):
 
 @njit(nogil=True, cache=True)
 def _best_path(first, dst, w, final, beta):
-    """`Lattice.best_path`'s arcs: ``beta`` is exact (the same sums as `_viterbi_backward`), so
+    """`Lattice.best_path`'s arcs: ``beta`` is exact (the same sums as `viterbi_backward`), so
     an arc on a best path matches it exactly."""
     out = np.empty(dst.shape[0], np.int64)
     n, node = 0, 0
@@ -519,88 +557,3 @@ def _doubled(keys, values):
             at = _slot(new_keys, keys[j])
             new_keys[at], new_values[at] = keys[j], values[j]
     return new_keys, new_values
-
-
-@njit(nogil=True, cache=True)
-def _acoustic_shift(num_frames, final, node_frame, ilabel, frame, acoustic_cost):
-    """`Lattice._acoustic_shift` compiled (np.minimum.at and its checks took most of the
-    posteriors' time): ``(whether it applies, the shift)``."""
-    shift = np.zeros(ilabel.shape[0])
-    for v in range(final.shape[0]):
-        if math.isfinite(final[v]) and node_frame[v] != num_frames:
-            return False, shift
-    best = np.full(num_frames, np.inf)
-    emitting = False
-    for i in range(ilabel.shape[0]):
-        c = np.float64(acoustic_cost[i])
-        if ilabel[i] != 0:
-            if not 0 <= frame[i] < num_frames:  # (no bounds checks here: a hand-made lattice)
-                raise IndexError("an emitting arc's frame is outside the lattice's frames")
-            emitting = True
-            if c < best[frame[i]] or c != c:  # (NaN kept, as np.minimum keeps it)
-                best[frame[i]] = c
-    for i in range(ilabel.shape[0]):
-        if ilabel[i] != 0 and math.isfinite(best[frame[i]]):
-            shift[i] = best[frame[i]]
-    return emitting, shift
-
-
-@njit(nogil=True, cache=True)
-def _shifted_cost(graph_cost, acoustic_cost, shift, scale):
-    """float64 ``graph + scale * (acoustic - shift)`` per arc (`Lattice._posterior_cost`)."""
-    w = np.empty(graph_cost.shape[0])
-    for i in range(w.shape[0]):
-        w[i] = np.float64(graph_cost[i]) + scale * (np.float64(acoustic_cost[i]) - shift[i])
-    return w
-
-
-@njit(nogil=True, cache=True)
-def _within(alpha, beta, w, src, dst, limit):
-    """`Lattice.pruned`'s selection: ``(arcs, nodes, their src, their dst)``, the indices of
-    the arcs whose best complete path costs at most ``limit`` and of their ends and the start,
-    and those arcs' ends numbered among the nodes kept."""
-    n_nodes, n_arcs = alpha.shape[0], src.shape[0]
-    arc_kept = np.zeros(n_arcs, np.bool_)
-    node_id = np.full(n_nodes, -1, np.int64)
-    if n_nodes:
-        node_id[0] = 0
-    n = 0
-    for i in range(n_arcs):
-        through = alpha[src[i]] + w[i] + beta[dst[i]]
-        if through < np.inf and through <= limit:  # an infinite beam drops dead ends too
-            arc_kept[i] = True
-            n += 1
-            node_id[src[i]] = 0
-            node_id[dst[i]] = 0
-    nodes = np.flatnonzero(node_id == 0)
-    node_id[nodes] = np.arange(nodes.shape[0])
-    arcs = np.empty(n, np.int64)
-    new_src, new_dst = np.empty(n, np.int32), np.empty(n, np.int32)
-    k = 0
-    for i in range(n_arcs):
-        if arc_kept[i]:
-            arcs[k], new_src[k], new_dst[k] = i, node_id[src[i]], node_id[dst[i]]
-            k += 1
-    return arcs, nodes, new_src, new_dst
-
-
-@njit(nogil=True, cache=True)
-def _viterbi_forward(n_nodes, src, dst, w):
-    alpha = np.full(n_nodes, np.inf)
-    if n_nodes:
-        alpha[0] = 0.0
-    for i in range(src.shape[0]):  # arcs by source, sources in topological order
-        c = alpha[src[i]] + w[i]
-        if c < alpha[dst[i]]:
-            alpha[dst[i]] = c
-    return alpha
-
-
-@njit(nogil=True, cache=True)
-def _viterbi_backward(final, src, dst, w):
-    beta = final.copy()
-    for i in range(src.shape[0] - 1, -1, -1):
-        c = w[i] + beta[dst[i]]
-        if c < beta[src[i]]:
-            beta[src[i]] = c
-    return beta

@@ -288,6 +288,37 @@ def test_keyboard_interrupt_cancels_a_lattice_search_on_the_worker(monkeypatch, 
     assert seen == {"cancelled": True} and not built
 
 
+def test_keyboard_interrupt_stops_a_lattice_pruning_on_the_worker(monkeypatch, python_sigint):
+    """A Ctrl-C after a long lattice's build: its pruning (3.5 s for a 50M-arc lattice of a
+    3,680-frame line at beam 30) ran on the main thread after the search, one compiled call
+    that Ctrl-C could not stop; it now runs on the worker and stops at the cancel flag (the
+    stand-in pruning pass only goes on once it sees the flag, or after 20 s)."""
+    from wfstdecode import lattice as lattice_module
+    from wfstdecode.ctc import cpu, ctc_lattices
+
+    seen = {}
+    real = lattice_module.viterbi_backward
+
+    def backward_until_cancelled(final, src, dst, w, graph_cost, acoustic_cost, scale, cancel):
+        if not seen and w.shape[0] == 0:  # (the pruning's pass over a fresh lattice)
+            _thread.interrupt_main()
+            deadline = time.monotonic() + 20
+            while not cancel[0] and time.monotonic() < deadline:
+                time.sleep(0.01)
+            seen["cancelled"] = bool(cancel[0])
+        return real(final, src, dst, w, graph_cost, acoustic_cost, scale, cancel)
+
+    g, lp, lengths = _lexicon_case(0)
+    lp, lengths = np.repeat(lp, 8, axis=0), np.repeat(lengths, 8)  # more than DIRECT_FRAMES
+    assert lengths.sum() > cpu.DIRECT_FRAMES
+    options = CtcBeamOptions(beam=8.0, lattice_beam=4.0)
+    ctc_lattices(lp[:1], lengths[:1], g, options, backend="cpu")  # compiled before
+    monkeypatch.setattr(lattice_module, "viterbi_backward", backward_until_cancelled)
+    with pytest.raises(KeyboardInterrupt):
+        ctc_lattices(lp, lengths, g, options, backend="cpu")
+    assert seen == {"cancelled": True}
+
+
 def test_a_cancelled_lattice_build_stops_linking():
     """A Ctrl-C during a lattice's build (one compiled call, 17 s on a 4,000-frame line at
     beam 30) stops its links' pass at the next frame: with the flag set it links nothing."""

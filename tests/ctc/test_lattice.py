@@ -275,6 +275,40 @@ def test_pruning_keeps_exactly_the_arcs_within_the_lattice_beam(seed):
                 np.testing.assert_array_equal(getattr(cut, name)(), getattr(fresh, name)())
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_a_fresh_lattice_prunes_as_one_whose_costs_were_summed_first(seed):
+    """A lattice fresh from the search is pruned summing each arc's costs as the passes read
+    them (`wfstdecode.lattice_costs`: its float64 costs are never stored): the same arcs, nodes
+    and kept costs, bit for bit, as pruning it after `arc_cost` summed them all."""
+    g, lp = _case(seed)
+    for lat in ctc_lattices(lp, None, g, CtcBeamOptions(beam=6.0, lattice_beam=math.inf)):
+        for beam in (0.5 + seed, math.inf):
+            fresh = replace(lat, _cache={})
+            summed = replace(lat, _cache={})
+            summed.arc_cost()
+            a, b = fresh.pruned(beam), summed.pruned(beam)
+            assert "w" not in fresh._cache  # (it summed nothing beforehand)
+            for name in ("node_frame", "node_state", "final", "src", "dst", "graph_arc",
+                         "graph_cost", "acoustic_cost"):  # fmt: skip
+                np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+            assert a._cache.keys() == b._cache.keys()
+            for key in ("w", "alpha", "beta"):
+                np.testing.assert_array_equal(a._cache[key], b._cache[key])
+            for x, y in zip(a._cache["rank"], b._cache["rank"], strict=True):
+                np.testing.assert_array_equal(x, y)
+
+
+def test_a_cancelled_pruning_gives_nothing():
+    """A set cancel flag (a Ctrl-C during a long decode) stops the pruning's passes: None, for
+    the caller to drop, whether the lattice's costs were summed before or not."""
+    g, lp = _case(0)
+    (lat,) = ctc_lattices(lp[:1], None, g, CtcBeamOptions(beam=6.0, lattice_beam=math.inf))
+    stop, go = np.ones(1, np.int32), np.zeros(1, np.int32)
+    assert replace(lat, _cache={}).pruned(2.0, stop) is None
+    assert lat.pruned(2.0, stop) is None
+    assert replace(lat, _cache={}).pruned(2.0, go).num_arcs == lat.pruned(2.0).num_arcs
+
+
 @pytest.mark.parametrize("seed", range(5))
 def test_posteriors_sum_to_one_per_frame_and_over_word_sequences(seed):
     g, lp = _case(seed)

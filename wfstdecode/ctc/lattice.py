@@ -34,6 +34,7 @@ from numba import njit
 
 from ..backends import ctc_stream_backend
 from ..lattice import Lattice
+from ..lattice_costs import NEVER
 from ..metrics import edit_distance
 from ..results import Hypothesis, changed
 from ._paths import to_hypotheses
@@ -43,14 +44,14 @@ from .scratch import state_maps
 from .status import DIED, NO_FINAL
 
 _F32_INF = np.float32(np.inf)
-_NEVER = np.zeros(1, np.int32)  # a cancel flag nothing sets
 _NO_FINAL_NOTE = "no final state survived the last frame: the lattice ends without final costs"
 
 
 def lattice_search(problem: SearchProblem, backend: str, tuning) -> tuple[list, list]:
     """Search every utterance on ``backend``'s streaming interface, keeping each frame's
-    survivors: ``(RawResult per utterance, Lattice or None per utterance)`` (None when the
-    search died). Utterances run on the backend's threads, searches and lattices alike."""
+    survivors: ``(RawResult per utterance, Lattice or None per utterance)``, each lattice pruned
+    to the lattice beam (None when the search died). Utterances run on the backend's threads,
+    searches and lattices alike."""
     streams = ctc_stream_backend(backend)(tuning)
     run = getattr(streams, "run_interruptibly", None)  # (cpu's: a Ctrl-C stops it soon)
     if run is None:
@@ -60,7 +61,7 @@ def lattice_search(problem: SearchProblem, backend: str, tuning) -> tuple[list, 
 
 def _searched(problem: SearchProblem, streams, cancel) -> tuple[list, list]:
     """`lattice_search` on ``streams``; ``cancel``: a flag set once a Ctrl-C came (the
-    searches stop, no lattice is built: the result is dropped), or None."""
+    searches, lattice builds and prunings stop: the result is dropped), or None."""
     one = [problem.utterance(b) for b in range(problem.batch_size)]
     begun = streams.begin_all(one)
     firsts = [streams.survivors(state) for state in begun]  # before advancing (in place)
@@ -75,7 +76,9 @@ def _searched(problem: SearchProblem, streams, cancel) -> tuple[list, list]:
         if not raw.paths or first is None or kept.num_frames < p.lengths[0]:  # it died
             return None
         lattice = build_lattice(p, first, kept, raw, cancel)
-        return None if cancel is not None and cancel[0] else lattice  # (cut short: dropped)
+        if cancel is not None and cancel[0]:  # (cut short: dropped)
+            return None
+        return lattice.pruned(p.options.lattice_beam, cancel)
 
     return raws, streams.map(lattice_of, range(len(one)))
 
@@ -97,7 +100,7 @@ def build_lattice(p: SearchProblem, first: tuple, kept: FrameSurvivors, raw: Raw
         node_state, node_ctx, node_frame, survivor, arcs, n_cut = _assemble(
             first[0], first[1], kept.state, kept.ctx, kept.ends, np.concatenate(path_frames),
             np.concatenate(path_keys), graph, boosts, p.log_probs[0, :T], maps[0],
-            _NEVER if cancel is None else cancel,
+            NEVER if cancel is None else cancel,
         )  # fmt: skip
     final = np.full(len(node_state), np.inf, np.float32)
     last = (node_frame == T) & survivor

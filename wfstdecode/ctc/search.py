@@ -129,22 +129,14 @@ def ctc_lattices(
                                          tuning, num_threads, oov_lexicon)  # fmt: skip
         if problem.batch_size == 0:
             return []
-        return pruned_lattices(problem, name, tuning)[1]  # (no hypotheses made)
-
-
-def pruned_lattices(problem: SearchProblem, name: str, tuning) -> tuple[list, list]:
-    """The search's results (`RawResult`) and each utterance's lattice pruned to the lattice
-    beam (None where the search died) of a checked problem."""
-    raws, lattices = lattice_search(problem, name, tuning)
-    beam = problem.options.lattice_beam
-    return raws, [None if lat is None else lat.pruned(beam) for lat in lattices]
+        return lattice_search(problem, name, tuning)[1]  # (no hypotheses made)
 
 
 def lattice_decode(problem: SearchProblem, name: str, tuning, rescore=None) -> tuple[list, list]:
     """The hypotheses (n-best from the lattice) and the pruned lattices of a checked problem,
     rescored (`LmRescoring`) if asked: then the hypotheses are the rescored lattice's n best
     (the search's where it died)."""
-    raws, pruned = pruned_lattices(problem, name, tuning)
+    raws, pruned = lattice_search(problem, name, tuning)
     return lattice_results(problem, raws, pruned, rescore)
 
 
