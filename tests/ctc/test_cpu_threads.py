@@ -120,3 +120,32 @@ def test_the_phrase_cache_lock_is_free_in_a_forked_child():
     run = subprocess.run([sys.executable, "-c", FORKED_CACHE], capture_output=True, text=True,
                          timeout=60)  # fmt: skip
     assert run.returncode == 0, run.stderr
+
+
+WORKQUEUE_THREADS = """
+import sys
+from concurrent.futures import ThreadPoolExecutor
+import numba
+from wfstdecode.ctc import CtcBeamOptions, decode_ctc
+from wfstdecode.testing import random_graph, random_log_probs
+g = random_graph(1, num_states=60)
+lp = random_log_probs(1, 4, 60, g.num_tokens)
+for opts in (CtcBeamOptions(beam=8.0), CtcBeamOptions(beam=8.0, lattice_beam=4.0)):
+    want = decode_ctc(lp, None, g, opts, backend="cpu", num_threads=1)
+    with ThreadPoolExecutor(4) as pool:  # (a server's request threads)
+        got = list(pool.map(lambda _: decode_ctc(lp, None, g, opts, backend="cpu",
+                                                 num_threads=2), range(24)))
+    assert all(x == want for x in got)
+assert numba.threading_layer() == "workqueue", numba.threading_layer()
+"""
+
+
+def test_threads_decoding_at_once_under_numba_s_workqueue_layer():
+    """Where neither OpenMP nor TBB loads (a slim container without libgomp, a Mac without
+    libomp), Numba falls back to its workqueue layer, which aborts the whole process when two
+    threads run parallel regions at once: a server's concurrent decodes killed it (SIGABRT).
+    One thread's region at a time there; the others search in turn, with the same results."""
+    env = {**os.environ, "NUMBA_THREADING_LAYER": "workqueue", "NUMBA_NUM_THREADS": "2"}
+    run = subprocess.run([sys.executable, "-c", WORKQUEUE_THREADS], capture_output=True,
+                         text=True, timeout=300, env=env)  # fmt: skip
+    assert run.returncode == 0, run.stderr[-2000:]

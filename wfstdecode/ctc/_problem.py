@@ -14,7 +14,7 @@ from ..decoding_graph import DecodingGraph
 from .boost import BoostTables
 from .options import LOG_PROB_FLOOR, CtcBeamOptions
 from .phrases import NO_SLOT
-from .tuning import claim_parallel, numba_threads
+from .tuning import claim_parallel, numba_threads, parallel_region
 
 
 @dataclass(frozen=True)
@@ -117,8 +117,8 @@ def costs_and_first_bad(log_probs, acoustic_scale: float, lengths=None, threads:
     if threads == 1 or B < 2 or not claim_parallel():
         _costs_in_turn(*args)
     else:
-        with numba_threads(threads):
-            _costs_in_parallel(*args)
+        with numba_threads(threads), parallel_region() as parallel:
+            (_costs_in_parallel if parallel else _costs_in_turn)(*args)
     for frames, kind in ((odd, NAN_OR_POS_INF), (dead, ALL_NEG_INF)):
         first = np.flatnonzero(frames >= 0)
         if len(first):

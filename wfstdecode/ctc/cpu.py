@@ -14,6 +14,7 @@ from __future__ import annotations
 import threading
 import weakref
 from concurrent import futures
+from contextlib import nullcontext
 from dataclasses import replace
 from typing import NamedTuple
 
@@ -46,7 +47,7 @@ from .cpu_steps import (
 )
 from .scratch import state_maps, take_next
 from .status import CANCELLED, DIED, NEG_CYCLE, OVERFLOW, RETRY_BITS, STOPPED_BITS
-from .tuning import CpuTuning, claim_parallel, numba_threads
+from .tuning import CpuTuning, claim_parallel, numba_threads, parallel_region
 
 # SearchState.counts: log-prob frames consumed, records used, the root record, prefix arcs and
 # the frames they consume, the record count that triggers the next collection, status bits, and
@@ -430,10 +431,11 @@ def _run(problem, lanes, rows: PathRows, tuning: CpuTuning, cancel) -> Outcome:
         args = (ac, problem.lengths[lanes], search_graph(problem), lane_boosts(problem, lanes),
                 limits(problem), paths, outcome)  # fmt: skip
         scratch = (np.int64(tuning.collect_records_at), np.int64(tuning.first_room), maps)
-        if min(R, threads) > 1 and claim_parallel():
-            _decode_batch(*args, np.int64(min(R, threads)), cancel, *scratch)
-        else:
-            _decode_in_turn(*args, cancel, *scratch)
+        with parallel_region() if min(R, threads) > 1 else nullcontext(False) as parallel:
+            if parallel:
+                _decode_batch(*args, np.int64(min(R, threads)), cancel, *scratch)
+            else:
+                _decode_in_turn(*args, cancel, *scratch)
     return outcome
 
 

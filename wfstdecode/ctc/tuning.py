@@ -5,6 +5,7 @@ benchmarks and tests vary them through the public entry point. None of them chan
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,6 +28,35 @@ def claim_parallel() -> bool:
         return False  # forked from a process that started it
     _PARALLEL_PID[0] = os.getpid()
     return True
+
+
+# Numba's workqueue threading layer (where neither TBB nor OpenMP loads: a slim container
+# without libgomp, a Mac without libomp, NUMBA_THREADING_LAYER=workqueue) aborts the process
+# when two threads run parallel regions at once: there, one region at a time.
+_WORKQUEUE = threading.Lock()
+os.register_at_fork(after_in_child=_WORKQUEUE._at_fork_reinit)
+
+
+@contextmanager
+def parallel_region() -> Iterator[bool]:
+    """Whether the calling thread may run a Numba parallel region now (until the block ends):
+    not in a forked child (`claim_parallel`), nor under the workqueue layer while another
+    thread runs one — the caller then runs its loop in turn, with the same results."""
+    import numba
+
+    if not claim_parallel():
+        yield False
+        return
+    numba.get_num_threads()  # (starts the threading layer: its name is known from then on)
+    if numba.threading_layer() != "workqueue":
+        yield True
+        return
+    mine = _WORKQUEUE.acquire(blocking=False)
+    try:
+        yield mine
+    finally:
+        if mine:
+            _WORKQUEUE.release()
 
 
 @contextmanager
