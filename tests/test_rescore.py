@@ -1064,3 +1064,21 @@ def test_one_lm_rescoring_keeps_two_word_tables_apart(tmp_path):
     for _ in range(2):
         _same_lattice(rescoring.apply(lat, words), ab)
         _same_lattice(rescoring.apply(lat, swapped), ba)
+
+
+def test_an_ngram_lm_bounds_what_it_remembers(tmp_path, monkeypatch):
+    """An `NgramLm` remembers each cost and step it computed: `MAX_KEPT_STEPS` bounded an
+    `LmRescoring`'s kept steps, but its LMs kept every step ever taken behind them (a service
+    rescoring for days grew without end). Past `MAX_LM_MEMO` each is emptied; costs the same."""
+    from wfstdecode import rescore as rescore_module
+
+    words = ["a", "ab", "ba", "bab", "c"]
+    path = tmp_path / "lm.arpa"
+    path.write_text(random_arpa(words, order=3, seed=2, unk=True))
+    sentences = _sentences(words, np.random.default_rng(2), 200, unknown=0.1)
+    want = [NgramLm(path).sentence_cost(s) for s in sentences]
+    monkeypatch.setattr(rescore_module, "MAX_LM_MEMO", 10, raising=False)
+    lm = NgramLm(path)
+    for sentence, cost in zip(sentences, want, strict=True):
+        assert lm.sentence_cost(sentence) == cost
+        assert len(lm._steps) <= 10 and len(lm._cache) <= 10

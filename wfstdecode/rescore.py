@@ -39,6 +39,10 @@ MISSING_WORD_LOG10 = -100.0
 # |lm_scale| at most this (as the acoustic scale): a larger one overflows the lattices' float32
 # costs to inf, and every rescored path is lost
 MAX_LM_SCALE = 1e3
+# an `NgramLm`'s remembered costs and steps (each of its two dicts): emptied when full, as
+# `LmRescoring`'s kept steps are (a service rescoring for days met ever more histories: ~200
+# bytes an entry, never let go)
+MAX_LM_MEMO = 1_000_000
 
 
 class NgramLm:
@@ -75,6 +79,8 @@ class NgramLm:
         key = (state, word)
         hit = self._steps.get(key)
         if hit is None:
+            if len(self._steps) >= MAX_LM_MEMO:
+                self._steps.clear()
             cost = self.cost(state, word)
             if word == EOS:  # nothing follows: no state, nothing to charge
                 hit = self._steps[key] = (cost, ())
@@ -101,6 +107,8 @@ class NgramLm:
         key = (history, word)
         cost = self._cache.get(key)
         if cost is None:
+            if len(self._cache) >= MAX_LM_MEMO:
+                self._cache.clear()
             if self.has_unk:
                 unigrams = self.model.ngrams[0]
                 history = tuple(w if (w,) in unigrams else UNK for w in history)
