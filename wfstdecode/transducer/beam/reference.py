@@ -113,15 +113,15 @@ def _segment_search(model: _Model, enc, options: BeamOptions) -> list[_Hyp]:
                     continue
                 lp, lpd = model.log_probs(h.tokens, frames, n_dur)
                 label_land, blank_land = _landing(options, lpd[0] if n_dur else None)
-                # cum[t]: log-prob of blanks at frames 0..t-1 of the segment
-                cum = [0.0]
-                for t in range(n):
-                    cum.append(cum[-1] + lp[t][blank])
-                # reach[t2] = log sum_{t1 <= t2} d[t1] * blanks(t1 .. t2-1)  (Eq. 3-5)
+                # reach[t2] = log sum_{t1 <= t2} d[t1] * blanks(t1 .. t2-1)  (Eq. 3-5), as
+                # reach[t] = reach[t-1] + blank[t-1] (+) d[t]: a -inf blank stays -inf (the
+                # paper's d[t] - cum[t] would be NaN)
                 reach, acc = [], -math.inf
                 for t in range(n):
-                    acc = _logaddexp(acc, d[t] - cum[t])
-                    reach.append(acc + cum[t])
+                    if t:
+                        acc += lp[t - 1][blank]
+                    acc = _logaddexp(acc, d[t])
+                    reach.append(acc)
                 blank_score = reach[-1] + lp[n - 1][blank]  # Eq. 7
                 ahead = tuple(blank_score + x for x in blank_land[1:])
                 _merge(done, _Hyp(h.tokens, blank_score, h.timestamps, h.durations, ahead=ahead))

@@ -139,7 +139,9 @@ def best_hypotheses(per_utt, lengths, scores, fields, options, notes) -> list[li
             tokens = tuple(fields["labels"][i])
             if tokens not in best or scores[i] > scores[best[tokens]]:
                 best[tokens] = i
-        if any(not math.isfinite(scores[i]) for i in best.values()) or not best:
+        if not best:  # (the tensor searches drop NaN rows too: either cause is named)
+            raise no_finished_path(b)
+        if any(not math.isfinite(scores[i]) for i in best.values()):
             raise non_finite_logits(b)
 
         def rank(i: int) -> float:
@@ -192,6 +194,15 @@ def non_finite_logits(utterance: int) -> DecodeInputError:
         f"model.joint returned non-finite logits (NaN, +inf, or -inf for every token) in the "
         f"beam search of utterance {utterance}, from finite encoder output: check the model's "
         "predictor, projections and joint"
+    )
+
+
+def no_finished_path(utterance: int) -> DecodeInputError:
+    return DecodeInputError(
+        f"no hypothesis of the beam search of utterance {utterance} reached its last frame: "
+        "every path went through a -inf log-probability (e.g. a blank the joint made "
+        "impossible at a frame), or model.joint returned non-finite logits (NaN, +inf, or -inf "
+        "for every token); check the model's predictor, projections and joint"
     )
 
 

@@ -154,8 +154,12 @@ def _expansions(lp, reach_from, blank):
     at some frame <= t and blanks from there to t (exclusive)."""
     S = lp.shape[2]
     blank_lp = lp[..., blank]
-    cum = torch.cat([torch.zeros_like(blank_lp[..., :1]), blank_lp.cumsum(-1)], -1)
-    reach = (reach_from - cum[..., :S]).logcumsumexp(-1) + cum[..., :S]
+    # reach[t] = reach[t-1] + blank[t-1] (+) reach_from[t], frame by frame (S is small): the
+    # paper's logcumsumexp of reach_from - cumsum(blank) is NaN after a -inf blank log-prob
+    reach = [reach_from[..., 0]]
+    for t in range(1, S):
+        reach.append(torch.logaddexp(reach[-1] + blank_lp[..., t - 1], reach_from[..., t]))
+    reach = torch.stack(reach, -1)
     blank_score = reach[..., -1] + blank_lp[..., -1]
     emit = reach.unsqueeze(-1) + lp
     label_score = _logsumexp(emit, 2)

@@ -171,12 +171,15 @@ def segment_round(
         for i in range(first, last):
             a = live[i]
             _landing(lpd, i, durations, tdt, label_lands[i], blank_land)
-            # Eq. 3-5: reach[t], the hypothesis with blanks from its last label up to t
-            cum, acc = 0.0, -np.inf
+            # Eq. 3-5: reach[t], the hypothesis with blanks from its last label up to t, by
+            # the recursion reach[t] = reach[t-1] + blank[t-1] (+) stay[t]: no difference of
+            # log-probs (a -inf blank made the paper's reach[t] - cum[t] NaN)
+            acc = -np.inf
             for t in range(n):
-                acc = np.logaddexp(acc, stay[a, t] - cum)
-                reach[i, t] = acc + cum
-                cum = cum + lp[i, t, blank]
+                if t:
+                    acc = acc + lp[i, t - 1, blank]
+                acc = np.logaddexp(acc, stay[a, t])
+                reach[i, t] = acc
             blank_score = reach[i, n - 1] + lp[i, n - 1, blank]  # Eq. 7
             for w in range(W):
                 contrib[w] = blank_score + blank_land[w + 1]
