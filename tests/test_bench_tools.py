@@ -85,3 +85,20 @@ def test_streaming_bench_decodes_every_chunk_it_counts(monkeypatch):
     r = bench_streaming.run(None, frames, 8, args, np.random.default_rng(0))
     assert r["chunks"] * args.chunk == sum(fed)
     assert round(r["frames_per_s"] * r["wall_s"]) == sum(fed)
+
+
+def test_the_pareto_tool_reads_each_peer_against_our_fastest_point_as_accurate():
+    """`bench_ctc_pareto.equal_wer`: a peer's point against our fastest point whose WER is at
+    most its own (a slower, more accurate one is not chosen over a faster one that qualifies);
+    none where we never reach its WER."""
+    import bench_ctc_pareto
+
+    def row(decoder, beam, fps, wer):
+        return dict(data="ocr", decoder=decoder, beam=beam, fps=fps, wer=wer)
+
+    rows = [row("wfstdecode", 4, 400.0, 0.28), row("wfstdecode", 5, 300.0, 0.20),
+            row("wfstdecode", 8, 100.0, 0.15), row("flashlight-text", 4, 150.0, 0.25),
+            row("kaldi-decoder", 4, 200.0, 0.10)]  # fmt: skip
+    lines = bench_ctc_pareto.equal_wer(rows)[2:]
+    assert lines[0] == "| ocr | flashlight-text | 4 | 25.00 | 150 | 5 | 20.00 | 300 | 2.00x |"
+    assert lines[1].endswith("| - | - | - | none as accurate |")

@@ -8,6 +8,9 @@ flashlight-text's LexiconDecoder + KenLM on the same lexicon and ARPA over the s
   ``tools/bench_speech_ctc.py --write-npz``; the first ``--speech-utts``), the shipped
   72,547-word speech graph (``<wb>`` between words), acoustic scale 1.25.
 
+``--ocr-scale`` / ``--speech-scale`` change the acoustic scales (all three decoders alike).
+After the table, each peer point against wfstdecode's fastest point at least as accurate.
+
 CPU seconds of one thread, best of ``--repeats`` taken alternately per point. Writes a table
 (stdout) and ``--plot`` (PNG, needs matplotlib).
 
@@ -37,7 +40,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "wfstdecode" / "data"
 
 
-def data_sets(work: Path, speech: Path | None, speech_utts: int) -> list[dict]:
+def data_sets(work: Path, speech: Path | None, speech_utts: int, ocr_scale: float = 1.0,
+              speech_scale: float = 1.25) -> list[dict]:  # fmt: skip
     from wfstdecode import DecodingGraph, SymbolTable
     from wfstdecode.graph import build_tlg, read_lexicon
 
@@ -47,7 +51,7 @@ def data_sets(work: Path, speech: Path | None, speech_utts: int) -> list[dict]:
                           separator="|").graph  # fmt: skip
     with np.load(DATA / "ocr_emissions.npz") as z:
         ocr = (z["log_probs"], z["lengths"], [str(t).split() for t in z["texts"]])
-    sets = [dict(name="ocr", graph=ocr_graph, data=ocr, scale=1.0, max_active=10000,
+    sets = [dict(name="ocr", graph=ocr_graph, data=ocr, scale=ocr_scale, max_active=10000,
                  lexicon=DATA / "lexicon.txt", arpa=DATA / "lm.arpa.gz", sep="|")]  # fmt: skip
     if speech:
         from wfstdecode.speech.graph import speech_graph_dir
@@ -60,7 +64,7 @@ def data_sets(work: Path, speech: Path | None, speech_utts: int) -> list[dict]:
         lex = work / "speech_lexicon.txt"
         with gzip.open(DATA / "speech" / "lexicon.txt.gz", "rb") as src, open(lex, "wb") as dst:
             shutil.copyfileobj(src, dst)
-        sets.append(dict(name="speech", graph=graph, data=data, scale=1.25, max_active=4000,
+        sets.append(dict(name="speech", graph=graph, data=data, scale=speech_scale, max_active=4000,
                          lexicon=lex, arpa=DATA / "speech" / "lm.arpa.gz", sep="<wb>"))  # fmt: skip
     return sets
 
@@ -125,6 +129,28 @@ def sweep(s: dict, beams: list[float], repeats: int, fl_beam_size: int) -> list[
     return rows
 
 
+def equal_wer(rows: list[dict]) -> list[str]:
+    """Table lines: for each peer's point, wfstdecode's fastest point at least as accurate
+    (None where none is) and the speed ratio."""
+    out = [
+        "| data | peer | peer beam | peer WER % | peer frames/CPU-s | our beam | our WER % "
+        "| our frames/CPU-s | ours / peer |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rows:
+        if r["decoder"] == "wfstdecode":
+            continue
+        ours = [o for o in rows if o["data"] == r["data"] and o["decoder"] == "wfstdecode"
+                and o["wer"] <= r["wer"]]  # fmt: skip
+        best = max(ours, key=lambda o: o["fps"], default=None)
+        mine = ("-", "-", "-", "none as accurate") if best is None else (
+            f"{best['beam']:g}", f"{100 * best['wer']:.2f}", f"{best['fps']:,.0f}",
+            f"{best['fps'] / r['fps']:.2f}x")  # fmt: skip
+        out.append(f"| {r['data']} | {r['decoder']} | {r['beam']:g} | {100 * r['wer']:.2f} | "
+                   f"{r['fps']:,.0f} | " + " | ".join(mine) + " |")  # fmt: skip
+    return out
+
+
 def plot(rows: list[dict], path: Path) -> None:
     import matplotlib
 
@@ -160,6 +186,8 @@ def main() -> None:
     ap.add_argument("--fl-beam-size", type=int, default=100, help="flashlight beam_size")
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--plot", type=Path)
+    ap.add_argument("--ocr-scale", type=float, default=1.0, help="acoustic scale on ocr")
+    ap.add_argument("--speech-scale", type=float, default=1.25, help="acoustic scale on speech")
     args = ap.parse_args()
     beams = [float(b) for b in args.beams.split(",")]
     import flashlight.lib.text  # noqa: F401  (fail now, not after the first data set)
@@ -173,11 +201,14 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="pareto_"))
     try:
         rows = []
-        for s in data_sets(work, args.speech, args.speech_utts):
+        for s in data_sets(work, args.speech, args.speech_utts, args.ocr_scale,
+                           args.speech_scale):  # fmt: skip
             rows += sweep(s, beams, args.repeats, args.fl_beam_size)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"# load average after {os.getloadavg()[0]:.2f}")
+    print("\nAt equal WER (each peer point against our fastest beam at least as accurate):\n")
+    print("\n".join(equal_wer(rows)))
     if args.plot:
         plot(rows, args.plot)
 
