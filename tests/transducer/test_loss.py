@@ -164,6 +164,36 @@ def test_a_masked_logit_is_a_zero_probability(kind):
         assert torch.isfinite(masked.grad).all()
 
 
+@pytest.mark.parametrize("kind", ["rnnt", "tdt"])
+def test_a_cell_whose_every_way_in_is_masked_keeps_gradients_finite(kind):
+    """RNN-T: blank(0, 1) and the label at (1, 0) masked, the only two ways into cell (1, 1);
+    TDT: the blank at (0, 0) masked, T = 1, so every duration's blank from frame 0 is -inf.
+    The loss stays finite (other paths), so must every gradient: -inf + -inf into logaddexp /
+    logsumexp had a NaN gradient that spread to every logit."""
+    if kind == "rnnt":
+        logits, targets, tl, ul = _batch(5, 1, 3, 2, 3, 0, [(3, 2)])
+        cells = ((0, 0, 1, 0), (0, 1, 0, max(1, int(targets[0, 0]))))
+    else:
+        logits, targets, tl, ul = _batch(5, 1, 1, 1, 3, 2, [(1, 1)])
+        cells = ((0, 0, 0, 0),)
+    targets = targets.clamp(min=1)  # (not the blank: the blank masked is no label masked)
+
+    def loss(z):
+        if kind == "rnnt":
+            return rnnt_loss(z, targets, tl, ul, 0, "sum")
+        return tdt_loss(z, targets, tl, ul, 0, (0, 1), reduction="sum")
+
+    masked, low = logits.clone(), logits.clone()
+    for cell in cells:
+        masked[cell], low[cell] = -math.inf, -1e3
+    masked.requires_grad_()
+    value = loss(masked)
+    value.backward()
+    assert math.isfinite(value.item())
+    assert value.item() == pytest.approx(loss(low).item(), rel=1e-12)
+    assert torch.isfinite(masked.grad).all()
+
+
 def test_bad_lengths_and_blank_raise():
     logits, targets, tl, ul = _batch(0, 2, 3, 2, 4, 3)
     for args, match in (
@@ -185,6 +215,29 @@ def test_bad_lengths_and_blank_raise():
     for blank in (-1, 4, True):
         with pytest.raises(ValueError, match=r"blank_id must be a token index in \[0, 4\)"):
             tdt_loss(logits, targets, tl, ul, blank, (0, 1, 2))
+
+
+def test_bad_targets_raise_naming_the_label_and_int32_ones_are_read():
+    """A label outside the token range (within the target lengths) raised gather's "index 5 is
+    out of bounds for dimension 3" (on a GPU a device-side assert); int32 targets (torchaudio's
+    type) raised gather's dtype error; no durations at all raised min()'s."""
+    logits, targets, tl, ul = _batch(0, 2, 3, 2, 4, 3, [(3, 2), (3, 1)])
+    for bad in (4, -1):
+        tgt = targets.clone()
+        tgt[0, 1] = bad
+        match = rf"targets\[0, 1\] = {bad} .* not a token index in \[0, 4\)"
+        with pytest.raises(ValueError, match=match):
+            tdt_loss(logits, tgt, tl, ul, 0, (0, 1, 2))
+        with pytest.raises(ValueError, match=match):
+            rnnt_loss(logits[..., :4], tgt, tl, ul, 0)
+    tgt = targets.clone()
+    tgt[1, 1] = -1  # beyond target_lengths[1] = 1: padding, ignored
+    assert rnnt_loss(logits, tgt, tl, ul, 0) == rnnt_loss(logits, targets, tl, ul, 0)
+    assert rnnt_loss(logits, targets.int(), tl, ul, 0) == rnnt_loss(logits, targets, tl, ul, 0)
+    with pytest.raises(ValueError, match="targets must be an integer tensor"):
+        rnnt_loss(logits, targets.float(), tl, ul, 0)
+    with pytest.raises(ValueError, match=r"durations must be .*: \(\)"):
+        tdt_loss(logits, targets, tl, ul, 0, ())
 
 
 def test_gradcheck():

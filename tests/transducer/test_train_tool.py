@@ -75,6 +75,8 @@ def test_a_run_keeps_weights_that_record_a_better_cer_unless_told(tmp_path):
         ([], {"train": ["The Cat 2"]}, "no token for: '2CT'"),
         ([], {"dev": ["Sat", "the cat"]}, "heldout_voices.npz: a text has characters"),
         (["--batch", "1.5"], {}, "invalid int value: '1.5'"),
+        (["--lr", "inf"], {}, "--lr: inf is not a finite number"),
+        (["--ctc-weight", "inf"], {}, "--ctc-weight: inf is not a finite number"),
     ],
 )
 def test_bad_arguments_and_data_are_refused_before_training(tmp_path, args, sets, message):
@@ -84,3 +86,19 @@ def test_bad_arguments_and_data_are_refused_before_training(tmp_path, args, sets
     assert run.returncode != 0 and message in run.stderr
     assert (work / "train_rnnt.json").read_text() == "[earlier log]"
     assert not save.exists()
+
+
+@pytest.mark.parametrize("kind", ["file", "sub of a file", "weights a folder"])
+def test_a_save_dir_that_cannot_hold_the_weights_is_refused_before_training(tmp_path, kind):
+    """The save folder was made (and the weights written) only when the first epoch ended: a
+    --save-dir naming a file failed there, a whole epoch later, with a traceback and no log."""
+    work, mine = _work(tmp_path), tmp_path / "mine"
+    mine.write_text("a user's file")
+    save = {"file": mine, "sub of a file": mine / "sub", "weights a folder": tmp_path / "w"}[kind]
+    if kind == "weights a folder":
+        (save / "rnnt.npz").mkdir(parents=True)
+    run = _train(work, save)
+    assert run.returncode != 0 and "--save-dir" in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr
+    assert '"step"' not in run.stdout  # no epoch ran
+    assert mine.read_text() == "a user's file"

@@ -21,9 +21,11 @@ _CHAIN_FLOOR = -1.0e4
 def _prepare(logits, targets, logit_lengths, target_lengths, blank_id, classes):
     """Check the shapes, lengths and blank (``classes``: the token logits' count), upcast half
     precision, mask padded frames/labels; returns (logits, targets, logit_lengths,
-    target_lengths), the lengths as int64 (uint8 ones would index as masks)."""
+    target_lengths), the targets and lengths as int64 (uint8 ones would index as masks)."""
     if logits.dim() != 4 or targets.dim() != 2:
         raise ValueError("expected logits [B, T, U+1, V] and targets [B, U]")
+    if targets.is_floating_point() or targets.is_complex() or targets.dtype == torch.bool:
+        raise ValueError(f"targets must be an integer tensor; got {targets.dtype}")
     B, T, U1, _ = logits.shape
     if targets.shape != (B, U1 - 1):
         raise ValueError(f"targets shape {tuple(targets.shape)} != {(B, U1 - 1)}")
@@ -53,8 +55,25 @@ def _prepare(logits, targets, logit_lengths, target_lengths, blank_id, classes):
     # Zeros (not the caller's padding) beyond the lengths: keeps NaN/inf padding out of
     # the unused cells, whose zero gradients would otherwise multiply a NaN.
     logits = torch.where(ok, logits, torch.zeros((), dtype=logits.dtype, device=dev))
+    targets = targets.long()  # (gather takes int64 only: int32 is torchaudio's convention)
     targets = torch.where(u_ok[:, 1:], targets, torch.zeros_like(targets))
+    # Checked here, not left to gather: its message names no label, and on a GPU an index out
+    # of range is a device-side assert that ends the process's CUDA context.
+    outside = (targets < 0) | (targets >= classes)
+    if bool(outside.any()):
+        b, u = (int(i) for i in outside.nonzero()[0])
+        raise ValueError(
+            f"targets[{b}, {u}] = {int(targets[b, u])} (within target_lengths[{b}]"
+            f" = {int(target_lengths[b])}) is not a token index in [0, {classes})"
+        )
     return logits, targets, logit_lengths, target_lengths
+
+
+def _log_softmax(x: Tensor) -> Tensor:
+    """log_softmax over the last axis with a masked logit's -inf raised to `_NEG`: -inf in a
+    cell would reach logaddexp/logsumexp as -inf + -inf wherever every way into a cell is
+    masked, and their NaN gradient would spread to every logit (finite loss, NaN gradient)."""
+    return x.log_softmax(-1).clamp(min=_NEG)
 
 
 def _label_logp(logp: Tensor, targets: Tensor) -> Tensor:
@@ -96,13 +115,15 @@ def rnnt_loss(
     it). A label keeps the frame, a blank advances it:
     alpha[t, u] = logaddexp(alpha[t-1, u] + blank(t-1, u), alpha[t, u-1] + y_u(t, u-1)),
     loss_b = -(alpha[T_b-1, U_b] + blank(T_b-1, U_b)). reduction: "mean" (of the
-    per-utterance losses), "sum" or "none" ([B]). Half inputs are computed in float32.
+    per-utterance losses), "sum" or "none" ([B]). Half inputs are computed in float32. A
+    masked logit (-inf) is a probability of 0 with finite gradients; an utterance every path
+    of which takes one gets a loss of about 1e30 (not inf).
     """
     logits, targets, logit_lengths, target_lengths = _prepare(
         logits, targets, logit_lengths, target_lengths, blank_id, logits.shape[-1]
     )
     B, T, U1, _ = logits.shape
-    logp = logits.log_softmax(-1)
+    logp = _log_softmax(logits)
     blank = logp[..., blank_id]
     emit = _label_logp(logp, targets)
 
@@ -164,15 +185,16 @@ def tdt_loss(
     (probability below exp(-1e4)) feel.
     """
     durations = tuple(int(d) for d in durations)
-    if len(set(durations)) != len(durations) or min(durations) < 0 or max(durations) < 1:
+    if (not durations or len(set(durations)) != len(durations) or min(durations) < 0
+            or max(durations) < 1):  # fmt: skip
         raise ValueError(f"durations must be distinct, >= 0 and include one >= 1: {durations}")
     n_dur = len(durations)
     logits, targets, logit_lengths, target_lengths = _prepare(
         logits, targets, logit_lengths, target_lengths, blank_id, logits.shape[-1] - n_dur
     )
     B, T, U1, _ = logits.shape
-    logp = logits[..., :-n_dur].log_softmax(-1) - sigma
-    dur = logits[..., -n_dur:].log_softmax(-1)
+    logp = _log_softmax(logits[..., :-n_dur]) - sigma
+    dur = _log_softmax(logits[..., -n_dur:])
     blank_w = logp[..., blank_id, None] + dur  # [B, T, U+1, K]
     label_w = _label_logp(logp, targets)[..., None] + dur
     k0 = durations.index(0) if 0 in durations else None
