@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import multiprocessing
 import platform
 import random
@@ -219,6 +220,15 @@ def train(args) -> None:
                              dropout=args.dropout)  # fmt: skip
     for name, items in (("train.npz", data), ("heldout_voices.npz", dev)):
         _check_texts(model.tokens, work / name, items)
+    # Where the weights go, checked before any training (not at the first epoch's end).
+    if out.parent.exists() and not out.parent.is_dir():
+        raise SystemExit(f"--save-dir {out.parent} is not a folder")
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise SystemExit(f"--save-dir {out.parent}: {exc.strerror}") from None
+    if out.exists() and not out.is_file():
+        raise SystemExit(f"--save-dir: {out} exists and is not a file")
     # An auxiliary CTC head on the encoder (as NeMo and icefall recipes use) teaches the encoder
     # the alignment early; it is not part of the shipped model.
     ctc_head = torch.nn.Linear(model.config["enc_dim"], model.vocab_size)
@@ -272,7 +282,6 @@ def train(args) -> None:
         print(json.dumps(log[-1]), flush=True)
         if best is None or cer < best:
             best = cer
-            out.parent.mkdir(parents=True, exist_ok=True)
             model.save(out, {"trained": {"kind": args.kind, "steps": step, "dev_cer": cer,
                        "dev_wer": wer, "cpu_minutes": cpu_min, "command": " ".join(sys.argv),
                        "torch": torch.__version__, "machine": platform.machine()}})  # fmt: skip
@@ -298,6 +307,8 @@ def _at_least(low: float, kind=float, below: float | None = None):
 
     def parse(text: str):
         value = kind(text)
+        if not math.isfinite(value):  # (an inf --lr or --ctc-weight: NaN weights an epoch later)
+            raise argparse.ArgumentTypeError(f"{text} is not a finite number")
         if not value >= low or (below is not None and not value < below):
             bound = f"in [{low:g}, {below:g})" if below is not None else f">= {low:g}"
             raise argparse.ArgumentTypeError(f"{text} is not {bound}")
