@@ -212,7 +212,10 @@ def train(args) -> None:
         if not items:  # (an empty dev set would score every model 0 % CER: "best")
             raise SystemExit(f"{work / name} holds no utterances")
     out = Path(args.save_dir or WEIGHTS) / f"{args.kind}.npz"
-    best = None if args.replace else _recorded_cer(out)
+    best = None if args.replace or not out.exists() else _recorded_cer(out)
+    if out.is_file() and best is None and not args.replace:  # (not weights this tool wrote)
+        raise SystemExit(f"{out} exists and records no training run (a dev CER): not written "
+                         "over; --replace to replace it")  # fmt: skip
     if best is not None:
         print(f"{out} stays unless a model beats its dev CER {best:.2f} % (--replace: always)")
     durations = (0, 1, 2, 3, 4) if args.kind == "tdt" else ()

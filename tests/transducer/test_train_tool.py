@@ -102,3 +102,15 @@ def test_a_save_dir_that_cannot_hold_the_weights_is_refused_before_training(tmp_
     assert "Traceback" not in run.stderr
     assert '"step"' not in run.stdout  # no epoch ran
     assert mine.read_text() == "a user's file"
+
+
+def test_a_file_in_the_save_dir_that_is_not_its_weights_is_not_written_over(tmp_path):
+    """A --save-dir/rnnt.npz that records no training run (unreadable, or some other file) was
+    taken as 'nothing recorded' and replaced without --replace: a user's file lost."""
+    work, save = _work(tmp_path), tmp_path / "weights"
+    save.mkdir()
+    (save / "rnnt.npz").write_bytes(b"a user's own file")
+    run = _train(work, save)
+    assert run.returncode != 0 and "records no training run" in run.stderr, run.stderr
+    assert (save / "rnnt.npz").read_bytes() == b"a user's own file"
+    assert '"step"' not in run.stdout  # refused before training
