@@ -106,7 +106,6 @@ def test_a_blank_outside_the_model_and_a_tdt_model_without_durations_are_named()
     [
         (BeamOptions("alsd", beam_size=2**31 - 1), "lower beam_size"),
         (BeamOptions("maes", expansion_beta=2**31 - 1), "lower beam_size or expansion_beta"),
-        (BeamOptions("standard", durations=(0, 1, 2**31 - 1)), "or the largest duration"),
         (BeamOptions("wind", beam_size=2**30, window=4), "lower beam_size or window"),
     ],
 )
@@ -122,6 +121,30 @@ def test_an_alsd_tdt_search_with_a_long_duration_runs():
     model = random_transducer(vocab_size=5, enc_dim=6, n_durations=3)
     options = BeamOptions("alsd", durations=(0, 1, 2**31 - 1))
     assert len(beam_decode(model, torch.randn(2, 5, 6), torch.tensor([5, 3]), options)) == 2
+
+
+@pytest.mark.parametrize("algorithm", ["standard", "maes"])
+def test_a_summing_tdt_search_with_a_duration_past_every_frame_runs(algorithm, monkeypatch):
+    """A duration of T frames or more lands past the end from any frame: the summing searches
+    hold landing mass at most T frames ahead, so 2**31 - 1 decodes as T does (it was refused
+    as a buffer of 2**31 frames, and 10**6 frames took minutes), the compiled search, the tensor
+    search and the reference alike; only the durations reported differ."""
+    model = random_transducer(vocab_size=5, enc_dim=6, n_durations=3, seed=3)
+    enc, lengths = torch.randn(3, 5, 6, generator=torch.Generator().manual_seed(3)) * 3, [5, 2, 4]
+    far, at_t = (0, 2**31 - 1, 1), (0, 5, 1)  # (the far one first: not the last index)
+    want = beam_reference(model, enc, lengths, BeamOptions(algorithm, beam_size=3, nbest=3,
+                                                           durations=at_t))  # fmt: skip
+    options = BeamOptions(algorithm, beam_size=3, nbest=3, durations=far)
+    for compiled in (True, False, None):
+        monkeypatch.setattr(beam, "COMPILED_ON_CPU", bool(compiled))
+        search = beam_reference if compiled is None else beam_decode
+        got = search(model, enc, torch.tensor(lengths), options)
+        for g, w in zip(got, want, strict=True):
+            assert [(h.tokens, h.timestamps) for h in g] == [(h.tokens, h.timestamps) for h in w]
+            assert [h.score for h in g] == pytest.approx([h.score for h in w], abs=1e-5)
+            assert [[at_t[far.index(d)] for d in h.durations] for h in g] == [
+                list(h.durations) for h in w
+            ]
 
 
 def test_notes_say_the_segment_and_window_run():

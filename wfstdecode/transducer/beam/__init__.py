@@ -123,9 +123,9 @@ def _check_beam_memory(enc, options: BeamOptions, vocab: int) -> None:
         frames, _, rows = pool_layout(options, T)
     elif options.algorithm == "alsd":
         frames, rows = 1, 2 * K
-    else:  # the summing searches hold each row's mass landing ahead: up to the largest duration
+    else:  # the summing searches hold each row's mass landing ahead: the largest duration, <= T
         frames, rows = options.segment_for(T), K + options.expansions
-        width = max((*(options.durations or ()), 1))
+        width = options.landing_width(T)
     values = B * rows * (frames * vocab + width + frames)
     tunable = {
         "wind": "beam_size or window",

@@ -174,6 +174,13 @@ class BeamOptions:
         not made for frames that do not exist)."""
         return min(self.effective_segment, max(frames, 1))
 
+    def landing_width(self, frames: int) -> int:
+        """Frames ahead of its frame that the summing searches hold a token's landing mass for:
+        the longest duration (at least 1, a blank's), at most ``frames`` (the T of the frames
+        searched, at least 1): mass landing ``frames`` or more ahead of any frame is past the
+        end, finished alike (a duration of 2**31 needs no buffer of 2**31 frames)."""
+        return max(min(max(self.durations or (1,)), frames), 1)
+
     @property
     def rounds(self) -> int:
         """Label rounds per segment of the frame-synchronous searches (labels per segment)."""

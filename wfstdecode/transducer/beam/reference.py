@@ -95,7 +95,8 @@ def _segment_search(model: _Model, enc, options: BeamOptions) -> list[_Hyp]:
     """
     T, blank, S, K = enc.shape[0], model.blank, options.segment_for(enc.shape[0]), options.beam_size
     n_dur = len(options.durations or ())
-    done = {(): _Hyp((), 0.0, ahead=(0.0,) + (-math.inf,) * (_landing_width(options) - 1))}
+    width = options.landing_width(T)
+    done = {(): _Hyp((), 0.0, ahead=(0.0,) + (-math.inf,) * (width - 1))}
     for start in range(0, T, S):
         frames = enc[start : start + S]
         n = frames.shape[0]
@@ -112,7 +113,7 @@ def _segment_search(model: _Model, enc, options: BeamOptions) -> list[_Hyp]:
                 if max(d) == -math.inf:
                     continue
                 lp, lpd = model.log_probs(h.tokens, frames, n_dur)
-                label_land, blank_land = _landing(options, lpd[0] if n_dur else None)
+                label_land, blank_land = _landing(options, lpd[0] if n_dur else None, width)
                 # reach[t2] = log sum_{t1 <= t2} d[t1] * blanks(t1 .. t2-1)  (Eq. 3-5), as
                 # reach[t] = reach[t-1] + blank[t-1] (+) d[t]: a -inf blank stays -inf (the
                 # paper's d[t] - cum[t] would be NaN)
@@ -163,21 +164,17 @@ def _segment_search(model: _Model, enc, options: BeamOptions) -> list[_Hyp]:
     return list(done.values())
 
 
-def _landing_width(options: BeamOptions) -> int:
-    """Frames ahead a token can land: the longest duration (at least 1, a blank's)."""
-    return max(max(options.durations or (1,)), 1)
-
-
-def _landing(options: BeamOptions, lpd):
+def _landing(options: BeamOptions, lpd, width: int):
     """Where an emitted label and a blank land, as log-probs over frames ``0 .. width`` ahead
-    (0: the same frame): TDT from the duration log-probs ``lpd`` (a blank moves at least one
+    (0: the same frame; `BeamOptions.landing_width`: a longer duration lands past the end as
+    ``width`` does): TDT from the duration log-probs ``lpd`` (a blank moves at least one
     frame), RNN-T a label stays and a blank moves one frame."""
-    width = _landing_width(options)
     label, blank = [-math.inf] * (width + 1), [-math.inf] * (width + 1)
     if lpd is None:
         label[0], blank[1] = 0.0, 0.0
         return label, blank
     for d, x in zip(options.durations, lpd, strict=True):
+        d = min(d, width)
         label[d] = _logaddexp(label[d], x)
         blank[max(d, 1)] = _logaddexp(blank[max(d, 1)], x)
     return label, blank

@@ -37,7 +37,7 @@ def segment_search(adapter, enc, lengths, options, vocab, notes):
     B, T, _ = enc.shape
     K, E, S = options.beam_size, options.expansions, options.segment_for(T)
     dev = enc.device
-    land = Landing(options.durations, dev)
+    land = Landing(options.durations, dev, options.landing_width(T))
     rows = BeamRows(adapter, B, K + E, dev, tdt=land.tdt)
     # The done rows' log mass landing on each of the next frames (RNN-T: one, the next).
     ahead = torch.full((B, K, land.width), -math.inf, dtype=torch.float64, device=dev)
@@ -82,16 +82,18 @@ class Landing:
     """Where an emitted label and a blank land: log-probs over the frames ``0 .. width`` ahead
     of the one they are emitted at (0: the same frame; `reference._landing`). TDT: from the
     duration head's log-probs (a blank moves at least one frame); RNN-T: a label stays, a
-    blank moves one frame."""
+    blank moves one frame. A duration beyond ``width`` (`BeamOptions.landing_width`: at most
+    the batch's T) lands past the end of every utterance from any frame, as ``width`` does."""
 
-    def __init__(self, durations, device):
+    def __init__(self, durations, device, width):
         self.tdt = durations is not None
         self.durations = None if durations is None else torch.tensor(durations, device=device)
-        self.width = max(max(durations or (1,)), 1)
+        self.width = width
         offsets = torch.arange(self.width + 1, device=device)
         if self.tdt:  # (D, width + 1): 0 where duration d lands, -inf elsewhere
-            lands = self.durations.unsqueeze(1) == offsets
-            blank_lands = self.durations.clamp(min=1).unsqueeze(1) == offsets
+            landed = self.durations.clamp(max=self.width)
+            lands = landed.unsqueeze(1) == offsets
+            blank_lands = landed.clamp(min=1).unsqueeze(1) == offsets
         else:
             lands, blank_lands = (offsets == 0).unsqueeze(0), (offsets == 1).unsqueeze(0)
         self.label = torch.where(lands, 0.0, -math.inf).double()

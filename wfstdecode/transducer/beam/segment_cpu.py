@@ -29,7 +29,7 @@ def segment_search_cpu(adapter, enc, lengths, options, vocab, notes):
     R = K + E
     tdt = options.durations is not None
     durations = np.asarray(options.durations or (), dtype=np.int64)
-    width = max(max(options.durations or (1,)), 1)  # frames ahead a token can land
+    width = options.landing_width(T)  # frames ahead a token can land
     length = lengths.numpy().astype(np.int64)
     # the done hypotheses (score, label hash, labels, traceback node, mass landing ahead): the
     # empty one, at frame 0, to start

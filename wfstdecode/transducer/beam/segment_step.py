@@ -106,8 +106,9 @@ def _landing(lpd, i, durations, tdt, label_land, blank_land):
     if not tdt:
         label_land[0], blank_land[1] = 0.0, 0.0
         return
+    W = label_land.shape[0] - 1  # (a longer duration lands past the end as W does)
     for di in range(durations.shape[0]):
-        d = durations[di]
+        d = min(durations[di], W)
         label_land[d] = np.logaddexp(label_land[d], lpd[i, di])
         blank_land[max(d, 1)] = np.logaddexp(blank_land[max(d, 1)], lpd[i, di])
 
