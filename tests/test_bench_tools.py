@@ -90,7 +90,7 @@ def test_streaming_bench_decodes_every_chunk_it_counts(monkeypatch):
 def test_the_pareto_tool_reads_each_peer_against_our_fastest_point_as_accurate():
     """`bench_ctc_pareto.equal_wer`: a peer's point against our fastest point whose WER is at
     most its own (a slower, more accurate one is not chosen over a faster one that qualifies);
-    none where we never reach its WER."""
+    none where we never reach its WER; a peer's point beaten by its own faster one left out."""
     import bench_ctc_pareto
 
     def row(decoder, beam, fps, wer):
@@ -98,7 +98,8 @@ def test_the_pareto_tool_reads_each_peer_against_our_fastest_point_as_accurate()
 
     rows = [row("wfstdecode", 4, 400.0, 0.28), row("wfstdecode", 5, 300.0, 0.20),
             row("wfstdecode", 8, 100.0, 0.15), row("flashlight-text", 4, 150.0, 0.25),
-            row("kaldi-decoder", 4, 200.0, 0.10)]  # fmt: skip
+            row("kaldi-decoder", 4, 200.0, 0.10), row("kaldi-decoder", 6, 100.0, 0.12)]  # fmt: skip
     lines = bench_ctc_pareto.equal_wer(rows)[2:]
+    assert len(lines) == 2  # (kaldi's beam 6: slower than its beam 4, and less accurate)
     assert lines[0] == "| ocr | flashlight-text | 4 | 25.00 | 150 | 5 | 20.00 | 300 | 2.00x |"
     assert lines[1].endswith("| - | - | - | none as accurate |")
