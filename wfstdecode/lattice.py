@@ -243,7 +243,8 @@ class Lattice:
         parts = (self.graph_cost, self.acoustic_cost, self.acoustic_scale)
         beta = viterbi_backward(self.final.astype(np.float64), self.src, self.dst, SUMMED,
                                 *parts, cancel)  # fmt: skip
-        if _EXACT_COSTS < abs(beta[0]) < _INF and not cancel[0]:  # (by `_posterior_cost`)
+        # (by `_posterior_cost`, as `_ranking`: -inf too, a hand-made lattice's)
+        if beta[0] < _INF and abs(beta[0]) > _EXACT_COSTS and not cancel[0]:
             return self._ranking()
         alpha = viterbi_forward(self.num_nodes, self.src, self.dst, SUMMED, *parts, cancel)
         return SUMMED, alpha, beta

@@ -16,6 +16,7 @@ from wfstdecode.compact_lattice import determinize
 from wfstdecode.ctc import CtcBeamOptions, ctc_lattices, decode_ctc
 from wfstdecode.ctc.boost import resolve_boosts
 from wfstdecode.ctc.phrases import PhraseAutomaton
+from wfstdecode.lattice import Lattice
 from wfstdecode.lattice_io import write_kaldi_archive
 from wfstdecode.testing import (
     assert_hypotheses_equal,
@@ -847,3 +848,24 @@ def test_pruning_nbest_and_determinized_posteriors_ignore_a_frame_of_huge_log_pr
         assert [h.word_ids for h in huge] == [h.word_ids for h in plain]
         for h, want in zip(huge, plain, strict=True):
             assert h.word_confidences == pytest.approx(want.word_confidences, abs=1e-6)
+
+
+def test_a_fresh_lattice_with_a_minus_inf_cost_prunes_as_one_summed_first():
+    """A hand-made lattice whose best cost is -inf (an arc of -inf graph cost) is ranked by
+    `_posterior_cost` (`_ranking`: beyond `_EXACT_COSTS`) whether its costs were summed before
+    pruning or not: the fresh one took the summed passes instead (its best path's cost -inf where
+    the summed-first one's is inf, other caches)."""
+    i32, f32 = (lambda *a: np.array(a, np.int32)), (lambda *a: np.array(a, np.float32))
+    lat = Lattice(2, i32(0, 1, 2), i32(0, 0, 0), f32(np.inf, np.inf, 0.0), i32(0, 0, 1, 1),
+                  i32(1, 1, 2, 2), i32(0, 1, 2, 3), i32(1, 2, 1, 2), i32(1, 2, 0, 0),
+                  i32(0, 0, 1, 1), f32(-np.inf, 0.5, 0.0, 0.25), f32(1.0, 2.0, 1.5, 0.5),
+                  1.0)  # fmt: skip
+    for beam in (0.5, math.inf):
+        fresh, summed = replace(lat, _cache={}), replace(lat, _cache={})
+        summed.arc_cost()
+        with np.errstate(invalid="ignore"):  # (-inf + inf: the beam's limit)
+            a, b = fresh.pruned(beam), summed.pruned(beam)
+        for name in ("src", "dst", "graph_arc", "final"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+        assert a._cache.keys() == b._cache.keys()
+        assert a.best_cost == b.best_cost or (math.isnan(a.best_cost) and math.isnan(b.best_cost))

@@ -114,9 +114,9 @@ def _load_compiled(search, adapter, enc, lengths, options: BeamOptions, vocab: i
 
 def _check_beam_memory(enc, options: BeamOptions, vocab: int) -> None:
     """`DeviceMemoryError` naming the options before a search allocates more than the machine
-    has (a beam of 2**31 rows, a TDT duration of 2**31 frames): a lower bound of its largest
-    buffers, 8 bytes a value — per row of the search, the log-probs one step reads (a window of
-    frames, a segment) and the mass landing ahead (TDT)."""
+    has (a beam of 2**31 rows; a TDT duration past T frames holds T, `landing_width`): a lower
+    bound of its largest buffers, 8 bytes a value — per row of the search, the log-probs one
+    step reads (a window of frames, a segment) and the mass landing ahead (TDT)."""
     B, T, _ = enc.shape
     K, width = options.beam_size, 0
     if options.algorithm == "wind":

@@ -5,10 +5,10 @@ operations, on the host, for the CPU — `reference._segment_search`'s arithmeti
 Per utterance b: up to K "done" hypotheses (merged by labels, log-sum-exp) in slots
 b*(K+E) .. b*(K+E)+K-1 of the done arrays (E more slots of room while a round merges), each
 with ``ahead``, its log mass landing on each of the next W frames (RNN-T: W = 1, the next; TDT:
-the longest duration); and up to E "active" ones in b*E .. b*E+E-1, each with ``stay``, the
-log-probability that its last label was emitted at each frame of the segment. Hypotheses'
-labels live in a traceback of nodes (parent node, label, frame, TDT duration; -1: the empty
-hypothesis).
+the longest duration, at most T: `BeamOptions.landing_width`); and up to E "active" ones in
+b*E .. b*E+E-1, each with ``stay``, the log-probability that its last label was emitted at each
+frame of the segment. Hypotheses' labels live in a traceback of nodes (parent node, label,
+frame, TDT duration; -1: the empty hypothesis).
 
 The predictor's output and state are kept per slot in a table of B*(K+E) rows — done slot j
 of b at b*(K+E)+j, active slot e at b*(K+E)+K+e. After each call ``source`` says what each row
