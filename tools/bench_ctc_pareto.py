@@ -211,7 +211,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="pareto_"))
     try:
         rows = []
-        ocr_scales = [float(x) for x in args.ocr_scales.split(",")]
+        ocr_scales = list(dict.fromkeys(float(x) for x in args.ocr_scales.split(",")))
         for s in data_sets(work, args.speech, args.speech_utts, ocr_scales,
                            args.speech_scale):  # fmt: skip
             rows += sweep(s, beams, args.repeats, args.fl_beam_size)

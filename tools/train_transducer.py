@@ -31,6 +31,7 @@ import argparse
 import json
 import math
 import multiprocessing
+import os
 import platform
 import random
 import sys
@@ -232,6 +233,8 @@ def train(args) -> None:
         raise SystemExit(f"--save-dir {out.parent}: {exc.strerror}") from None
     if out.exists() and not out.is_file():
         raise SystemExit(f"--save-dir: {out} exists and is not a file")
+    if not os.access(out.parent, os.W_OK):  # (an installed package's data folder, read-only)
+        raise SystemExit(f"--save-dir {out.parent} is not writable")
     # An auxiliary CTC head on the encoder (as NeMo and icefall recipes use) teaches the encoder
     # the alignment early; it is not part of the shipped model.
     ctc_head = torch.nn.Linear(model.config["enc_dim"], model.vocab_size)
