@@ -8,7 +8,7 @@ import pytest
 
 from wfstdecode import OptionsError, SymbolTable
 from wfstdecode.cli import main
-from wfstdecode.metrics import alignment, edit_distance, error_counts
+from wfstdecode.metrics import ErrorCounts, alignment, edit_distance, error_counts
 from wfstdecode.scoring import best_setting, score_lattices
 from wfstdecode.testing.lattices import sausage_lattice, sausage_paths
 
@@ -255,3 +255,14 @@ def test_lattices_with_oov_slot_labels_are_refused():
     words = SymbolTable.from_list(["<eps>", "w1", "<oov>"])
     with pytest.raises(OptionsError, match="holds the oov slot's label '<oov>'"):
         score_lattices({"u": lat}, words, {"u": "w1"}, [1.0])
+
+
+def test_kaldi_line_rounds_the_rate_as_compute_wer_does():
+    """compute-wer prints a float32 percentage (BaseFloat percent_wer): 1074 errors of 1541
+    words is 69.6950... in double (69.70) but 69.69 in float32, which compute-wer prints; the
+    line said 69.70. The ordinary cases are unchanged."""
+    line = "%WER 69.69 [ 1074 / 1541, 0 ins, 0 del, 1074 sub ]"
+    assert ErrorCounts(1541, 0, 0, 1074).kaldi() == line
+    assert ErrorCounts(1491, 2, 0, 1460).kaldi().startswith("%WER 98.06 [ 1462 / 1491,")
+    assert ErrorCounts(40, 1, 2, 2).kaldi() == "%WER 12.50 [ 5 / 40, 1 ins, 2 del, 2 sub ]"
+    assert ErrorCounts(3, 0, 0, 0).kaldi().startswith("%WER 0.00 [ 0 / 3,")

@@ -192,11 +192,14 @@ class NpzArchive:
 
     def read_texts(self, name: str, size: int) -> list[str] | None:
         """The optional member ``name`` as ``size`` strings (bytes decoded as UTF-8, numbers
-        written out); None when absent."""
+        written out); None when absent. Bytes that are not UTF-8 are refused, naming the entry
+        (as the text files' reader refuses them): replaced, a reference's word was silently
+        another (every such word an error) and two ids could become one."""
         if name not in self.names:
             return None
         values = self.read(name, "USiu", shape=(size,)).tolist()
-        return [x.decode("utf-8", "replace") if isinstance(x, bytes) else str(x) for x in values]
+        return [utf8_text(x, f"{name}[{k}]", self.fail) if isinstance(x, bytes) else str(x)
+                for k, x in enumerate(values)]  # fmt: skip
 
     def read_ids(self, size: int) -> list[str] | None:
         """The optional ``ids`` member (`read_texts`): ``size`` utterance names, each non-empty
@@ -282,6 +285,15 @@ class NpzArchive:
 # separators `str.splitlines` splits at, and lone surrogates (a file name's bytes that are not
 # UTF-8, as Python decodes them), which no UTF-8 stream can write
 _RAW_IN_JSON = re.compile("[\u2028\u2029\x85\ud800-\udfff]")
+
+
+def utf8_text(data: bytes, what: str, fail: Fail) -> str:
+    """``data`` decoded as UTF-8; ``fail`` names ``what`` and the first byte that is not."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise fail(f"{what}: byte 0x{data[exc.start]:02x} at {exc.start} is not UTF-8 (store "
+                   "text as str, or bytes encoded as UTF-8)") from None  # fmt: skip
 
 
 def json_line(value) -> str:

@@ -342,3 +342,22 @@ def test_a_bonus_with_an_underscore_is_refused_in_files_and_flags(tmp_path):
     with pytest.raises(argparse.ArgumentTypeError, match="PHRASE=BONUS"):
         parse_boost("sea=1_5")
     assert parse_boost("sea=1.5") == ("sea", 1.5)
+
+
+def test_utterance_boosts_line_may_be_as_long_as_its_phrases_allow(tmp_path):
+    """One utterance's list is one JSON line, of up to MAX_PHRASES phrases: 40,000 two-word
+    names (1.3 million characters) were refused as "line longer than 1,048,576 characters: not
+    a valid utterance boosts file". A line past the file's own bound is still refused."""
+    import json
+
+    from wfstdecode.ctc import boost_files
+    from wfstdecode.ctc.boost_files import read_utterance_boosts
+    from wfstdecode.errors import InputFileError
+
+    boosts = {f"name{i:06d} surname{i:06d}": 1.5 for i in range(40_000)}
+    path = tmp_path / "u.jsonl"
+    path.write_text(json.dumps({"id": "u1", "boosts": boosts}) + "\n")
+    assert read_utterance_boosts(path) == {"u1": boosts}
+    path.write_text("x" * (boost_files.MAX_UTTERANCE_BOOSTS_CHARS + 1))
+    with pytest.raises(InputFileError, match="u.jsonl:1: line longer than"):
+        read_utterance_boosts(path)

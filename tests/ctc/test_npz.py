@@ -145,3 +145,26 @@ def test_an_npz_through_a_pipe_is_named_a_pipe_not_a_bad_archive(tmp_path, graph
     finally:
         os.close(read)
     assert decode_npz(path, graph).ids == ["utt0000"]  # (the same bytes, from the file)
+
+
+def test_decode_npz_refuses_bytes_that_are_not_utf8(tmp_path, graph):
+    """Bytes texts, ids and boosts are UTF-8 or refused, naming the entry (as the text files'
+    reader refuses them): they were decoded with replacement, so a Latin-1 reference word
+    became 'caf\\ufffd' (an error in the WER whatever was decoded) and ids silently changed."""
+    lp, lengths = simulate_ctc([[1, 2], [2, 1]], 3, seed=0)
+    path = tmp_path / "e.npz"
+    np.savez(path, log_probs=lp, lengths=lengths, texts=np.array([b"ab", b"ba"]),
+             ids=np.array([b"x", "y\u00e9".encode()]))  # fmt: skip
+    res = decode_npz(path, graph, CtcBeamOptions(beam=10.0), backend="cpu")
+    assert res.ids == ["x", "y\u00e9"] and res.references == ["ab", "ba"] and res.wer == 0.0
+    for member, values, where in (
+        ("texts", [b"ab", b"ba caf\xe9"], r"texts\[1\]: byte 0xe9 at 6 is not UTF-8"),
+        ("ids", [b"x", b"y\xe9"], r"ids\[1\]: byte 0xe9 at 1 is not UTF-8"),
+    ):
+        np.savez(path, log_probs=lp, lengths=lengths, **{member: np.array(values)})
+        with pytest.raises(InputFileError, match=where):
+            decode_npz(path, graph, CtcBeamOptions(beam=10.0), backend="cpu")
+    np.savez(path, log_probs=lp, lengths=lengths,
+             boosts=np.array(['{"utt0000": {"caf\xe9": 2}}'.encode("latin-1")]))  # fmt: skip
+    with pytest.raises(InputFileError, match="boosts: byte 0xe9 at 17 is not UTF-8"):
+        decode_npz(path, graph, CtcBeamOptions(beam=10.0), backend="cpu")

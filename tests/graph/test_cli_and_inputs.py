@@ -219,6 +219,16 @@ def test_lexicon_probabilities(tmp_path):
         read_lexicon(path, SymbolTable.read(TOKENS))
 
 
+def test_lexicon_probabilities_are_numbers_as_kaldi_reads_them(tmp_path):
+    """A probability with an underscore is no number to Kaldi (nor to the ARPA and boost
+    readers, `strict_float`); float() read '1_0e-1' as 1.0 and '0.5_0' as 0.5."""
+    path = tmp_path / "lexiconp.txt"
+    for bad in ("cat 1_0e-1 c a t\n", "cat 0.5_0 c a t\n"):
+        path.write_text(bad)
+        with pytest.raises(InputFileError, match=r"lexiconp.txt:1: pronunciation probability"):
+            read_lexicon(path, SymbolTable.read(TOKENS), with_probs=True)
+
+
 def test_a_repeated_lexicon_line_is_read_once(tmp_path):
     """A copy of a line (as stress-stripped CMUdict variants give) would only add a parallel
     path to L: read once, the same as without it; another pronunciation is kept."""

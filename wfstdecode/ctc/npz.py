@@ -205,14 +205,14 @@ def read_reference_texts(path: str | os.PathLike) -> dict[str, str]:
 
 def _read_boosts(z, fail) -> dict[str, dict[str, float]]:
     """The ``boosts`` member: ``{id: {phrase: bonus}}`` (phrases as boost files have them)."""
-    from ..safe_io import json_loads
+    from ..safe_io import json_loads, utf8_text
     from .boost_files import checked_phrases
 
     raw = z.read("boosts", "US", max_bytes=64 << 20)
     if raw.size != 1:
         raise fail(f"boosts must be one JSON string; got an array of shape {raw.shape}")
     text = raw.reshape(-1)[0]
-    text = text.decode("utf-8", "replace") if isinstance(text, bytes) else str(text)
+    text = utf8_text(text, "boosts", fail) if isinstance(text, bytes) else str(text)
     try:
         table = json_loads(text)
     except (ValueError, RecursionError) as exc:
