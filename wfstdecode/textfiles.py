@@ -24,11 +24,14 @@ _GZIP_MAGIC = b"\x1f\x8b"
 _ESCAPED_BYTE = re.compile("[\udc80-\udcff]")
 
 
-def text_lines(path: str | os.PathLike, what: str) -> Iterator[tuple[int, str]]:
+def text_lines(
+    path: str | os.PathLike, what: str, max_line_chars: int = MAX_LINE_CHARS
+) -> Iterator[tuple[int, str]]:
     """Yield ``(line_no, line)`` of the UTF-8 text file ``path`` (gzip if it starts with the gzip
     magic, whatever its name); ``line`` keeps no newline and no leading byte-order mark.
 
-    ``what`` names the kind of file in messages ("ARPA file", "lexicon", …).
+    ``what`` names the kind of file in messages ("ARPA file", "lexicon", …); a line longer than
+    ``max_line_chars`` is refused (a format whose valid lines are longer gives its own bound).
     """
     line_no = 0
     try:
@@ -41,13 +44,13 @@ def text_lines(path: str | os.PathLike, what: str) -> Iterator[tuple[int, str]]:
             # being returned, so only a per-line check can say which line holds the bad byte.
             f = io.TextIOWrapper(binary, encoding="utf-8-sig", errors="surrogateescape")
             readline = f.readline
-            while line := readline(MAX_LINE_CHARS + 2):  # (the limit, one more, its newline)
+            while line := readline(max_line_chars + 2):  # (the limit, one more, its newline)
                 line_no += 1
-                if len(line) - line.endswith("\n") > MAX_LINE_CHARS:
+                if len(line) - line.endswith("\n") > max_line_chars:
                     raise InputFileError(
                         path,
                         line_no,
-                        f"line longer than {MAX_LINE_CHARS:,} characters: not a valid {what}",
+                        f"line longer than {max_line_chars:,} characters: not a valid {what}",
                     )
                 if not line.isascii() and (bad := _ESCAPED_BYTE.search(line)):
                     raise InputFileError(

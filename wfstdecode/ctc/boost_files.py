@@ -13,6 +13,11 @@ from ..textfiles import quoted, strict_float, text_lines
 from .boost import MAX_PHRASES, as_float
 from .options import MAX_COST_TERM
 
+# One utterance's list is one line, and may hold MAX_PHRASES phrases: far past the text reader's
+# usual line limit (40,000 two-word names were refused as "not a valid utterance boosts file");
+# bounded as an emissions file's 'boosts' member is (`npz._read_boosts`).
+MAX_UTTERANCE_BOOSTS_CHARS = 64 << 20
+
 
 def checked_phrase(phrase, bonus) -> tuple[str, float]:
     """A phrase from a file (spaces normalised) and its bonus; `ValueError` with the reason for
@@ -53,7 +58,7 @@ def read_utterance_boosts(path) -> dict[str, dict[str, float]]:
     `InputFileError` naming the line."""
     out: dict[str, dict[str, float]] = {}
     where: dict[str, int] = {}
-    for line_no, line in text_lines(path, "utterance boosts file"):
+    for line_no, line in text_lines(path, "utterance boosts file", MAX_UTTERANCE_BOOSTS_CHARS):
         if not line.strip():
             continue
         try:
