@@ -19,7 +19,7 @@ import numpy as np
 from ..errors import GraphError, InputFileError
 from ..fstio import FstArrays
 from ..symbols import BACKOFF_DISAMBIG, EPSILON, NOT_TOKENS, SymbolTable, is_disambig
-from ..textfiles import quoted, text_lines
+from ..textfiles import quoted, strict_float, text_lines
 from .oov_slot import OPEN
 
 
@@ -61,7 +61,7 @@ def read_lexicon(
         prob = 1.0
         if with_probs:
             try:
-                prob = float(rest[0]) if rest else math.nan
+                prob = strict_float(rest[0]) if rest else math.nan  # (not 1_0e-1 as 1.0)
             except ValueError:
                 prob = math.nan
             if not 0.0 < prob <= 1.0:
