@@ -4,7 +4,8 @@ the full LM); the n-best's oracle WER next to the one-best.
 
 * ocr: the shipped real OCR CTC posteriors (60 lines), character TLGs of the shipped 5k-word
   trigram ("full") and of its pruned copy (every bigram but the 5,000 most probable dropped, no
-  trigrams: `wfstdecode.testing.lm.restrict_arpa`), acoustic scale 1, max-active 10000;
+  trigrams: `wfstdecode.testing.lm.restrict_arpa`), acoustic scale 1 (``--ocr-scale``),
+  max-active 10000;
 * speech (``--speech``, from ``tools/bench_speech_ctc.py --write-npz``): hama's phone
   posteriors of held-out flite speech, the shipped 72,547-word speech graph ("full") and one of
   its LM pruned the same way (50,000 bigrams, no trigrams), acoustic scale 1.25, max-active 4000.
@@ -40,7 +41,9 @@ ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "wfstdecode" / "data"
 
 
-def data_sets(work: Path, speech: Path | None, speech_utts: int) -> list[dict]:
+def data_sets(
+    work: Path, speech: Path | None, speech_utts: int, ocr_scale: float = 1.0
+) -> list[dict]:
     from wfstdecode import SymbolTable
     from wfstdecode.graph import build_tlg, read_arpa, read_lexicon
     from wfstdecode.testing.lm import arpa_text, restrict_arpa
@@ -60,7 +63,8 @@ def data_sets(work: Path, speech: Path | None, speech_utts: int) -> list[dict]:
     }
     with np.load(DATA / "ocr_emissions.npz") as z:
         ocr = (z["log_probs"], z["lengths"], [str(t).split() for t in z["texts"]])
-    sets = [dict(name="ocr", graphs=graphs, data=ocr, scale=1.0, max_active=10000,
+    sets = [dict(name="ocr" if ocr_scale == 1 else f"ocr, scale {ocr_scale:g}", graphs=graphs,
+                 data=ocr, scale=ocr_scale, max_active=10000,
                  lexicon=DATA / "lexicon.txt", full_lm=DATA / "lm.arpa.gz", pruned_lm=small,
                  sep="|", beams=(10.0, 16.0))]  # fmt: skip
     if speech:
@@ -176,6 +180,8 @@ def main() -> None:
         type=lambda v: [float(x) for x in v.split(",")],
         help="search beams for every data set (default: ocr 10,16; speech 10,14)",
     )
+    ap.add_argument("--ocr-scale", type=float, default=1.0,
+                    help="acoustic scale on ocr (its posteriors decode best near 2)")  # fmt: skip
     ap.add_argument("--out", type=Path, help="write the Markdown table here too")
     args = ap.parse_args()
     load = os.getloadavg()[0]
@@ -184,7 +190,7 @@ def main() -> None:
     print("\n".join(header))
     with tempfile.TemporaryDirectory() as work:
         rows = []
-        for s in data_sets(Path(work), args.speech, args.speech_utts):
+        for s in data_sets(Path(work), args.speech, args.speech_utts, args.ocr_scale):
             rows += run(s, args.repeats, args.lattice_beam, args.nbest, args.fl_beam_size,
                         args.beams)  # fmt: skip
     import numba
