@@ -229,6 +229,26 @@ def python_sigint():
     signal.signal(signal.SIGINT, previous)
 
 
+def _interrupt_and_wait(cancel, seen: dict, seconds: float = 60) -> None:
+    """Ctrl-C (simulated) from inside a stand-in worker step, then wait till the main thread
+    sets ``cancel`` (or ``seconds`` pass: a broken wiring fails the test, not hangs it)."""
+    _thread.interrupt_main()
+    deadline = time.monotonic() + seconds
+    while not cancel[0] and time.monotonic() < deadline:
+        time.sleep(0.01)
+    seen["cancelled"] = bool(cancel[0])
+
+
+def _long_case():
+    """A batch of more than `DIRECT_FRAMES` frames (searched on the worker)."""
+    from wfstdecode.ctc import cpu
+
+    g, lp, lengths = _lexicon_case(0)
+    lp, lengths = np.repeat(lp, 8, axis=0), np.repeat(lengths, 8)
+    assert lengths.sum() > cpu.DIRECT_FRAMES
+    return g, lp, lengths
+
+
 def test_keyboard_interrupt_cancels_the_search_on_the_worker(monkeypatch, python_sigint):
     """Ctrl-C (simulated with interrupt_main) while the worker runs a search: the main thread
     raises KeyboardInterrupt and the search is told to stop (the stand-in search below only
@@ -240,15 +260,9 @@ def test_keyboard_interrupt_cancels_the_search_on_the_worker(monkeypatch, python
     seen = {}
 
     def search_until_cancelled(problem, lanes, rows, tuning, cancel):
-        _thread.interrupt_main()
-        deadline = time.monotonic() + 60
-        while not cancel[0] and time.monotonic() < deadline:
-            time.sleep(0.01)
-        seen["cancelled"] = bool(cancel[0])
+        _interrupt_and_wait(cancel, seen)
 
-    g, lp, lengths = _lexicon_case(0)
-    lp, lengths = np.repeat(lp, 8, axis=0), np.repeat(lengths, 8)  # more than DIRECT_FRAMES
-    assert lengths.sum() > cpu.DIRECT_FRAMES
+    g, lp, lengths = _long_case()
     monkeypatch.setattr(cpu, "_run", search_until_cancelled)
     with pytest.raises(KeyboardInterrupt):
         decode_ctc(lp, lengths, g, backend="cpu")
@@ -269,16 +283,10 @@ def test_keyboard_interrupt_cancels_a_lattice_search_on_the_worker(monkeypatch, 
     def keeping_until_cancelled(state, ac, n_frames, graph, boosts, lane, lim, state_map,
                                 cancel, room):  # fmt: skip
         if not seen:
-            _thread.interrupt_main()
-            deadline = time.monotonic() + 60
-            while not cancel[0] and time.monotonic() < deadline:
-                time.sleep(0.01)
-            seen["cancelled"] = bool(cancel[0])
+            _interrupt_and_wait(cancel, seen)
         return real(state, ac, n_frames, graph, boosts, lane, lim, state_map, cancel, room)
 
-    g, lp, lengths = _lexicon_case(0)
-    lp, lengths = np.repeat(lp, 8, axis=0), np.repeat(lengths, 8)  # more than DIRECT_FRAMES
-    assert lengths.sum() > cpu.DIRECT_FRAMES
+    g, lp, lengths = _long_case()
     options = CtcBeamOptions(beam=8.0, lattice_beam=4.0)
     ctc_lattices(lp[:1], lengths[:1], g, options, backend="cpu")  # compiled before
     monkeypatch.setattr(cpu, "advance_keeping", keeping_until_cancelled)
@@ -294,23 +302,17 @@ def test_keyboard_interrupt_stops_a_lattice_pruning_on_the_worker(monkeypatch, p
     that Ctrl-C could not stop; it now runs on the worker and stops at the cancel flag (the
     stand-in pruning pass only goes on once it sees the flag, or after 20 s)."""
     from wfstdecode import lattice as lattice_module
-    from wfstdecode.ctc import cpu, ctc_lattices
+    from wfstdecode.ctc import ctc_lattices
 
     seen = {}
     real = lattice_module.viterbi_backward
 
     def backward_until_cancelled(final, src, dst, w, graph_cost, acoustic_cost, scale, cancel):
         if not seen and w.shape[0] == 0:  # (the pruning's pass over a fresh lattice)
-            _thread.interrupt_main()
-            deadline = time.monotonic() + 20
-            while not cancel[0] and time.monotonic() < deadline:
-                time.sleep(0.01)
-            seen["cancelled"] = bool(cancel[0])
+            _interrupt_and_wait(cancel, seen, 20)
         return real(final, src, dst, w, graph_cost, acoustic_cost, scale, cancel)
 
-    g, lp, lengths = _lexicon_case(0)
-    lp, lengths = np.repeat(lp, 8, axis=0), np.repeat(lengths, 8)  # more than DIRECT_FRAMES
-    assert lengths.sum() > cpu.DIRECT_FRAMES
+    g, lp, lengths = _long_case()
     options = CtcBeamOptions(beam=8.0, lattice_beam=4.0)
     ctc_lattices(lp[:1], lengths[:1], g, options, backend="cpu")  # compiled before
     monkeypatch.setattr(lattice_module, "viterbi_backward", backward_until_cancelled)
