@@ -155,6 +155,24 @@ def test_notes_say_the_segment_and_window_run():
     assert "segment_size=5" in tokenwise[0][0].notes and "window=5" in wind[0][0].notes
 
 
+@pytest.mark.parametrize("compiled", [True, False])
+@pytest.mark.parametrize("options", [BeamOptions("tokenwise", beam_size=2, nbest=2, segment_size=4),
+                                     BeamOptions("wind", beam_size=2, nbest=2, window=4)],
+                         ids=["tokenwise", "wind"])  # fmt: skip
+def test_notes_of_an_utterance_do_not_depend_on_its_batch(options, compiled, monkeypatch):
+    """An utterance's hypotheses, notes included, are those it gets alone: the segment or
+    window noted is the one its own frames cut it to, not the batch's longest (they said
+    segment_size=4 in a batch of 8 frames, segment_size=2 alone)."""
+    monkeypatch.setattr(beam, "COMPILED_ON_CPU", compiled)
+    model = random_transducer(vocab_size=5, enc_dim=6, seed=3)
+    enc, lengths = torch.randn(3, 8, 6, generator=torch.Generator().manual_seed(3)), [8, 2, 0]
+    batched = beam_decode(model, enc, torch.tensor(lengths), options)
+    for b, n in enumerate(lengths):
+        alone = beam_decode(model, enc[b : b + 1, :n], torch.tensor([n]), options)[0]
+        assert [(h.tokens, h.notes) for h in batched[b]] == [(h.tokens, h.notes) for h in alone]
+    assert batched[0][0].notes[-1].endswith("=4") and batched[1][0].notes[-1].endswith("=2")
+
+
 @pytest.fixture(scope="module")
 def model():
     return random_transducer(vocab_size=12, enc_dim=24)

@@ -209,3 +209,17 @@ def test_notes_report_algorithm_and_graph_mode(rnnt):
     enc, lengths = batch(rnnt, 2, 10, seed=9)
     hyp = greedy_decode(rnnt, enc, lengths, GreedyOptions("wind", cuda_graphs="auto"))[0]
     assert hyp.notes == ("algorithm=wind", "window=8", "cuda_graphs=off (auto)")
+
+
+def test_wind_notes_of_an_utterance_do_not_depend_on_its_batch(rnnt):
+    """An utterance's hypothesis, notes included, is the one it gets alone: the window noted is
+    the one its own frames cut it to, not the batch's longest (an utterance of 3 frames said
+    window=8 in a batch of 20 frames, window=3 alone; an empty one window=8, not 1)."""
+    enc, _ = batch(rnnt, 3, 20, seed=4)
+    lengths = torch.tensor([20, 3, 0])
+    opts = GreedyOptions("wind", window=8)
+    batched = greedy_decode(rnnt, enc, lengths, opts)
+    for b, n in enumerate(lengths.tolist()):
+        alone = greedy_decode(rnnt, enc[b : b + 1, :n], lengths[b : b + 1], opts)[0]
+        assert (batched[b].tokens, batched[b].notes) == (alone.tokens, alone.notes)
+    assert [h.notes[1] for h in batched] == ["window=8", "window=3", "window=1"]

@@ -12,6 +12,7 @@ import dataclasses
 import torch
 
 from ..errors import OptionsError
+from ..results import changed
 from .inputs import check_inputs, check_joint
 from .model import ModelAdapter
 from .options import GreedyOptions
@@ -60,7 +61,20 @@ def greedy_decode(model, enc, enc_lengths, options: GreedyOptions | None = None)
         # the joint's width was not probed), and eagerly nothing runs past init_.
         if mode != "off" and enc.shape[1]:  # (a captured program is shared: read while held)
             with graphs.running(mode, adapter, enc, lengths, options, vocab) as program:
-                return program.hypotheses(notes)
+                return own_windows(program.hypotheses(notes), lengths, options)
         program = make_program(adapter, enc, lengths, options, vocab, fixed=False)
         run_eager(program)
-        return program.hypotheses(notes)
+        return own_windows(program.hypotheses(notes), lengths, options)
+
+
+def own_windows(hyps: list, lengths, options: GreedyOptions) -> list:
+    """WIND's hypotheses with the window their own utterance's frames cut it to
+    (`GreedyOptions.window_for`), not the batch's padded T: a result equals the utterance's
+    decoded alone, whatever else shares the batch, notes included (frames past an utterance's
+    end score nothing of it)."""
+    if options.algorithm != "wind":
+        return hyps
+    batch_note = f"window={options.effective_window}"
+    return [h if (note := f"window={options.window_for(n)}") == batch_note else
+            changed(h, notes=tuple(note if x == batch_note else x for x in h.notes))
+            for h, n in zip(hyps, lengths.tolist(), strict=True)]  # fmt: skip

@@ -19,6 +19,7 @@ import torch
 
 from ...errors import OptionsError
 from ...interrupts import on_worker
+from ...results import changed
 from ..inputs import check_inputs, check_joint
 from ..model import ModelAdapter
 from ..programs import check_memory
@@ -63,10 +64,6 @@ def beam_decode(model, enc, enc_lengths, options: BeamOptions | None = None):
     notes = (f"algorithm={options.algorithm}", f"beam_size={options.beam_size}")
     if options.length_norm:  # the n best are ranked by it, not by the score they show
         notes += ("ranked by score per token (length_norm)",)
-    if options.algorithm == "wind":
-        notes += (f"window={min(options.effective_window, max(enc.shape[1], 1))}",)
-    if options.algorithm == "tokenwise":
-        notes += (f"segment_size={options.segment_for(enc.shape[1])}",)
     with torch.inference_mode():
         vocab = check_joint(adapter, enc, options.durations)
         _check_beam_memory(enc, options, vocab)
@@ -81,7 +78,24 @@ def beam_decode(model, enc, enc_lengths, options: BeamOptions | None = None):
             else:
                 search = wind_search_cpu
             _load_compiled(search, adapter, enc, lengths, options, vocab)
-        return search(adapter, enc, lengths, options, vocab, notes)
+        return own_cuts(search(adapter, enc, lengths, options, vocab, notes), lengths, options)
+
+
+def own_cuts(hyps: list, lengths, options: BeamOptions) -> list:
+    """Each utterance's hypotheses with the note of the window ("wind") or segment
+    ("tokenwise") its own frames cut it to, not the batch's padded T: a result equals the
+    utterance's decoded alone, whatever else shares the batch, notes included (frames past an
+    utterance's end score nothing of it)."""
+    if options.algorithm not in ("wind", "tokenwise"):
+        return hyps
+
+    def note(n: int) -> str:
+        if options.algorithm == "wind":
+            return f"window={min(options.effective_window, max(n, 1))}"
+        return f"segment_size={options.segment_for(n)}"
+
+    return [[changed(h, notes=(*h.notes, note(n))) for h in utt]
+            for utt, n in zip(hyps, lengths.tolist(), strict=True)]  # fmt: skip
 
 
 _LOADED: set = set()  # (search, dtype, TDT) whose compiled functions this process has loaded
