@@ -62,3 +62,16 @@ def test_word_times_end_at_the_end_of_the_last_frame():
         {"word": "a", "start_frame": 0, "end_frame": 0, "start": 0.0, "end": 0.04},
         {"word": "b", "start_frame": 2, "end_frame": 4, "start": 0.08, "end": 0.2},
     ]
+
+
+def test_json_scores_write_no_negative_zero():
+    """An all-blank hypothesis scores -1e-5, rounded to -0.0: `transcribe --json` printed
+    "score": -0.0 where the text outputs print 0.000 (`finite_or_none`)."""
+    import json
+    import math
+
+    from wfstdecode.results import finite_or_none
+
+    assert json.dumps(finite_or_none(round(-1e-5, 3))) == "0.0"
+    assert finite_or_none(-1.5) == -1.5 and finite_or_none(math.inf) is None
+    assert finite_or_none(None) is None

@@ -228,5 +228,6 @@ def frame_shift_problem(shift) -> str | None:
 
 
 def finite_or_none(x: float | None) -> float | None:
-    """JSON has no infinities: a score that is not finite is written as null."""
-    return x if x is not None and math.isfinite(x) else None
+    """JSON has no infinities: a score that is not finite is written as null; -0.0 (a score of
+    -1e-5 rounded) as 0.0, as the text outputs print it."""
+    return x + 0.0 if x is not None and math.isfinite(x) else None
