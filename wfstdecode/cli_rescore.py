@@ -29,8 +29,8 @@ def add_rescoring_arguments(p: argparse.ArgumentParser, first_pass_default: str 
     p.add_argument("--rescore-beam", type=float, metavar="BEAM",
                    help="prune the rescoring composition with this beam (default: the lattice "
                         "beam; inf: exact). Pruning estimates what follows a word from the "
-                        "first pass: at --lm-scale far below 1 it drops alternatives the exact "
-                        "composition keeps")  # fmt: skip
+                        "first pass, so it may drop alternatives the exact composition ranks "
+                        "higher (most at --lm-scale far below 1, but at 1 too)")  # fmt: skip
 
 
 def add_lattice_arguments(p: argparse.ArgumentParser) -> None:
@@ -60,8 +60,8 @@ def add_rescore_parser(sub) -> None:
     p.add_argument("--beam", type=float,
                    help="prune the composition with this beam (default: exact); --out then "
                         "holds the pruned lattices. Pruning estimates what follows a word from "
-                        "the first pass: at --lm-scale far below 1 it drops alternatives the "
-                        "exact composition keeps")  # fmt: skip
+                        "the first pass, so it may drop alternatives the exact composition ranks "
+                        "higher (most at --lm-scale far below 1, but at 1 too)")  # fmt: skip
     p.add_argument("--max-nodes", type=int, default=2_000_000,
                    help="refuse a lattice whose rescoring splits it into more nodes than this "
                         "(default 2000000; --beam keeps them fewer)")  # fmt: skip
