@@ -413,12 +413,18 @@ def _run_interruptibly(problem, lanes, rows, tuning):
     where it is called, signals deferred till it returns."""
     cancel = np.zeros(1, np.int32)
     if int(problem.lengths[lanes].sum()) > DIRECT_FRAMES:
-        # Numba's thread count is per thread: the caller's holds on the worker too (asked only
-        # where this process may start the threading layer: asking starts it)
-        if tuning.num_threads is None and claim_parallel():
-            tuning = replace(tuning, num_threads=numba.get_num_threads())
-        return on_worker(_run, problem, lanes, rows, tuning, cancel, cancel=cancel)
+        return on_worker(_run, problem, lanes, rows, _callers_threads(tuning), cancel,
+                         cancel=cancel)  # fmt: skip
     return signals_deferred(_run, problem, lanes, rows, tuning, cancel)
+
+
+def _callers_threads(tuning: CpuTuning) -> CpuTuning:
+    """``tuning`` for a search the worker thread runs for the caller: Numba's thread count is
+    per thread, so the caller's is written in (asked only where this process may start the
+    threading layer: asking starts it)."""
+    if tuning.num_threads is None and claim_parallel():
+        return replace(tuning, num_threads=numba.get_num_threads())
+    return tuning
 
 
 def _run(problem, lanes, rows: PathRows, tuning: CpuTuning, cancel) -> Outcome:
@@ -480,9 +486,7 @@ class CpuStreams:
         a stream group's streams must stay whole."""
         if frames <= DIRECT_FRAMES:
             return fn(self._cancel)
-        # Numba's thread count is per thread: the caller's holds on the worker too
-        if self.tuning.num_threads is None and claim_parallel():
-            self.tuning = replace(self.tuning, num_threads=numba.get_num_threads())
+        self.tuning = _callers_threads(self.tuning)
         return on_worker(fn, self._cancel, cancel=self._cancel)
 
     # Each call that returns a search state runs with signals deferred (`interrupts`: a Ctrl-C
