@@ -3,10 +3,10 @@ utterances (``prange``), with the GIL released.
 
 An utterance's search is `begin` (token frame 0), `advance` (any number of frames, as often as
 needed: a stream's chunks) and `end` (step 6), over a `SearchState` that holds everything between
-frames; `_decode_batch` runs the three on each whole utterance. Each frame runs the steps of
-`cpu_steps.py` in `reference.py`'s order. Memory follows the active tokens, not the length: the
-records are collected (`cpu_steps.collect_records`) whenever they reach
-`CpuTuning.collect_records_at`.
+frames; `_decode_batch` runs each whole utterance as `search_from_start` (the first two in one
+pass) and `end`. Each frame runs the steps of `cpu_steps.py` in `reference.py`'s order. Memory
+follows the active tokens, not the length: the records are collected
+(`cpu_steps.collect_records`) whenever they reach `CpuTuning.collect_records_at`.
 """
 
 from __future__ import annotations
