@@ -742,3 +742,59 @@ def test_a_spelled_word_on_a_graph_without_separator_or_lexicon_starts_at_its_fi
                            oov_lexicon={"ca": "C A"})[0][0]  # fmt: skip
             assert h.words == ("ab", "ca")
             assert h.word_timestamps == ((0, 2), (6, 8)), (topology, graph is g)
+
+
+def test_a_spelling_cut_short_at_its_oov_label_is_no_word(slot_graph):
+    """A path that ends right after its ``<oov>`` label (a partial result: the boost's bonus
+    is anticipated there, so that token may rank first) has no spelled token yet: that run is
+    no word. It came back as a word "" with the pronunciation ``()``, which matched at the end
+    of the path and gave a span past the last token: `CtcStreamDecoder.partial` raised
+    IndexError."""
+    g, words = slot_graph
+    speller = OovSpeller(g)
+    slot = OovSlot.of(g)
+    known = g.words.id(words[0])
+    ids, spelled, spans = speller.collapse([known, slot.open])
+    assert (ids, spelled, spans) == ([known], [None], [(0, 0)])
+    # a run with its tokens but no </oov> yet is still a word, spelled as far as it went
+    a = slot.spell[TOKENS.id("a")]
+    ids, spelled, _ = speller.collapse([known, slot.open, a])
+    assert ids == [known, slot.open] and spelled[1] == ("a", (TOKENS.id("a"),))
+
+
+def test_a_partial_result_ending_at_the_oov_label_does_not_raise(tmp_path):
+    """The stream case of the test above (a graph and boosts where a fuzz run found it): the
+    best token before any frame is the one past ``<oov>``, with the bonus of "eeea" ahead."""
+    from wfstdecode.ctc import CtcStreamDecoder
+
+    g, _ = _slot_graph(tmp_path, 13, "normal")
+    opts = CtcBeamOptions(beam=8.0, word_insertion_penalty=-0.5)
+    dec = CtcStreamDecoder(g, opts, backend="cpu")
+    sid = dec.open({"eeea": 3.5})
+    h = dec.partial(sid)
+    assert h.words == () and h.stable_words == 0
+    whole = decode_ctc(np.zeros((1, 0, TOKENS.next_id), np.float32), None, g, opts,
+                       {"eeea": 3.5})  # fmt: skip
+    assert dec.finish(sid) == whole[0]
+
+
+@pytest.mark.parametrize("lattice_beam", [None, math.inf])
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+def test_nbest_gives_a_word_with_two_pronunciations_once(tmp_path, backend, lattice_beam):
+    """An oov word with two pronunciations is two label sequences through the slot, but one
+    word: n-best (the search's end tokens, or the lattice's) gave the same word sequence
+    twice, though it holds distinct word sequences; with a lattice the next one takes its
+    place."""
+    g, words = _slot_graph(tmp_path, 2)
+    oov = next(w for w in ("ebbed", "decade", "accede") if w not in words)
+    lp, lengths = _spoken(g, f"{words[0]} {oov}")
+    opts = CtcBeamOptions(beam=16, nbest=6, lattice_beam=lattice_beam)
+    prons = {"Zed": [" ".join(oov), " ".join(oov[:-1])]}
+    hyps = decode_ctc(lp, lengths, g, opts, {"Zed": 4.0}, backend=backend,
+                      oov_lexicon=prons)[0]  # fmt: skip
+    assert hyps[0].words == (words[0], "Zed")
+    assert len({h.words for h in hyps}) == len(hyps), [h.words for h in hyps]
+    if lattice_beam is not None:  # as many as with one pronunciation, where the lattice has them
+        one = decode_ctc(lp, lengths, g, opts, {"Zed": 4.0}, backend=backend,
+                         oov_lexicon={"Zed": " ".join(oov)})[0]  # fmt: skip
+        assert len(hyps) >= len(one)

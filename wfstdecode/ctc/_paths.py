@@ -68,7 +68,20 @@ def to_hypotheses(problem: SearchProblem, results) -> list[list[Hypothesis]]:
         for b, hyp in zip(utterance, _batch_hypotheses(problem, batch), strict=True):
             notes = batch.notes[b] if final[b] else (*batch.notes[b], NOTE_NO_FINAL)
             out[b].append(_with_notes(hyp, notes) if notes else hyp)
+    if problem.oov is not None:  # one word spelled two ways (pronunciations) is two label
+        out = [_distinct_words(utt) for utt in out]  # sequences, but one word sequence
     return out
+
+
+def _distinct_words(hyps: list[Hypothesis]) -> list[Hypothesis]:
+    """``hyps`` (best first) without those whose words a better one has."""
+    seen: set = set()
+    kept = []
+    for h in hyps:
+        if h.words not in seen:
+            seen.add(h.words)
+            kept.append(h)
+    return kept
 
 
 def merges_repeats(graph) -> bool:

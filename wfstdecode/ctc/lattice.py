@@ -121,26 +121,48 @@ def build_lattice(p: SearchProblem, first: tuple, kept: FrameSurvivors, raw: Raw
     )  # fmt: skip
 
 
+# n-best asks the lattice for at most this many paths per sequence wanted when paths repeat a
+# word sequence (a word spelled through the oov slot in several ways): fewer than n may come back
+MAX_NBEST_ASKED = 16
+
+
 def nbest_results(p: SearchProblem, raws: list, lattices: list, n: int) -> list:
     """Per utterance a `RawResult` with the search's best path, then the (pruned) lattice's
     next best distinct word sequences, up to ``n`` in all."""
     out = []
-    for raw, lat in zip(raws, lattices, strict=True):
+    for b, (raw, lat) in enumerate(zip(raws, lattices, strict=True)):
         if lat is None or n == 1:
             out.append(RawResult(raw.paths[:1], raw.status, raw.died_frame, raw.notes))
             continue
         first = raw.paths[0]
-        words = tuple(p.graph.olabel[first[0]][p.graph.olabel[first[0]] != 0].tolist())
-        paths = [first]
-        for arcs, cost in lat.nbest(n + 1):
-            labels = lat.olabel[arcs]
-            if tuple(labels[labels != 0].tolist()) == words:
-                continue
-            if len(paths) == n:
+        asked = n + 1
+        while True:  # (more when label sequences are one word sequence: a word spelled twice)
+            found = lat.nbest(asked)
+            paths, seen = [first], {_word_key(p, p.graph.olabel[first[0]], b)}
+            for arcs, cost in found:
+                key = _word_key(p, lat.olabel[arcs], b)
+                if key in seen:
+                    continue
+                if len(paths) == n:
+                    break
+                seen.add(key)
+                paths.append((lat.graph_arc[arcs], lat.frame[arcs], cost))
+            if len(paths) == n or len(found) < asked or asked > MAX_NBEST_ASKED * n:
                 break
-            paths.append((lat.graph_arc[arcs], lat.frame[arcs], cost))
+            asked *= 2
         out.append(RawResult(paths, raw.status, raw.died_frame, raw.notes))
     return out
+
+
+def _word_key(p: SearchProblem, labels: np.ndarray, b: int) -> tuple:
+    """The word sequence of a path's output ``labels`` (utterance ``b``), as n-best tells
+    sequences apart: its words, a word spelled through the oov slot as the word (its
+    spellings, one per pronunciation, are one word)."""
+    labels = labels[labels != 0].tolist()
+    if p.oov is None or not any(w >= p.oov.slot.open for w in labels):
+        return tuple(labels)
+    ids, spelled, _ = p.oov.collapse(labels, b)
+    return tuple(w if s is None else s[0] for w, s in zip(ids, spelled, strict=True))
 
 
 def lattice_hypotheses(p: SearchProblem, raws: list, lattices: list,

@@ -143,7 +143,8 @@ class OovSpeller:
         ``(word ids, (word, its token ids) of a spelled word or None, (first, last) label index
         of each word)``; a spelled word's id is the slot's ``<oov>``, its name the word
         ``utterance`` boosted (`name_spellings`). A run the search cut short (no ``</oov>``)
-        still comes back as a word, spelled as far as it went."""
+        still comes back as a word, spelled as far as it went; one cut short at its ``<oov>``
+        (a partial result's last label) is no word yet."""
         names = self.word_of[utterance] if utterance < len(self.word_of) else {}
         ids, spelled, spans = [], [], []
         i, n = 0, len(labels)
@@ -156,8 +157,11 @@ class OovSpeller:
             while j < n and labels[j] in self.token_of:
                 j += 1
             tokens = tuple(self.token_of[w] for w in labels[i + 1 : j])
-            word = names.get(tokens) or "".join(self.tokens.symbol(t) for t in tokens)
             last = j if j < n and labels[j] == self.slot.close else j - 1
+            if not tokens and last == i:  # cut short at its <oov>: no word yet (a partial
+                i = j  # result's last label, say), not a word "" with no tokens to time
+                continue
+            word = names.get(tokens) or "".join(self.tokens.symbol(t) for t in tokens)
             ids.append(self.slot.open), spelled.append((word, tokens)), spans.append((i, last))
             i = last + 1
         return ids, spelled, spans
