@@ -695,6 +695,43 @@ def test_an_exact_tie_on_one_arc_keeps_the_token_from_the_smaller_context_state(
     assert tied.words == ("c", "b") and tied.score == plain.score == -1.0
 
 
+@pytest.mark.parametrize("seed", range(4))
+def test_the_same_phrases_in_any_order_build_the_same_automaton(seed):
+    """Node numbers are the search's context states, which break exact ties: they depended on
+    the order the phrases were listed in, so two dicts of the same content could decode
+    differently. Now they are numbered from the trie alone (and the goto table laid out so)."""
+    rng = np.random.default_rng(seed)
+    phrases = _random_phrases(rng, vocab=6, n=25, max_len=4)
+    items = list(phrases.items())
+    a = PhraseAutomaton(phrases)
+    for order in (items[::-1], [items[i] for i in rng.permutation(len(items))]):
+        b = PhraseAutomaton(dict(order))
+        for name in ("key", "child", "fail", "enter", "phi", "gain", "word_bits"):
+            np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
+
+
+@pytest.mark.parametrize("backend", ["reference", *fast_backends()])
+def test_an_exact_tie_decodes_the_same_whatever_the_order_of_the_phrases(backend):
+    """Tokens after "a" and after "c" reach one (graph state, root) at exactly equal cost, each
+    giving back a partial match ("a w", "c w", the same bonus): the smaller context state
+    wins. Listing "c w" first gave "c" the smaller one, so ``{"a w": 1, "c w": 1}`` and
+    ``{"c w": 1, "a w": 1}`` decoded to different words."""
+    from wfstdecode.decoding_graph import DecodingGraph
+    from wfstdecode.fstio import FstArrays
+
+    tokens = SymbolTable.from_list(["<blk>", "x", "y", "z"])
+    words = SymbolTable.from_list(["<eps>", "a", "c", "b", "w"])
+    fst = FstArrays(0, [np.inf, np.inf, 0.0], src=[0, 0, 1, 2], dst=[1, 1, 2, 2],
+                    ilabel=[2, 3, 4, 4], olabel=[1, 2, 3, 4], weight=np.zeros(4))  # fmt: skip
+    g = DecodingGraph.from_arrays(fst, tokens, words, {})
+    lp = np.full((1, 2, 4), -30.0, np.float32)
+    lp[0, 0, 1] = lp[0, 0, 2] = lp[0, 1, 3] = -0.5
+    got = [decode_ctc(lp, None, g, CtcBeamOptions(nbest=2), boosts, backend=backend)[0]
+           for boosts in ({"a w": 1.0, "c w": 1.0}, {"c w": 1.0, "a w": 1.0})]  # fmt: skip
+    assert got[0] == got[1]
+    assert got[0][0].score == -1.0
+
+
 def test_penalised_words_leave_the_cpu_early_bound_an_upper_bound():
     """The cpu search's pre-pass bound (``min_active == 1``, more than 8 tokens alive) adds the
     most a phrase can add to an arc's cost (`PhraseAutomaton.worst`): with penalised words the

@@ -88,7 +88,9 @@ class PhraseList(Mapping):
 
 
 class PhraseAutomaton:
-    """Built from ``{phrase (tuple of word ids): bonus per word}``; the root is node 0.
+    """Built from ``{phrase (tuple of word ids): bonus per word}``; the root is node 0, the
+    others numbered by depth, then parent, then word — the same for the same phrases in any
+    order (node numbers are context states, which break the search's exact ties).
 
     Arrays per node: ``fail``, ``enter``, ``phi`` (float32), ``gain`` (float32);
     the goto table: ``key`` (int64, EMPTY for a free slot) and ``child`` per slot, ``mask`` its
@@ -260,6 +262,28 @@ def _by_depth(depth):
 
 
 @njit(cache=True)
+def _canonical_numbers(parent, word_of, depth):
+    """A number per trie node that depends on the trie alone, not on the order its phrases
+    were inserted: the root 0, then depth by depth, by the parent's number, then the word."""
+    n = depth.shape[0]
+    order = _by_depth(depth)
+    number = np.zeros(n, np.int64)
+    lo = 1
+    while lo < n:
+        hi = lo
+        while hi < n and depth[order[hi]] == depth[order[lo]]:
+            hi += 1
+        nodes = order[lo:hi]
+        rank = np.empty(hi - lo, np.int64)
+        for i in range(hi - lo):  # (the parents, one depth up, are numbered already)
+            rank[i] = (number[parent[nodes[i]]] << 32) | word_of[nodes[i]]
+        for i, k in enumerate(np.argsort(rank)):  # (keys distinct: a trie's (parent, word))
+            number[nodes[k]] = lo + i
+        lo = hi
+    return number
+
+
+@njit(cache=True)
 def _slot_entries(key, child, gain, enter):
     """Per slot of the goto table: the child's ``gain`` and ``enter`` (zero where free)."""
     slot_gain = np.zeros(key.shape[0], np.float32)
@@ -332,6 +356,20 @@ def _build(words, lengths, bonus, cap):
             node = child[h]
         own[node] += bonus[p] * lengths[p]
         pos += lengths[p]
+    # renumbered canonically, so that the same phrases in any order give the same automaton:
+    # its node numbers are the search's context states, which break exact ties
+    number = _canonical_numbers(parent[:n], word_of[:n], depth[:n])
+    parent[number] = number[parent[:n]]
+    word_of[number] = word_of[:n].copy()
+    depth[number] = depth[:n].copy()
+    own[number] = own[:n].copy()
+    longer[number] = longer[:n].copy()
+    key[:] = EMPTY
+    child[:] = 0
+    for node in range(1, n):  # (in number order: the table's layout is canonical too)
+        h = _slot(key, mask, parent[node], word_of[node], True)
+        key[h] = (parent[node] << 32) | word_of[node]
+        child[h] = node
     order = _by_depth(depth[:n])  # breadth first: failure targets first
     fail = np.zeros(n, np.int32)
     banked = np.zeros(n, np.float64)
