@@ -3,8 +3,10 @@ OpenFst-side graph building and the decoders.
 
 Layout (shared by every backend, mirrored on the GPU):
 
-* arcs are stored emitting first (ilabel != 0, grouped by source state, ilabels ascending within
-  a state), then non-emitting (ilabel == 0, grouped by source state);
+* arcs are stored emitting first (ilabel != 0, grouped by source state; `from_arrays` puts a
+  state's ilabels in ascending order, a graph made or loaded from arrays keeps theirs: no
+  decoder needs that order, only exact ties follow arc order, alike in every backend), then
+  non-emitting (ilabel == 0, grouped by source state);
 * state ``s`` owns emitting arcs ``e_offsets[s] : e_offsets[s + 1]`` and non-emitting arcs
   ``ne_offsets[s] : ne_offsets[s + 1]`` (``ne_offsets[0] == number of emitting arcs``);
 * per arc: ``next_state`` int32, ``weight`` float32 cost, ``ilabel`` int32, ``olabel`` int32;
