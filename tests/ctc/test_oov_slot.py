@@ -798,3 +798,18 @@ def test_nbest_gives_a_word_with_two_pronunciations_once(tmp_path, backend, latt
         one = decode_ctc(lp, lengths, g, opts, {"Zed": 4.0}, backend=backend,
                          oov_lexicon={"Zed": " ".join(oov)})[0]  # fmt: skip
         assert len(hyps) >= len(one)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_boosted_oov_word_survives_a_narrow_beam_while_it_pays_the_slot(tmp_path, seed):
+    """No spelling fails out of the slot, so a spelled word's match anticipates its whole
+    bonus from ``<oov>`` on: entering an unlikely slot (log10 -5: 11.5 nats) with bonus 8
+    the word used to earn 8/8 a letter and was pruned up to beam 10; now it survives beam 6,
+    with the result of an unbounded beam (the path's total is the same either way)."""
+    g, words = _slot_graph(tmp_path, seed, unk=False, oov_logprob=-5)
+    oov = next(w for w in ("decade", "accede", "ebbed") if w not in words)
+    lp, lengths = _spoken(g, f"{words[0]} {oov} {words[1]}")
+    narrow = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=6.0), {oov: 8.0})[0][0]
+    unbounded = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=math.inf), {oov: 8.0})[0][0]
+    assert narrow.words == unbounded.words == (words[0], oov, words[1])
+    assert narrow.score == unbounded.score

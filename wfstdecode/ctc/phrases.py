@@ -14,8 +14,8 @@ before the phrase completes. Formally each node ``n`` of the phrase trie has
 * ``banked(n)``: the bonuses of the phrases that end at ``n`` (``n`` itself and its suffixes,
   through the failure links) — what reaching ``n`` pays for good;
 * ``phi(n)``: the anticipated bonus of a match in progress at ``n`` (``depth(n)`` words of the
-  best longer phrase through ``n``, less what the phrases ending on the way to ``n`` banked,
-  never negative);
+  best longer phrase through ``n`` — all of it where ``n`` read a slot label, below — less what
+  the phrases ending on the way to ``n`` banked, never negative);
 
 and the word ``w`` read in context state ``x`` moves to the node ``child`` the Aho-Corasick goto /
 failure walk reaches (the root when none) and earns ``banked(child) + phi(enter(child)) -
@@ -37,7 +37,10 @@ Slot labels (a graph built with an out-of-vocabulary slot, `graph/oov_slot.py`: 
 from ``slot_label`` up) never fail through to the root: reading one with no goto entry on the
 failure walk down to the root is forbidden (bonus -inf, infinite cost), so a path through the slot
 survives only when it spells one of the boosted out-of-vocabulary words, which are phrases over
-those labels. Without a slot ``slot_label`` is ``NO_SLOT``, above every label.
+those labels. As no spelling fails, a match in progress there anticipates its phrase's whole
+bonus from the slot's ``<oov>`` label on (one letter's share would leave the word to be pruned
+while it pays the slot's cost, up to its last letter). Without a slot ``slot_label`` is
+``NO_SLOT``, above every label.
 """
 
 from __future__ import annotations
@@ -108,7 +111,7 @@ class PhraseAutomaton:
             bonus = np.fromiter((float(v) for v in phrases.values()), np.float64, len(phrases))
         cap = 1 << max(1, (2 * len(words) - 1).bit_length())  # > twice the nodes but the root
         self.key, self.child, self.fail, self.enter, self.phi, self.gain, num_nodes = _build(
-            words, lengths, bonus, cap
+            words, lengths, bonus, cap, slot_label
         )
         self.num_nodes = int(num_nodes)
         self.mask = cap - 1
@@ -327,7 +330,7 @@ def _path_bonus(key, child, mask, fail, enter, phi, gain, words, slot_label):
 
 
 @njit(cache=True)
-def _build(words, lengths, bonus, cap):
+def _build(words, lengths, bonus, cap, slot_label=NO_SLOT):
     """The trie of the phrases (``words`` concatenated, ``lengths`` each, ``bonus`` per word),
     its failure links in breadth-first order, and what the module docstring defines."""
     max_nodes = words.shape[0] + 1
@@ -339,6 +342,7 @@ def _build(words, lengths, bonus, cap):
     depth = np.zeros(max_nodes, np.int64)
     own = np.zeros(max_nodes, np.float64)  # the bonus of the phrases ending exactly here
     longer = np.zeros(max_nodes, np.float64)  # best positive per-word bonus continuing past here
+    whole = np.zeros(max_nodes, np.float64)  # best positive phrase bonus continuing past here
     n = 1
     pos = 0
     for p in range(lengths.shape[0]):
@@ -347,6 +351,8 @@ def _build(words, lengths, bonus, cap):
             w = words[pos + i]
             if bonus[p] > longer[node]:
                 longer[node] = bonus[p]
+            if bonus[p] * lengths[p] > whole[node]:
+                whole[node] = bonus[p] * lengths[p]
             h = _slot(key, mask, node, w, True)
             if key[h] == EMPTY:
                 key[h] = (node << 32) | w
@@ -364,6 +370,7 @@ def _build(words, lengths, bonus, cap):
     depth[number] = depth[:n].copy()
     own[number] = own[:n].copy()
     longer[number] = longer[:n].copy()
+    whole[number] = whole[:n].copy()
     key[:] = EMPTY
     child[:] = 0
     for node in range(1, n):  # (in number order: the table's layout is canonical too)
@@ -396,7 +403,10 @@ def _build(words, lengths, bonus, cap):
     enter = np.zeros(n, np.int32)
     for node in order:
         if has_child[node] or node == 0:
-            phi[node] = max(0.0, depth[node] * longer[node] - prefix[node])
+            # inside a spelling (read a slot label) the whole phrase is anticipated: no path
+            # fails out of a spelling, so its bonus pays the slot's cost from the start
+            ahead = whole[node] if word_of[node] >= slot_label else depth[node] * longer[node]
+            phi[node] = max(0.0, ahead - prefix[node])
             enter[node] = node
         else:
             enter[node] = enter[fail[node]]  # shallower: already resolved
