@@ -813,3 +813,30 @@ def test_a_boosted_oov_word_survives_a_narrow_beam_while_it_pays_the_slot(tmp_pa
     unbounded = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=math.inf), {oov: 8.0})[0][0]
     assert narrow.words == unbounded.words == (words[0], oov, words[1])
     assert narrow.score == unbounded.score
+
+
+@pytest.mark.parametrize("seed", [0, 2, 3])
+def test_a_phrase_ending_in_a_boosted_oov_word_does_not_lower_its_anticipation(tmp_path, seed):
+    """Boosting "w0 oov" as well as "oov" used to lose the oov word at a beam that finds it
+    with "oov" alone: from "w0 <oov>" on, the spelling anticipated only the longer phrase's
+    whole bonus (1.0), not the word's own (8.0), whose match goes on along the failure link,
+    so the path paid the slot's cost all but unboosted up to its ``</oov>``."""
+    g, words = _slot_graph(tmp_path, seed, unk=False, oov_logprob=-5)
+    oov = next(w for w in ("decade", "accede", "ebbed") if w not in words)
+    lp, lengths = _spoken(g, f"{words[0]} {oov} {words[1]}")
+    boosts = {oov: 8.0, f"{words[0]} {oov}": 0.5}
+    narrow = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=6.0), boosts)[0][0]
+    unbounded = decode_ctc(lp, lengths, g, CtcBeamOptions(beam=math.inf), boosts)[0][0]
+    assert narrow.words == unbounded.words == (words[0], oov, words[1])
+    assert narrow.score == unbounded.score
+    # the automaton: inside the spelling, at least what the word alone anticipates there
+    speller = OovSpeller(g)
+    (resolved,) = resolve_boosts(boosts, 1, g.words, speller)
+    both = PhraseAutomaton(resolved, OovSlot.of(g).open)
+    alone = PhraseAutomaton({k: v for k, v in resolved.items() if len(k) == len(oov) + 2},
+                            OovSlot.of(g).open)  # fmt: skip
+    (labels,) = (k for k in resolved if len(k) == len(oov) + 2)
+    x, y = both.step(0, g.words.id(words[0]))[0], 0
+    for w in labels[:-1]:
+        (x, _), (y, _) = both.step(x, w), alone.step(y, w)
+        assert both.phi[x] >= alone.phi[y]

@@ -15,7 +15,8 @@ before the phrase completes. Formally each node ``n`` of the phrase trie has
   through the failure links) — what reaching ``n`` pays for good;
 * ``phi(n)``: the anticipated bonus of a match in progress at ``n`` (``depth(n)`` words of the
   best longer phrase through ``n`` — all of it where ``n`` read a slot label, below — less what
-  the phrases ending on the way to ``n`` banked, never negative);
+  the phrases ending on the way to ``n`` banked, never negative; where ``n`` read a slot label,
+  at least ``phi(fail(n))``: the spelling's match through the failure link goes on too);
 
 and the word ``w`` read in context state ``x`` moves to the node ``child`` the Aho-Corasick goto /
 failure walk reaches (the root when none) and earns ``banked(child) + phi(enter(child)) -
@@ -407,6 +408,9 @@ def _build(words, lengths, bonus, cap, slot_label=NO_SLOT):
             # fails out of a spelling, so its bonus pays the slot's cost from the start
             ahead = whole[node] if word_of[node] >= slot_label else depth[node] * longer[node]
             phi[node] = max(0.0, ahead - prefix[node])
+            if word_of[node] >= slot_label:  # ... and so is the word's own match, which goes on
+                phi[node] = max(phi[node], phi[fail[node]])  # along the failure link's branch
+                # ("call Zed" boosted with "Zed": "call <oov>" anticipates Zed's bonus too)
             enter[node] = node
         else:
             enter[node] = enter[fail[node]]  # shallower: already resolved
