@@ -248,3 +248,41 @@ def test_decode_npz_with_lattices_raises_a_ctrl_c_as_itself(tmp_path, monkeypatc
     with pytest.raises(KeyboardInterrupt):
         npz_module.decode_npz(path, g, CtcBeamOptions(lattice_beam=4.0), backend="cpu",
                               lattices=True)  # fmt: skip
+
+
+def test_the_worker_keeps_nothing_of_a_call_once_it_returns():
+    """The worker thread held its last job's function, arguments and result (a search's graph,
+    log-probs and hypotheses, gigabytes for a big batch) until the next job came: a server that
+    dropped them still paid for them, and a reloaded graph kept the old one alive."""
+    import gc
+    import weakref
+
+    from wfstdecode.interrupts import on_worker
+
+    class Held:
+        pass
+
+    assert threading.current_thread() is threading.main_thread()  # (else no worker is used)
+    arg = Held()
+    seen = []
+
+    def job(a):
+        result = Held()
+        seen.append(weakref.ref(result))
+        return result
+
+    def failing(a):
+        raise ValueError(a)
+
+    got = on_worker(job, arg)
+    refs = [weakref.ref(arg), seen[0]]
+    del arg, got
+    gc.collect()
+    assert [r() for r in refs] == [None, None]
+    arg = Held()
+    with pytest.raises(ValueError):
+        on_worker(failing, arg)
+    ref = weakref.ref(arg)
+    del arg
+    gc.collect()
+    assert ref() is None

@@ -52,6 +52,8 @@ class _Worker:
                 box.append((True, fn(*args)))
             except BaseException as exc:  # (handed to the caller)
                 box.append((False, exc))
+            # not held until the next job comes: the call's graph, log-probs and result
+            del fn, args, box
             ended.release()
 
 

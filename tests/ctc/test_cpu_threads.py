@@ -149,3 +149,54 @@ def test_threads_decoding_at_once_under_numba_s_workqueue_layer():
     run = subprocess.run([sys.executable, "-c", WORKQUEUE_THREADS], capture_output=True,
                          text=True, timeout=300, env=env)  # fmt: skip
     assert run.returncode == 0, run.stderr[-2000:]
+
+
+def test_a_long_search_does_not_keep_the_graph_alive_once_it_returns():
+    """A search of more than `DIRECT_FRAMES` frames runs on the worker thread, which kept its
+    last job (the problem: graph, log-probs, costs) until the next long search: a service
+    that dropped or reloaded its graph kept the old one, and the batch's arrays, alive."""
+    import gc
+    import weakref
+
+    assert threading.current_thread() is threading.main_thread()
+    refs = []
+    for lattice_beam in (None, 4.0):
+        g = random_graph(3)
+        lp = random_log_probs(3, 2, DIRECT_FRAMES, g.num_tokens)
+        decode_ctc(lp, None, g, CtcBeamOptions(beam=6.0, lattice_beam=lattice_beam),
+                   backend="cpu")  # fmt: skip
+        refs += [weakref.ref(g), weakref.ref(lp)]
+        del g, lp
+        gc.collect()
+        assert [r() for r in refs] == [None] * len(refs), lattice_beam
+
+
+@pytest.mark.skipif(numba.config.NUMBA_NUM_THREADS < 2, reason="needs 2 Numba threads")
+def test_lattice_decodes_reuse_their_threads_and_state_maps():
+    """Each lattice decode made a thread pool of its own (`lattice_search`'s one-call
+    `CpuStreams`): new threads every call, so new state maps every call (`scratch`: one
+    int32 per graph state and thread, 33 MB and 1.2 ms each on an 8.2M-state graph), which
+    they exist to avoid. The one-call objects share a pool: the maps are made once."""
+    import wfstdecode.ctc.lattice as lattice_module
+
+    g = random_graph(3)
+    lp = random_log_probs(3, 4, 20, g.num_tokens)
+    seen, threads_seen, original = [], set(), lattice_module.state_maps
+
+    @contextmanager
+    def spy(graph, count=1):
+        with original(graph, count) as maps:
+            seen.append(maps)  # (held: an id is not reused)
+            threads_seen.add(threading.current_thread())
+            yield maps
+
+    options = CtcBeamOptions(beam=6.0, lattice_beam=3.0)
+    lattice_module.state_maps = spy
+    try:
+        for _ in range(5):
+            decode_ctc(lp, None, g, options, backend="cpu", num_threads=2)
+    finally:
+        lattice_module.state_maps = original
+    assert len(seen) == 20
+    assert len({id(m) for m in seen}) <= 2, len({id(m) for m in seen})
+    assert len(threads_seen) <= 2

@@ -607,3 +607,23 @@ def test_the_wind_reference_applies_graves_rule_as_the_search_does():
     lengths = torch.tensor([8])
     assert_same(beam_decode(model, enc, lengths, options),
                 beam_reference(model, enc, lengths, options))  # fmt: skip
+
+
+def test_a_dropped_model_is_freed_after_a_beam_search(monkeypatch):
+    """The first search of a process loads its compiled code on the worker thread
+    (`_load_compiled`), which then held that job — the model and the batch's encoder output
+    (the job's slice is a view of it) — until another job came: a service that reloaded its
+    model kept the old one for good."""
+    import gc
+    import threading
+    import weakref
+
+    assert threading.current_thread() is threading.main_thread()  # (else no worker is used)
+    monkeypatch.setattr(beam, "_LOADED", set())  # (a first search, whatever ran before)
+    model = random_transducer(vocab_size=8, enc_dim=8, pred_dim=8, joint_dim=8)
+    enc = torch.randn(2, 6, 8)
+    beam_decode(model, enc, torch.tensor([6, 4]), BeamOptions(beam_size=2))
+    refs = [weakref.ref(model), weakref.ref(enc)]
+    del model, enc
+    gc.collect()
+    assert [r() for r in refs] == [None, None]
