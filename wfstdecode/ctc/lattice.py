@@ -156,13 +156,15 @@ def nbest_results(p: SearchProblem, raws: list, lattices: list, n: int) -> list:
 
 def _word_key(p: SearchProblem, labels: np.ndarray, b: int) -> tuple:
     """The word sequence of a path's output ``labels`` (utterance ``b``), as n-best tells
-    sequences apart: its words, a word spelled through the oov slot as the word (its
-    spellings, one per pronunciation, are one word)."""
+    sequences apart: its word ids; on a graph with an oov slot its words as `to_hypotheses`
+    names them (a spelled word's spellings, one per pronunciation, are one word, and it drops
+    a hypothesis whose words a better one has)."""
     labels = labels[labels != 0].tolist()
-    if p.oov is None or not any(w >= p.oov.slot.open for w in labels):
+    if p.oov is None:
         return tuple(labels)
     ids, spelled, _ = p.oov.collapse(labels, b)
-    return tuple(w if s is None else s[0] for w, s in zip(ids, spelled, strict=True))
+    symbol = p.graph.words.symbol if p.graph.words is not None else str  # (as it names them)
+    return tuple(symbol(w) if s is None else s[0] for w, s in zip(ids, spelled, strict=True))
 
 
 def lattice_hypotheses(p: SearchProblem, raws: list, lattices: list,
