@@ -22,7 +22,7 @@ _CTC_MODULES = {
 # streaming: a class per backend with begin / advance / partial / end (see ctc/stream.py)
 _CTC_STREAM_MODULES = {
     "reference": ("wfstdecode.ctc.reference", "ReferenceStreams"),
-    "cpu": ("wfstdecode.ctc.cpu", "CpuStreams"),
+    "cpu": ("wfstdecode.ctc.cpu_streams", "CpuStreams"),
     "cuda": ("wfstdecode.ctc.cuda.streams", "CudaStreams"),
 }
 

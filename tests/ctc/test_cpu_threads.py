@@ -12,7 +12,8 @@ import pytest
 
 import wfstdecode.ctc.cpu as cpu
 from wfstdecode.ctc import CpuTuning, CtcBeamOptions, decode_ctc
-from wfstdecode.ctc.cpu import DIRECT_FRAMES, CpuStreams
+from wfstdecode.ctc.cpu import DIRECT_FRAMES
+from wfstdecode.ctc.cpu_streams import CpuStreams
 from wfstdecode.testing import random_graph, random_log_probs
 
 FORKED_STREAMS = """

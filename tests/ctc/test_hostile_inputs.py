@@ -274,22 +274,22 @@ def test_keyboard_interrupt_cancels_a_lattice_search_on_the_worker(monkeypatch, 
     searched and its lattice built (33 s on an 11,040-frame line); now a long one runs on the
     worker, Ctrl-C stops its search at the next frame and no lattice is built (the stand-in
     search only returns once it sees the cancel flag, or after a minute)."""
-    from wfstdecode.ctc import cpu, ctc_lattices
+    from wfstdecode.ctc import cpu_streams, ctc_lattices
     from wfstdecode.ctc import lattice as lattice_module
 
     seen, built = {}, []
-    real = cpu.advance_keeping
+    real = cpu_streams.search_keeping
 
-    def keeping_until_cancelled(state, ac, n_frames, graph, boosts, lane, lim, state_map,
-                                cancel, room):  # fmt: skip
+    def keeping_until_cancelled(*args):
+        cancel = args[10]
         if not seen:
             _interrupt_and_wait(cancel, seen)
-        return real(state, ac, n_frames, graph, boosts, lane, lim, state_map, cancel, room)
+        return real(*args)
 
     g, lp, lengths = _long_case()
     options = CtcBeamOptions(beam=8.0, lattice_beam=4.0)
     ctc_lattices(lp[:1], lengths[:1], g, options, backend="cpu")  # compiled before
-    monkeypatch.setattr(cpu, "advance_keeping", keeping_until_cancelled)
+    monkeypatch.setattr(cpu_streams, "search_keeping", keeping_until_cancelled)
     monkeypatch.setattr(lattice_module, "build_lattice", lambda *a: built.append(1))
     with pytest.raises(KeyboardInterrupt):
         ctc_lattices(lp, lengths, g, options, backend="cpu")
@@ -406,11 +406,11 @@ def test_a_stream_call_defers_ctrl_c_till_it_is_done(monkeypatch, python_sigint)
     state crashed the process (SIGSEGV). Ctrl-C during a call (a stand-in that is slow on
     purpose) raises KeyboardInterrupt once the call is done, so the stream has taken its chunk
     and ends as `decode_ctc` on everything it received."""
-    from wfstdecode.ctc import CtcStreamDecoder, cpu
+    from wfstdecode.ctc import CtcStreamDecoder, cpu_streams
 
     g, lp, lengths = _lexicon_case(0)
     deferred = []
-    real_advance = cpu.CpuStreams.advance
+    real_advance = cpu_streams.CpuStreams.advance
 
     def slow_advance(self, jobs):
         deferred.append(_signals_deferred_now())
@@ -421,7 +421,7 @@ def test_a_stream_call_defers_ctrl_c_till_it_is_done(monkeypatch, python_sigint)
     sid = decoder.open()
     half = int(lengths[0]) // 2
     decoder.advance({sid: lp[0, :half]})
-    monkeypatch.setattr(cpu.CpuStreams, "advance", slow_advance)
+    monkeypatch.setattr(cpu_streams.CpuStreams, "advance", slow_advance)
     timer = threading.Timer(0.1, _thread.interrupt_main)
     timer.start()
     with pytest.raises(KeyboardInterrupt):
@@ -438,7 +438,7 @@ def test_a_finish_or_open_cut_off_by_ctrl_c_loses_nothing(monkeypatch, python_si
     """The worker finishes a call the Ctrl-C cut off: a finish's result is kept for the next
     finish (the stream was already marked finished), an open's stream is closed (its id never
     reached the caller)."""
-    from wfstdecode.ctc import CtcStreamDecoder, cpu
+    from wfstdecode.ctc import CtcStreamDecoder, cpu_streams
 
     g, lp, lengths = _lexicon_case(0)
     options = CtcBeamOptions(lattice_beam=lattice_beam)
@@ -456,7 +456,7 @@ def test_a_finish_or_open_cut_off_by_ctrl_c_loses_nothing(monkeypatch, python_si
 
     for name, call in (("end", lambda: decoder.finish(sid)), ("begin", decoder.open)):
         with monkeypatch.context() as m:
-            m.setattr(cpu.CpuStreams, name, slowly(getattr(cpu.CpuStreams, name)))
+            m.setattr(cpu_streams.CpuStreams, name, slowly(getattr(cpu_streams.CpuStreams, name)))
             timer = threading.Timer(0.1, _thread.interrupt_main)
             timer.start()
             with pytest.raises(KeyboardInterrupt):
@@ -473,7 +473,7 @@ def test_lattice_searches_and_short_searches_defer_signals(monkeypatch):
     state (as streams do), with signals deferred (one at a time: a Ctrl-C comes out between
     two), and so does a short search (the first one of a process loads the compiled code: a
     Ctrl-C inside LLVM's loading aborted)."""
-    from wfstdecode.ctc import cpu
+    from wfstdecode.ctc import cpu, cpu_streams
 
     g, lp, lengths = _lexicon_case(0)
     deferred = []
@@ -485,8 +485,7 @@ def test_lattice_searches_and_short_searches_defer_signals(monkeypatch):
 
         return call
 
-    monkeypatch.setattr(cpu.CpuStreams, "_advance_keeping_one",
-                        recording(cpu.CpuStreams._advance_keeping_one))  # fmt: skip
+    monkeypatch.setattr(cpu_streams, "search_keeping", recording(cpu_streams.search_keeping))
     monkeypatch.setattr(cpu, "_run", recording(cpu._run))
     decode_ctc(lp, lengths, g, CtcBeamOptions(lattice_beam=4.0), backend="cpu")
     decode_ctc(lp, lengths, g, backend="cpu")

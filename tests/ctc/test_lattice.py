@@ -199,7 +199,7 @@ def test_cpu_lattice_of_a_long_utterance_with_grown_buffers_is_the_reference(see
         for name in ("node_frame", "node_state", "final", "src", "dst", "graph_arc", "frame",
                      "graph_cost", "acoustic_cost"):  # fmt: skip
             np.testing.assert_array_equal(getattr(a, name), getattr(b, name), err_msg=name)
-    from wfstdecode.ctc.cpu import CpuStreams
+    from wfstdecode.ctc.cpu_streams import CpuStreams
     from wfstdecode.ctc.search import prepare_problem
 
     p = prepare_problem(lp[:1], None, g, options, None)
@@ -207,6 +207,35 @@ def test_cpu_lattice_of_a_long_utterance_with_grown_buffers_is_the_reference(see
     ((_, kept),) = streams.advance_keeping([(p, streams.begin(p), p.ac[0])])
     assert len(kept.state) > 1024 and kept.num_frames == 120
     assert kept.ends[-1] == len(kept.state) == len(kept.ctx)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_cpu_lattice_searches_whose_paths_outgrow_their_buffers_run_again(seed, monkeypatch):
+    """cpu's lattice searches write their paths into buffers sized for usual paths (one
+    compiled call per utterance, `CpuStreams.search_keeping`); one whose paths do not fit —
+    longer, or more than the rows — runs again with larger buffers: the reference's lattices
+    and hypotheses all the same (here every first buffer holds one arc of one path)."""
+    from wfstdecode.ctc._traceback import PathRows
+    from wfstdecode.ctc.cpu_streams import CpuStreams
+
+    g, lp = _case(seed, eps_cycles=seed % 2 == 1)
+    options = CtcBeamOptions(beam=6.0, lattice_beam=4.0, nbest=4)
+    want = decode_ctc(lp, None, g, options, backend="reference")
+    want_lattices = ctc_lattices(lp, None, g, options, backend="reference")
+    grown, real_grown = [], PathRows.grown
+
+    def counted(self, *args):
+        grown.append(args)
+        return real_grown(self, *args)
+
+    monkeypatch.setattr(PathRows, "first", classmethod(lambda cls, lanes, *_: cls(lanes, 1, 1)))
+    monkeypatch.setattr(PathRows, "grown", counted)
+    assert_hypotheses_equal(decode_ctc(lp, None, g, options, backend="cpu"), want)
+    assert grown
+    for a, b in zip(want_lattices, ctc_lattices(lp, None, g, options, backend="cpu"), strict=True):
+        np.testing.assert_array_equal(a.graph_arc, b.graph_arc)
+        np.testing.assert_array_equal(a.final, b.final)
+    assert hasattr(CpuStreams, "search_keeping")
 
 
 @pytest.mark.parametrize("seed", range(6))

@@ -17,10 +17,11 @@ Kaldi's lattice-faster-decoder keeps its tokens and the links between them:
 
 then pruned to the paths within ``lattice_beam`` of the best (`Lattice.pruned`). Survivors come
 from the backend's streaming interface (``begin``, then ``advance_keeping``, which runs the
-frames as ``advance`` does and keeps each frame's survivors, then ``end``), so every backend
-with streaming gives the same lattice, array for array (cuda: the survivors of every frame
-reach the host with the records, `cuda.buffers.Records`). The nodes and arcs are then found in
-one pass over the kept survivors (`_links`).
+frames as ``advance`` does and keeps each frame's survivors, then ``end``; cpu does the three
+in one compiled call per utterance, `CpuStreams.search_keeping`), so every backend with
+streaming gives the same lattice, array for array (cuda: the survivors of every frame reach the
+host with the records, `cuda.buffers.Records`). The nodes and arcs are then found in one pass
+over the kept survivors (`_links`), all of `build_lattice`'s arrays in one compiled call.
 
 n-best (`nbest_results`): the search's best path first — the result without a lattice, bit for
 bit — then the lattice's next best distinct word sequences (`Lattice.nbest`), each as the best
@@ -63,16 +64,14 @@ def _searched(problem: SearchProblem, streams, cancel) -> tuple[list, list]:
     """`lattice_search` on ``streams``; ``cancel``: a flag set once a Ctrl-C came (the
     searches, lattice builds and prunings stop: the result is dropped), or None."""
     one = [problem.utterance(b) for b in range(problem.batch_size)]
-    begun = streams.begin_all(one)
-    firsts = [streams.survivors(state) for state in begun]  # before advancing (in place)
-    jobs = [(p, state, p.ac[0, : p.lengths[0]]) for p, state in zip(one, begun, strict=True)]
-    done = streams.advance_keeping(jobs)
-    raws = [streams.end(p, state) for p, (state, _) in zip(one, done, strict=True)]
+    searched = getattr(streams, "search_keeping", None)  # (cpu's: each utterance in one call)
+    raws, firsts, kepts = (_search_keeping(streams, one) if searched is None
+                           else searched(problem))  # fmt: skip
 
     def lattice_of(b):
         if cancel is not None and cancel[0]:
             return None
-        p, first, kept, raw = one[b], firsts[b], done[b][1], raws[b]
+        p, first, kept, raw = one[b], firsts[b], kepts[b], raws[b]
         if not raw.paths or first is None or kept.num_frames < p.lengths[0]:  # it died
             return None
         lattice = build_lattice(p, first, kept, raw, cancel)
@@ -83,6 +82,18 @@ def _searched(problem: SearchProblem, streams, cancel) -> tuple[list, list]:
     return raws, streams.map(lattice_of, range(len(one)))
 
 
+def _search_keeping(streams, one: list) -> tuple[list, list, list]:
+    """Each of the one-utterance problems ``one`` searched through ``streams``' streaming
+    interface: per utterance its `RawResult`, token frame 0's survivors (None where the search
+    stopped there) and the later frames' (`FrameSurvivors`)."""
+    begun = streams.begin_all(one)
+    firsts = [streams.survivors(state) for state in begun]  # before advancing (in place)
+    jobs = [(p, state, p.ac[0, : p.lengths[0]]) for p, state in zip(one, begun, strict=True)]
+    done = streams.advance_keeping(jobs)
+    raws = [streams.end(p, state) for p, (state, _) in zip(one, done, strict=True)]
+    return raws, firsts, [kept for _, kept in done]
+
+
 def build_lattice(p: SearchProblem, first: tuple, kept: FrameSurvivors, raw: RawResult,
                   cancel=None) -> Lattice:  # fmt: skip
     """Utterance 0 of ``p``'s lattice from its survivors — those of token frame 0 (``first``:
@@ -91,34 +102,29 @@ def build_lattice(p: SearchProblem, first: tuple, kept: FrameSurvivors, raw: Raw
     links' pass at its next frame (the lattice then lacks arcs: for a caller that drops it)."""
     graph, boosts = search_graph(p), lane_boosts(p)
     T = kept.num_frames
-    path_frames, path_keys = [np.zeros(0, np.int64)], [np.zeros(0, np.int64)]
-    for arcs, frames, _ in raw.paths:
-        f, k = _path_tokens(graph, boosts, arcs, frames)
-        path_frames.append(f)
-        path_keys.append(k)
+    arcs = [arcs for arcs, _, _ in raw.paths]
+    offsets = np.cumsum([0] + [len(a) for a in arcs], dtype=np.int64)
     with state_maps(p.graph) as maps:
-        node_state, node_ctx, node_frame, survivor, arcs, n_cut = _assemble(
-            first[0], first[1], kept.state, kept.ctx, kept.ends, np.concatenate(path_frames),
-            np.concatenate(path_keys), graph, boosts, p.log_probs[0, :T], maps[0],
-            NEVER if cancel is None else cancel,
+        node_frame, node_state, final, links, n_cut = _assemble(
+            first[0], first[1], kept.state, kept.ctx, kept.ends, _joined(arcs),
+            _joined([frames for _, frames, _ in raw.paths]), offsets, graph, boosts,
+            p.log_probs[0, :T], maps[0], NEVER if cancel is None else cancel,
+            bool(raw.status & NO_FINAL),
         )  # fmt: skip
-    final = np.full(len(node_state), np.inf, np.float32)
-    last = (node_frame == T) & survivor
-    phi = np.zeros(int(last.sum()), np.float32)
-    if boosts.mask[0] >= 0:
-        phi = boosts.phi[boosts.node_offset[0] + node_ctx[last]]
-    final[last] = phi if raw.status & NO_FINAL else p.graph.final_cost[node_state[last]] + phi
     notes = []
     if raw.status & NO_FINAL:
         notes.append(_NO_FINAL_NOTE)
     if n_cut:
         notes.append(f"{n_cut} epsilon arcs closing a cycle were left out")
-    src, dst, garc, gcost, acost, afr = arcs
+    src, dst, garc, ilabel, olabel, gcost, acost, afr = links
     return Lattice(
-        T, node_frame, node_state, final, src, dst, garc,
-        p.graph.ilabel[garc], p.graph.olabel[garc], afr, gcost, acost,
+        T, node_frame, node_state, final, src, dst, garc, ilabel, olabel, afr, gcost, acost,
         float(p.options.acoustic_scale), tuple(notes),
     )  # fmt: skip
+
+
+def _joined(arrays: list) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.zeros(0, np.int32)
 
 
 # n-best asks the lattice for at most this many paths per sequence wanted when paths repeat a
@@ -252,29 +258,33 @@ def with_confidences(p: SearchProblem, hyps: list, lattices: list) -> list:
 
 
 @njit(nogil=True, cache=True)
-def _path_tokens(graph, boosts, arcs, path_frames):
-    """``(token frames, keys)`` of the tokens a path passes."""
+def _path_tokens(graph, boosts, arcs, path_frames, offsets):
+    """``(token frames, keys)`` of the tokens the paths pass (path ``k``: ``arcs[offsets[k]:
+    offsets[k + 1]]``, each from the root context state)."""
     n = arcs.shape[0]
     frames = np.empty(n, np.int64)
     keys = np.empty(n, np.int64)
-    x = 0
-    for i in range(n):
-        a = arcs[i]
-        _, x = arc_cost(graph, boosts, 0, a, x)
-        frames[i] = path_frames[i] + 1
-        keys[i] = (np.int64(graph.next_state[a]) << 32) | np.int64(x)
+    for k in range(offsets.shape[0] - 1):
+        x = 0
+        for i in range(offsets[k], offsets[k + 1]):
+            a = arcs[i]
+            _, x = arc_cost(graph, boosts, 0, a, x)
+            frames[i] = path_frames[i] + 1
+            keys[i] = (np.int64(graph.next_state[a]) << 32) | np.int64(x)
     return frames, keys
 
 
 @njit(nogil=True, cache=True)
-def _assemble(first_state, first_ctx, kept_state, kept_ctx, kept_ends, path_frames, path_keys,
-              graph, boosts, lp, heads, cancel):  # fmt: skip
-    """`build_lattice`'s nodes and arcs in one call: the survivors of token frame 0 (``first``)
-    and later (``kept``) and the result paths' tokens as nodes in canonical order, the arcs
-    between them (`_links`, with ``heads`` a state map: `scratch.state_maps`), ranked
-    (`_topological_ranks`) and grouped by source. Returns ``(node states, node context states,
-    node frames, whether each node survived, arcs, number of arcs cut)``, nodes in rank order,
-    ``arcs`` as `_by_source`'s."""
+def _assemble(first_state, first_ctx, kept_state, kept_ctx, kept_ends, path_arcs, path_arc_frames,
+              path_offsets, graph, boosts, lp, heads, cancel, no_final):  # fmt: skip
+    """`build_lattice`'s arrays in one call: the survivors of token frame 0 (``first``) and
+    later (``kept``) and the tokens of the result paths (`_path_tokens`) as nodes in canonical
+    order, the arcs between them (`_links`, with ``heads`` a state map: `scratch.state_maps`),
+    ranked (`_topological_ranks`) and grouped by source, and the last frame's survivors' final
+    costs (``phi`` alone with ``no_final``). Returns ``(node frames, node states, final costs,
+    arcs, number of arcs cut)``, nodes in rank order, ``arcs`` as `_by_source`'s with the
+    graph arcs' ilabels and olabels after the graph arcs."""
+    path_frames, path_keys = _path_tokens(graph, boosts, path_arcs, path_arc_frames, path_offsets)
     T = kept_ends.shape[0]
     n_first, n_kept, n_path = first_state.shape[0], kept_state.shape[0], path_keys.shape[0]
     frames = np.empty(n_first + n_kept + 1 + n_path, np.int64)
@@ -315,10 +325,17 @@ def _assemble(first_state, first_ctx, kept_state, kept_ctx, kept_ends, path_fram
     by_rank = np.empty_like(rank)
     by_rank[rank] = np.arange(rank.shape[0], dtype=rank.dtype)
     node_frame = np.empty(rank.shape[0], np.int32)
+    final = np.full(rank.shape[0], np.inf, np.float32)
+    slot = boosts.node_offset[0] if boosts.mask[0] >= 0 else -1
     for f in range(T + 1):
-        node_frame[frame_start[f] : frame_start[f + 1]] = f
-    return (node_state[by_rank], node_ctx[by_rank], node_frame[by_rank], survivor[by_rank], arcs,
-            int(cut.sum()))  # fmt: skip
+        for v in range(frame_start[f], frame_start[f + 1]):
+            node_frame[rank[v]] = f
+            if f == T and survivor[v]:  # (a phrase's partial match gives its bonus back)
+                phi = boosts.phi[slot + node_ctx[v]] if slot >= 0 else np.float32(0.0)
+                final[rank[v]] = phi if no_final else graph.final_cost[node_state[v]] + phi
+    src, dst, garc, gcost, acost, afr = arcs
+    links = (src, dst, garc, graph.ilabel[garc], graph.olabel[garc], gcost, acost, afr)
+    return node_frame, node_state[by_rank], final, links, int(cut.sum())
 
 
 @njit(nogil=True, cache=True)

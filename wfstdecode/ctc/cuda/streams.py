@@ -17,7 +17,7 @@ One call (`CudaStreams.advance`):
    call's records are dropped at once — into the stream's store, decoding ``-2 - r``.
 3. the stream's state is a cpu `SearchState` (survivors, records, shared prefix, counts), with
    the lane's beam and overflow counts beside it, so `partial` and `end` are the cpu backend's
-   host traceback (`cpu.CpuStreams`), and memory follows the active tokens as there (the
+   host traceback (`cpu_streams.CpuStreams`), and memory follows the active tokens as there (the
    records are collected whenever they double).
 
 ``begin`` runs frame 0 (the start state, closed and pruned) as a call with no frames. A stream's
@@ -47,11 +47,11 @@ from ..cpu import (
     ROOT,
     STATUS,
     STOPPED,
-    CpuStreams,
     SearchState,
     _collect,
 )
 from ..cpu_steps import SharedPrefix
+from ..cpu_streams import CpuStreams
 from ..status import STOPPED_BITS
 from ..tuning import CpuTuning, CudaTuning
 from .driver import run_search
