@@ -103,3 +103,7 @@ def test_the_pareto_tool_reads_each_peer_against_our_fastest_point_as_accurate()
     assert len(lines) == 2  # (kaldi's beam 6: slower than its beam 4, and less accurate)
     assert lines[0] == "| ocr | flashlight-text | 4 | 25.00 | 150 | 5 | 20.00 | 300 | 2.00x |"
     assert lines[1].endswith("| - | - | - | none as accurate |")
+    rows[1]["min_active"] = 2  # (a point of another min_active is labelled with it)
+    assert bench_ctc_pareto.equal_wer(rows)[2] == (
+        "| ocr | flashlight-text | 4 | 25.00 | 150 | 5 m2 | 20.00 | 300 | 2.00x |"
+    )

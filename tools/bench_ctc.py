@@ -92,7 +92,7 @@ def _since(t0, best):
 def run_kaldi(graph, lp, lengths, opts, repeats=3):
     from wfstdecode.testing.oracles import KaldiFasterDecoder
 
-    dec = KaldiFasterDecoder(graph, opts.beam, opts.max_active, opts.min_active)
+    dec = KaldiFasterDecoder.like(graph, opts)  # (its min_active counts one past ours)
     best = (float("inf"), float("inf"))
     for _ in range(repeats):
         t0 = _clock()

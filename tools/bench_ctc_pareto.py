@@ -9,7 +9,11 @@ flashlight-text's LexiconDecoder + KenLM on the same lexicon and ARPA over the s
   72,547-word speech graph (``<wb>`` between words), acoustic scale 1.25.
 
 ``--ocr-scales`` (a set per scale) / ``--speech-scale`` change the acoustic scales (all three
-decoders alike; the shipped OCR posteriors decode best near 2, the demo's).
+decoders alike; the shipped OCR posteriors decode best near 2, the demo's). kaldi-decoder runs
+at our beam and max_active and at min_active one less than ours (`KaldiFasterDecoder.like`: its
+cutoff counts one past ours, so its min_active=1, which runs before the forty-second session
+gave it, is a search a token wider than ours at narrow beams); ``--min-active 1,2`` adds points
+at our min_active 2 (Kaldi's 1) to both curves.
 After the table, each peer point against wfstdecode's fastest point at least as accurate.
 
 CPU seconds of one thread, best of ``--repeats`` taken alternately per point. Writes a table
@@ -81,7 +85,8 @@ def best_cpu(fn, repeats: int):
     return out, best
 
 
-def sweep(s: dict, beams: list[float], repeats: int, fl_beam_size: int) -> list[dict]:
+def sweep(s: dict, beams: list[float], repeats: int, fl_beam_size: int,
+          min_actives=(1,)) -> list[dict]:  # fmt: skip
     from wfstdecode.ctc import CtcBeamOptions, decode_ctc
     from wfstdecode.metrics import word_error_rate
     from wfstdecode.testing.oracles import KaldiFasterDecoder
@@ -92,9 +97,10 @@ def sweep(s: dict, beams: list[float], repeats: int, fl_beam_size: int) -> list[
     words = g.words.symbol
     fl = None
     rows = []
-    for beam in beams:
-        opts = CtcBeamOptions(beam=beam, max_active=s["max_active"], acoustic_scale=s["scale"])
-        kaldi = KaldiFasterDecoder(g, beam, s["max_active"], 1)
+    for beam, min_active in ((b, m) for b in beams for m in min_actives):
+        opts = CtcBeamOptions(beam=beam, max_active=s["max_active"], min_active=min_active,
+                              acoustic_scale=s["scale"])  # fmt: skip
+        kaldi = KaldiFasterDecoder.like(g, opts)  # (its min_active counts one past ours)
 
         def ours(opts=opts):
             return [list(h[0].words) for h in decode_ctc(lp, lengths, g, opts, backend="cpu",
@@ -115,21 +121,31 @@ def sweep(s: dict, beams: list[float], repeats: int, fl_beam_size: int) -> list[
         def flashlight(fl=fl, feats=feats):
             return bench_ctc._flashlight_decode(*fl, feats)
 
-        for fn in (ours, theirs, flashlight):  # untimed: with --repeats 1 the speech rows of
-            fn()  # the first beams came out 4-30x slow (one-off costs of a first call)
+        peers = (("wfstdecode", ours), ("kaldi-decoder", theirs))
+        if min_active == min_actives[0]:  # (flashlight has no such knob: once per beam)
+            peers += (("flashlight-text", flashlight),)
+        for _, fn in peers:  # untimed: with --repeats 1 the speech rows of the first beams
+            fn()  # came out 4-30x slow (one-off costs of a first call)
         results = {}
         for _ in range(repeats):  # alternately, the best CPU time of each kept
-            for name, fn in (("wfstdecode", ours), ("kaldi-decoder", theirs),
-                             ("flashlight-text", flashlight)):  # fmt: skip
+            for name, fn in peers:
                 hyps, cpu = best_cpu(fn, 1)
                 if name not in results or cpu < results[name][1]:
                     results[name] = (hyps, cpu)
         for name, (hyps, cpu) in results.items():
-            rows.append(dict(data=s["name"], decoder=name, beam=beam, cpu=cpu,
+            m = min_active if name != "flashlight-text" else 1
+            rows.append(dict(data=s["name"], decoder=name, beam=beam, min_active=m, cpu=cpu,
                              fps=frames / cpu, wer=word_error_rate(refs, hyps)))  # fmt: skip
-            print(f"| {s['name']} | {name} | {beam:g} | {cpu:.3f} | {frames / cpu:,.0f} "
-                  f"| {100 * rows[-1]['wer']:.2f} |", flush=True)  # fmt: skip
+            print(f"| {s['name']} | {name} | {point(rows[-1])} | {cpu:.3f} | "
+                  f"{frames / cpu:,.0f} | {100 * rows[-1]['wer']:.2f} |", flush=True)  # fmt: skip
     return rows
+
+
+def point(row: dict) -> str:
+    """A point's settings: its beam, and ``m2`` etc. for our min_active when not 1 (Kaldi's
+    then one less: `KaldiFasterDecoder.like`)."""
+    m = row.get("min_active", 1)
+    return f"{row['beam']:g}" + (f" m{m}" if m != 1 else "")
 
 
 def equal_wer(rows: list[dict]) -> list[str]:
@@ -154,9 +170,9 @@ def equal_wer(rows: list[dict]) -> list[str]:
         ours = [o for o in points(r["data"], "wfstdecode") if o["wer"] <= r["wer"]]
         best = max(ours, key=lambda o: o["fps"], default=None)
         mine = ("-", "-", "-", "none as accurate") if best is None else (
-            f"{best['beam']:g}", f"{100 * best['wer']:.2f}", f"{best['fps']:,.0f}",
+            point(best), f"{100 * best['wer']:.2f}", f"{best['fps']:,.0f}",
             f"{best['fps'] / r['fps']:.2f}x")  # fmt: skip
-        out.append(f"| {r['data']} | {r['decoder']} | {r['beam']:g} | {100 * r['wer']:.2f} | "
+        out.append(f"| {r['data']} | {r['decoder']} | {point(r)} | {100 * r['wer']:.2f} | "
                    f"{r['fps']:,.0f} | " + " | ".join(mine) + " |")  # fmt: skip
     return out
 
@@ -172,11 +188,11 @@ def plot(rows: list[dict], path: Path) -> None:
     for ax, name in zip(np.atleast_1d(axes), sets, strict=True):
         for decoder, marker in (("wfstdecode", "o"), ("kaldi-decoder", "s"),
                                 ("flashlight-text", "^")):  # fmt: skip
-            pts = sorted((r["fps"], 100 * r["wer"], r["beam"]) for r in rows
+            pts = sorted((r["fps"], 100 * r["wer"], point(r)) for r in rows
                          if r["data"] == name and r["decoder"] == decoder)  # fmt: skip
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, label=decoder)
-            for x, y, beam in pts:
-                ax.annotate(f"{beam:g}", (x, y), fontsize=7, xytext=(3, 3),
+            for x, y, label in pts:
+                ax.annotate(label, (x, y), fontsize=7, xytext=(3, 3),
                             textcoords="offset points")  # fmt: skip
         ax.set_xscale("log")
         ax.set_xlabel("frames per CPU-second (one thread; log scale)")
@@ -198,15 +214,21 @@ def main() -> None:
     ap.add_argument("--plot", type=Path)
     ap.add_argument("--ocr-scales", default="1", help="acoustic scales on ocr (a set each)")
     ap.add_argument("--speech-scale", type=float, default=1.25, help="acoustic scale on speech")
+    ap.add_argument(
+        "--min-active",
+        default="1",
+        help="our min_active values (Kaldi's one less each; flashlight has none)",
+    )
     args = ap.parse_args()
     beams = [float(b) for b in args.beams.split(",")]
+    min_actives = [int(m) for m in args.min_active.split(",")]
     import flashlight.lib.text  # noqa: F401  (fail now, not after the first data set)
     import kaldi_decoder  # noqa: F401
 
     print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, python "
           f"{sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}; "
           f"{time.strftime('%Y-%m-%d %H:%M %Z')}")  # fmt: skip
-    print("\n| data | decoder | beam | CPU s | frames per CPU-second | WER % |")
+    print("\n| data | decoder | beam (m: min_active) | CPU s | frames per CPU-second | WER % |")
     print("|---|---|---|---|---|---|")
     work = Path(tempfile.mkdtemp(prefix="pareto_"))
     try:
@@ -214,7 +236,7 @@ def main() -> None:
         ocr_scales = list(dict.fromkeys(float(x) for x in args.ocr_scales.split(",")))
         for s in data_sets(work, args.speech, args.speech_utts, ocr_scales,
                            args.speech_scale):  # fmt: skip
-            rows += sweep(s, beams, args.repeats, args.fl_beam_size)
+            rows += sweep(s, beams, args.repeats, args.fl_beam_size, min_actives)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"# load average after {os.getloadavg()[0]:.2f}")

@@ -1,7 +1,8 @@
 """Against an independent implementation: kaldi-decoder's FasterDecoder on the same graph and
-emissions (same beam, max_active, min_active, acoustic scale) gives the same best word sequence
-for >= 99% of utterances: on a lexicon graph, on the shipped TLG, and (slow, needs ../shared/data)
-on a TLG of the real en-us LM cut to 10k words. Also `decode_npz` on the shipped data."""
+emissions (same beam, max_active, min_active as `KaldiFasterDecoder.like` maps it, acoustic
+scale) gives the same best word sequence for >= 99% of utterances: on a lexicon graph, on the
+shipped TLG, and (slow, needs ../shared/data) on a TLG of the real en-us LM cut to 10k words.
+Also `decode_npz` on the shipped data."""
 
 from pathlib import Path
 
@@ -20,7 +21,7 @@ DATA = Path(__file__).resolve().parents[2] / "wfstdecode" / "data"
 
 
 def kaldi_best_words(graph, log_probs, lengths, opts):
-    dec = KaldiFasterDecoder(graph, opts.beam, opts.max_active, opts.min_active)
+    dec = KaldiFasterDecoder.like(graph, opts)
     out = []
     for b in range(len(log_probs)):
         path = dec.best_path(log_probs[b, : lengths[b]], opts.acoustic_scale)
@@ -73,6 +74,22 @@ def test_same_words_as_kaldi_faster_decoder_shipped_tlg(shipped_tlg, opts):
     with np.load(DATA / "ocr_emissions.npz") as z:
         lp, lengths = z["log_probs"], z["lengths"]
     assert _agreement(shipped_tlg, lp, lengths, opts) >= 0.99
+
+
+def test_narrow_beams_prune_as_kaldi_with_its_min_active_one_less(shipped_tlg):
+    """At a narrow beam the two searches' min_active tell apart: Kaldi's min_active=1 keeps a
+    second token where one alone is within the beam (its cutoff indexes the sorted costs from
+    0); ours with 1 is the beam alone, Kaldi's 0. Every OCR line the same so paired
+    (`KaldiFasterDecoder.like`), and the same setting number does differ (a benchmark that
+    passed its number through compared a wider Kaldi search with ours)."""
+    with np.load(DATA / "ocr_emissions.npz") as z:
+        lp, lengths = z["log_probs"], z["lengths"]
+    opts = CtcBeamOptions(beam=3.0, max_active=10000, acoustic_scale=2.0)
+    ours = [h[0].word_ids for h in decode_ctc(lp, lengths, shipped_tlg, opts, backend="cpu")]
+    assert ours == kaldi_best_words(shipped_tlg, lp, lengths, opts)
+    same_number = KaldiFasterDecoder(shipped_tlg, 3.0, 10000, opts.min_active)
+    theirs = [same_number.best_path(lp[b, : lengths[b]], 2.0) for b in range(len(lp))]
+    assert any(a != (b[0] if b else None) for a, b in zip(ours, theirs, strict=True))
 
 
 def test_decode_npz_on_shipped_data(shipped_tlg):

@@ -123,6 +123,17 @@ class KaldiFasterDecoder:
         self._decoder = kaldi_decoder.FasterDecoder(fst, opts)
         self.fst = fst
 
+    @classmethod
+    def like(cls, graph, options) -> KaldiFasterDecoder:
+        """The FasterDecoder that prunes as ``options`` (`CtcBeamOptions`) do: the same beam and
+        max_active, and min_active one less. Kaldi's cutoff widens to the cost at index
+        ``min_active`` of the frame's sorted costs (the ``min_active + 1``-th best: its
+        min_active=1 keeps a second token where one alone is within the beam), ours to the
+        ``min_active``-th best. Ours at 1 (the beam alone) is Kaldi's at 0 exactly; above, Kaldi
+        also widens the next frame's beam by as much (its adaptive beam), so they differ a little.
+        """
+        return cls(graph, options.beam, options.max_active, options.min_active - 1)
+
     def best_path(
         self, log_probs: np.ndarray, acoustic_scale: float = 1.0
     ) -> tuple[tuple[int, ...], float] | None:
