@@ -238,6 +238,36 @@ def test_cpu_lattice_searches_whose_paths_outgrow_their_buffers_run_again(seed, 
     assert hasattr(CpuStreams, "search_keeping")
 
 
+@pytest.mark.parametrize("composed", [False, True])
+@pytest.mark.parametrize("backend", fast_backends())
+def test_a_lattice_search_names_the_utterance_of_a_graph_error(backend, composed, monkeypatch):
+    """A negative-cost epsilon cycle that only utterance 2's boost makes: a lattice decode
+    names utterance 2, as a decode without lattices does, on every backend — cuda composes
+    ``begin``, ``advance_keeping`` and ``end`` (`lattice._search_keeping`; ``composed``: cpu
+    made to as well), and its ``end`` was not told the utterance (it named utterance 0)."""
+    from wfstdecode import GraphError, SymbolTable
+    from wfstdecode.ctc.cpu_streams import CpuStreams
+    from wfstdecode.decoding_graph import DecodingGraph
+    from wfstdecode.fstio import FstArrays
+
+    if composed:
+        if backend != "cpu":
+            pytest.skip("only cpu has a search of its own to hide")
+        monkeypatch.delattr(CpuStreams, "search_keeping")
+    final = np.array([0.0, np.inf], np.float32)
+    src, dst, ilabel, olabel = np.array([0, 0, 1]), np.array([0, 1, 0]), [1, 0, 0], [0, 1, 0]
+    fst = FstArrays(0, final, src, dst, np.array(ilabel), np.array(olabel),
+                    np.array([0.0, 0.5, 0.5]))  # fmt: skip
+    g = DecodingGraph.from_arrays(fst, SymbolTable.from_list(["<blk>"]),
+                                  SymbolTable.from_list(["<eps>", "w"]))  # fmt: skip
+    lp = np.zeros((3, 2, 1), np.float32)
+    boosts = [None, None, {"w": 2.0}]  # (the cycle: 1.0 less 2.0 for w)
+    for lattice_beam in (None, 4.0):
+        options = CtcBeamOptions(beam=5.0, lattice_beam=lattice_beam)
+        with pytest.raises(GraphError, match=r"negative-cost epsilon cycle.*\(utterance 2,"):
+            decode_ctc(lp, None, g, options, boosts, backend=backend)
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_every_lattice_arc_and_path_rescores_through_the_graph(seed):
     g, lp = _case(seed)

@@ -90,7 +90,8 @@ def _search_keeping(streams, one: list) -> tuple[list, list, list]:
     firsts = [streams.survivors(state) for state in begun]  # before advancing (in place)
     jobs = [(p, state, p.ac[0, : p.lengths[0]]) for p, state in zip(one, begun, strict=True)]
     done = streams.advance_keeping(jobs)
-    raws = [streams.end(p, state) for p, (state, _) in zip(one, done, strict=True)]
+    raws = [streams.end(p, state, b)  # (``b``: the utterance its errors name)
+            for b, (p, (state, _)) in enumerate(zip(one, done, strict=True))]  # fmt: skip
     return raws, firsts, [kept for _, kept in done]
 
 

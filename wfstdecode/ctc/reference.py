@@ -163,8 +163,8 @@ class ReferenceStreams:
             advance(p, 0, state, ac)
         return [state for _, state, _ in jobs]
 
-    def end(self, p: SearchProblem, state: SearchState) -> RawResult:
-        return end(p, 0, state)
+    def end(self, p: SearchProblem, state: SearchState, utterance: int = 0) -> RawResult:
+        return end(p, 0, state)  # (its errors name a state, not ``utterance``)
 
     def map(self, fn, jobs) -> list:
         """``[fn(job) for job in jobs]`` (the reference has one thread)."""
