@@ -186,11 +186,17 @@ def plot(rows: list[dict], path: Path) -> None:
     sets = list(dict.fromkeys(r["data"] for r in rows))  # (in the order decoded)
     fig, axes = plt.subplots(1, len(sets), figsize=(6 * len(sets), 4.5))
     for ax, name in zip(np.atleast_1d(axes), sets, strict=True):
-        for decoder, marker in (("wfstdecode", "o"), ("kaldi-decoder", "s"),
-                                ("flashlight-text", "^")):  # fmt: skip
+        curves = dict.fromkeys((r["decoder"], r.get("min_active", 1)) for r in rows)
+        colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+        for k, (decoder, m) in enumerate(curves):
+            color = colors[k % len(colors)]
             pts = sorted((r["fps"], 100 * r["wer"], point(r)) for r in rows
-                         if r["data"] == name and r["decoder"] == decoder)  # fmt: skip
-            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, label=decoder)
+                         if r["data"] == name and r["decoder"] == decoder
+                         and r.get("min_active", 1) == m)  # fmt: skip
+            marker = {"wfstdecode": "o", "kaldi-decoder": "s"}.get(decoder, "^")
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, color=color,
+                    linestyle="-" if m == 1 else "--",
+                    label=decoder if m == 1 else f"{decoder}, our min_active {m}")  # fmt: skip
             for x, y, label in pts:
                 ax.annotate(label, (x, y), fontsize=7, xytext=(3, 3),
                             textcoords="offset points")  # fmt: skip
