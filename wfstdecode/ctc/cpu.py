@@ -410,12 +410,20 @@ def decode_cpu(problem, tuning: CpuTuning | None = None) -> PathBatch:
     did not fit the output buffers (too long, or more than its rows) run again with larger
     ones."""
     tuning = tuning or CpuTuning()
+    return with_retries(problem, lambda lanes, rows: _run_interruptibly(problem, lanes, rows,
+                                                                        tuning))  # fmt: skip
+
+
+def with_retries(problem, run) -> PathBatch:
+    """Every utterance's paths (`PathBatch`) from ``run(lanes, rows)``, which searches the
+    utterances ``lanes`` into `PathRows` ``rows`` (lane ``i`` = utterance ``lanes[i]``) and
+    returns their `Outcome`; utterances whose paths did not fit run again with larger rows."""
     nbest = problem.options.nbest
     made = []  # (utterances, their PathBatch) of each run
     lanes = np.arange(problem.batch_size)
     rows = PathRows.first(len(lanes), nbest, int(problem.lengths.max(initial=0)))
     while len(lanes):
-        outcome = _run_interruptibly(problem, lanes, rows, tuning)
+        outcome = run(lanes, rows)
         retry = (outcome.status & RETRY_BITS) != 0
         done = np.flatnonzero(~retry)
         made.append((lanes[done], rows.results(done, outcome.n[done], outcome.status[done],
@@ -440,12 +448,12 @@ def _run_interruptibly(problem, lanes, rows, tuning):
     where it is called, signals deferred till it returns."""
     cancel = np.zeros(1, np.int32)
     if int(problem.lengths[lanes].sum()) > DIRECT_FRAMES:
-        return on_worker(_run, problem, lanes, rows, _callers_threads(tuning), cancel,
+        return on_worker(_run, problem, lanes, rows, callers_threads(tuning), cancel,
                          cancel=cancel)  # fmt: skip
     return signals_deferred(_run, problem, lanes, rows, tuning, cancel)
 
 
-def _callers_threads(tuning: CpuTuning) -> CpuTuning:
+def callers_threads(tuning: CpuTuning) -> CpuTuning:
     """``tuning`` for a search the worker thread runs for the caller: Numba's thread count is
     per thread, so the caller's is written in (asked only where this process may start the
     threading layer: asking starts it)."""

@@ -23,13 +23,14 @@ from .cpu import (
     STATUS,
     Outcome,
     SearchState,
-    _callers_threads,
     advance,
     advance_keeping,
     begin,
+    callers_threads,
     end,
     search_keeping,
     settled_prefix,
+    with_retries,
 )
 from .cpu_steps import SharedPrefix
 from .scratch import state_maps
@@ -96,7 +97,7 @@ class CpuStreams:
         self._one_call = True
         if frames <= DIRECT_FRAMES:
             return fn(self._cancel)
-        self.tuning = _callers_threads(self.tuning)
+        self.tuning = callers_threads(self.tuning)
         return on_worker(fn, self._cancel, cancel=self._cancel)
 
     # Each call that returns a search state runs with signals deferred (`interrupts`: a Ctrl-C
@@ -167,18 +168,15 @@ class CpuStreams:
         and the later frames' `FrameSurvivors`, per utterance. Utterances whose paths did not
         fit run again with larger buffers, as in `decode_cpu`."""
         graph, boosts, lim = self._bundles(problem)
-        nbest, B = problem.options.nbest, problem.batch_size
         scratch = (self._cancel, np.int64(self.tuning.collect_records_at),
                    np.int64(self.tuning.first_room))  # fmt: skip
-        firsts, kept = [None] * B, [None] * B
-        made = []  # (utterances, their PathBatch) of each run
-        lanes = np.arange(B)
-        rows = PathRows.first(B, nbest, int(problem.lengths.max(initial=0)))
-        while len(lanes):
+        firsts, kept = [None] * problem.batch_size, [None] * problem.batch_size
+
+        def run(lanes, rows):
             outcome = Outcome(*(np.zeros(len(lanes), np.int64) for _ in range(3)))
             paths = (rows.arcs, rows.frames, rows.lens, rows.costs)
 
-            def search(row, lanes=lanes, paths=paths, outcome=outcome):
+            def search(row):
                 b = int(lanes[row])
                 with state_maps(problem.graph) as maps:
                     first_state, first_ctx, stopped, kept[b] = search_keeping(
@@ -188,14 +186,9 @@ class CpuStreams:
                 firsts[b] = None if stopped else (first_state, first_ctx)
 
             self.map(search, range(len(lanes)))
-            retry = (outcome.status & RETRY_BITS) != 0
-            done = np.flatnonzero(~retry)
-            made.append((lanes[done], rows.results(done, outcome.n[done], outcome.status[done],
-                                                   lanes[done], outcome.died[done])))  # fmt: skip
-            again = int(np.bitwise_or.reduce(outcome.status[retry], initial=0))
-            lanes = lanes[retry]
-            rows = rows.grown(len(lanes), again, nbest)
-        return PathBatch.merged(made, B), firsts, kept
+            return outcome
+
+        return with_retries(problem, run), firsts, kept
 
     def end(self, p, state, utterance: int = 0):
         """Step 6 for one stream, with the same output retry as `decode_cpu` (``utterance``:
