@@ -1,0 +1,44 @@
+"""tools/fuzz_transducer_beam.py (a script: imported from its folder) fails a campaign on a
+wrong hypothesis, and counts as a tie only what the n-best shows is one."""
+
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tools"))
+import fuzz_transducer_beam as fuzz
+
+from wfstdecode.results import Hypothesis
+
+
+def _hyps():
+    return [[Hypothesis((1, 2), (0, 1), -1.0), Hypothesis((2,), (1,), -2.0)]]
+
+
+def test_a_wrong_time_or_duration_with_the_right_score_is_a_difference():
+    want = _hyps()
+    moved = [[replace(want[0][0], timestamps=(0, 2)), want[0][1]]]
+    assert fuzz.differ(moved, want)[0] == "difference"
+    other = [[want[0][0], replace(want[0][1], tokens=(1,))]]
+    assert fuzz.differ(other, want)[0] == "difference"
+    assert fuzz.differ(want, _hyps()) is None
+
+
+def test_hypotheses_of_equal_scores_in_another_order_are_a_tie():
+    a, b = Hypothesis((1, 2), (0, 1), -1.0), Hypothesis((2,), (1,), -1.0)
+    assert fuzz.differ([[b, a]], [[a, b]])[0] == "tie"
+
+
+def test_a_campaign_with_wrong_times_fails(monkeypatch, capsys):
+    real = fuzz.beam_decode
+
+    def shifted(model, enc, lengths, options):  # the compiled form (the first call) is wrong
+        out = real(model, enc, lengths, options)
+        if not fuzz.beam_package.COMPILED_ON_CPU:
+            return out
+        return [[replace(h, timestamps=tuple(t + 1 for t in h.timestamps)) for h in hs]
+                for hs in out]  # fmt: skip
+
+    monkeypatch.setattr(fuzz, "beam_decode", shifted)
+    assert fuzz.main(["--seconds", "1"]) == 1
+    assert "compiled vs reference" in capsys.readouterr().out
