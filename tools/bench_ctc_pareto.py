@@ -12,7 +12,7 @@ flashlight-text's LexiconDecoder + KenLM on the same lexicon and ARPA over the s
 decoders alike; the shipped OCR posteriors decode best near 2, the demo's). kaldi-decoder runs
 at our beam and max_active and at min_active one less than ours (`KaldiFasterDecoder.like`: its
 cutoff counts one past ours, so its min_active=1, which runs before the forty-second session
-gave it, is a search a token wider than ours at narrow beams); ``--min-active 1,2`` adds points
+gave it, widens its beam at narrow beams where ours does not); ``--min-active 1,2`` adds points
 at our min_active 2 (Kaldi's 1) to both curves.
 After the table, each peer point against wfstdecode's fastest point at least as accurate.
 
