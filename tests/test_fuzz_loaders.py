@@ -24,7 +24,7 @@ from wfstdecode.testing.fuzz import (
     run,
 )
 
-EXAMPLES = 250  # per loader: 14 loaders x 250 inputs in ~30 s on one core
+EXAMPLES = 250  # per loader: 18 loaders x 250 inputs
 FUZZ = settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
                 suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
 
