@@ -1,7 +1,8 @@
 #!/usr/bin/env python
 """Benchmark the CTC WFST beam search: this project's CPU backend against kaldi-decoder's
 FasterDecoder (and flashlight-text when a lexicon + ARPA are given and it is installed) on one
-fixed emission set, at identical beam / max_active / min_active / acoustic scale.
+fixed emission set, at identical beam / max_active / acoustic scale and Kaldi's min_active one
+less than ours (`KaldiFasterDecoder.like`: its 0 is our 1).
 
 Prints decoder-only frames per second, the ratios, and how often the best word sequences agree.
 
@@ -92,7 +93,7 @@ def _since(t0, best):
 def run_kaldi(graph, lp, lengths, opts, repeats=3):
     from wfstdecode.testing.oracles import KaldiFasterDecoder
 
-    dec = KaldiFasterDecoder.like(graph, opts)  # (its min_active counts one past ours)
+    dec = KaldiFasterDecoder.like(graph, opts)  # (Kaldi's min_active 0 is our 1: `like`)
     best = (float("inf"), float("inf"))
     for _ in range(repeats):
         t0 = _clock()

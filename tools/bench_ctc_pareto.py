@@ -11,9 +11,9 @@ flashlight-text's LexiconDecoder + KenLM on the same lexicon and ARPA over the s
 ``--ocr-scales`` (a set per scale) / ``--speech-scale`` change the acoustic scales (all three
 decoders alike; the shipped OCR posteriors decode best near 2, the demo's). kaldi-decoder runs
 at our beam and max_active and at min_active one less than ours (`KaldiFasterDecoder.like`: its
-cutoff counts one past ours, so its min_active=1, which runs before the forty-second session
-gave it, widens its beam at narrow beams where ours does not); ``--min-active 1,2`` adds points
-at our min_active 2 (Kaldi's 1) to both curves.
+min_active=1, which runs before the forty-second session gave it, keeps the best token alone as
+ours does but widens the next frame's beam at narrow beams where ours does not; its 0 is our 1);
+``--min-active 1,2`` adds points at our min_active 2 (Kaldi's 1), a curve of their own for each.
 After the table, each peer point against wfstdecode's fastest point at least as accurate.
 
 CPU seconds of one thread, best of ``--repeats`` taken alternately per point. Writes a table
@@ -95,12 +95,11 @@ def sweep(s: dict, beams: list[float], repeats: int, fl_beam_size: int,
     frames = int(lengths.sum())
     decode_ctc(lp[:1, :5], [5], g, CtcBeamOptions(), backend="cpu", num_threads=1)
     words = g.words.symbol
-    fl = None
     rows = []
     for beam, min_active in ((b, m) for b in beams for m in min_actives):
         opts = CtcBeamOptions(beam=beam, max_active=s["max_active"], min_active=min_active,
                               acoustic_scale=s["scale"])  # fmt: skip
-        kaldi = KaldiFasterDecoder.like(g, opts)  # (its min_active counts one past ours)
+        kaldi = KaldiFasterDecoder.like(g, opts)  # (Kaldi's min_active 0 is our 1: `like`)
 
         def ours(opts=opts):
             return [list(h[0].words) for h in decode_ctc(lp, lengths, g, opts, backend="cpu",
@@ -113,16 +112,17 @@ def sweep(s: dict, beams: list[float], repeats: int, fl_beam_size: int,
                 out.append([words(w) for w in (path[0] if path else ())])
             return out
 
-        args = SimpleNamespace(separator=s["sep"], fl_beam_size=fl_beam_size, beam=beam,
-                               acoustic_scale=s["scale"])  # fmt: skip
-        fl = bench_ctc.flashlight_decoder(g.tokens, s["lexicon"], s["arpa"], args)
-        feats = bench_ctc.flashlight_feats(lp, lengths, g.tokens, s["sep"])
-
-        def flashlight(fl=fl, feats=feats):
-            return bench_ctc._flashlight_decode(*fl, feats)
-
         peers = (("wfstdecode", ours), ("kaldi-decoder", theirs))
-        if min_active == min_actives[0]:  # (flashlight has no such knob: once per beam)
+        if min_active == min_actives[0]:  # (flashlight has no such knob: once per beam, its
+            # decoder, KenLM and trie made for it alone)
+            args = SimpleNamespace(separator=s["sep"], fl_beam_size=fl_beam_size, beam=beam,
+                                   acoustic_scale=s["scale"])  # fmt: skip
+            fl = bench_ctc.flashlight_decoder(g.tokens, s["lexicon"], s["arpa"], args)
+            feats = bench_ctc.flashlight_feats(lp, lengths, g.tokens, s["sep"])
+
+            def flashlight(fl=fl, feats=feats):
+                return bench_ctc._flashlight_decode(*fl, feats)
+
             peers += (("flashlight-text", flashlight),)
         for _, fn in peers:  # untimed: with --repeats 1 the speech rows of the first beams
             fn()  # came out 4-30x slow (one-off costs of a first call)
@@ -203,7 +203,7 @@ def plot(rows: list[dict], path: Path) -> None:
         ax.set_xscale("log")
         ax.set_xlabel("frames per CPU-second (one thread; log scale)")
         ax.set_ylabel("WER %")
-        ax.set_title(f"{name}: WER against speed (labels: beam)")
+        ax.set_title(f"{name}: WER against speed (labels: beam, m: our min_active)")
         ax.grid(True, alpha=0.3)
         ax.legend()
     fig.tight_layout()

@@ -79,10 +79,17 @@ def differ(got, want) -> tuple[str, str] | None:
     differently), or ("difference", ...). A tie needs a hypothesis of equal score: where a
     hypothesis differs, its score is that of another hypothesis of the same list (the n-best
     shows the tie); equal scores alone (a wrong time or duration keeps the score) are a
-    difference."""
+    difference. A tie whole in the list (a worse hypothesis follows it) must hold the same
+    hypotheses on both sides; only one at the list's end may go on past the n-best cut."""
 
     def close(x, y):
         return abs(x - y) <= 1e-6 * max(1.0, abs(y))
+
+    def content(h):
+        return h.tokens, h.timestamps, h.durations
+
+    def tie_of(hs, score):
+        return [content(h) for h in hs if close(h.score, score)]
 
     for b, (g, w) in enumerate(zip(got, want, strict=True)):
         if len(g) != len(w):
@@ -95,6 +102,9 @@ def differ(got, want) -> tuple[str, str] | None:
                 continue
             tied = any(close(h.score, hw.score) for hs in (g, w)
                        for j, h in enumerate(hs) if j != i)  # fmt: skip
+            if tied and not close(hw.score, w[-1].score):  # a tie whole in the list (a worse
+                # hypothesis follows): each side's hypothesis is one of the other's of its score
+                tied = content(hg) in tie_of(w, hw.score) and content(hw) in tie_of(g, hw.score)
             if not tied:
                 return "difference", f"utterance {b}: {hg} != {hw}"
         if [(h.tokens, h.timestamps, h.durations) for h in g] != [

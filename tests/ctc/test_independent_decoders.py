@@ -79,10 +79,10 @@ def test_same_words_as_kaldi_faster_decoder_shipped_tlg(shipped_tlg, opts):
 def test_narrow_beams_prune_as_kaldi_with_its_min_active_one_less(shipped_tlg):
     """At a narrow beam the two searches' min_active tell apart: where one token alone is within
     the beam, Kaldi's min_active=1 widens its next frame's beam to the second-best cost (its
-    cutoff indexes the sorted costs from 0) plus beam_delta; ours with 1 is the beam alone,
-    Kaldi's 0. Every OCR line the same so paired
-    (`KaldiFasterDecoder.like`), and the same setting number does differ (a benchmark that
-    passed its number through compared a wider Kaldi search with ours)."""
+    cutoff indexes the sorted costs from 0) less the best, plus beam_delta; ours with 1 is the
+    beam alone, Kaldi's 0. Every OCR line the same so paired (`KaldiFasterDecoder.like`), and
+    the same setting number does differ (a benchmark that passed its number through compared a
+    wider Kaldi search with ours)."""
     with np.load(DATA / "ocr_emissions.npz") as z:
         lp, lengths = z["log_probs"], z["lengths"]
     opts = CtcBeamOptions(beam=3.0, max_active=10000, acoustic_scale=2.0)

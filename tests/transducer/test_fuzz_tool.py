@@ -42,3 +42,17 @@ def test_a_campaign_with_wrong_times_fails(monkeypatch, capsys):
     monkeypatch.setattr(fuzz, "beam_decode", shifted)
     assert fuzz.main(["--seconds", "1"]) == 1
     assert "compiled vs reference" in capsys.readouterr().out
+
+
+def test_a_wrong_hypothesis_inside_a_whole_tie_is_a_difference():
+    """A tie of two hypotheses followed by a worse one is whole in the list: a search that
+    returns one of the two with a wrong time is wrong, though a tie is in the list."""
+    a, b = Hypothesis((1, 2), (0, 1), -1.0), Hypothesis((2,), (1,), -1.0)
+    c = Hypothesis((3,), (2,), -2.0)
+    moved = replace(a, timestamps=(0, 2))
+    assert fuzz.differ([[b, moved, c]], [[a, b, c]])[0] == "difference"
+    assert fuzz.differ([[b, a, c]], [[a, b, c]])[0] == "tie"
+    # at the list's end the tie may go on past the n-best cut: another of that score is a tie
+    d = Hypothesis((4,), (0,), -2.0)
+    assert fuzz.differ([[a, c, d]], [[a, d, c]])[0] == "tie"
+    assert fuzz.differ([[b, a, replace(c, tokens=(5,))]], [[a, b, c]])[0] == "difference"

@@ -162,7 +162,7 @@ class CpuStreams:
     def search_keeping(self, problem) -> tuple[PathBatch, list, list]:
         """Every utterance of ``problem`` searched whole, keeping each token frame's survivors
         for its lattice, on this object's threads: per utterance what `begin`, `survivors`,
-        `advance_keeping` and `end` give (`lattice.lattice_search` composes those for other
+        `advance_keeping` and `end` give (`lattice._search_keeping` composes those for other
         backends), each utterance in one compiled call (`cpu.search_keeping`). Returns the
         paths (`PathBatch`), token frame 0's survivors (None where the search stopped there)
         and the later frames' `FrameSurvivors`, per utterance. Utterances whose paths did not
