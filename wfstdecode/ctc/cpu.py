@@ -82,8 +82,7 @@ _DONE, _STOPPED, _ROOM, _ROOM_WITHIN, _COLLECT, _KEEP_ROOM = range(6)
 
 @njit(nogil=True, cache=True, _nrt=False)
 def _frames(ac, n_frames, t, alive, n_alive, cands, records, counts, graph, boosts, lane, lim,
-            state_map, cancel, early, within, n, q_n, rounds, limit, building, kept,
-            n_kept):  # fmt: skip
+            state_map, cancel, within, n, q_n, rounds, limit, building, kept, n_kept):  # fmt: skip
     """Token frames, one per row of ``ac`` from row ``t`` on, steps 2-5 each, until
     ``n_frames`` rows are done or something needs what only `_drive` does (growing a buffer,
     collecting the records). ``within``: first finish token frame ``building`` whose closure
@@ -106,12 +105,20 @@ def _frames(ac, n_frames, t, alive, n_alive, cands, records, counts, graph, boos
             if room > cap or records.prev.shape[0] - counts[N_REC] < cap:
                 return _ROOM, t, n_alive, n, q_n, rounds, limit, room, building, n_kept
             n = expand(ac[t], alive, n_alive, cands, state_map, graph, boosts, lane, lim.beam,
-                       early)  # fmt: skip
+                       True)  # fmt: skip
             if n == 0:
                 counts[STATUS] |= DIED
                 counts[STOPPED] = counts[FRAMES]
                 return _STOPPED, t, n_alive, n, q_n, rounds, limit, 0, building, n_kept
-            limit = closure_cutoff(cands.cost, n, smallest(cands.cost, n), lim, cands.scratch)
+            best = smallest(cands.cost, n)
+            if lim.min_active > 1 and _within(cands.cost, n, best + lim.beam) < lim.min_active:
+                # the cutoffs reach past the beam, to candidates `expand` left out: make them all
+                # (with min_active or more within it, nothing beyond it can survive or matter)
+                for j in range(n):
+                    state_map[cands.state[j]] = -1
+                n = expand(ac[t], alive, n_alive, cands, state_map, graph, boosts, lane,
+                           lim.beam, False)  # fmt: skip
+            limit = closure_cutoff(cands.cost, n, best, lim, cands.scratch)
             q_n = closure_queue(cands, n, limit) if has_epsilon else np.int64(0)
             rounds = np.int64(0)
         within = False
@@ -153,12 +160,11 @@ def _drive(state, ac, n_frames, alive, n_alive, cands, graph, boosts, lane, lim,
     ``(the new SearchState, kept, survivors kept, frames done)``."""
     counts = state.counts
     records, prefix = state.records, state.prefix
-    early = lim.min_active <= 1
     t, n_kept = 0, 0
     while True:
         why, t, n_alive, n, q_n, rounds, limit, room, building, n_kept = _frames(
             ac, n_frames, t, alive, n_alive, cands, records, counts, graph, boosts, lane, lim,
-            state_map, cancel, early, within, n, q_n, rounds, limit, building, kept, n_kept,
+            state_map, cancel, within, n, q_n, rounds, limit, building, kept, n_kept,
         )  # fmt: skip
         within = why == _ROOM_WITHIN
         if why == _ROOM or within:
@@ -179,6 +185,16 @@ def _drive(state, ac, n_frames, alive, n_alive, cands, graph, boosts, lane, lim,
                     counts[COLLECT_AT] *= 2
         else:
             return SearchState(_first(alive, n_alive), records, prefix, counts), kept, n_kept, t
+
+
+@njit(inline="always", nogil=True, cache=True)
+def _within(costs, n, limit):
+    """How many of ``costs[:n]`` are at most ``limit``."""
+    count = 0
+    for j in range(n):
+        if costs[j] <= limit:
+            count += 1
+    return count
 
 
 @njit(inline="always", nogil=True, cache=True)

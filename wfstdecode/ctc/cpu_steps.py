@@ -209,8 +209,9 @@ def expand_room(alive, n_alive, graph, state_map, boosts, lane):
 def expand(ac_t, alive, n_alive, cands, state_map, graph, boosts, lane, beam, early):
     """Step 2: the ``n_alive`` survivors' emitting arcs into the candidates (room for
     `expand_room` of them), recombined per (state, context state); returns their number. With
-    ``early`` (``min_active == 1``) no candidate beyond the frame's ``best + beam`` is created:
-    no cutoff of this frame can keep it (results do not change)."""
+    ``early`` no candidate beyond the frame's ``best + beam`` is created: no cutoff of this
+    frame can keep it while ``min_active`` candidates are within it (`cpu._frames` expands again
+    without ``early`` when fewer are: results do not change)."""
     n = 0
     running = _INF
     worst = boosts.worst[lane]

@@ -29,7 +29,7 @@ log-prob frames ``0 .. f-1``):
    survive step 5 (the closure only lowers the best cost and the k-th smallest cost) except
    through negative-cost epsilon arcs, so ``C`` saves work and changes results only there.
    "At least", not "more than": then ``C`` does not depend on the candidates beyond
-   ``best + beam``, which faster backends never create (with ``min_active = 1``).
+   ``best + beam``, which faster backends do not create while ``min_active`` are within it.
 4. **Epsilon closure**: tokens with ``cost <= C`` relax their epsilon arcs,
    ``c = cost(u) + arc_cost'(a)``, keeping targets with ``c <= C``, with the same key rule,
    repeated until no token improves (the fixed point does not depend on the order). A token whose
