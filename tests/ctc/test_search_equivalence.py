@@ -48,6 +48,22 @@ def _case(seed, B=4, T=12):
 BACKENDS = fast_backends()
 
 
+@pytest.mark.parametrize("min_active", [2, 3, 6])
+@pytest.mark.parametrize("seed", range(6))
+def test_cpu_min_active_through_runs_of_narrow_frames_equals_reference(seed, min_active):
+    """With min_active > 1 the cpu search bounds each frame's candidates at best + beam as with
+    1, expands again without the bound where fewer than min_active are within the beam, and
+    then expands the next frame unbounded until one has enough (`cpu._frames`): long utterances
+    at beams that hold a few tokens go in and out of such runs; every hypothesis as the
+    reference's."""
+    g, lp, lengths = _case(seed, B=3, T=60)
+    options = CtcBeamOptions(beam=1.0 + seed % 3, max_active=50, min_active=min_active,
+                             nbest=2)  # fmt: skip
+    ref = decode_ctc(lp, lengths, g, options, backend="reference")
+    assert_hypotheses_equal(ref, decode_ctc(lp, lengths, g, options, backend="cpu"), 1e-5,
+                            f"seed {seed} min_active {min_active}")  # fmt: skip
+
+
 @pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("opt", list(OPTIONS))
 @pytest.mark.parametrize("seed", range(8))

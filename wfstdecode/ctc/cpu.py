@@ -94,6 +94,7 @@ def _frames(ac, n_frames, t, alive, n_alive, cands, records, counts, graph, boos
     keep = kept.ends.shape[0] > 0
     has_epsilon = graph.ne_offsets[-1] > graph.ne_offsets[0]
     cap = cands.state.shape[0]
+    wide = False  # the last frame had fewer than min_active candidates within its beam
     while within or t < n_frames:
         if not within:
             building = counts[FRAMES] + 1
@@ -104,20 +105,25 @@ def _frames(ac, n_frames, t, alive, n_alive, cands, records, counts, graph, boos
             room = expand_room(alive, n_alive, graph, state_map, boosts, lane)
             if room > cap or records.prev.shape[0] - counts[N_REC] < cap:
                 return _ROOM, t, n_alive, n, q_n, rounds, limit, room, building, n_kept
+            bounded = not wide
             n = expand(ac[t], alive, n_alive, cands, state_map, graph, boosts, lane, lim.beam,
-                       True)  # fmt: skip
+                       bounded)  # fmt: skip
             if n == 0:
                 counts[STATUS] |= DIED
                 counts[STOPPED] = counts[FRAMES]
                 return _STOPPED, t, n_alive, n, q_n, rounds, limit, 0, building, n_kept
             best = smallest(cands.cost, n)
-            if lim.min_active > 1 and _within(cands.cost, n, best + lim.beam) < lim.min_active:
-                # the cutoffs reach past the beam, to candidates `expand` left out: make them all
-                # (with min_active or more within it, nothing beyond it can survive or matter)
-                for j in range(n):
-                    state_map[cands.state[j]] = -1
-                n = expand(ac[t], alive, n_alive, cands, state_map, graph, boosts, lane,
-                           lim.beam, False)  # fmt: skip
+            if lim.min_active > 1:
+                # fewer than min_active within the beam: the cutoffs reach past it, to the
+                # candidates a bounded `expand` leaves out (with more, nothing beyond it can
+                # survive or matter); the next frame expands unbounded at once, as such frames
+                # come in runs (a second expansion per frame cost more than it saved)
+                wide = _within(cands.cost, n, best + lim.beam) < lim.min_active
+                if wide and bounded:
+                    for j in range(n):
+                        state_map[cands.state[j]] = -1
+                    n = expand(ac[t], alive, n_alive, cands, state_map, graph, boosts, lane,
+                               lim.beam, False)  # fmt: skip
             limit = closure_cutoff(cands.cost, n, best, lim, cands.scratch)
             q_n = closure_queue(cands, n, limit) if has_epsilon else np.int64(0)
             rounds = np.int64(0)
