@@ -16,6 +16,7 @@ from wfstdecode.ctc._problem import (
     ALL_NEG_INF,
     FINE,
     NAN_OR_POS_INF,
+    _frame_rows,
     costs_and_first_bad,
     search_costs,
 )
@@ -64,6 +65,48 @@ def test_search_costs_equal_numpys_operations_bit_for_bit(scale):
     got = search_costs(lp, scale)
     assert got.dtype == np.float32 and got.shape == lp.shape
     assert np.array_equal(got, want, equal_nan=True)  # -0.0 == 0.0; NaN where NumPy has it
+
+
+def _numpys_costs(lp, scale):
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = lp - lp.max(axis=-1, keepdims=True)
+        np.maximum(want, np.float32(LOG_PROB_FLOOR), out=want)
+        want[lp == -np.inf] = -np.inf
+        want *= np.float32(-scale)
+    return want
+
+
+@pytest.mark.parametrize(
+    "layout",
+    ["c", "time sliced", "every other utterance", "fortran", "columns sliced", "one frame"],
+)
+@pytest.mark.parametrize("threads", [1, 2])
+def test_search_costs_of_any_memory_layout_equal_numpys(layout, threads):
+    """Views read in place (`_frame_rows`: a slice of the time axis) or copied give NumPy's
+    costs bit for bit, with as many columns as take the row maximum's eight running maxima and
+    its tail (21), the largest in any of them, -inf columns, and lengths."""
+    rng = np.random.default_rng(7)
+    full = (rng.standard_normal((6, 11, 23)) * 4).astype(np.float32)
+    full[rng.random(full.shape) < 0.2] = -np.inf
+    for b in range(6):
+        for t in range(11):  # the largest in each of the 21 columns somewhere
+            full[b, t, (b * 11 + t * 5) % 21] = 9.0
+    lp = {
+        "c": full[:, :, :21].copy(),
+        "time sliced": full[:, :, :21].copy()[:, :7],
+        "every other utterance": full[::2, :, :21],
+        "fortran": np.asfortranarray(full[:, :, :21]),
+        "columns sliced": full[:, :, :21],
+        "one frame": full[:, :, :21].copy()[:, :1],
+    }[layout]
+    assert np.shares_memory(_frame_rows(lp)[0], lp) == (layout in ("c", "time sliced"))
+    lens = np.minimum(np.arange(len(lp)) % 4 + 5, lp.shape[1])
+    ac, bad = costs_and_first_bad(lp, 1.5, lens, threads)
+    assert bad[2] == FINE
+    want = _numpys_costs(lp, 1.5)
+    for b, n in enumerate(lens):
+        np.testing.assert_array_equal(ac[b, :n], want[b, :n])
+        assert not ac[b, n:].any()
 
 
 @pytest.mark.parametrize("threads", [1, 2, None])

@@ -111,9 +111,11 @@ def costs_and_first_bad(log_probs, acoustic_scale: float, lengths=None, threads:
     lp = np.asarray(log_probs, np.float32)
     B, T, V = lp.shape
     lens = np.full(B, T, np.int64) if lengths is None else np.asarray(lengths, np.int64)
-    out = np.zeros((B, T, V), np.float32)
+    out = np.empty((B, T, V), np.float32)  # (frames past a length: zeroed where computed)
     odd, dead = np.full(B, -1, np.int64), np.full(B, -1, np.int64)
-    args = (lp, lens, np.float32(-acoustic_scale), np.float32(LOG_PROB_FLOOR), out, odd, dead)
+    rows, per = _frame_rows(lp)
+    args = (rows, np.int64(per), lens, np.float32(-acoustic_scale), np.float32(LOG_PROB_FLOOR),
+            out, odd, dead)  # fmt: skip
     if threads == 1 or B < 2 or not claim_parallel():
         _costs_in_turn(*args)
     else:
@@ -126,40 +128,92 @@ def costs_and_first_bad(log_probs, acoustic_scale: float, lengths=None, threads:
     return out, (0, 0, FINE)
 
 
+def _frame_rows(lp: np.ndarray) -> tuple[np.ndarray, int]:
+    """``lp`` (B, T, V) as one C-contiguous array of frames, utterance ``b``'s frame ``t`` in
+    row ``b * per + t``, and ``per``: a view where the frames are rows of one buffer (a C array,
+    or a slice of one's time axis, as a batch trimmed to its longest utterance is), else a copy.
+    Compiled loops over C-contiguous rows are vectorized; over a view of unknown layout they are
+    not (speech, 191 columns: 2.2 against 0.9 ms a 60-utterance batch)."""
+    B, T, V = lp.shape
+    size = lp.itemsize
+    s0, s1, s2 = lp.strides
+    if (
+        B > 1
+        and T > 1
+        and V > 1
+        and s2 == size
+        and s1 == V * size
+        and s0 % s1 == 0
+        and s0 >= T * s1
+    ):
+        per = s0 // s1
+        return np.lib.stride_tricks.as_strided(lp, ((B - 1) * per + T, V), (s1, s2)), per
+    return np.ascontiguousarray(lp).reshape(B * T, V), T
+
+
 @njit(nogil=True, cache=True)
-def _costs_in_turn(lp, lens, neg_scale, floor, out, odd, dead):
-    for b in range(lp.shape[0]):
-        odd[b], dead[b] = _utterance_costs(lp[b], lens[b], neg_scale, floor, out[b])
+def _costs_in_turn(rows, per, lens, neg_scale, floor, out, odd, dead):
+    T = out.shape[1]
+    for b in range(out.shape[0]):
+        odd[b], dead[b] = _utterance_costs(rows[b * per : b * per + T], lens[b], neg_scale, floor,
+                                           out[b])  # fmt: skip
 
 
 @njit(nogil=True, cache=True, parallel=True)
-def _costs_in_parallel(lp, lens, neg_scale, floor, out, odd, dead):
-    for b in prange(lp.shape[0]):
-        odd[b], dead[b] = _utterance_costs(lp[b], lens[b], neg_scale, floor, out[b])
+def _costs_in_parallel(rows, per, lens, neg_scale, floor, out, odd, dead):
+    T = out.shape[1]
+    for b in prange(out.shape[0]):
+        odd[b], dead[b] = _utterance_costs(rows[b * per : b * per + T], lens[b], neg_scale, floor,
+                                           out[b])  # fmt: skip
+
+
+@njit(inline="always", nogil=True, cache=True)
+def _larger(x, y):
+    return x if x > y else y
+
+
+@njit(nogil=True, cache=True)
+def _row_max(row):
+    """The largest of a row with no NaN (+inf counts): eight running maxima, not one, as a
+    float reduction is not reordered for vector registers (Numba allows no fast-math here), and
+    one chain waits on each comparison (191 phone columns: 1.3 -> 0.4 ms a 60-utterance batch).
+    The same value as one chain: without NaN the largest does not depend on the order."""
+    V = row.shape[0]
+    m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = np.float32(-np.inf)
+    v = 0
+    while v + 8 <= V:
+        m0, m1 = _larger(row[v], m0), _larger(row[v + 1], m1)
+        m2, m3 = _larger(row[v + 2], m2), _larger(row[v + 3], m3)
+        m4, m5 = _larger(row[v + 4], m4), _larger(row[v + 5], m5)
+        m6, m7 = _larger(row[v + 6], m6), _larger(row[v + 7], m7)
+        v += 8
+    for u in range(v, V):
+        m0 = _larger(row[u], m0)
+    return _larger(_larger(_larger(m0, m1), _larger(m2, m3)),
+                   _larger(_larger(m4, m5), _larger(m6, m7)))  # fmt: skip
 
 
 @njit(nogil=True, cache=True)
 def _utterance_costs(lp, length, neg_scale, floor, out):
-    """One utterance's frames within ``length`` into ``out``, float32 operation for float32
-    operation as NumPy's ``d = lp - lp.max(axis=1); np.maximum(d, floor); d[lp == -inf] = -inf;
-    d *= neg_scale`` (a NaN maximum stays NaN, as ``np.max`` and ``np.maximum`` propagate it).
-    Returns the first frame with a NaN or +inf and the first whose every column is -inf (-1:
-    none). A frame whose values are finite or -inf, not all -inf (every frame of a sane input),
-    takes loops without branches, which LLVM vectorizes (2.2x faster on the speech set); the
-    others the exact rule."""
+    """One utterance's frames within ``length`` into ``out`` (its frames past the length: 0),
+    float32 operation for float32 operation as NumPy's ``d = lp - lp.max(axis=1);
+    np.maximum(d, floor); d[lp == -inf] = -inf; d *= neg_scale`` (a NaN maximum stays NaN, as
+    ``np.max`` and ``np.maximum`` propagate it). Returns the first frame with a NaN or +inf and
+    the first whose every column is -inf (-1: none). A frame whose values are finite or -inf,
+    not all -inf (every frame of a sane input), takes loops without branches, which LLVM
+    vectorizes (2.2x faster on the speech set); the others the exact rule."""
     T, V = lp.shape
     first_odd, first_dead = -1, -1
     for t in range(min(length, T)):
         row, costs = lp[t], out[t]
-        best = np.float32(-np.inf)
         odd = False  # a NaN or +inf
         alive = False  # a value above -inf
         for v in range(V):
             x = row[v]
-            best = x if x > best else best
             odd |= not x < np.inf
             alive |= x > -np.inf
         if not odd and alive:
+            best = _row_max(row)
             for v in range(V):
                 x = row[v]
                 d = x - best
@@ -186,6 +240,8 @@ def _utterance_costs(lp, length, neg_scale, floor, out):
                 if d < floor:
                     d = floor
             costs[v] = d * neg_scale
+    for t in range(max(length, 0), T):
+        out[t, :] = np.float32(0.0)
     return first_odd, first_dead
 
 
