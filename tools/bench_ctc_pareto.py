@@ -16,8 +16,9 @@ ours does but widens the next frame's beam at narrow beams where ours does not; 
 ``--min-active 1,2`` adds points at our min_active 2 (Kaldi's 1), a curve of their own for each.
 After the table, each peer point against wfstdecode's fastest point at least as accurate.
 
-CPU seconds of one thread, best of ``--repeats`` taken alternately per point. Writes a table
-(stdout) and ``--plot`` (PNG, needs matplotlib).
+Each decoder runs alone in a process of its own (this tool, as a child, once per repeat for all
+its points on a set; the decoders in turn): CPU seconds of one thread, the best of
+``--repeats``. Writes a table (stdout) and ``--plot`` (PNG, needs matplotlib).
 
     python tools/bench_ctc_pareto.py --speech /tmp/speech/flite.npz --plot bench/ctc_cpu_pareto.png
 """
@@ -26,9 +27,11 @@ from __future__ import annotations
 
 import argparse
 import gzip
+import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -46,20 +49,27 @@ DATA = ROOT / "wfstdecode" / "data"
 
 
 def data_sets(work: Path, speech: Path | None, speech_utts: int, ocr_scales=(1.0,),
-              speech_scale: float = 1.25) -> list[dict]:  # fmt: skip
-    """One set per OCR acoustic scale (named with it unless it is 1), then speech."""
+              speech_scale: float = 1.25, only: str | None = None) -> list[dict]:  # fmt: skip
+    """One set per OCR acoustic scale (named with it unless it is 1), then speech; ``only``:
+    the set of that name alone."""
     from wfstdecode import DecodingGraph, SymbolTable
     from wfstdecode.graph import build_tlg, read_lexicon
 
-    tokens = SymbolTable.read(DATA / "tokens.txt")
-    lexicon = read_lexicon(DATA / "lexicon.txt", tokens)
-    ocr_graph = build_tlg(tokens, lexicon, str(DATA / "lm.arpa.gz"), "compact",
-                          separator="|").graph  # fmt: skip
-    with np.load(DATA / "ocr_emissions.npz") as z:
-        ocr = (z["log_probs"], z["lengths"], [str(t).split() for t in z["texts"]])
-    sets = [dict(name="ocr" if scale == 1 else f"ocr, scale {scale:g}", graph=ocr_graph,
-                 data=ocr, scale=scale, max_active=10000, lexicon=DATA / "lexicon.txt",
-                 arpa=DATA / "lm.arpa.gz", sep="|") for scale in ocr_scales]  # fmt: skip
+    names = ["ocr" if scale == 1 else f"ocr, scale {scale:g}" for scale in ocr_scales]
+    sets = []
+    if only is None or only in names:
+        tokens = SymbolTable.read(DATA / "tokens.txt")
+        lexicon = read_lexicon(DATA / "lexicon.txt", tokens)
+        ocr_graph = build_tlg(tokens, lexicon, str(DATA / "lm.arpa.gz"), "compact",
+                              separator="|").graph  # fmt: skip
+        with np.load(DATA / "ocr_emissions.npz") as z:
+            ocr = (z["log_probs"], z["lengths"], [str(t).split() for t in z["texts"]])
+        sets = [dict(name=name, graph=ocr_graph, data=ocr, scale=scale, max_active=10000,
+                     lexicon=DATA / "lexicon.txt", arpa=DATA / "lm.arpa.gz", sep="|")
+                for name, scale in zip(names, ocr_scales, strict=True)
+                if only is None or only == name]  # fmt: skip
+    if only is not None and only != "speech":
+        speech = None
     if speech:
         from wfstdecode.speech.graph import speech_graph_dir
 
@@ -76,68 +86,86 @@ def data_sets(work: Path, speech: Path | None, speech_utts: int, ocr_scales=(1.0
     return sets
 
 
-def best_cpu(fn, repeats: int):
-    best, out = float("inf"), None
-    for _ in range(repeats):
-        t = time.process_time()
-        out = fn()
-        best = min(best, time.process_time() - t)
-    return out, best
+DECODERS = ("wfstdecode", "kaldi-decoder", "flashlight-text")
 
 
-def sweep(s: dict, beams: list[float], repeats: int, fl_beam_size: int,
-          min_actives=(1,)) -> list[dict]:  # fmt: skip
+def decoder_points(s: dict, decoder: str, beams: list[float], fl_beam_size: int,
+                   min_actives=(1,)) -> list[dict]:  # fmt: skip
+    """In this process, which runs ``decoder`` alone: each of its points on set ``s``, an
+    untimed call (one-off costs of a first call: with one timed call only, the speech rows of
+    the first beams came out 4-30x slow) then a timed one: ``[{beam, min_active, cpu, hyps}]``.
+    Alone, as C++ decoders ran up to 2.5x slower in a process that had built flashlight's
+    decoders (KenLM and a trie per beam; forty-second session, `bench/ctc_cpu_pareto.md`)."""
     from wfstdecode.ctc import CtcBeamOptions, decode_ctc
-    from wfstdecode.metrics import word_error_rate
     from wfstdecode.testing.oracles import KaldiFasterDecoder
 
-    g, (lp, lengths, refs) = s["graph"], s["data"]
-    frames = int(lengths.sum())
-    decode_ctc(lp[:1, :5], [5], g, CtcBeamOptions(), backend="cpu", num_threads=1)
+    g, (lp, lengths, _) = s["graph"], s["data"]
     words = g.words.symbol
-    rows = []
+    points = []
     for beam, min_active in ((b, m) for b in beams for m in min_actives):
         opts = CtcBeamOptions(beam=beam, max_active=s["max_active"], min_active=min_active,
                               acoustic_scale=s["scale"])  # fmt: skip
-        kaldi = KaldiFasterDecoder.like(g, opts)  # (Kaldi's min_active 0 is our 1: `like`)
+        if decoder == "wfstdecode":
 
-        def ours(opts=opts):
-            return [list(h[0].words) for h in decode_ctc(lp, lengths, g, opts, backend="cpu",
-                                                           num_threads=1)]  # fmt: skip
+            def run(opts=opts):
+                return [list(h[0].words) for h in decode_ctc(lp, lengths, g, opts,
+                                                               backend="cpu", num_threads=1)]  # fmt: skip
 
-        def theirs(kaldi=kaldi):
-            out = []
-            for b in range(len(lp)):
-                path = kaldi.best_path(lp[b, : lengths[b]], s["scale"])
-                out.append([words(w) for w in (path[0] if path else ())])
-            return out
+        elif decoder == "kaldi-decoder":
+            kaldi = KaldiFasterDecoder.like(g, opts)  # (Kaldi's min_active 0 is our 1: `like`)
 
-        peers = (("wfstdecode", ours), ("kaldi-decoder", theirs))
-        if min_active == min_actives[0]:  # (flashlight has no such knob: once per beam, its
-            # decoder, KenLM and trie made for it alone)
+            def run(kaldi=kaldi):
+                out = []
+                for b in range(len(lp)):
+                    path = kaldi.best_path(lp[b, : lengths[b]], s["scale"])
+                    out.append([words(w) for w in (path[0] if path else ())])
+                return out
+
+        else:
+            if min_active != min_actives[0]:  # (no such knob: once per beam)
+                continue
             args = SimpleNamespace(separator=s["sep"], fl_beam_size=fl_beam_size, beam=beam,
                                    acoustic_scale=s["scale"])  # fmt: skip
             fl = bench_ctc.flashlight_decoder(g.tokens, s["lexicon"], s["arpa"], args)
             feats = bench_ctc.flashlight_feats(lp, lengths, g.tokens, s["sep"])
 
-            def flashlight(fl=fl, feats=feats):
+            def run(fl=fl, feats=feats):
                 return bench_ctc._flashlight_decode(*fl, feats)
 
-            peers += (("flashlight-text", flashlight),)
-        for _, fn in peers:  # untimed: with --repeats 1 the speech rows of the first beams
-            fn()  # came out 4-30x slow (one-off costs of a first call)
-        results = {}
-        for _ in range(repeats):  # alternately, the best CPU time of each kept
-            for name, fn in peers:
-                hyps, cpu = best_cpu(fn, 1)
-                if name not in results or cpu < results[name][1]:
-                    results[name] = (hyps, cpu)
-        for name, (hyps, cpu) in results.items():
-            m = min_active if name != "flashlight-text" else 1
-            rows.append(dict(data=s["name"], decoder=name, beam=beam, min_active=m, cpu=cpu,
-                             fps=frames / cpu, wer=word_error_rate(refs, hyps)))  # fmt: skip
-            print(f"| {s['name']} | {name} | {point(rows[-1])} | {cpu:.3f} | "
-                  f"{frames / cpu:,.0f} | {100 * rows[-1]['wer']:.2f} |", flush=True)  # fmt: skip
+        run()
+        t = time.process_time()
+        hyps = run()
+        points.append(dict(beam=beam, min_active=min_active if decoder != DECODERS[2] else 1,
+                           cpu=time.process_time() - t, hyps=hyps))  # fmt: skip
+    return points
+
+
+def sweep(s: dict, child_args: list[str], repeats: int) -> list[dict]:
+    """Set ``s``'s points of every decoder, each decoder in a process of its own
+    (`decoder_points`, run as this tool's ``--child``), ``repeats`` times taken alternately,
+    the best CPU time of each point kept."""
+    from wfstdecode.metrics import word_error_rate
+
+    best: dict[tuple, dict] = {}
+    for _ in range(repeats):
+        for decoder in DECODERS:
+            with tempfile.TemporaryDirectory() as tmp:
+                out = Path(tmp) / "points.json"
+                subprocess.run([sys.executable, __file__, *child_args, "--child", decoder,
+                                "--child-set", s["name"], "--child-out", str(out)],
+                               check=True)  # fmt: skip
+                for p in json.loads(out.read_text()):
+                    key = (decoder, p["beam"], p["min_active"])
+                    if key not in best or p["cpu"] < best[key]["cpu"]:
+                        best[key] = p
+    frames = int(s["data"][1].sum())
+    rows = []
+    for (decoder, beam, min_active), p in best.items():
+        rows.append(dict(data=s["name"], decoder=decoder, beam=beam, min_active=min_active,
+                         cpu=p["cpu"], fps=frames / p["cpu"],
+                         wer=word_error_rate(s["data"][2], p["hyps"])))  # fmt: skip
+        print(f"| {s['name']} | {decoder} | {point(rows[-1])} | {p['cpu']:.3f} | "
+              f"{frames / p['cpu']:,.0f} | {100 * rows[-1]['wer']:.2f} |", flush=True)  # fmt: skip
     return rows
 
 
@@ -225,24 +253,48 @@ def main() -> None:
         default="1",
         help="our min_active values (Kaldi's one less each; flashlight has none)",
     )
+    ap.add_argument("--child", choices=DECODERS, help=argparse.SUPPRESS)
+    ap.add_argument("--child-set", help=argparse.SUPPRESS)
+    ap.add_argument("--child-out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     beams = [float(b) for b in args.beams.split(",")]
     min_actives = [int(m) for m in args.min_active.split(",")]
-    import flashlight.lib.text  # noqa: F401  (fail now, not after the first data set)
-    import kaldi_decoder  # noqa: F401
-
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, python "
-          f"{sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}; "
-          f"{time.strftime('%Y-%m-%d %H:%M %Z')}")  # fmt: skip
-    print("\n| data | decoder | beam (m: min_active) | CPU s | frames per CPU-second | WER % |")
-    print("|---|---|---|---|---|---|")
+    ocr_scales = list(dict.fromkeys(float(x) for x in args.ocr_scales.split(",")))
     work = Path(tempfile.mkdtemp(prefix="pareto_"))
     try:
+        if args.child:  # one decoder's points on one set, in this process alone
+            (s,) = data_sets(work, args.speech, args.speech_utts, ocr_scales, args.speech_scale,
+                             only=args.child_set)  # fmt: skip
+            points = decoder_points(s, args.child, beams, args.fl_beam_size, min_actives)
+            args.child_out.write_text(json.dumps(points))
+            return
+        import flashlight.lib.text  # noqa: F401  (fail now, not after the first data set)
+        import kaldi_decoder  # noqa: F401
+
+        print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores, python "
+              f"{sys.version.split()[0]}, load average {os.getloadavg()[0]:.2f}; "
+              f"{time.strftime('%Y-%m-%d %H:%M %Z')}")  # fmt: skip
+        print("\n| data | decoder | beam (m: min_active) | CPU s | frames per CPU-second | WER % |")
+        print("|---|---|---|---|---|---|")
+        child_args = [
+            "--speech-utts",
+            str(args.speech_utts),
+            "--beams",
+            args.beams,
+            "--fl-beam-size",
+            str(args.fl_beam_size),
+            "--ocr-scales",
+            args.ocr_scales,
+            "--speech-scale",
+            str(args.speech_scale),
+            "--min-active",
+            args.min_active,
+        ]
+        if args.speech:
+            child_args += ["--speech", str(args.speech)]
         rows = []
-        ocr_scales = list(dict.fromkeys(float(x) for x in args.ocr_scales.split(",")))
-        for s in data_sets(work, args.speech, args.speech_utts, ocr_scales,
-                           args.speech_scale):  # fmt: skip
-            rows += sweep(s, beams, args.repeats, args.fl_beam_size, min_actives)
+        for s in data_sets(work, args.speech, args.speech_utts, ocr_scales, args.speech_scale):
+            rows += sweep(s, child_args, args.repeats)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     print(f"# load average after {os.getloadavg()[0]:.2f}")
