@@ -44,6 +44,15 @@ def _lexicon_case(seed=0, repeat=1):
     return g, lp, lengths
 
 
+def _numpys_costs(lp, scale):
+    with np.errstate(invalid="ignore", over="ignore"):
+        want = lp - lp.max(axis=-1, keepdims=True)
+        np.maximum(want, np.float32(LOG_PROB_FLOOR), out=want)
+        want[lp == -np.inf] = -np.inf
+        want *= np.float32(-scale)
+    return want
+
+
 @pytest.mark.parametrize("scale", [1.0, 0.7, 2.5])
 def test_search_costs_equal_numpys_operations_bit_for_bit(scale):
     """The one-pass `search_costs` against the NumPy operations it replaces, on values with
@@ -57,23 +66,10 @@ def test_search_costs_equal_numpys_operations_bit_for_bit(scale):
     lp[1, 2] = -np.inf
     lp[2, 3, 4] = np.nan
     lp[3, 4, 1] = np.inf
-    with np.errstate(invalid="ignore", over="ignore"):
-        want = lp - lp.max(axis=2, keepdims=True)
-        np.maximum(want, np.float32(LOG_PROB_FLOOR), out=want)
-        want[lp == -np.inf] = -np.inf
-        want *= np.float32(-scale)
+    want = _numpys_costs(lp, scale)
     got = search_costs(lp, scale)
     assert got.dtype == np.float32 and got.shape == lp.shape
     assert np.array_equal(got, want, equal_nan=True)  # -0.0 == 0.0; NaN where NumPy has it
-
-
-def _numpys_costs(lp, scale):
-    with np.errstate(invalid="ignore", over="ignore"):
-        want = lp - lp.max(axis=-1, keepdims=True)
-        np.maximum(want, np.float32(LOG_PROB_FLOOR), out=want)
-        want[lp == -np.inf] = -np.inf
-        want *= np.float32(-scale)
-    return want
 
 
 @pytest.mark.parametrize(
@@ -103,7 +99,11 @@ def test_search_costs_of_any_memory_layout_equal_numpys(layout, threads):
     lens = np.minimum(np.arange(len(lp)) % 4 + 5, lp.shape[1])
     ac, bad = costs_and_first_bad(lp, 1.5, lens, threads)
     assert bad[2] == FINE
-    want = _numpys_costs(lp, 1.5)
+    _assert_equal_within_lengths(ac, _numpys_costs(lp, 1.5), lens)
+
+
+def _assert_equal_within_lengths(ac, want, lens):
+    """``ac`` equals ``want`` within each utterance's length, and is 0 beyond it."""
     for b, n in enumerate(lens):
         np.testing.assert_array_equal(ac[b, :n], want[b, :n])
         assert not ac[b, n:].any()
@@ -129,10 +129,7 @@ def test_costs_stop_at_the_lengths_and_report_the_first_bad_frame(threads):
     lp[1, 2] = lp[2, 0] = 0.0
     ac, bad = costs_and_first_bad(lp, 1.0, lens, threads)
     assert bad[2] == FINE
-    want = search_costs(lp, 1.0)
-    for b, n in enumerate(lens):
-        np.testing.assert_array_equal(ac[b, :n], want[b, :n])
-        assert not ac[b, n:].any()
+    _assert_equal_within_lengths(ac, search_costs(lp, 1.0), lens)
 
 
 def test_search_costs_are_relative_floored_and_scaled():
