@@ -176,7 +176,8 @@ def _larger(x, y):
 def _row_max(row):
     """The largest of a row with no NaN (+inf counts): eight running maxima, not one, as a
     float reduction is not reordered for vector registers (Numba allows no fast-math here), and
-    one chain waits on each comparison (191 phone columns: 1.3 -> 0.4 ms a 60-utterance batch).
+    one chain waits on each comparison (60 speech utterances, 191 phone columns: the maximum
+    and the checks of every frame 1.32 -> 0.55 ms).
     The same value as one chain: without NaN the largest does not depend on the order."""
     V = row.shape[0]
     m0 = m1 = m2 = m3 = m4 = m5 = m6 = m7 = np.float32(-np.inf)
