@@ -72,30 +72,33 @@ def test_search_costs_equal_numpys_operations_bit_for_bit(scale):
     assert np.array_equal(got, want, equal_nan=True)  # -0.0 == 0.0; NaN where NumPy has it
 
 
-@pytest.mark.parametrize(
-    "layout",
-    ["c", "time sliced", "every other utterance", "fortran", "columns sliced", "one frame"],
-)
+VIEWED = ("c", "time sliced", "every other utterance", "one frame", "time major", "broadcast")
+
+
+@pytest.mark.parametrize("layout", [*VIEWED, "fortran", "columns sliced"])
 @pytest.mark.parametrize("threads", [1, 2])
 def test_search_costs_of_any_memory_layout_equal_numpys(layout, threads):
-    """Views read in place (`_frame_rows`: a slice of the time axis) or copied give NumPy's
-    costs bit for bit, with as many columns as take the row maximum's eight running maxima and
-    its tail (21), the largest in any of them, -inf columns, and lengths."""
+    """Views read in place (`_frame_rows`: frames that are rows of one buffer) or copied give
+    NumPy's costs bit for bit, with as many columns as take the row maximum's eight running
+    maxima and its tail (21), the largest in any of them, -inf columns, and lengths."""
     rng = np.random.default_rng(7)
     full = (rng.standard_normal((6, 11, 23)) * 4).astype(np.float32)
     full[rng.random(full.shape) < 0.2] = -np.inf
     for b in range(6):
         for t in range(11):  # the largest in each of the 21 columns somewhere
             full[b, t, (b * 11 + t * 5) % 21] = 9.0
+    c = full[:, :, :21].copy()
     lp = {
-        "c": full[:, :, :21].copy(),
-        "time sliced": full[:, :, :21].copy()[:, :7],
-        "every other utterance": full[::2, :, :21],
-        "fortran": np.asfortranarray(full[:, :, :21]),
+        "c": c,
+        "time sliced": c[:, :7],
+        "every other utterance": c[::2],
+        "one frame": c[:, :1],
+        "time major": np.ascontiguousarray(c.transpose(1, 0, 2)).transpose(1, 0, 2),
+        "broadcast": np.broadcast_to(c[:1], c.shape),
+        "fortran": np.asfortranarray(c),
         "columns sliced": full[:, :, :21],
-        "one frame": full[:, :, :21].copy()[:, :1],
     }[layout]
-    assert np.shares_memory(_frame_rows(lp)[0], lp) == (layout in ("c", "time sliced"))
+    assert np.shares_memory(_frame_rows(lp)[0], lp) == (layout in VIEWED)
     lens = np.minimum(np.arange(len(lp)) % 4 + 5, lp.shape[1])
     ac, bad = costs_and_first_bad(lp, 1.5, lens, threads)
     assert bad[2] == FINE
