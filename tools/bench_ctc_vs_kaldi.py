@@ -3,9 +3,10 @@
 scales 1 and 2) and hama's phone posteriors of flite speech: CPU seconds of one thread, best of
 ``--repeats`` taken alternately, and how many utterances get the same best words.
 
-`bench_ctc_pareto.py` times flashlight-text in the same process, building its decoder (KenLM and
-its trie) for every beam; the C++ decoders ran up to 2.5x slower there than here (forty-second
-session, `bench/ctc_cpu_pareto.md`), ours not. This tool keeps them apart.
+Until the forty-third session `bench_ctc_pareto.py` timed flashlight-text in the same process,
+building its decoder (KenLM and its trie) for every beam; the C++ decoders ran up to 2.5x slower
+there than here (`bench/ctc_cpu_pareto.md`), ours not. That tool now runs each decoder in a
+process of its own; this one is the quicker check of the two CPU searches alone.
 
     python tools/bench_ctc_vs_kaldi.py --speech /tmp/speech/flite.npz
 """
