@@ -17,39 +17,13 @@ import argparse
 import os
 import platform
 import sys
+import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_ctc_pareto import data_sets
 from speech_npz import speech_npz
-
-DATA = Path(__file__).resolve().parents[1] / "wfstdecode" / "data"
-
-
-def data_sets(speech: Path | None, speech_utts: int) -> list[tuple]:
-    """``(name, graph, log-probs, lengths, acoustic scale, max_active)`` per set."""
-    from wfstdecode import DecodingGraph, SymbolTable
-    from wfstdecode.graph import build_tlg, read_lexicon
-
-    tokens = SymbolTable.read(DATA / "tokens.txt")
-    graph = build_tlg(tokens, read_lexicon(DATA / "lexicon.txt", tokens), str(DATA / "lm.arpa.gz"),
-                      "compact", separator="|").graph  # fmt: skip
-    with np.load(DATA / "ocr_emissions.npz") as z:
-        lp, lengths = z["log_probs"], z["lengths"]
-    sets = [
-        ("ocr", graph, lp, lengths, 1.0, 10000),
-        ("ocr, scale 2", graph, lp, lengths, 2.0, 10000),
-    ]
-    if speech:
-        from wfstdecode.speech.graph import speech_graph_dir
-
-        with np.load(speech) as z:
-            slp, sn = z["log_probs"][:speech_utts], z["lengths"][:speech_utts]
-        sets.append(("speech", DecodingGraph.load(speech_graph_dir(verbose=False)),
-                     slp[:, : int(sn.max())], sn, 1.25, 4000))  # fmt: skip
-    return sets
 
 
 def compare(graph, lp, lengths, options, repeats: int) -> tuple[float, float, int]:
@@ -92,12 +66,15 @@ def main() -> None:
           f"{time.strftime('%Y-%m-%d %H:%M %Z')}")  # fmt: skip
     print("\n| data | beam | wfstdecode frames/CPU-s | kaldi-decoder | ours / kaldi | same words |")
     print("|---|---|---:|---:|---|---|")
-    for name, graph, lp, lengths, scale, max_active in data_sets(args.speech, args.speech_utts):
-        frames = int(lengths.sum())
+    with tempfile.TemporaryDirectory() as work:  # (the sets as bench_ctc_pareto makes them)
+        sets = data_sets(Path(work), args.speech, args.speech_utts, ocr_scales=(1.0, 2.0))
+    for s in sets:
+        (lp, lengths, _), frames = s["data"], int(s["data"][1].sum())
         for beam in (float(b) for b in args.beams.split(",")):
-            options = CtcBeamOptions(beam=beam, max_active=max_active, acoustic_scale=scale)
-            ours, theirs, same = compare(graph, lp, lengths, options, args.repeats)
-            print(f"| {name} | {beam:g} | {frames / ours:,.0f} | {frames / theirs:,.0f} | "
+            options = CtcBeamOptions(beam=beam, max_active=s["max_active"],
+                                     acoustic_scale=s["scale"])  # fmt: skip
+            ours, theirs, same = compare(s["graph"], lp, lengths, options, args.repeats)
+            print(f"| {s['name']} | {beam:g} | {frames / ours:,.0f} | {frames / theirs:,.0f} | "
                   f"{theirs / ours:.2f}x | {same}/{len(lp)} |", flush=True)  # fmt: skip
     print(f"# load average after {os.getloadavg()[0]:.2f}")
 

@@ -28,10 +28,12 @@ from .cpu_steps import (
     NEEDS_ROOM,
     SharedPrefix,
     candidates,
+    clear_state_map,
     closure_cutoff,
     closure_queue,
     collect_records,
     compact_records,
+    count_within,
     doubled,
     epsilon_closure,
     expand,
@@ -118,10 +120,9 @@ def _frames(ac, n_frames, t, alive, n_alive, cands, records, counts, graph, boos
                 # candidates a bounded `expand` leaves out (with more, nothing beyond it can
                 # survive or matter); the next frame expands unbounded at once, as such frames
                 # come in runs (a second expansion per frame cost more than it saved)
-                wide = _within(cands.cost, n, best + lim.beam) < lim.min_active
+                wide = count_within(cands.cost, n, best + lim.beam) < lim.min_active
                 if wide and bounded:
-                    for j in range(n):
-                        state_map[cands.state[j]] = -1
+                    clear_state_map(cands, n, state_map)
                     n = expand(ac[t], alive, n_alive, cands, state_map, graph, boosts, lane,
                                lim.beam, False)  # fmt: skip
             limit = closure_cutoff(cands.cost, n, best, lim, cands.scratch)
@@ -135,8 +136,7 @@ def _frames(ac, n_frames, t, alive, n_alive, cands, records, counts, graph, boos
             if closed == NEEDS_ROOM:
                 return _ROOM_WITHIN, t, n_alive, n, q_n, rounds, limit, room, building, n_kept
             if closed == CYCLING:
-                for j in range(n):
-                    state_map[cands.state[j]] = -1
+                clear_state_map(cands, n, state_map)
                 counts[STATUS] |= NEG_CYCLE
                 counts[STOPPED] = building
                 return _STOPPED, t, n_alive, n, q_n, rounds, limit, 0, building, n_kept
@@ -144,8 +144,7 @@ def _frames(ac, n_frames, t, alive, n_alive, cands, records, counts, graph, boos
         n_alive = keep_ancestors(cands, n, cutoff, graph.num_emitting)
         counts[N_REC] = compact_records(cands, n, cutoff, best, alive, records, counts[N_REC],
                                         graph.num_emitting)  # fmt: skip
-        for j in range(n):
-            state_map[cands.state[j]] = -1
+        clear_state_map(cands, n, state_map)
         counts[FRAMES] = building
         if building > 0:  # token frame 0 (`begin`) reads no log-probs
             t += 1
@@ -191,16 +190,6 @@ def _drive(state, ac, n_frames, alive, n_alive, cands, graph, boosts, lane, lim,
                     counts[COLLECT_AT] *= 2
         else:
             return SearchState(_first(alive, n_alive), records, prefix, counts), kept, n_kept, t
-
-
-@njit(inline="always", nogil=True, cache=True)
-def _within(costs, n, limit):
-    """How many of ``costs[:n]`` are at most ``limit``."""
-    count = 0
-    for j in range(n):
-        if costs[j] <= limit:
-            count += 1
-    return count
 
 
 @njit(inline="always", nogil=True, cache=True)

@@ -177,6 +177,23 @@ def smallest(costs, n):
     return best
 
 
+@njit(inline="always", nogil=True, cache=True)
+def count_within(costs, n, limit):
+    """How many of ``costs[:n]`` are at most ``limit``."""
+    count = 0
+    for j in range(n):
+        if costs[j] <= limit:
+            count += 1
+    return count
+
+
+@njit(inline="always", nogil=True, cache=True)
+def clear_state_map(cands, n, state_map):
+    """Set the state map's entries of the ``n`` candidates back to -1 (none)."""
+    for j in range(n):
+        state_map[cands.state[j]] = -1
+
+
 # ---- the steps of one frame, in reference.py's order ------------------------------------------
 
 
@@ -358,10 +375,7 @@ def prune_cutoff(costs, n, lim, scratch):
     tokens are within it, raised to the min_active-th best (or the worst) when fewer."""
     best = smallest(costs, n)
     cutoff = best + lim.beam
-    n_in = 0
-    for j in range(n):
-        if costs[j] <= cutoff:
-            n_in += 1
+    n_in = count_within(costs, n, cutoff)
     if n_in > lim.max_active:
         cutoff = _kth_smallest(costs, n, lim.max_active, scratch)
     elif n_in < lim.min_active:
