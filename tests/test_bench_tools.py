@@ -107,3 +107,34 @@ def test_the_pareto_tool_reads_each_peer_against_our_fastest_point_as_accurate()
     assert bench_ctc_pareto.equal_wer(rows)[2] == (
         "| ocr | flashlight-text | 4 | 25.00 | 150 | 5 m2 | 20.00 | 300 | 2.00x |"
     )
+
+
+def test_every_name_a_tool_imports_from_another_tool_exists():
+    """A tool's ``from bench_x import name`` of a sibling tool finds ``name`` there (read from
+    the files, nothing imported): the forty-third session's rewrite of bench_ctc_pareto dropped
+    its ``best_cpu``, and bench_phrases and bench_determinize no longer started."""
+    import ast
+
+    tools = Path(__file__).resolve().parents[1] / "tools"
+    defined = {}
+    for path in tools.glob("*.py"):
+        tree = ast.parse(path.read_text(), str(path))
+        names = set()
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                names.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+                names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+            elif isinstance(node, (ast.Import, ast.ImportFrom)):
+                names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+        defined[path.stem] = (tree, names)
+    missing = [
+        f"{stem}: {node.module}.{alias.name}"
+        for stem, (tree, _) in defined.items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module in defined
+        for alias in node.names
+        if alias.name not in defined[node.module][1]
+    ]
+    assert not missing, missing

@@ -29,6 +29,7 @@ def graph_and_log_probs(tmp_path):
         (["--word-insertion-penalty", "nan"], "--word-insertion-penalty must be in"),
         (["--beam", "0"], "--beam must be > 0"),
         (["--posteriors", "x"], "--posteriors must be"),
+        (["--blank-skip-threshold", "1.5"], "--blank-skip-threshold must be a probability"),
     ],
 )
 def test_decode_names_the_flag_of_a_refused_search_option(graph_and_log_probs, capsys, flags,
@@ -95,3 +96,18 @@ def test_decode_corpus_names_the_flag_of_a_refused_run_option(graph_and_log_prob
               "--executor", "local", *flags])  # fmt: skip
     assert exit_.value.code == 2 and said in capsys.readouterr().err
     assert not (tmp_path / "out").exists()
+
+
+def test_decode_skips_blank_frames_and_refuses_to_write_their_lattices(
+    graph_and_log_probs, tmp_path, capsys
+):
+    """--blank-skip-threshold decodes with the input's frame numbers (the JSON's times);
+    written lattices would count the frames searched, so --write-lattices refuses it."""
+    graph, log_probs = graph_and_log_probs
+    assert main(["decode", graph, log_probs, "--blank-skip-threshold", "0.5", "--json"]) == 0
+    assert '"words"' in capsys.readouterr().out
+    ark = tmp_path / "lat.ark"
+    assert main(["decode", graph, log_probs, "--blank-skip-threshold", "0.5", "--lattice-beam",
+                 "4", "--write-lattices", str(ark)]) == 2  # fmt: skip
+    assert "--write-lattices writes lattices over the frames searched" in capsys.readouterr().err
+    assert not ark.exists()

@@ -89,11 +89,22 @@ def data_sets(work: Path, speech: Path | None, speech_utts: int, ocr_scales=(1.0
 DECODERS = ("wfstdecode", "kaldi-decoder", "flashlight-text")
 
 
+def best_cpu(fn, repeats: int):
+    """``(fn()'s result, the least CPU seconds of a thread over repeats calls)``."""
+    best, out = float("inf"), None
+    for _ in range(repeats):
+        t = time.process_time()
+        out = fn()
+        best = min(best, time.process_time() - t)
+    return out, best
+
+
 def decoder_points(s: dict, decoder: str, beams: list[float], fl_beam_size: int,
-                   min_actives=(1,)) -> list[dict]:  # fmt: skip
+                   min_actives=(1,), skips=(None,)) -> list[dict]:  # fmt: skip
     """In this process, which runs ``decoder`` alone: each of its points on set ``s``, an
     untimed call (one-off costs of a first call: with one timed call only, the speech rows of
-    the first beams came out 4-30x slow) then a timed one: ``[{beam, min_active, cpu, hyps}]``.
+    the first beams came out 4-30x slow) then a timed one: ``[{beam, min_active, skip, cpu,
+    hyps}]`` (``skips``: wfstdecode's blank skip thresholds, None for none; one point each).
     Alone, as C++ decoders ran up to 2.5x slower in a process that had built flashlight's
     decoders (KenLM and a trie per beam; forty-second session, `bench/ctc_cpu_pareto.md`)."""
     from wfstdecode.ctc import CtcBeamOptions, decode_ctc
@@ -102,10 +113,12 @@ def decoder_points(s: dict, decoder: str, beams: list[float], fl_beam_size: int,
     g, (lp, lengths, _) = s["graph"], s["data"]
     words = g.words.symbol
     points = []
-    for beam, min_active in ((b, m) for b in beams for m in min_actives):
+    ours = decoder == "wfstdecode"
+    for beam, min_active, skip in ((b, m, k) for b in beams for m in min_actives
+                                   for k in (skips if ours else (None,))):  # fmt: skip
         opts = CtcBeamOptions(beam=beam, max_active=s["max_active"], min_active=min_active,
-                              acoustic_scale=s["scale"])  # fmt: skip
-        if decoder == "wfstdecode":
+                              acoustic_scale=s["scale"], blank_skip_threshold=skip)  # fmt: skip
+        if ours:
 
             def run(opts=opts):
                 return [list(h[0].words) for h in decode_ctc(lp, lengths, g, opts,
@@ -136,7 +149,7 @@ def decoder_points(s: dict, decoder: str, beams: list[float], fl_beam_size: int,
         t = time.process_time()
         hyps = run()
         points.append(dict(beam=beam, min_active=min_active if decoder != DECODERS[2] else 1,
-                           cpu=time.process_time() - t, hyps=hyps))  # fmt: skip
+                           skip=skip, cpu=time.process_time() - t, hyps=hyps))  # fmt: skip
     return points
 
 
@@ -155,14 +168,14 @@ def sweep(s: dict, child_args: list[str], repeats: int) -> list[dict]:
                                 "--child-set", s["name"], "--child-out", str(out)],
                                check=True)  # fmt: skip
                 for p in json.loads(out.read_text()):
-                    key = (decoder, p["beam"], p["min_active"])
+                    key = (decoder, p["beam"], p["min_active"], p["skip"])
                     if key not in best or p["cpu"] < best[key]["cpu"]:
                         best[key] = p
     frames = int(s["data"][1].sum())
     rows = []
-    for (decoder, beam, min_active), p in best.items():
+    for (decoder, beam, min_active, skip), p in best.items():
         rows.append(dict(data=s["name"], decoder=decoder, beam=beam, min_active=min_active,
-                         cpu=p["cpu"], fps=frames / p["cpu"],
+                         skip=skip, cpu=p["cpu"], fps=frames / p["cpu"],
                          wer=word_error_rate(s["data"][2], p["hyps"])))  # fmt: skip
         print(f"| {s['name']} | {decoder} | {point(rows[-1])} | {p['cpu']:.3f} | "
               f"{frames / p['cpu']:,.0f} | {100 * rows[-1]['wer']:.2f} |", flush=True)  # fmt: skip
@@ -170,10 +183,10 @@ def sweep(s: dict, child_args: list[str], repeats: int) -> list[dict]:
 
 
 def point(row: dict) -> str:
-    """A point's settings: its beam, and ``m2`` etc. for our min_active when not 1 (Kaldi's
-    then one less: `KaldiFasterDecoder.like`)."""
-    m = row.get("min_active", 1)
-    return f"{row['beam']:g}" + (f" m{m}" if m != 1 else "")
+    """A point's settings: its beam, ``m2`` etc. for our min_active when not 1 (Kaldi's then
+    one less: `KaldiFasterDecoder.like`), ``s0.95`` etc. for our blank skip threshold."""
+    m, skip = row.get("min_active", 1), row.get("skip")
+    return f"{row['beam']:g}" + (f" m{m}" if m != 1 else "") + (f" s{skip:g}" if skip else "")
 
 
 def equal_wer(rows: list[dict]) -> list[str]:
@@ -214,24 +227,26 @@ def plot(rows: list[dict], path: Path) -> None:
     sets = list(dict.fromkeys(r["data"] for r in rows))  # (in the order decoded)
     fig, axes = plt.subplots(1, len(sets), figsize=(6 * len(sets), 4.5))
     for ax, name in zip(np.atleast_1d(axes), sets, strict=True):
-        curves = dict.fromkeys((r["decoder"], r.get("min_active", 1)) for r in rows)
+        curves = dict.fromkeys((r["decoder"], r.get("min_active", 1), r.get("skip"))
+                               for r in rows)  # fmt: skip
         colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-        for k, (decoder, m) in enumerate(curves):
+        for k, (decoder, m, skip) in enumerate(curves):
             color = colors[k % len(colors)]
             pts = sorted((r["fps"], 100 * r["wer"], point(r)) for r in rows
                          if r["data"] == name and r["decoder"] == decoder
-                         and r.get("min_active", 1) == m)  # fmt: skip
+                         and r.get("min_active", 1) == m and r.get("skip") == skip)  # fmt: skip
             marker = {"wfstdecode": "o", "kaldi-decoder": "s"}.get(decoder, "^")
+            label = decoder + (f", our min_active {m}" if m != 1 else "")
+            label += f", blank skip > {skip:g}" if skip else ""
             ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, color=color,
-                    linestyle="-" if m == 1 else "--",
-                    label=decoder if m == 1 else f"{decoder}, our min_active {m}")  # fmt: skip
+                    linestyle="-" if m == 1 and not skip else "--", label=label)  # fmt: skip
             for x, y, label in pts:
                 ax.annotate(label, (x, y), fontsize=7, xytext=(3, 3),
                             textcoords="offset points")  # fmt: skip
         ax.set_xscale("log")
         ax.set_xlabel("frames per CPU-second (one thread; log scale)")
         ax.set_ylabel("WER %")
-        ax.set_title(f"{name}: WER against speed (labels: beam, m: our min_active)")
+        ax.set_title(f"{name}: WER against speed (beam, m: min_active, s: blank skip)")
         ax.grid(True, alpha=0.3)
         ax.legend()
     fig.tight_layout()
@@ -253,19 +268,25 @@ def main() -> None:
         default="1",
         help="our min_active values (Kaldi's one less each; flashlight has none)",
     )
+    ap.add_argument(
+        "--blank-skip",
+        default="",
+        help="wfstdecode's blank_skip_threshold values (a curve each, besides none)",
+    )
     ap.add_argument("--child", choices=DECODERS, help=argparse.SUPPRESS)
     ap.add_argument("--child-set", help=argparse.SUPPRESS)
     ap.add_argument("--child-out", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
     beams = [float(b) for b in args.beams.split(",")]
     min_actives = [int(m) for m in args.min_active.split(",")]
+    skips = [None, *(float(x) for x in args.blank_skip.split(",") if x)]
     ocr_scales = list(dict.fromkeys(float(x) for x in args.ocr_scales.split(",")))
     work = Path(tempfile.mkdtemp(prefix="pareto_"))
     try:
         if args.child:  # one decoder's points on one set, in this process alone
             (s,) = data_sets(work, args.speech, args.speech_utts, ocr_scales, args.speech_scale,
                              only=args.child_set)  # fmt: skip
-            points = decoder_points(s, args.child, beams, args.fl_beam_size, min_actives)
+            points = decoder_points(s, args.child, beams, args.fl_beam_size, min_actives, skips)
             args.child_out.write_text(json.dumps(points))
             return
         import flashlight.lib.text  # noqa: F401  (fail now, not after the first data set)
@@ -289,6 +310,8 @@ def main() -> None:
             str(args.speech_scale),
             "--min-active",
             args.min_active,
+            "--blank-skip",
+            args.blank_skip,
         ]
         if args.speech:
             child_args += ["--speech", str(args.speech)]

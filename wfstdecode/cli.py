@@ -25,6 +25,7 @@ from .cli_common import (
     escaped_id,
     lattices_written,
     oov_lexicon_of,
+    refuse_skipping_in_lattices,
     transducer_beam_options,
     transducer_flags_given,
 )
@@ -149,6 +150,7 @@ def decode_command(args: argparse.Namespace) -> None:
 
         if args.lattice_beam is None:
             raise WfstDecodeError("--write-lattices needs --lattice-beam BEAM (e.g. 8)")
+        refuse_skipping_in_lattices(args, "--write-lattices")
         from .kaldi_tables import table_files
 
         inputs = (*table_files(args.log_probs), args.graph, *(args.boost_file or ()),

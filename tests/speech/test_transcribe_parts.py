@@ -164,6 +164,15 @@ def test_read_transcripts_refuses_a_line_without_an_id(tmp_path):
         read_transcripts(tmp_path / "t.tsv")
 
 
+def test_read_transcripts_refuses_an_id_given_twice(tmp_path):
+    """Read into a dict, the second line of an id replaced the first without a word."""
+    from wfstdecode.speech.transcribe import read_transcripts
+
+    (tmp_path / "t.tsv").write_text("a\tone two\nb\tfour\na\tthree\n")
+    with pytest.raises(InputFileError, match=r"t\.tsv:3: utterance 'a' is already on line 1"):
+        read_transcripts(tmp_path / "t.tsv")
+
+
 # ----- the speech transducer's weights ---------------------------------------------------------
 @pytest.mark.parametrize("change,fault", [
     (dict(durations=[0, 1, 1]), r"durations \[0, 1, 1\] are not distinct"),

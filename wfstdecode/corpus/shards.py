@@ -193,7 +193,7 @@ class CtcCorpusDecoder:
         return {
             "decoder": "ctc",
             "graph_content": self._graph_id,  # not its path: a moved graph is the same graph
-            "options": dataclasses.asdict(self.options),
+            "options": _options_config(self.options),
             "boosts": {str(k): v for k, v in self.boosts.items()} if self.boosts else None,
             "oov_lexicon": lexicon,
             "frame_shift": self.frame_shift,
@@ -374,3 +374,12 @@ def graph_content_id(path: Path) -> str:
     except (OSError, zipfile.BadZipFile) as exc:
         raise InputFileError(path, None, f"cannot read the graph ({exc})") from None
     return hashlib.sha256(repr(entries).encode()).hexdigest()
+
+
+def _options_config(options) -> dict:
+    """``options`` as a config's dict; ``blank_skip_threshold`` only when set (runs written
+    before it existed keep their config)."""
+    config = dataclasses.asdict(options)
+    if config["blank_skip_threshold"] is None:
+        del config["blank_skip_threshold"]
+    return config

@@ -57,7 +57,8 @@ def to_hypotheses(problem: SearchProblem, results) -> list[list[Hypothesis]]:
     dead = ((batch.status & DIED) != 0) | (np.bincount(batch.utterance, minlength=B) == 0)
     out: list[list[Hypothesis]] = [[] for _ in range(B)]
     for b in np.flatnonzero(dead).tolist():
-        where = f"frame {batch.died_frame[b]}" if batch.status[b] & DIED else "the end"
+        died = problem.input_frame(b, int(batch.died_frame[b]))
+        where = f"frame {died}" if batch.status[b] & DIED else "the end"
         note = f"search died at {where}: every token was pruned or had infinite cost; no path"
         out[b].append(Hypothesis((), (), float("-inf"), notes=(*batch.notes[b], note)))
     if dead[batch.utterance].any():
@@ -71,6 +72,29 @@ def to_hypotheses(problem: SearchProblem, results) -> list[list[Hypothesis]]:
     if problem.oov is not None:  # one word spelled two ways (pronunciations) is two label
         out = [_distinct_words(utt) for utt in out]  # sequences, but one word sequence
     return out
+
+
+def in_input_frames(problem: SearchProblem, out: list[list[Hypothesis]]) -> list[list[Hypothesis]]:
+    """``out`` with the frames of the input where blank frames were skipped (`SkippedFrames`):
+    token and word times mapped back, and the skipped frames' blank scores added to each
+    hypothesis' acoustic score (and score); a search that died keeps its -inf."""
+    skipped = problem.skipped
+    if skipped is None:
+        return out
+    mapped = []
+    for b, utt in enumerate(out):
+        kept = skipped.frame_map[b, : problem.lengths[b]].tolist()
+        extra = float(skipped.blank_score[b])
+
+        def at(t: int, kept=kept) -> int:
+            return kept[t] if 0 <= t < len(kept) else t
+
+        mapped.append([h if h.score == float("-inf") else changed(
+            h, timestamps=tuple(map(at, h.timestamps)),
+            word_timestamps=tuple((at(s), at(e)) for s, e in h.word_timestamps),
+            acoustic_score=h.acoustic_score + extra, score=h.score + extra,
+        ) for h in utt])  # fmt: skip
+    return mapped
 
 
 def _distinct_words(hyps: list[Hypothesis]) -> list[Hypothesis]:

@@ -4,6 +4,7 @@ search. Built only by `search.py`."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 from typing import NamedTuple
 
@@ -34,6 +35,9 @@ class SearchProblem:
                in float32.
     beam:      float32.
     oov:       the `oov.OovSpeller` of a graph with an oov slot (None without one).
+    skipped:   with ``options.blank_skip_threshold``, the frames left out (`SkippedFrames`):
+               ``ac``, ``log_probs`` and ``lengths`` are then those of the frames kept, and
+               everything up to the hypotheses counts frames among them.
     """
 
     ac: np.ndarray | None
@@ -47,6 +51,7 @@ class SearchProblem:
     device_lp: object = None
     device_frame_max: object = None
     oov: object = None
+    skipped: SkippedFrames | None = None
 
     @property
     def neg_scale(self) -> np.float32:
@@ -67,8 +72,19 @@ class SearchProblem:
     def utterance(self, b: int) -> SearchProblem:
         """Utterance ``b`` alone, as a batch of one (host log-probs only)."""
         one = slice(b, b + 1)
+        skipped = None if self.skipped is None else self.skipped.utterance(b)
         return replace(self, ac=self.ac[one], log_probs=self.log_probs[one],
-                       lengths=self.lengths[one], boosts=self.boosts.lane(b))  # fmt: skip
+                       lengths=self.lengths[one], boosts=self.boosts.lane(b),
+                       skipped=skipped)  # fmt: skip
+
+    def input_frame(self, b: int, t: int) -> int:
+        """Frame ``t`` of utterance ``b``'s search as the caller numbers the input (they differ
+        where blank frames were skipped); a frame before the first kept one (-1, or 0 of an
+        utterance with none kept) stays as it is."""
+        if self.skipped is None:
+            return t
+        kept = self.skipped.frame_map[b, : self.lengths[b]]
+        return int(kept[t]) if 0 <= t < len(kept) else t
 
     @property
     def slot_label(self) -> int:
@@ -82,6 +98,56 @@ class SearchProblem:
     @property
     def beam(self) -> np.float32:
         return np.float32(self.options.beam)
+
+
+class SkippedFrames(NamedTuple):
+    """The frames `skip_blank_frames` left out of a batch's search."""
+
+    frame_map: np.ndarray  # int64 (B, T kept): the input frame of each frame kept
+    blank_score: np.ndarray  # float64 (B,): acoustic scale x the skipped frames' blank log-probs
+
+    def utterance(self, b: int) -> SkippedFrames:
+        return SkippedFrames(self.frame_map[b : b + 1], self.blank_score[b : b + 1])
+
+
+def skip_blank_frames(
+    lp: np.ndarray, lengths: np.ndarray, blank: int, threshold: float, acoustic_scale: float
+) -> tuple[np.ndarray, np.ndarray, SkippedFrames]:
+    """``lp`` (B, T, V) float32 without the frames within ``lengths`` whose column ``blank``
+    exceeds ``log(threshold)`` (`CtcBeamOptions.blank_skip_threshold`) and that hold no NaN or
+    +inf (an input error stays in, for the checks of `costs_and_first_bad` to report):
+    ``(kept frames (B, T kept, V), their lengths, SkippedFrames)``. One compiled pass reads
+    each frame's blank and, where it is above the threshold, the frame; then one gather."""
+    B, T = lp.shape[:2]
+    rows, per_utterance, per_frame = _frame_rows(lp)
+    frame_map = np.zeros((B, T), np.int64)
+    kept = np.zeros(B, np.int64)
+    blank_sum = np.zeros(B, np.float64)
+    _kept_frames(rows, np.int64(per_utterance), np.int64(per_frame), lengths, np.int64(blank),
+                 math.log(threshold), frame_map, kept, blank_sum)  # fmt: skip
+    frame_map = frame_map[:, : int(kept.max(initial=0))]
+    kept_lp = lp[np.arange(B)[:, None], frame_map]  # (padding: frame 0, beyond the lengths)
+    return kept_lp, kept, SkippedFrames(frame_map, blank_sum * float(acoustic_scale))
+
+
+@njit(nogil=True, cache=True)
+def _kept_frames(rows, per_utterance, per_frame, lengths, blank, log_threshold, frame_map, kept,
+                 blank_sum):  # fmt: skip
+    for b in range(frame_map.shape[0]):
+        n = 0
+        for t in range(min(lengths[b], frame_map.shape[1])):
+            row = rows[b * per_utterance + t * per_frame]
+            x = row[blank]
+            skip = np.float64(x) > log_threshold and x < np.inf
+            if skip:
+                for v in range(row.shape[0]):  # (NaN or +inf: an error to report, kept)
+                    skip &= row[v] < np.inf
+            if skip:
+                blank_sum[b] += x
+            else:
+                frame_map[b, n] = t
+                n += 1
+        kept[b] = n
 
 
 # what `costs_and_first_bad` reports of a frame within the lengths: nothing wrong, a NaN or +inf,

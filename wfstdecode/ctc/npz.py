@@ -368,6 +368,9 @@ def decode_npz(
         boosts = _per_utterance(path, ids, boosts, utterance_boosts)
     if lattices and (options is None or options.lattice_beam is None):
         raise OptionsError("lattices need options with lattice_beam set")
+    if lattices and options.blank_skip_threshold is not None:
+        raise OptionsError("lattices count the frames searched: kept lattices do not go with "
+                           "blank_skip_threshold")  # fmt: skip
     B = len(ids)
     per_utterance = None  # boosts as one list per utterance, sliced for each batch
     if isinstance(boosts, Sequence) and not isinstance(boosts, (str, bytes)):

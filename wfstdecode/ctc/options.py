@@ -85,6 +85,23 @@ class CtcBeamOptions:
     cuda_graphs:            cuda backend: ``"auto"`` (capture each chunk of frames once as a CUDA
                             graph when CuPy can, else launch kernels one by one), ``"on"`` (raise
                             when it cannot) or ``"off"``. Changes speed, never results.
+    blank_skip_threshold:   None (every frame searched), or a probability in (0, 1]: a frame
+                            whose blank probability exceeds it is left out of the search (as
+                            torchaudio's CUDA CTC decoder's option of that name, and phone
+                            synchronous decoding, do) — the search runs on the other frames as
+                            if they were the input, so it cannot put a token there, and on a
+                            topology that reads ``a a`` as one token (not ``compact``, which
+                            also reads it as two) it cannot separate two equal tokens by a
+                            skipped blank. Blank-dominated frames are 30-60 % of real
+                            posteriors, so this saves that share of the search at little or no
+                            accuracy (`bench/ctc_cpu_pareto.md`). Hypotheses keep the input's
+                            frame numbers, and a skipped frame's blank log-prob (times the
+                            acoustic scale) is in every hypothesis' ``acoustic_score`` (no arc
+                            was taken there: no graph cost, no blank penalty). Frames holding
+                            NaN or +inf are never skipped (they raise as ever). With host
+                            log-probs on every backend; GPU-resident log-probs are read on the
+                            host (one copy). `ctc_lattices` and `CtcStreamDecoder` do not take
+                            it (their frames are the search's).
     """
 
     beam: float = 16.0
@@ -99,6 +116,7 @@ class CtcBeamOptions:
     posteriors: str = "lattice"
     max_candidates: int | None = None
     cuda_graphs: str = "auto"
+    blank_skip_threshold: float | None = None
 
     def __post_init__(self):
         def plain(name):  # a NumPy scalar (read from an array or a config) as Python's own
@@ -169,6 +187,11 @@ class CtcBeamOptions:
                 "CtcBeamOptions.cuda_graphs must be 'auto', 'on' or 'off'; "
                 f"got {self.cuda_graphs!r}"
             )
+        if self.blank_skip_threshold is not None:
+            threshold = number("blank_skip_threshold")
+            if not 0 < threshold <= 1:  # (also rejects NaN)
+                raise OptionsError("CtcBeamOptions.blank_skip_threshold must be a probability "
+                                   f"in (0, 1] or None; got {threshold}")  # fmt: skip
         if self.max_candidates is not None and integer("max_candidates") < 1:
             raise OptionsError(
                 f"CtcBeamOptions.max_candidates must be >= 1 or None; got {self.max_candidates}"

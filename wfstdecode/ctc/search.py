@@ -22,8 +22,16 @@ from ..lattice import Lattice
 from ..rescore import LmRescoring, check_rescorable
 from ..results import Hypothesis, changed
 from ..symbols import blank_symbol
-from ._paths import to_hypotheses
-from ._problem import ALL_NEG_INF, NAN_OR_POS_INF, RawResult, SearchProblem, costs_and_first_bad
+from ._paths import in_input_frames, to_hypotheses
+from ._problem import (
+    ALL_NEG_INF,
+    FINE,
+    NAN_OR_POS_INF,
+    RawResult,
+    SearchProblem,
+    costs_and_first_bad,
+    skip_blank_frames,
+)
 from .boost import build_boost_tables, resolve_boosts
 from .lattice import (
     lattice_hypotheses,
@@ -101,8 +109,8 @@ def decode_ctc(
         if problem.batch_size == 0:
             return []
         if options.lattice_beam is not None:
-            return lattice_decode(problem, name, tuning, rescore)[0]
-        return to_hypotheses(problem, ctc_backend(name)(problem, tuning))
+            return in_input_frames(problem, lattice_decode(problem, name, tuning, rescore)[0])
+        return in_input_frames(problem, to_hypotheses(problem, ctc_backend(name)(problem, tuning)))
 
 
 def ctc_lattices(
@@ -124,6 +132,10 @@ def ctc_lattices(
     best path (same words and cost up to float rounding)."""
     if not isinstance(options, CtcBeamOptions) or options.lattice_beam is None:
         raise OptionsError("ctc_lattices needs CtcBeamOptions with lattice_beam set")
+    if options.blank_skip_threshold is not None:
+        raise OptionsError("ctc_lattices does not skip blank frames (its lattices count the "
+                           "frames searched): set blank_skip_threshold=None, or use "
+                           "decode_ctc")  # fmt: skip
     with interrupts_raised():
         problem, name, tuning = prepared(log_probs, lengths, graph, options, boosts, backend,
                                          tuning, num_threads, oov_lexicon)  # fmt: skip
@@ -238,7 +250,9 @@ def _prepared(log_probs, lengths, graph, options, boosts, backend, tuning, num_t
         name = resolve_ctc_backend(backend, log_probs)
     tuning = tuning_for(name, tuning, num_threads)
     # lattices read the host log-probs (their arcs' acoustic scores)
-    on_device = name == "cuda" and is_device_array(log_probs) and options.lattice_beam is None
+    # (blank skipping picks the frames on the host)
+    on_device = (name == "cuda" and is_device_array(log_probs) and options.lattice_beam is None
+                 and options.blank_skip_threshold is None)  # fmt: skip
     threads = tuning.num_threads if isinstance(tuning, CpuTuning) else 1
     problem = prepare_problem(log_probs, lengths, graph, options, boosts, on_device, oov_lexicon,
                               threads)  # fmt: skip
@@ -298,7 +312,15 @@ def prepare_problem(
     if on_device:
         frame_max = check_device_log_probs(lp, lens)
         return SearchProblem(ac=None, device_lp=lp, device_frame_max=frame_max, **common)
-    ac, (b, t, bad) = costs_and_first_bad(lp, options.acoustic_scale, lens, threads)
+    searched, skipped = lp, None
+    if options.blank_skip_threshold is not None:
+        searched, common["lengths"], skipped = skip_blank_frames(
+            lp, lens, blank, options.blank_skip_threshold, options.acoustic_scale
+        )
+    ac, (b, t, bad) = costs_and_first_bad(searched, options.acoustic_scale, common["lengths"],
+                                          threads)  # fmt: skip
+    if bad != FINE and skipped is not None:  # (the frame as the caller numbers it)
+        t = int(skipped.frame_map[b, t])
     if bad == NAN_OR_POS_INF:
         beyond = beyond_float32(given[b, t], lp[b, t])
         if beyond:
@@ -312,7 +334,7 @@ def prepare_problem(
         if beyond:
             raise DecodeInputError(f"log_probs[{b}, {t}, {beyond} (frame within lengths[{b}])", b)
         raise DecodeInputError(f"log_probs[{b}, {t}] is -inf in every column", b)
-    return SearchProblem(ac=ac, log_probs=lp, **common)
+    return SearchProblem(ac=ac, log_probs=searched, skipped=skipped, **common)
 
 
 def blank_id(graph: DecodingGraph) -> int:

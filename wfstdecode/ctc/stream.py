@@ -187,6 +187,9 @@ class CtcStreamDecoder:
         if isinstance(max_lanes, bool) or not isinstance(max_lanes, int) or max_lanes < 1:
             raise OptionsError(f"max_lanes must be an int >= 1; got {max_lanes!r}")
         check_lattice_options(options, graph, rescore)
+        if options.blank_skip_threshold is not None:
+            raise OptionsError("CtcStreamDecoder does not skip blank frames (its results count "
+                               "the frames searched): set blank_skip_threshold=None")  # fmt: skip
         if endpoint is not None and not isinstance(endpoint, EndpointRules):
             raise OptionsError(f"endpoint must be EndpointRules or None; got {endpoint!r}")
         if backend not in ("auto", *CTC_BACKENDS):

@@ -221,14 +221,20 @@ def spelled_words(hyp: Hypothesis, tokens, separator: str = "|",
 
 
 def read_transcripts(path: str | os.PathLike) -> dict[str, list[str]]:
-    """``utterance-id<TAB>words`` lines -> {id: words}."""
+    """``utterance-id<TAB>words`` lines -> {id: words}; an id on two lines raises
+    `InputFileError` naming both lines (a dict would keep the last and drop the first
+    unseen)."""
     from ..errors import InputFileError
     from ..textfiles import text_lines
 
     out = {}
+    where: dict[str, int] = {}
     for line_no, line in text_lines(path, "transcripts"):
         utt, sep, text = line.partition("\t")
         if not sep or not utt:
             raise InputFileError(path, line_no, "expected 'ID<TAB>words'")
-        out[utt] = text.split()
+        if utt in out:
+            raise InputFileError(path, line_no, f"utterance {utt!r} is already on line "
+                                 f"{where[utt]}")  # fmt: skip
+        out[utt], where[utt] = text.split(), line_no
     return out
