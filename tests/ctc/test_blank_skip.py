@@ -149,3 +149,44 @@ def test_interfaces_whose_frames_are_the_searchs_refuse_it():
         ctc_lattices(lp, None, g, options)
     with pytest.raises(OptionsError, match="CtcStreamDecoder does not skip blank frames"):
         CtcStreamDecoder(g, options)
+
+
+def test_a_corpus_decoder_writing_lattices_refuses_it_before_any_shard(tmp_path):
+    """As decode_npz(lattices=True) refuses it in each worker: refused in the driver, not by
+    every shard failing."""
+    from wfstdecode.corpus.shards import CtcCorpusDecoder
+
+    random_graph(2).save(tmp_path / "TLG.npz")
+    options = CtcBeamOptions(lattice_beam=4.0, blank_skip_threshold=0.9)
+    with pytest.raises(OptionsError, match="blank_skip_threshold"):
+        CtcCorpusDecoder(str(tmp_path / "TLG.npz"), options, lattices="determinized")
+    CtcCorpusDecoder(str(tmp_path / "TLG.npz"), options)  # (without lattices: taken)
+
+
+@pytest.mark.parametrize("lattice_beam", [None, 4.0])
+def test_the_cuda_overflow_note_names_the_input_frame(lattice_beam):
+    """The note of a crowded token table names the first crowded token frame: with blank frames
+    skipped, as the input numbers it (it named the frame among those searched)."""
+    import re
+
+    from wfstdecode.backends import available_ctc_backends
+    from wfstdecode.testing import simulate_ctc
+
+    if "cuda" not in available_ctc_backends():
+        pytest.skip("no CUDA GPU, and NUMBA_ENABLE_CUDASIM is off")
+    g = lexicon_graph(["cat", "cap", "act", "tact", "pat", "apt", "tapa", "tap", "pact"])
+    lp, lengths = simulate_ctc([[g.tokens.id(c) for c in "catpact"]], g.num_tokens, seed=1,
+                               confusion_prob=0.3, noise=2.0)  # fmt: skip
+    blank = math.log(1 - 1e-4 * (g.num_tokens - 1))
+    pad = np.full((1, 10, g.num_tokens), math.log(1e-4), np.float32)
+    pad[..., BLANK] = blank
+    lp, lengths = np.concatenate([pad, lp], 1), lengths + 10  # 10 frames to skip first
+    options = CtcBeamOptions(beam=30.0, max_active=1000, max_candidates=12,
+                             lattice_beam=lattice_beam, blank_skip_threshold=0.99)  # fmt: skip
+    kept = [t for t in range(int(lengths[0])) if not lp[0, t, BLANK] > math.log(0.99)]
+    plain = CtcBeamOptions(**{**options.__dict__, "blank_skip_threshold": None})
+    first = re.compile(r"token table full on \d+ frame\(s\), first at frame (\d+):")
+    (searched,) = decode_ctc(lp[:, kept], None, g, plain, backend="cuda")
+    (got,) = decode_ctc(lp, lengths, g, options, backend="cuda")
+    f = int(first.match(searched[0].notes[0])[1])
+    assert int(first.match(got[0].notes[0])[1]) == kept[f - 1] + 1 > 10

@@ -27,7 +27,8 @@ def finish(problem: SearchProblem, d, joined, T: int) -> list[RawResult]:
     boosts = problem.boosts
     results = []
     for b in range(B):
-        notes = overflow_notes(int(e.overflow_frames[b]), int(e.first_overflow[b]),
+        notes = overflow_notes(int(e.overflow_frames[b]),
+                               input_token_frame(problem, b, int(e.first_overflow[b])),
                                float(e.min_beam[b]))  # fmt: skip
         raise_graph_errors(int(e.status[b]), b, int(e.died[b]))
         if e.status[b] & DIED:
@@ -81,6 +82,13 @@ def lane_ends(d) -> LaneEnds:
         lanes.min_beam.copy_to_host(), lanes.overflow_frames.copy_to_host(),
         lanes.first_overflow.copy_to_host(), offsets, packed,
     )  # fmt: skip
+
+
+def input_token_frame(problem, b: int, f: int) -> int:
+    """Token frame ``f`` of utterance ``b``'s search (the prefix of ``f`` frames searched) as
+    the caller numbers the input: they differ where blank frames were skipped
+    (`SearchProblem.input_frame`)."""
+    return problem.input_frame(b, f - 1) + 1 if f >= 0 else f
 
 
 def overflow_notes(frames: int, first: int, min_beam: float) -> tuple[str, ...]:

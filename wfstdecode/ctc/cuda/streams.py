@@ -55,7 +55,7 @@ from ..cpu_streams import CpuStreams
 from ..status import STOPPED_BITS
 from ..tuning import CpuTuning, CudaTuning
 from .driver import run_search
-from .finish import lane_ends, overflow_notes
+from .finish import input_token_frame, lane_ends, overflow_notes
 from .layout import grid_rows
 
 
@@ -118,7 +118,8 @@ class CudaStreams:
 
     def end(self, p, state, utterance: int = 0):
         raw = self._host.end(p, state.search, utterance)
-        notes = overflow_notes(int(state.overflow[0]), int(state.overflow[1]),
+        notes = overflow_notes(int(state.overflow[0]),
+                               input_token_frame(p, 0, int(state.overflow[1])),
                                float(state.beam[1]))  # fmt: skip
         return replace(raw, notes=raw.notes + notes)
 
