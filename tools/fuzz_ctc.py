@@ -45,6 +45,8 @@ def random_case(seed: int):
               word_insertion_penalty=float(rng.choice([0.0, 0.0, 0.4, -0.6])),
               nbest=int(rng.choice([1, 1, 3])))  # fmt: skip
     kw["min_active"] = min(kw["min_active"], kw["max_active"])
+    if rng.random() < 0.25:
+        kw["blank_skip_threshold"] = float(rng.choice([0.3, 0.6, 0.9]))
     if rng.random() < 0.4:
         kw["lattice_beam"] = float(rng.choice([1.0, 4.0, 10.0]))
         kw["mbr_candidates"] = int(rng.choice([0, 0, 4]))

@@ -8,7 +8,14 @@ import math
 import numpy as np
 import pytest
 
-from wfstdecode.ctc import CtcBeamOptions, CtcStreamDecoder, ctc_lattices, decode_ctc
+from wfstdecode.ctc import (
+    CtcBeamOptions,
+    CtcStreamDecoder,
+    EndpointRule,
+    EndpointRules,
+    ctc_lattices,
+    decode_ctc,
+)
 from wfstdecode.errors import DecodeInputError, OptionsError
 from wfstdecode.testing import (
     assert_hypotheses_equal,
@@ -141,14 +148,64 @@ def test_threshold_is_a_probability(bad):
     assert CtcBeamOptions(blank_skip_threshold=np.float32(0.5)).blank_skip_threshold == 0.5
 
 
-def test_interfaces_whose_frames_are_the_searchs_refuse_it():
+def test_ctc_lattices_refuses_it():
     g = random_graph(2)
     options = CtcBeamOptions(lattice_beam=4.0, blank_skip_threshold=0.9)
     lp = random_log_probs(2, 1, 5, g.num_tokens)
     with pytest.raises(OptionsError, match="ctc_lattices does not skip blank frames"):
         ctc_lattices(lp, None, g, options)
-    with pytest.raises(OptionsError, match="CtcStreamDecoder does not skip blank frames"):
-        CtcStreamDecoder(g, options)
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpu"])
+@pytest.mark.parametrize("lattice", [False, True])
+def test_streams_skip_as_decode_ctc_does(backend, lattice):
+    """Chunk by chunk, a stream skips the frames decode_ctc skips in the whole input: the same
+    hypotheses bit for bit (times in the input's frames), partial results in the input's
+    frames, and `frames` counting what was received."""
+    rng = np.random.default_rng(11)
+    g = random_graph(11, num_states=10, num_tokens=5, num_words=4)
+    lp = _with_blank_frames(random_log_probs(11, 3, 16, g.num_tokens), rng, share=0.6)
+    lengths = np.array([16, 11, 7])
+    options = CtcBeamOptions(beam=8.0, acoustic_scale=1.3, blank_skip_threshold=0.99,
+                             lattice_beam=4.0 if lattice else None, nbest=2)  # fmt: skip
+    want = decode_ctc(lp, lengths, g, options, backend=backend)
+    d = CtcStreamDecoder(g, options, backend)
+    sids = [d.open() for _ in range(3)]
+    fed = [0, 0, 0]
+    while any(fed[b] < lengths[b] for b in range(3)):
+        chunks = {}
+        for b in range(3):
+            if fed[b] < lengths[b]:
+                end = min(fed[b] + int(rng.integers(1, 5)), int(lengths[b]))
+                chunks[sids[b]], fed[b] = lp[b, fed[b] : end], end
+        d.advance(chunks)
+        for b in range(3):
+            assert d.frames(sids[b]) == fed[b]
+            partial = d.partial(sids[b])
+            assert all(t < fed[b] for t in partial.timestamps)
+    got = [d.finish(sid) for sid in sids]
+    assert got == want
+
+
+def test_a_streams_endpoint_counts_skipped_frames_as_silence():
+    """Trailing silence is counted in the input's frames: skipped blank frames are silence."""
+    g = lexicon_graph(["cat", "act", "tact"], word_cost=[1.0, 1.2, 2.0])
+    blank, (c, a, t) = 1e-4, (g.tokens.id(x) for x in "cat")
+    frames = [c, BLANK, a, BLANK, t, *[BLANK] * 30]
+    lp = np.full((len(frames), g.num_tokens), math.log(blank), np.float32)
+    for i, k in enumerate(frames):
+        lp[i, k] = math.log(1 - blank * (g.num_tokens - 1))
+    rules = EndpointRules(0.1, (EndpointRule(True, 2.0),))  # 20 frames of silence after speech
+    reached = []
+    for skip in (None, 0.99):
+        d = CtcStreamDecoder(g, CtcBeamOptions(beam=10.0, blank_skip_threshold=skip),
+                             endpoint=rules)  # fmt: skip
+        sid = d.open()
+        for i in range(len(frames)):
+            if d.advance({sid: lp[i : i + 1]}):
+                reached.append(i)
+                break
+    assert reached == [24, 24]  # the token at frame 4, then 20 frames
 
 
 def test_a_corpus_decoder_writing_lattices_refuses_it_before_any_shard(tmp_path):

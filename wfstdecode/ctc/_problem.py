@@ -111,18 +111,25 @@ class SkippedFrames(NamedTuple):
 
 
 def skip_blank_frames(
-    lp: np.ndarray, lengths: np.ndarray, blank: int, threshold: float, acoustic_scale: float
+    lp: np.ndarray,
+    lengths: np.ndarray,
+    blank: int,
+    threshold: float,
+    acoustic_scale: float,
+    blank_sum: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray, SkippedFrames]:
     """``lp`` (B, T, V) float32 without the frames within ``lengths`` whose column ``blank``
     exceeds ``log(threshold)`` (`CtcBeamOptions.blank_skip_threshold`) and that hold no NaN or
     +inf (an input error stays in, for the checks of `costs_and_first_bad` to report):
     ``(kept frames (B, T kept, V), their lengths, SkippedFrames)``. One compiled pass reads
-    each frame's blank and, where it is above the threshold, the frame; then one gather."""
+    each frame's blank and, where it is above the threshold, the frame; then one gather.
+    ``blank_sum``: float64 (B,) sums of skipped blank log-probs to go on from (a stream's
+    chunks: the same sum, in the same order, as the whole input's), updated in place."""
     B, T = lp.shape[:2]
     rows, per_utterance, per_frame = _frame_rows(lp)
     frame_map = np.zeros((B, T), np.int64)
     kept = np.zeros(B, np.int64)
-    blank_sum = np.zeros(B, np.float64)
+    blank_sum = np.zeros(B, np.float64) if blank_sum is None else blank_sum
     _kept_frames(rows, np.int64(per_utterance), np.int64(per_frame), lengths, np.int64(blank),
                  math.log(threshold), frame_map, kept, blank_sum)  # fmt: skip
     frame_map = frame_map[:, : int(kept.max(initial=0))]

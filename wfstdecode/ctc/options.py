@@ -101,8 +101,10 @@ class CtcBeamOptions:
                             was taken there: no graph cost, no blank penalty). Frames holding
                             NaN or +inf are never skipped (they raise as ever). With host
                             log-probs on every backend; GPU-resident log-probs are read on the
-                            host (one copy). `ctc_lattices` and `CtcStreamDecoder` do not take
-                            it (their frames are the search's).
+                            host (one copy). Streams too (`CtcStreamDecoder`: a chunk's frames
+                            skipped as it arrives, partial results, endpoints and ``frames``
+                            in the input's frames). `ctc_lattices` and written lattices do not
+                            take it (a lattice's frames are the search's).
     """
 
     beam: float = 16.0

@@ -22,6 +22,10 @@ Lattices (``CtcBeamOptions.lattice_beam``): each stream also keeps every frame's
 its n-best, MBR ranking, word confidences and LM rescoring (``rescore``) are `decode_ctc`'s, bit
 for bit. Partial results stay the best path alone.
 
+Blank skipping (``CtcBeamOptions.blank_skip_threshold``): each chunk's blank frames are left
+out as it arrives, by the rule and in the order of `decode_ctc`'s, so the final result is still
+`decode_ctc`'s on the whole input; times, endpoint rules and `frames` count the input's frames.
+
 Endpointing (`EndpointRules`, off by default) in the style of Kaldi's and sherpa-onnx's rules:
 an endpoint is detected when a rule's trailing silence (frames since the best path's last
 non-blank token, or since the start) and utterance length are reached, and, for rules that ask
@@ -48,12 +52,22 @@ from ..decoding_graph import DecodingGraph
 from ..errors import DecodeInputError, OptionsError
 from ..interrupts import signals_deferred
 from ..results import Hypothesis, changed, frame_shift_problem
-from ._paths import _batch_hypotheses, to_hypotheses
-from ._problem import FINE, FrameSurvivors, PathBatch, RawResult, SearchProblem, costs_and_first_bad
+from ._paths import _batch_hypotheses, in_input_frames, to_hypotheses
+from ._problem import (
+    FINE,
+    FrameSurvivors,
+    PathBatch,
+    RawResult,
+    SearchProblem,
+    SkippedFrames,
+    costs_and_first_bad,
+    skip_blank_frames,
+)
 from .lattice import build_lattice
 from .options import CtcBeamOptions
 from .search import (
     beyond_float32,
+    blank_id,
     check_lattice_options,
     host_floats,
     largest_label,
@@ -123,13 +137,19 @@ class EndpointRules:
 
 
 class _Stream:
-    __slots__ = ("busy", "endpoint", "finished", "first", "frames", "kept", "log_probs",
-                 "owner", "problem", "scanned", "spoken_until", "state", "unclaimed")  # fmt: skip
+    __slots__ = ("blank_sum", "busy", "endpoint", "finished", "first", "frame_map", "frames",
+                 "kept", "log_probs", "owner", "problem", "received", "scanned", "spoken_until",
+                 "state", "unclaimed")  # fmt: skip
 
     def __init__(self, problem: SearchProblem, state, first=None):
         self.problem, self.state = problem, state
         self.log_probs = np.empty((0, problem.ac.shape[2]), np.float32)  # grows by doubling
-        self.frames = 0
+        self.frames = 0  # frames searched (all received but the blank frames skipped)
+        self.received = 0
+        # with blank skipping: the input frame of each frame searched, and the sum of the
+        # skipped frames' blank log-probs (`skip_blank_frames` goes on with it chunk by chunk)
+        self.frame_map = np.empty(0, np.int64)
+        self.blank_sum = np.zeros(1, np.float64)
         self.finished = False
         self.endpoint: str | None = None
         # endpoint checks: the stable arcs of the best path already read, and the frame after
@@ -144,7 +164,12 @@ class _Stream:
         self.busy = threading.Lock()
         self.owner: int | None = None  # the thread holding `busy` (a re-entry would wait forever)
 
-    def append(self, chunk: np.ndarray) -> None:
+    def append(self, chunk: np.ndarray, received: int, kept=None) -> None:
+        """The frames searched of a chunk of ``received`` frames: ``chunk``, its rows ``kept``
+        (with blank skipping; else all of it)."""
+        if kept is not None:
+            self.frame_map = np.concatenate([self.frame_map, self.received + kept])
+        self.received += received
         end = self.frames + len(chunk)
         if end > len(self.log_probs) or chunk.shape[1] != self.log_probs.shape[1]:
             # (the columns change only before the first frame: `_advance_held`)
@@ -156,9 +181,18 @@ class _Stream:
         self.frames = end
 
     def scoring_problem(self) -> SearchProblem:
-        """The stream so far as `decode_ctc` would see it: for the paths' float64 scores."""
+        """The stream so far as `decode_ctc` would see it: for the paths' float64 scores (and,
+        with blank skipping, the frames skipped)."""
+        skipped = None
+        if self.problem.skipped is not None:  # (`skip_blank_frames`' product)
+            scale = float(self.problem.options.acoustic_scale)
+            skipped = SkippedFrames(self.frame_map[None], self.blank_sum * scale)
         return replace(self.problem, log_probs=self.log_probs[None, : self.frames],
-                       lengths=np.array([self.frames], np.int64))  # fmt: skip
+                       lengths=np.array([self.frames], np.int64), skipped=skipped)  # fmt: skip
+
+    def input_frame(self, t: int) -> int:
+        """Frame ``t`` searched as the stream's input numbers it."""
+        return int(self.frame_map[t]) if self.problem.skipped is not None else t
 
 
 class CtcStreamDecoder:
@@ -187,9 +221,6 @@ class CtcStreamDecoder:
         if isinstance(max_lanes, bool) or not isinstance(max_lanes, int) or max_lanes < 1:
             raise OptionsError(f"max_lanes must be an int >= 1; got {max_lanes!r}")
         check_lattice_options(options, graph, rescore)
-        if options.blank_skip_threshold is not None:
-            raise OptionsError("CtcStreamDecoder does not skip blank frames (its results count "
-                               "the frames searched): set blank_skip_threshold=None")  # fmt: skip
         if endpoint is not None and not isinstance(endpoint, EndpointRules):
             raise OptionsError(f"endpoint must be EndpointRules or None; got {endpoint!r}")
         if backend not in ("auto", *CTC_BACKENDS):
@@ -205,6 +236,7 @@ class CtcStreamDecoder:
         # columns the graph reads, fixed by the first chunk (one model feeds every stream)
         self.width = graph.num_tokens if graph.tokens is not None else None
         self._reads = largest_label(graph, "ilabel")
+        self._blank = blank_id(graph)
         self._search = ctc_stream_backend(name)(tuning_for(name, tuning, None))
         self._streams: dict[int, _Stream] = {}
         self._next_id, self._id_lock = 0, threading.Lock()
@@ -262,7 +294,17 @@ class CtcStreamDecoder:
             width = checked[-1][1].shape[1]
         lps = [lp for _, lp in checked]
         costs = self._chunk_costs(sids, lps, [given for given, _ in checked],
-                                  [s.frames for s in streams])  # fmt: skip
+                                  [s.received for s in streams])  # fmt: skip
+        received, kept, sums = [len(lp) for lp in lps], [None] * len(lps), [None] * len(lps)
+        if self.options.blank_skip_threshold is not None:  # (the chunks are checked: no NaN)
+            for i, (stream, lp) in enumerate(zip(streams, lps, strict=True)):
+                sums[i] = stream.blank_sum.copy()  # (the stream's, once it moves)
+                _, n, skipped = skip_blank_frames(
+                    lp[None], np.array([len(lp)]), self._blank,
+                    self.options.blank_skip_threshold, self.options.acoustic_scale, sums[i],
+                )  # fmt: skip
+                kept[i] = skipped.frame_map[0, : n[0]]
+                lps[i], costs[i] = lp[kept[i]], costs[i][kept[i]]
         if started is None and sids:  # the first call whose chunks all passed fixes it
             with self._id_lock:  # (threads feeding other streams may be here at once)
                 if self.width is None:
@@ -270,21 +312,23 @@ class CtcStreamDecoder:
             if width != self.width:
                 raise DecodeInputError(f"stream {sids[0]}: a chunk must be (frames, "
                                        f"{self.width}); got shape {lps[0].shape}")  # fmt: skip
-        jobs = list(zip(sids, streams, lps, costs, strict=True))
+        jobs = list(zip(sids, streams, lps, costs, received, kept, sums, strict=True))
         reached: dict[int, str] = {}
         for i in range(0, len(jobs), self.max_lanes):
             group = jobs[i : i + self.max_lanes]
-            work = [(s.problem, s.state, ac) for _, s, _, ac in group]
+            work = [(s.problem, s.state, ac) for _, s, _, ac, *_ in group]
             if self._lattices:
                 done = self._search.advance_keeping(work)
-                for (_, stream, _, _), (_, kept) in zip(group, done, strict=True):
-                    stream.kept.append(kept)
+                for (_, stream, *_), (_, survivors) in zip(group, done, strict=True):
+                    stream.kept.append(survivors)
                 states = [state for state, _ in done]
             else:
                 states = self._search.advance(work)
-            for (sid, stream, lp, _), state in zip(group, states, strict=True):
+            for (sid, stream, lp, _, n, rows, blank_sum), state in zip(group, states, strict=True):
                 stream.state = state
-                stream.append(lp)
+                stream.append(lp, n, rows)
+                if blank_sum is not None:
+                    stream.blank_sum = blank_sum
                 if self.endpoint_rules is not None and stream.endpoint is None:
                     stream.endpoint = self._endpoint(stream)
                     if stream.endpoint is not None:
@@ -301,10 +345,13 @@ class CtcStreamDecoder:
     def _partial_held(self, held: list[_Stream]) -> Hypothesis:
         (s,) = held
         s.state, arcs, frames, n_stable = self._search.partial(s.problem, s.state)
+        p = s.scoring_problem()
         if arcs is None:  # the search died: what finish would say
-            return to_hypotheses(s.scoring_problem(), [self._search.end(s.problem, s.state)])[0][0]
+            died = to_hypotheses(p, [self._search.end(s.problem, s.state)])
+            return in_input_frames(p, died)[0][0]
         unfinished = PathBatch.of([RawResult([(arcs, frames, 0.0)], NO_FINAL)])
-        hyp = _batch_hypotheses(s.scoring_problem(), unfinished)[0]  # (no note: not the end)
+        hyp = _batch_hypotheses(p, unfinished)[0]  # (no note: not the end)
+        hyp = in_input_frames(p, [[hyp]])[0][0]
         labels = self.graph.olabel[arcs]
         stable = int(np.count_nonzero(labels[:n_stable]))
         if s.problem.oov is not None:  # a spelled word is stable once its </oov> is
@@ -336,12 +383,12 @@ class CtcStreamDecoder:
         s = self._live(stream)
         p, raw = s.scoring_problem(), self._search.end(s.problem, s.state)
         if not self._lattices:
-            hyps = to_hypotheses(p, [raw])[0]
+            hyps = in_input_frames(p, to_hypotheses(p, [raw]))[0]
         else:
             kept, lattice = FrameSurvivors.joined(s.kept), None
             if raw.paths and s.first is not None and kept.num_frames == s.frames:  # else died
                 lattice = build_lattice(p, s.first, kept, raw).pruned(self.options.lattice_beam)
-            hyps = lattice_results(p, [raw], [lattice], self.rescore)[0][0]
+            hyps = in_input_frames(p, lattice_results(p, [raw], [lattice], self.rescore)[0])[0]
             s.kept = []  # read once: the stream takes no more chunks
         s.finished = True  # (not before: a finish that raised may be called again)
         return hyps
@@ -371,7 +418,7 @@ class CtcStreamDecoder:
 
     def frames(self, stream: int) -> int:
         """Log-prob frames the stream has received."""
-        return self._get(stream).frames
+        return self._get(stream).received
 
     def _using(self, sids: list, get, fn, *args):
         """``fn(streams, *args)`` with the streams ``sids`` name (``get``: `_get` or `_live`)
@@ -449,15 +496,15 @@ class CtcStreamDecoder:
         s.state, arcs, frames, stable = self._search.partial(s.problem, s.state, s.scanned)
         if arcs is None:  # the search stopped: no path (finish says so), no token to come, so
             # the rules see an utterance of silence (its length rule still ends the stream)
-            return self.endpoint_rules.detect(s.frames, s.frames, False)
+            return self.endpoint_rules.detect(s.received, s.received, False)
         g, blank = self.graph, s.problem.blank_ilabel
         token = np.flatnonzero((arcs < g.num_emitting_arcs) & (g.ilabel[arcs] != blank))
         now_stable = token[token < stable - s.scanned]
         if len(now_stable):
-            s.spoken_until = int(frames[now_stable[-1]]) + 1
+            s.spoken_until = s.input_frame(int(frames[now_stable[-1]])) + 1
         s.scanned = stable
-        spoken_until = int(frames[token[-1]]) + 1 if len(token) else s.spoken_until
-        return self.endpoint_rules.detect(s.frames, s.frames - spoken_until, spoken_until > 0)
+        spoken_until = s.input_frame(int(frames[token[-1]])) + 1 if len(token) else s.spoken_until
+        return self.endpoint_rules.detect(s.received, s.received - spoken_until, spoken_until > 0)
 
 
 def _check_values(sid: int, lp: np.ndarray, given: np.ndarray, start: int) -> None:
