@@ -42,13 +42,30 @@ def _with_blank_frames(lp, rng, share=0.5, blank_prob=0.995):
     return lp.astype(np.float32)
 
 
+def _kept(lp_b, length, th):
+    """The definition's frames kept of one utterance: all but those whose blank is above log(th)
+    — except a run of such frames between two kept frames whose best column (the first largest)
+    is one and the same, not the blank (left out, the run would join them)."""
+    skippable = [float(lp_b[t, BLANK]) > math.log(th) for t in range(length)]
+    neighbours = [t for t in range(length) if not skippable[t]]
+    kept = list(neighbours)
+    for t in range(length):
+        if skippable[t]:
+            before = [u for u in neighbours if u < t]
+            after = [u for u in neighbours if u > t]
+            if before and after:
+                left, right = np.argmax(lp_b[before[-1]]), np.argmax(lp_b[after[0]])
+                if left == right != BLANK:
+                    kept.append(t)
+    return sorted(kept)
+
+
 def _expected(lp, lengths, graph, options, backend):
-    """The definition: the frames whose blank log-prob is above log(threshold) removed, the rest
-    decoded as the input; times mapped back, the skipped blanks' scaled log-probs added."""
+    """The definition: the frames `_kept` leaves out removed, the rest decoded as the input;
+    times mapped back, the skipped blanks' scaled log-probs added."""
     th = options.blank_skip_threshold
     B, V = lp.shape[0], lp.shape[2]
-    kept = [[t for t in range(int(lengths[b])) if not float(lp[b, t, BLANK]) > math.log(th)]
-            for b in range(B)]  # fmt: skip
+    kept = [_kept(lp[b], int(lengths[b]), th) for b in range(B)]
     width = max(1, max(map(len, kept), default=1))
     short = np.zeros((B, width, V), np.float32)
     for b, frames in enumerate(kept):
@@ -113,6 +130,23 @@ def test_skipping_keeps_the_words_and_their_input_times(backend):
     assert skipping[0][0].timestamps == plain[0][0].timestamps == (0, 3, 5)
     assert skipping[0][0].word_timestamps == plain[0][0].word_timestamps == ((0, 5),)
     assert skipping[0][0].score == pytest.approx(plain[0][0].score, abs=1e-3)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_blank_between_two_equal_tokens_is_kept(backend):
+    """On the normal topology a doubled letter needs its blank: skipped, ``t <blk> <blk> t``
+    would read as one ``t``; the blanks lie between two kept frames whose best is ``t``, so they
+    stay, where those between ``c`` and ``a`` go."""
+    g = lexicon_graph(["catt", "cat"], word_cost=[2.0, 0.5])
+    blank, (c, a, t) = 1e-4, (g.tokens.id(x) for x in "cat")
+    frames = [BLANK, c, BLANK, a, BLANK, BLANK, t, BLANK, BLANK, t, BLANK]
+    lp = np.full((1, len(frames), g.num_tokens), math.log(blank), np.float32)
+    for i, k in enumerate(frames):
+        lp[0, i, k] = math.log(1 - blank * (g.num_tokens - 1))
+    options = CtcBeamOptions(beam=10.0, blank_skip_threshold=0.99)
+    got = decode_ctc(lp, None, g, options, backend=backend)[0][0]
+    assert got.words == ("catt",) and got.timestamps == (1, 3, 6, 9)
+    assert got == _expected(lp, np.array([len(frames)]), g, options, backend)[0][0]
 
 
 def test_lattice_hypotheses_with_skipping_equal_the_definition():

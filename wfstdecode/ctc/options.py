@@ -86,14 +86,15 @@ class CtcBeamOptions:
                             graph when CuPy can, else launch kernels one by one), ``"on"`` (raise
                             when it cannot) or ``"off"``. Changes speed, never results.
     blank_skip_threshold:   None (every frame searched), or a probability in (0, 1]: a frame
-                            whose blank probability exceeds it is left out of the search (as
-                            torchaudio's CUDA CTC decoder's option of that name, and phone
-                            synchronous decoding, do) — the search runs on the other frames as
-                            if they were the input, so it cannot put a token there; and where
-                            the graph reads ``a a`` as one token (the ``normal`` topology;
-                            ``compact`` and ``minimal`` can read two), two equal tokens that
-                            only a skipped blank separated become one. On the shipped OCR and
-                            speech posteriors 27-61 % of the frames are skipped at 0.95-0.99,
+                            whose blank probability is above this is left out of the search
+                            (as torchaudio's CUDA CTC decoder's option of that name, and phone
+                            synchronous decoding, do) — but for a run of such frames between
+                            two kept frames whose best column is one and the same token: left
+                            out, it would put them side by side, and a topology may read ``a
+                            a`` as one token where ``a <blk> a`` is two. The search runs on the
+                            other frames as if they were the input, so it cannot put a token on
+                            a skipped frame. On the shipped OCR and
+                            speech posteriors 26-61 % of the frames are skipped at 0.95-0.99,
                             which saves up to that share of the search at little or no
                             accuracy (`bench/ctc_cpu_pareto.md`). Hypotheses keep the input's
                             frame numbers, and a skipped frame's blank log-prob (times the
@@ -101,10 +102,11 @@ class CtcBeamOptions:
                             was taken there: no graph cost, no blank penalty). Frames holding
                             NaN or +inf are never skipped (they raise as ever). With host
                             log-probs on every backend; GPU-resident log-probs are read on the
-                            host (one copy). Streams too (`CtcStreamDecoder`: a chunk's frames
-                            skipped as it arrives, partial results, endpoints and ``frames``
-                            in the input's frames). `ctc_lattices` and written lattices do not
-                            take it (a lattice's frames are the search's).
+                            host (one copy). Streams too (`CtcStreamDecoder`: the same frames
+                            skipped, a run's fate waiting for the next frame kept; partial
+                            results, endpoints and ``frames`` in the input's frames).
+                            `ctc_lattices` and written lattices do not take it (a lattice's
+                            frames are the search's).
     """
 
     beam: float = 16.0

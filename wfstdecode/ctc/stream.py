@@ -22,9 +22,10 @@ Lattices (``CtcBeamOptions.lattice_beam``): each stream also keeps every frame's
 its n-best, MBR ranking, word confidences and LM rescoring (``rescore``) are `decode_ctc`'s, bit
 for bit. Partial results stay the best path alone.
 
-Blank skipping (``CtcBeamOptions.blank_skip_threshold``): each chunk's blank frames are left
-out as it arrives, by the rule and in the order of `decode_ctc`'s, so the final result is still
-`decode_ctc`'s on the whole input; times, endpoint rules and `frames` count the input's frames.
+Blank skipping (``CtcBeamOptions.blank_skip_threshold``): the frames `decode_ctc` skips in the
+whole input are skipped as they arrive (`blank_skips`; skippable frames at a chunk's end wait
+for the next frame kept, or `finish`, to be searched or skipped), so the final result is still
+`decode_ctc`'s; times, endpoint rules and `frames` count the input's frames.
 
 Endpointing (`EndpointRules`, off by default) in the style of Kaldi's and sherpa-onnx's rules:
 an endpoint is detected when a rule's trailing silence (frames since the best path's last
@@ -60,8 +61,8 @@ from ._problem import (
     RawResult,
     SearchProblem,
     SkippedFrames,
+    blank_skips,
     costs_and_first_bad,
-    skip_blank_frames,
 )
 from .lattice import build_lattice
 from .options import CtcBeamOptions
@@ -138,18 +139,21 @@ class EndpointRules:
 
 class _Stream:
     __slots__ = ("blank_sum", "busy", "endpoint", "finished", "first", "frame_map", "frames",
-                 "kept", "log_probs", "owner", "problem", "received", "scanned", "spoken_until",
-                 "state", "unclaimed")  # fmt: skip
+                 "kept", "left", "log_probs", "owner", "problem", "received", "scanned",
+                 "spoken_until", "state", "unclaimed", "waiting")  # fmt: skip
 
     def __init__(self, problem: SearchProblem, state, first=None):
         self.problem, self.state = problem, state
         self.log_probs = np.empty((0, problem.ac.shape[2]), np.float32)  # grows by doubling
         self.frames = 0  # frames searched (all received but the blank frames skipped)
         self.received = 0
-        # with blank skipping: the input frame of each frame searched, and the sum of the
-        # skipped frames' blank log-probs (`skip_blank_frames` goes on with it chunk by chunk)
+        # with blank skipping (`blank_skips`, chunk by chunk): the input frame of each frame
+        # searched, the sum of the skipped frames' blank log-probs, the best column of the last
+        # frame kept, and the frames received whose fate waits for the next frame kept
         self.frame_map = np.empty(0, np.int64)
         self.blank_sum = np.zeros(1, np.float64)
+        self.left = -1
+        self.waiting = np.empty((0, problem.ac.shape[2]), np.float32)
         self.finished = False
         self.endpoint: str | None = None
         # endpoint checks: the stable arcs of the best path already read, and the frame after
@@ -164,11 +168,11 @@ class _Stream:
         self.busy = threading.Lock()
         self.owner: int | None = None  # the thread holding `busy` (a re-entry would wait forever)
 
-    def append(self, chunk: np.ndarray, received: int, kept=None) -> None:
-        """The frames searched of a chunk of ``received`` frames: ``chunk``, its rows ``kept``
-        (with blank skipping; else all of it)."""
-        if kept is not None:
-            self.frame_map = np.concatenate([self.frame_map, self.received + kept])
+    def append(self, chunk: np.ndarray, received: int, inputs=None) -> None:
+        """Frames searched, ``chunk``, of ``received`` frames received; ``inputs``: their input
+        frames (with blank skipping; else the frames received, all of them)."""
+        if inputs is not None:
+            self.frame_map = np.concatenate([self.frame_map, inputs])
         self.received += received
         end = self.frames + len(chunk)
         if end > len(self.log_probs) or chunk.shape[1] != self.log_probs.shape[1]:
@@ -295,16 +299,11 @@ class CtcStreamDecoder:
         lps = [lp for _, lp in checked]
         costs = self._chunk_costs(sids, lps, [given for given, _ in checked],
                                   [s.received for s in streams])  # fmt: skip
-        received, kept, sums = [len(lp) for lp in lps], [None] * len(lps), [None] * len(lps)
+        received, skips = [len(lp) for lp in lps], [None] * len(lps)
         if self.options.blank_skip_threshold is not None:  # (the chunks are checked: no NaN)
             for i, (stream, lp) in enumerate(zip(streams, lps, strict=True)):
-                sums[i] = stream.blank_sum.copy()  # (the stream's, once it moves)
-                _, n, skipped = skip_blank_frames(
-                    lp[None], np.array([len(lp)]), self._blank,
-                    self.options.blank_skip_threshold, self.options.acoustic_scale, sums[i],
-                )  # fmt: skip
-                kept[i] = skipped.frame_map[0, : n[0]]
-                lps[i], costs[i] = lp[kept[i]], costs[i][kept[i]]
+                skips[i] = self._skips(stream, lp, final=False)
+                lps[i], costs[i] = skips[i][0], skips[i][1]
         if started is None and sids:  # the first call whose chunks all passed fixes it
             with self._id_lock:  # (threads feeding other streams may be here at once)
                 if self.width is None:
@@ -312,7 +311,7 @@ class CtcStreamDecoder:
             if width != self.width:
                 raise DecodeInputError(f"stream {sids[0]}: a chunk must be (frames, "
                                        f"{self.width}); got shape {lps[0].shape}")  # fmt: skip
-        jobs = list(zip(sids, streams, lps, costs, received, kept, sums, strict=True))
+        jobs = list(zip(sids, streams, lps, costs, received, skips, strict=True))
         reached: dict[int, str] = {}
         for i in range(0, len(jobs), self.max_lanes):
             group = jobs[i : i + self.max_lanes]
@@ -324,11 +323,11 @@ class CtcStreamDecoder:
                 states = [state for state, _ in done]
             else:
                 states = self._search.advance(work)
-            for (sid, stream, lp, _, n, rows, blank_sum), state in zip(group, states, strict=True):
+            for (sid, stream, lp, _, n, skip), state in zip(group, states, strict=True):
                 stream.state = state
-                stream.append(lp, n, rows)
-                if blank_sum is not None:
-                    stream.blank_sum = blank_sum
+                stream.append(lp, n, None if skip is None else skip[2])
+                if skip is not None:
+                    stream.blank_sum, stream.left, stream.waiting = skip[3:]
                 if self.endpoint_rules is not None and stream.endpoint is None:
                     stream.endpoint = self._endpoint(stream)
                     if stream.endpoint is not None:
@@ -381,6 +380,17 @@ class CtcStreamDecoder:
             hyps, s.unclaimed = s.unclaimed, None
             return hyps
         s = self._live(stream)
+        if len(s.waiting):  # no frame follows: the waiting frames are decided, the kept searched
+            rows, costs, inputs, *rest = self._skips(s, s.waiting[:0], final=True)
+            if len(rows):
+                work = [(s.problem, s.state, costs)]
+                if self._lattices:
+                    ((s.state, survivors),) = self._search.advance_keeping(work)
+                    s.kept.append(survivors)
+                else:
+                    (s.state,) = self._search.advance(work)
+            s.append(rows, 0, inputs)
+            s.blank_sum, s.left, s.waiting = rest
         p, raw = s.scoring_problem(), self._search.end(s.problem, s.state)
         if not self._lattices:
             hyps = in_input_frames(p, to_hypotheses(p, [raw]))[0]
@@ -491,6 +501,20 @@ class CtcStreamDecoder:
             for sid, lp, given, start in zip(sids, lps, givens, starts, strict=True):
                 _check_values(sid, lp, given, start)
         return np.split(costs[0], np.cumsum([len(lp) for lp in lps[:-1]]))
+
+    def _skips(self, s: _Stream, chunk: np.ndarray, final: bool) -> tuple:
+        """Blank skipping on stream ``s``'s waiting frames and then ``chunk`` (`blank_skips`):
+        ``(frames to search, their search costs, their input frames, and the stream's blank
+        sum, left and waiting frames after them)``."""
+        window = np.concatenate([s.waiting, chunk]) if len(s.waiting) else chunk
+        window = np.ascontiguousarray(window, np.float32)
+        blank_sum = s.blank_sum.copy()  # (the stream's once the search has moved)
+        kept, decided, left = blank_skips(window, self._blank, self.options.blank_skip_threshold,
+                                          s.left, final, blank_sum)  # fmt: skip
+        rows = window[kept]
+        costs = costs_and_first_bad(rows[None], self.options.acoustic_scale)[0][0]
+        start = s.received - len(s.waiting)  # (the window's first input frame)
+        return rows, costs, start + kept, blank_sum, left, window[decided:]
 
     def _endpoint(self, s: _Stream) -> str | None:
         s.state, arcs, frames, stable = self._search.partial(s.problem, s.state, s.scanned)
