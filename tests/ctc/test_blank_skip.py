@@ -190,7 +190,7 @@ def test_ctc_lattices_refuses_it():
         ctc_lattices(lp, None, g, options)
 
 
-@pytest.mark.parametrize("backend", ["reference", "cpu"])
+@pytest.mark.parametrize("backend", BACKENDS)
 @pytest.mark.parametrize("lattice", [False, True])
 def test_streams_skip_as_decode_ctc_does(backend, lattice):
     """Chunk by chunk, a stream skips the frames decode_ctc skips in the whole input: the same
