@@ -30,8 +30,8 @@ from ._problem import (
     RawResult,
     SearchProblem,
     costs_and_first_bad,
-    skip_blank_frames,
 )
+from .blank_skip import skip_blank_frames
 from .boost import build_boost_tables, resolve_boosts
 from .lattice import (
     lattice_hypotheses,

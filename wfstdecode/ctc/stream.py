@@ -60,10 +60,9 @@ from ._problem import (
     PathBatch,
     RawResult,
     SearchProblem,
-    SkippedFrames,
-    blank_skips,
     costs_and_first_bad,
 )
+from .blank_skip import SkippedFrames, blank_skips
 from .lattice import build_lattice
 from .options import CtcBeamOptions
 from .search import (
