@@ -5,7 +5,7 @@ search. Built only by `search.py`."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 from numba import njit, prange
@@ -15,9 +15,6 @@ from .boost import BoostTables
 from .options import LOG_PROB_FLOOR, CtcBeamOptions
 from .phrases import NO_SLOT
 from .tuning import claim_parallel, numba_threads, parallel_region
-
-if TYPE_CHECKING:
-    from .blank_skip import SkippedFrames
 
 
 @dataclass(frozen=True)
@@ -53,7 +50,7 @@ class SearchProblem:
     device_lp: object = None
     device_frame_max: object = None
     oov: object = None
-    skipped: SkippedFrames | None = None
+    skipped: object = None  # (a `blank_skip.SkippedFrames`)
 
     @property
     def neg_scale(self) -> np.float32:
