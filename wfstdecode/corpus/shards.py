@@ -119,11 +119,10 @@ class CtcCorpusDecoder:
         if self.lattices not in (None, "determinized", "state"):
             raise OptionsError("lattices must be None, 'determinized' or 'state'; got "
                                f"{self.lattices!r}")  # fmt: skip
-        if self.lattices is not None and options.lattice_beam is None:
-            raise OptionsError("lattices are written with options.lattice_beam set")
-        if self.lattices is not None and options.blank_skip_threshold is not None:
-            raise OptionsError("lattices count the frames searched: written lattices do not go "
-                               "with options.blank_skip_threshold")  # fmt: skip
+        if self.lattices is not None:
+            from ..ctc.search import check_lattices_kept
+
+            check_lattices_kept(options, "CtcCorpusDecoder(lattices=...)")
         path = Path(self.graph)
         path = path / GRAPH_FILE if path.is_dir() else path
         object.__setattr__(self, "options", options)

@@ -83,12 +83,7 @@ def in_input_frames(problem: SearchProblem, out: list[list[Hypothesis]]) -> list
         return out
     mapped = []
     for b, utt in enumerate(out):
-        kept = skipped.frame_map[b, : problem.lengths[b]].tolist()
-        extra = float(skipped.blank_score[b])
-
-        def at(t: int, kept=kept) -> int:
-            return kept[t] if 0 <= t < len(kept) else t
-
+        at, extra = problem.input_frames(b), float(skipped.blank_score[b])
         mapped.append([h if h.score == float("-inf") else changed(
             h, timestamps=tuple(map(at, h.timestamps)),
             word_timestamps=tuple((at(s), at(e)) for s, e in h.word_timestamps),

@@ -77,13 +77,17 @@ class SearchProblem:
                        skipped=skipped)  # fmt: skip
 
     def input_frame(self, b: int, t: int) -> int:
-        """Frame ``t`` of utterance ``b``'s search as the caller numbers the input (they differ
+        """Frame ``t`` of utterance ``b``'s search as the caller numbers the input."""
+        return self.input_frames(b)(t)
+
+    def input_frames(self, b: int):
+        """Utterance ``b``'s frame numbering, frame searched -> frame of the input (they differ
         where blank frames were skipped); a frame before the first kept one (-1, or 0 of an
         utterance with none kept) stays as it is."""
         if self.skipped is None:
-            return t
-        kept = self.skipped.frame_map[b, : self.lengths[b]]
-        return int(kept[t]) if 0 <= t < len(kept) else t
+            return int
+        kept = self.skipped.frame_map[b, : self.lengths[b]].tolist()
+        return lambda t: kept[t] if 0 <= t < len(kept) else t
 
     @property
     def slot_label(self) -> int:

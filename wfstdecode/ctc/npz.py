@@ -23,7 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..decoding_graph import DecodingGraph
-from ..errors import DecodeInputError, InputFileError, OptionsError
+from ..errors import DecodeInputError, InputFileError
 from ..interrupts import interrupts_raised
 from ..metrics import word_error_rate
 from ..results import Hypothesis
@@ -31,7 +31,14 @@ from ..safe_io import NpzArchive
 from ..symbols import SymbolTable
 from ._paths import merges_repeats
 from .options import CtcBeamOptions
-from .search import blank_id, decode_ctc, lattice_decode, prepare_problem, prepared
+from .search import (
+    blank_id,
+    check_lattices_kept,
+    decode_ctc,
+    lattice_decode,
+    prepare_problem,
+    prepared,
+)
 
 WORD_SEPARATOR = "|"
 
@@ -366,11 +373,8 @@ def decode_npz(
     utterance_boosts = utterance_boosts or data["boosts"]
     if utterance_boosts:
         boosts = _per_utterance(path, ids, boosts, utterance_boosts)
-    if lattices and (options is None or options.lattice_beam is None):
-        raise OptionsError("lattices need options with lattice_beam set")
-    if lattices and options.blank_skip_threshold is not None:
-        raise OptionsError("lattices count the frames searched: kept lattices do not go with "
-                           "blank_skip_threshold")  # fmt: skip
+    if lattices:
+        check_lattices_kept(options or CtcBeamOptions(), "decode_npz(lattices=True)")
     B = len(ids)
     per_utterance = None  # boosts as one list per utterance, sliced for each batch
     if isinstance(boosts, Sequence) and not isinstance(boosts, (str, bytes)):

@@ -130,12 +130,9 @@ def ctc_lattices(
     an utterance whose search died. Arguments as `decode_ctc`; every backend makes them
     (``"auto"`` is cpu; cuda reads host log-probs). The lattice's best path is the search's
     best path (same words and cost up to float rounding)."""
-    if not isinstance(options, CtcBeamOptions) or options.lattice_beam is None:
-        raise OptionsError("ctc_lattices needs CtcBeamOptions with lattice_beam set")
-    if options.blank_skip_threshold is not None:
-        raise OptionsError("ctc_lattices does not skip blank frames (its lattices count the "
-                           "frames searched): set blank_skip_threshold=None, or use "
-                           "decode_ctc")  # fmt: skip
+    if not isinstance(options, CtcBeamOptions):
+        raise OptionsError(f"options must be a CtcBeamOptions; got {type(options).__name__}")
+    check_lattices_kept(options, "ctc_lattices")
     with interrupts_raised():
         problem, name, tuning = prepared(log_probs, lengths, graph, options, boosts, backend,
                                          tuning, num_threads, oov_lexicon)  # fmt: skip
@@ -206,6 +203,18 @@ def determinized_posteriors(lat: Lattice, beam: float):
         return determinize_pruned(lat.frame_relative(), beam, alignments=False)[0]
     except OptionsError:
         return replace(lat, notes=(*lat.notes, UNDETERMINIZED))
+
+
+def check_lattices_kept(options: CtcBeamOptions, who: str) -> None:
+    """What ``who`` (an interface that hands the lattices out) needs of ``options``: a lattice
+    beam, and no blank skipping (a lattice counts the frames searched; hypotheses are mapped
+    back to the input's frames, lattices are not)."""
+    if options.lattice_beam is None:
+        raise OptionsError(f"{who} keeps lattices: it needs options with lattice_beam set")
+    if options.blank_skip_threshold is not None:
+        raise OptionsError(f"{who} keeps lattices, which count the frames searched: not with "
+                           "blank_skip_threshold (decode_ctc's hypotheses keep the input's "
+                           "frames)")  # fmt: skip
 
 
 def check_lattice_options(options: CtcBeamOptions, graph: DecodingGraph, rescore) -> None:
